@@ -1,0 +1,174 @@
+"""Errors the harness raises on purpose, each with a stable lower snake_case `code`.
+
+Codes are values, not classes (SPEC §2.9): a host branches on `error.code`, and the gRPC server
+reports it as the `google.rpc.ErrorInfo` reason `code.upper()`. The tree::
+
+    Exception
+    └── HarnessError                 code, details (finite JSON), retry_hint
+        ├── DefinitionError          the agent definition / tool surface does not fit the request
+        ├── InputError (ValueError)  the caller's input is wrong
+        ├── StateError               a state is unsupported, invalid or unavailable
+        ├── RunError                 the run machinery was misused, or a resume does not correlate
+        └── RunCleanupError          a run produced an outcome but could not deliver it cleanly
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .results import HarnessRunResult
+
+__all__ = (
+    "DefinitionError",
+    "ErrorCode",
+    "HarnessError",
+    "InputError",
+    "JsonValue",
+    "RetryHint",
+    "RunCleanupError",
+    "RunError",
+    "StateError",
+)
+
+JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+"""Finite JSON, as Python values."""
+
+RetryHint = Literal["none", "new_run", "dependency_change"]
+"""What a host may do after a failure: nothing, a new run, or a new run once a dependency changed."""
+
+
+class ErrorCode(StrEnum):
+    """Every code the core raises or records. Values are the wire reasons in lower case; never renamed."""
+
+    # InputError
+    INPUT_EMPTY = "input_empty"
+    INPUT_INVALID = "input_invalid"
+    TOOL_RECOVERY_INVALID = "tool_recovery_invalid"
+    CLIENT_TOOL_INVALID = "client_tool_invalid"
+    # RunError
+    RUN_BINDINGS_INVALID = "run_bindings_invalid"
+    PREVIOUS_STATE_INVALID = "previous_state_invalid"
+    RUN_RESULT_MISSING = "run_result_missing"
+    RUN_NOT_ACTIVE = "run_not_active"
+    RUN_STREAM_REUSED = "run_stream_reused"
+    RUN_STREAM_CONCURRENT_NEXT = "run_stream_concurrent_next"
+    RUN_SUSPENDED = "run_suspended"
+    RUN_CANCELLED = "run_cancelled"
+    DEFERRED_RESUME_INVALID = "deferred_resume_invalid"
+    DEFERRED_STATE_REQUIRED = "deferred_state_required"
+    DEFERRED_REQUEST_MISSING = "deferred_request_missing"
+    DEFERRED_REQUEST_DUPLICATE = "deferred_request_duplicate"
+    DEFERRED_REQUEST_CATEGORY_OVERLAP = "deferred_request_category_overlap"
+    DEFERRED_REQUESTS_EMPTY = "deferred_requests_empty"
+    DEFERRED_REQUESTS_TOO_LARGE = "deferred_requests_too_large"
+    DEFERRED_REQUEST_INVALID = "deferred_request_invalid"
+    DEFERRED_METADATA_INVALID = "deferred_metadata_invalid"
+    DEFERRED_RESULTS_INCOMPLETE = "deferred_results_incomplete"
+    DEFERRED_APPROVAL_INVALID = "deferred_approval_invalid"
+    DEFERRED_RESULTS_INVALID = "deferred_results_invalid"
+    DEFERRED_REQUEST_COMPLETED = "deferred_request_completed"
+    DEFERRED_REQUEST_MISMATCH = "deferred_request_mismatch"
+    # StateError
+    RUN_STATE_UNAVAILABLE = "run_state_unavailable"
+    STATE_STORE_MISSING = "state_store_missing"
+    SCHEMA_VERSION_UNSUPPORTED = "schema_version_unsupported"
+    STATE_INVALID = "state_invalid"
+    HISTORY_FORMAT_UNSUPPORTED = "history_format_unsupported"
+    FORK_THREAD_ID_CONFLICT = "fork_thread_id_conflict"
+    DEFERRED_STATE_INVALID = "deferred_state_invalid"
+    CAPABILITY_STATE_ID_INVALID = "capability_state_id_invalid"
+    CAPABILITY_STATE_VERSION_INVALID = "capability_state_version_invalid"
+    CAPABILITY_STATE_VERSION_UNSUPPORTED = "capability_state_version_unsupported"
+    CAPABILITY_STATE_INVALID = "capability_state_invalid"
+    # DefinitionError
+    DEFERRED_SURFACE_MISMATCH = "deferred_surface_mismatch"
+    # RunCleanupError
+    RUN_CLEANUP_FAILED = "run_cleanup_failed"
+
+
+class FailureCode(StrEnum):
+    """Codes that appear only as `SafeFailure.code` in a failed result, never raised."""
+
+    AGENT_RUN_FAILED = "agent_run_failed"
+    USAGE_LIMIT_EXCEEDED = "usage_limit_exceeded"
+    DEFERRED_TOOLS_UNSUPPORTED = "deferred_tools_unsupported"
+    TOOL_EXECUTION_FAILED = "tool_execution_failed"
+
+
+def _detached_details(details: Mapping[str, JsonValue] | None) -> dict[str, JsonValue]:
+    return copy.deepcopy(dict(details)) if details else {}
+
+
+class HarnessError(Exception):
+    """Base of every error the core raises on purpose; `code` is what hosts branch on."""
+
+    code: ErrorCode
+    """The stable code (SPEC §2.9)."""
+    details: dict[str, JsonValue]
+    """Finite-JSON facts about the failure (e.g. `received`, `supported`, `tool_call_id`)."""
+    retry_hint: RetryHint
+    """Whether a new run may help."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: ErrorCode,
+        details: Mapping[str, JsonValue] | None = None,
+        retry_hint: RetryHint = "none",
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = ErrorCode(code)
+        self.details = _detached_details(details)
+        self.retry_hint = retry_hint
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, code={self.code.value!r}, details={self.details!r})"
+
+
+class DefinitionError(HarnessError):
+    """The agent definition or this run's tool surface does not fit the request."""
+
+
+class InputError(HarnessError, ValueError):
+    """The caller's input is wrong (also a `ValueError`, as the reference library raised)."""
+
+
+class StateError(HarnessError):
+    """A state is unsupported, invalid, or not available at this point of the run."""
+
+
+class RunError(HarnessError):
+    """The run machinery was misused, or a deferred resume does not correlate with the state."""
+
+
+class RunCleanupError(HarnessError):
+    """A run ended but could not deliver its result cleanly; `outcome` is only a candidate."""
+
+    outcome: HarnessRunResult[object] | None
+    """The last validated candidate result, if any. Delivery never happened: treat it as uncertain."""
+    causes: tuple[BaseException, ...]
+    """What went wrong, in order (not chained)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        outcome: HarnessRunResult[object] | None,
+        causes: tuple[BaseException, ...],
+    ) -> None:
+        super().__init__(
+            message,
+            code=ErrorCode.RUN_CLEANUP_FAILED,
+            details={"cause_count": len(causes)},
+            retry_hint="new_run",
+        )
+        self.outcome = outcome
+        self.causes = causes
+        for cause in causes:
+            self.add_note(f"Cleanup cause: {type(cause).__name__}")
