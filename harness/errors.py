@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = (
     "DefinitionError",
     "ErrorCode",
+    "FailureCode",
     "HarnessError",
     "InputError",
     "JsonValue",
@@ -106,8 +107,8 @@ def _detached_details(details: Mapping[str, JsonValue] | None) -> dict[str, Json
 class HarnessError(Exception):
     """Base of every error the core raises on purpose; `code` is what hosts branch on."""
 
-    code: ErrorCode
-    """The stable code (SPEC §2.9)."""
+    code: ErrorCode | FailureCode
+    """The stable code (SPEC §2.9); a `FailureCode` only on `raise_for_status()` of a failed result."""
     details: dict[str, JsonValue]
     """Finite-JSON facts about the failure (e.g. `received`, `supported`, `tool_call_id`)."""
     retry_hint: RetryHint
@@ -117,13 +118,13 @@ class HarnessError(Exception):
         self,
         message: str,
         *,
-        code: ErrorCode,
+        code: ErrorCode | FailureCode | str,
         details: Mapping[str, JsonValue] | None = None,
         retry_hint: RetryHint = "none",
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.code = ErrorCode(code)
+        self.code = ErrorCode(code) if code in ErrorCode._value2member_map_ else FailureCode(code)
         self.details = _detached_details(details)
         self.retry_hint = retry_hint
 

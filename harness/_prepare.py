@@ -1,0 +1,244 @@
+"""History rewrites before a run starts and after it stops (SPEC §2.2.3, §2.4, §2.5.5, §2.5.7).
+
+Before: lift input left behind unresolved calls, close calls under `"never"` recovery, and put the
+executable's current system prompt in front (a stored prompt is never trusted). After a failed or
+cancelled run: keep only the safe parts of an interrupted response, give unanswered calls the
+unknown result, and make sure the run's own input is in the state exactly once.
+
+All functions take and return lists of native messages and never mutate their input messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    PartDeltaEvent,
+    PartEndEvent,
+    PartStartEvent,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserContent,
+    UserPromptPart,
+)
+
+from ._history import last_response_index, pending_calls
+from ._tooling import INTERRUPTED_TOOL_RESULT
+
+__all__ = (
+    "PartTracker",
+    "append_input",
+    "close_calls",
+    "ensure_input",
+    "lift_undelivered_input",
+    "normalize",
+    "set_system_prompt",
+    "unknown_result",
+)
+
+
+def unknown_result(call: ToolCallPart) -> ToolReturnPart:
+    """The native return that records a call whose result was never recorded (SPEC §2.5.3)."""
+    return ToolReturnPart(
+        tool_name=call.tool_name,
+        content=INTERRUPTED_TOOL_RESULT,
+        tool_call_id=call.tool_call_id,
+        metadata=None,
+        outcome="failed",
+        tool_kind=call.tool_kind,
+    )
+
+
+def close_calls(history: list[ModelMessage], calls: Sequence[ToolCallPart]) -> list[ModelMessage]:
+    """Append unknown results for `calls` to the request after the last response, or a new request."""
+    if not calls:
+        return history
+    closings: list[ModelRequestPart] = [unknown_result(call) for call in calls]
+    index = last_response_index(history)
+    tail = history[-1] if history else None
+    if index is not None and index < len(history) - 1 and isinstance(tail, ModelRequest):
+        return [*history[:-1], replace(tail, parts=[*tail.parts, *closings])]
+    return [*history, ModelRequest(parts=closings)]
+
+
+def lift_undelivered_input(history: list[ModelMessage]) -> tuple[list[ModelMessage], list[UserContent]]:
+    """Take user prompts waiting behind unresolved calls out of the history, to deliver them again.
+
+    Native continuation then sends them after all tool results, as strict providers require.
+    """
+    index = last_response_index(history)
+    if index is None or not pending_calls(history):
+        return history, []
+    lifted: list[UserContent] = []
+    kept: list[ModelMessage] = list(history[: index + 1])
+    for message in history[index + 1 :]:
+        if not isinstance(message, ModelRequest):
+            kept.append(message)
+            continue
+        parts = [part for part in message.parts if not isinstance(part, UserPromptPart)]
+        for part in message.parts:
+            if isinstance(part, UserPromptPart):
+                lifted.extend([part.content] if isinstance(part.content, str) else part.content)
+        if len(parts) != len(message.parts):
+            if parts:
+                kept.append(replace(message, parts=parts))
+        else:
+            kept.append(message)
+    return kept, lifted
+
+
+def set_system_prompt(history: list[ModelMessage], prompts: Sequence[str]) -> list[ModelMessage]:
+    """Replace every stored system prompt with the executable's current ones, at the front of the first request.
+
+    Untouched when the history is empty (the native run adds them) or ends in a provider-suspended
+    response (native continuation re-issues that turn as it was).
+    """
+    if not history or (isinstance(history[-1], ModelResponse) and history[-1].state == "suspended"):
+        return history
+    fresh: list[ModelRequestPart] = [SystemPromptPart(content) for content in prompts]
+    out: list[ModelMessage] = []
+    first = True
+    for message in history:
+        if isinstance(message, ModelRequest):
+            parts = [part for part in message.parts if not isinstance(part, SystemPromptPart)]
+            if first:
+                first = False
+                parts = [*fresh, *parts]
+                out.append(message if parts == message.parts else replace(message, parts=parts))
+                continue
+            if len(parts) != len(message.parts):
+                if parts:
+                    out.append(replace(message, parts=parts))
+                continue
+        out.append(message)
+    return out
+
+
+def _contains_input(messages: Sequence[ModelMessage], content: str | Sequence[UserContent]) -> bool:
+    return any(
+        isinstance(part, UserPromptPart) and part.content == content
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+    )
+
+
+def append_input(history: list[ModelMessage], content: str | Sequence[UserContent]) -> list[ModelMessage]:
+    """Append the run's input to the tail request (a new request after a tail response)."""
+    part = UserPromptPart(content if isinstance(content, str) else list(content))
+    if history and isinstance(history[-1], ModelRequest):
+        tail = history[-1]
+        return [*history[:-1], replace(tail, parts=[*tail.parts, part])]
+    return [*history, ModelRequest(parts=[part])]
+
+
+def ensure_input(
+    history: list[ModelMessage], content: str | Sequence[UserContent] | None, *, since: int
+) -> list[ModelMessage]:
+    """Make sure a run's new input appears in its terminal state (undelivered input is never lost)."""
+    if content is None or _contains_input(history[since:], content):
+        return history
+    return append_input(history, content)
+
+
+class PartTracker:
+    """Follows the public part events of the response being streamed, to rebuild its safe parts."""
+
+    __slots__ = ("ended", "parts")
+
+    def __init__(self) -> None:
+        self.parts: dict[int, ModelResponsePart] = {}
+        self.ended: set[int] = set()
+
+    def reset(self) -> None:
+        """A new model request starts."""
+        self.parts.clear()
+        self.ended.clear()
+
+    def observe(self, event: object) -> None:
+        """Record a part start, delta or end."""
+        if isinstance(event, PartStartEvent):
+            self.parts[event.index] = event.part
+        elif isinstance(event, PartDeltaEvent):
+            part = self.parts.get(event.index)
+            if part is not None:
+                try:
+                    self.parts[event.index] = event.delta.apply(part)  # type: ignore[arg-type]
+                except (ValueError, TypeError):
+                    pass  # a delta that does not fit the part is not safe to keep
+        elif isinstance(event, PartEndEvent):
+            self.parts[event.index] = event.part
+            self.ended.add(event.index)
+
+    def safe_parts(self) -> list[ModelResponsePart]:
+        """Complete visible text, finished thinking, finished calls; nothing half-written."""
+        safe: list[ModelResponsePart] = []
+        for index in sorted(self.parts):
+            part = self.parts[index]
+            if isinstance(part, TextPart):
+                if part.content:
+                    safe.append(part)
+            elif isinstance(part, ThinkingPart):
+                if index in self.ended and (part.content or part.signature):
+                    safe.append(part)
+            elif index in self.ended:
+                safe.append(part)
+        return _balanced_native_tools(safe)
+
+
+def _balanced_native_tools(parts: list[ModelResponsePart]) -> list[ModelResponsePart]:
+    calls = {p.tool_call_id for p in parts if isinstance(p, NativeToolCallPart)}
+    returns = {p.tool_call_id for p in parts if isinstance(p, NativeToolReturnPart)}
+    paired = calls & returns
+    return [
+        p
+        for p in parts
+        if not isinstance(p, NativeToolCallPart | NativeToolReturnPart) or p.tool_call_id in paired
+    ]
+
+
+def normalize(
+    history: list[ModelMessage],
+    *,
+    tracker: PartTracker | None,
+    own_from: int,
+    deferred_pending: bool,
+    force_close: bool = False,
+) -> list[ModelMessage]:
+    """Make an interrupted history a safe candidate (SPEC §2.4 steps 2–3).
+
+    Args:
+        history: The committed history.
+        tracker: The part events of this run's last response, if one was streaming.
+        own_from: Index of the first message this run added; older messages are never rewritten.
+        deferred_pending: Accepted deferred input is still pending: leave calls open for a
+            `recovery=True` resume to deliver the real results.
+        force_close: Close the last response's unanswered calls even when nothing is marked
+            interrupted (a tool raised: it may have partly acted).
+    """
+    history = list(history)
+    tail = history[-1] if history else None
+    if isinstance(tail, ModelResponse) and tail.state == "interrupted" and len(history) - 1 >= own_from:
+        safe = tracker.safe_parts() if tracker is not None else []
+        if safe:
+            history[-1] = replace(tail, parts=safe)
+        else:
+            history.pop()
+    tail = history[-1] if history else None
+    interrupted = (isinstance(tail, ModelResponse) and tail.state == "interrupted") or (
+        isinstance(tail, ModelRequest) and tail.state == "interrupted"
+    )
+    if (interrupted or force_close) and not deferred_pending:
+        history = close_calls(history, pending_calls(history))
+    return history

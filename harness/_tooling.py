@@ -1,0 +1,250 @@
+"""The harness's hold on a run's tools: recovery decisions, resume surface checks, deferral rules.
+
+One `RunTooling` exists per run. The agent-level `HarnessCapability` (always first, so its wrapper
+toolset is outermost) routes every `get_tools`/`call_tool` and the `after_tool_validate` hook to the
+run's `RunTooling` through `ctx.deps`. At the run's first step it sees the freshly prepared tool
+surface (after dynamic toolsets, prepare functions and `SetToolMetadata`) and:
+
+- checks a deferred resume against it (SPEC §2.7.4 phase B → `deferred_surface_mismatch`);
+- turns each tool-recovery candidate into a replay or the unknown result (SPEC §2.5.4), by editing
+  the native per-call results the first `CallToolsNode` holds, before it reads them;
+- remembers identities (`tool/<toolset id>/<name>`) for the deferred calls a suspension exports.
+
+On every step it hides deferring tools when the host cannot answer them (SPEC §2.7.7), gives replays
+`tool_call_approved=False` and re-defers replayed approval/external tools (replay is never an
+approval), and records a tool's unexpected exception so the run can end FAILED (SPEC §2.2.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic_ai import exceptions as native_exceptions
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ToolFailed
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.tools import RunContext, ToolApproved, ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
+from pydantic_ai.toolsets.prefixed import PrefixedToolset
+from pydantic_ai.toolsets.renamed import RenamedToolset
+
+from .deferred import DEFERRED_FUNCTION_ID_METADATA_KEY as DEFERRED_FUNCTION_ID_KEY, DeferredToolResume, identity_for
+from .errors import DefinitionError, ErrorCode
+from .tools import is_recovery_retryable
+
+__all__ = ("INTERRUPTED_TOOL_RESULT", "HarnessCapability", "RunTooling", "ToolFailure")
+
+INTERRUPTED_TOOL_RESULT = (
+    "No tool result was recorded because execution was interrupted. The operation may have partially or "
+    "fully completed. Check the current state before deciding whether to retry it."
+)
+"""The unknown result: what a call whose result was never recorded is answered with (SPEC §2.5.3)."""
+
+DEFERRAL_UNAVAILABLE = "Deferred tool interaction is unavailable for this Run."
+
+ToolRecovery = str  # "declared" | "never" | "always", checked at construction
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFailure:
+    """A tool function's unexpected exception, recorded so the run ends FAILED with a safe state."""
+
+    tool_call_id: str
+    tool_name: str
+    error: Exception
+
+
+@dataclass(eq=False)
+class RunTooling:
+    """Per-run tool bookkeeping; see the module docstring."""
+
+    mode: ToolRecovery
+    """This run's tool-recovery mode."""
+    deferred_tools_supported: bool
+    """Whether deferring tools stay on the surface."""
+    recovery_candidates: dict[str, ToolCallPart] = field(default_factory=dict)
+    """Unresolved calls (no retained fact) to be replayed or answered unknown at the first step."""
+    resume: DeferredToolResume | None = None
+    """The batch whose requests phase B checks (a normal resume, or the retained batch of recovery)."""
+    resume_results_failed: frozenset[str] = frozenset()
+    """Pending call IDs answered by `ToolFailed` (rule 11's exception for absent tools)."""
+    native_results: MutableMapping[str, Any] | None = None
+    """The first `CallToolsNode`'s per-call results, edited in place at the first step."""
+    replay_ids: set[str] = field(default_factory=set)
+    """Calls this run replays: never approvals (`tool_call_approved=False`)."""
+    tool_failure: ToolFailure | None = None
+    """The first unexpected tool exception, if any."""
+    surface_error: DefinitionError | None = None
+    """A phase-B failure, kept in case native code wraps it on the way out."""
+    _first_step_done: bool = False
+    _tools: dict[str, ToolsetTool[Any]] = field(default_factory=dict)
+    _ctx: RunContext[Any] | None = None
+
+    # -- the surface ---------------------------------------------------------------------------------
+    async def on_tools(self, ctx: RunContext[Any], tools: dict[str, ToolsetTool[Any]]) -> dict[str, ToolsetTool[Any]]:
+        """Filter this step's surface and, at the first step, run phase B and recovery decisions."""
+        if not self.deferred_tools_supported:
+            tools = {name: tool for name, tool in tools.items() if not tool.tool_def.defer}
+        self._tools, self._ctx = tools, ctx
+        if not self._first_step_done:
+            self._first_step_done = True
+            if self.resume is not None:
+                await self._check_surface(ctx, tools)
+            self._decide_recovery(tools)
+        return tools
+
+    async def identity(self, tool_name: str) -> str | None:
+        """The identity of a tool on the latest surface, or `None` when it is not there."""
+        tool = self._tools.get(tool_name)
+        if tool is None or self._ctx is None:
+            return None
+        return await _identity(self._ctx, tool_name, tool)
+
+    def tool_kind(self, tool_name: str) -> str | None:
+        """The kind (`function`, `external`, `unapproved`, `output`) of a tool on the latest surface."""
+        tool = self._tools.get(tool_name)
+        return tool.tool_def.kind if tool is not None else None
+
+    async def _check_surface(self, ctx: RunContext[Any], tools: Mapping[str, ToolsetTool[Any]]) -> None:
+        assert self.resume is not None
+        requests = self.resume.requests
+        metadata = requests.metadata
+        for category, items in (("calls", requests.calls), ("approvals", requests.approvals)):
+            for item in items:
+                call = item.target_call
+                tool = tools.get(call.tool_name)
+                identity = await _identity(ctx, call.tool_name, tool) if tool is not None else None
+                if tool is not None and identity != item.target_identity:
+                    self._mismatch(call, "the tool's identity changed")
+                kind = tool.tool_def.kind if tool is not None else None
+                if category == "calls":
+                    function_id = metadata.get(call.tool_call_id, {}).get(DEFERRED_FUNCTION_ID_KEY)
+                    if tool is None:
+                        if function_id is None and call.tool_call_id in self.resume_results_failed:
+                            continue
+                        self._mismatch(call, "the tool is no longer available")
+                    elif kind == "external":
+                        if function_id is not None:
+                            self._mismatch(call, "a function's deferred call is now an external tool")
+                    elif kind in ("function", "unapproved"):
+                        if function_id != identity:
+                            self._mismatch(call, "the call was not deferred by this function tool")
+                    else:
+                        self._mismatch(call, f"a {kind} tool cannot answer a deferred call")
+                elif kind not in ("function", "unapproved"):
+                    self._mismatch(call, "the approved tool is absent or cannot be approved")
+
+    def _mismatch(self, call: ToolCallPart, why: str) -> None:
+        self.surface_error = DefinitionError(
+            f"Deferred tool call {call.tool_call_id!r} ({call.tool_name}) no longer fits this run's tools: {why}.",
+            code=ErrorCode.DEFERRED_SURFACE_MISMATCH,
+            details={"tool_call_id": call.tool_call_id, "tool_name": call.tool_name},
+        )
+        raise self.surface_error
+
+    def _decide_recovery(self, tools: Mapping[str, ToolsetTool[Any]]) -> None:
+        if not self.recovery_candidates:
+            return
+        assert self.native_results is not None, "recovery candidates need the first step's native results"
+        for call_id, call in self.recovery_candidates.items():
+            tool = tools.get(call.tool_name)
+            if tool is None or (self.mode == "declared" and not is_recovery_retryable(tool.tool_def)):
+                self.native_results[call_id] = ToolFailed(INTERRUPTED_TOOL_RESULT)
+            else:
+                self.native_results[call_id] = ToolApproved()
+                self.replay_ids.add(call_id)
+
+    # -- dispatch ------------------------------------------------------------------------------------
+    async def call(
+        self,
+        wrapped: AbstractToolset[Any],
+        name: str,
+        args: dict[str, Any],
+        ctx: RunContext[Any],
+        tool: ToolsetTool[Any],
+    ) -> Any:
+        """Call a tool: replays unapproved, deferrals refused when unsupported, exceptions recorded."""
+        if ctx.tool_call_id in self.replay_ids:
+            ctx = replace(ctx, tool_call_approved=False)
+        try:
+            return await wrapped.call_tool(name, args, ctx, tool)
+        except (CallDeferred, ApprovalRequired):
+            if self.deferred_tools_supported:
+                raise
+            raise ToolFailed(DEFERRAL_UNAVAILABLE) from None
+        except Exception as error:
+            if not _is_native_control(error) and self.tool_failure is None:
+                self.tool_failure = ToolFailure(ctx.tool_call_id or "", name, error)
+            raise
+
+    def after_validate(self, call: ToolCallPart, tool_def: ToolDefinition) -> None:
+        """A replayed approval/external tool defers again: replay never satisfies an approval."""
+        if call.tool_call_id not in self.replay_ids:
+            return
+        if tool_def.kind == "unapproved":
+            raise ApprovalRequired()
+        if tool_def.kind == "external":
+            raise CallDeferred()
+
+
+def _is_native_control(error: BaseException) -> bool:
+    """Native control flow (retries, failures, deferrals, skips) keeps its native meaning."""
+    return type(error).__module__ == native_exceptions.__name__
+
+
+async def _identity(ctx: RunContext[Any], name: str, tool: ToolsetTool[Any]) -> str:
+    """`tool/<innermost defining toolset id>/<name before prefix/rename wrappers>`."""
+    toolset = tool.toolset
+    while isinstance(toolset, WrapperToolset):
+        if isinstance(toolset, PrefixedToolset):
+            name = name.removeprefix(f"{toolset.prefix}_")
+        elif isinstance(toolset, RenamedToolset):
+            name = toolset.name_map.get(name, name)
+        inner = (await toolset.wrapped.get_tools(ctx)).get(name)
+        if inner is None:
+            break
+        toolset = inner.toolset
+    return identity_for(toolset.id, name)
+
+
+class _HarnessToolset(WrapperToolset[Any]):
+    """The outermost toolset of every harness run; delegates the decisions to the run's `RunTooling`."""
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tools = await self.wrapped.get_tools(ctx)
+        tooling = _tooling_of(ctx)
+        return tools if tooling is None else await tooling.on_tools(ctx, tools)
+
+    async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]) -> Any:
+        tooling = _tooling_of(ctx)
+        if tooling is None:
+            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+        return await tooling.call(self.wrapped, name, tool_args, ctx, tool)
+
+
+def _tooling_of(ctx: RunContext[Any]) -> RunTooling | None:
+    return getattr(ctx.deps, "_tooling", None)
+
+
+class HarnessCapability(AbstractCapability[Any]):
+    """Installed first on every `ExecutableAgent`, so its wrapper toolset is the outermost."""
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        return _HarnessToolset(toolset)
+
+    async def after_tool_validate(
+        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
+    ) -> Any:
+        tooling = _tooling_of(ctx)
+        if tooling is not None:
+            tooling.after_validate(call, tool_def)
+        return args
+
+    async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        observer = getattr(ctx.deps, "_observer", None)
+        if observer is not None:
+            observer.model_request_started(ctx)
+        return request_context

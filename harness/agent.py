@@ -1,0 +1,154 @@
+"""`ExecutableAgent`: a reusable agent definition that runs harness threads (SPEC §2.0, DESIGN "entry point").
+
+It holds no per-run or per-thread state: every run gets fresh bindings, a fresh `AgentContext` and
+capability state seeded from the previous `HarnessState`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar, overload
+
+from pydantic import TypeAdapter
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.models import Model
+from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
+from pydantic_ai.usage import RunUsage, UsageLimits
+
+from ._run import HarnessRunStream, consume
+from ._tooling import HarnessCapability
+from .context import AgentContext
+from .results import HarnessRunResult
+
+__all__ = ("ExecutableAgent",)
+
+OutputT = TypeVar("OutputT")
+
+
+class ExecutableAgent(Generic[OutputT]):
+    """A reusable agent definition: model, output type, prompts and the capabilities that bring its tools.
+
+    Example:
+        ```python
+        agent = ExecutableAgent(model, capabilities=[catalog], instructions="Be brief.", name="demo")
+        first = await agent.run("Draft the plan", bindings=RunBindings.embedded(), previous_state=HarnessState.new())
+        ```
+    """
+
+    @overload
+    def __init__(
+        self: ExecutableAgent[str],
+        model: Model | str,
+        *,
+        capabilities: Sequence[AbstractCapability[Any]] = (),
+        instructions: str | Sequence[str] | None = None,
+        system_prompt: str | Sequence[str] = (),
+        name: str | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        model: Model | str,
+        *,
+        capabilities: Sequence[AbstractCapability[Any]] = (),
+        instructions: str | Sequence[str] | None = None,
+        system_prompt: str | Sequence[str] = (),
+        output_type: type[OutputT],
+        name: str | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> None: ...
+    def __init__(
+        self,
+        model: Model | str,
+        *,
+        capabilities: Sequence[AbstractCapability[Any]] = (),
+        instructions: str | Sequence[str] | None = None,
+        system_prompt: str | Sequence[str] = (),
+        output_type: Any = str,
+        name: str | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> None:
+        self.system_prompt: tuple[str, ...] = (system_prompt,) if isinstance(system_prompt, str) else tuple(system_prompt)
+        """The system prompt strings put at the front of every run's history (SPEC §2.2.3)."""
+        self.output_type: Any = output_type
+        """The output type a completed run's output validates against."""
+        self.usage_limits = usage_limits
+        """The default usage limits of every run."""
+        self.name = name
+        """The agent's name (servers list agents by it)."""
+        self.capabilities: tuple[AbstractCapability[Any], ...] = tuple(capabilities)
+        """The native capabilities that bring the agent's tools."""
+        self.output_adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+        """Validates and dumps outputs (`HarnessRunResult.output_json`)."""
+        self.native: Agent[AgentContext, Any] = Agent(
+            model,
+            output_type=[output_type, NativeDeferredToolRequests],
+            instructions=instructions,
+            system_prompt=self.system_prompt,
+            deps_type=AgentContext,
+            name=name,
+            # First, so its wrapper toolset is outermost and sees every tool (SPEC §2.5.6).
+            capabilities=[HarnessCapability(), *self.capabilities],
+        )
+        """The native pydantic-ai agent every run drives (private use: runs go through `run`/`stream`)."""
+
+    def stream(
+        self,
+        input: object = None,
+        *,
+        bindings: object = None,
+        previous_state: object = None,
+        tool_recovery: object = "declared",
+        deferred_resume: object = None,
+        usage: RunUsage | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> HarnessRunStream[OutputT]:
+        """Start a run as a stream: `async with agent.stream(...) as s: async for item in s: ...`.
+
+        Every construction check (SPEC §2.2.2) runs here, synchronously.
+        """
+        return HarnessRunStream(
+            self,
+            input,
+            bindings=bindings,
+            previous_state=previous_state,
+            tool_recovery=tool_recovery,
+            deferred_resume=deferred_resume,
+            usage=usage,
+            usage_limits=usage_limits,
+        )
+
+    async def run(
+        self,
+        input: object = None,
+        *,
+        bindings: object = None,
+        previous_state: object = None,
+        tool_recovery: object = "declared",
+        deferred_resume: object = None,
+        usage: RunUsage | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> HarnessRunResult[OutputT]:
+        """Run to the terminal result. Construction checks raise when awaited, before any model request.
+
+        Args:
+            input: A `str`, a sequence of native user content, or `None` to continue without a prompt.
+            bindings: Fresh `RunBindings` (default `RunBindings.embedded()`).
+            previous_state: The thread's `HarnessState` to continue (default: a new thread).
+            tool_recovery: `"declared"` (default), `"never"` or `"always"` for unanswered calls.
+            deferred_resume: A `DeferredToolResume` answering the previous run's pending calls.
+            usage: A native `RunUsage` baseline.
+            usage_limits: Native `UsageLimits` (default: the agent's).
+        """
+        stream = self.stream(
+            input,
+            bindings=bindings,
+            previous_state=previous_state,
+            tool_recovery=tool_recovery,
+            deferred_resume=deferred_resume,
+            usage=usage,
+            usage_limits=usage_limits,
+        )
+        return await consume(stream)

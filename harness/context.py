@@ -1,0 +1,74 @@
+"""Per-run bindings from the host and the run context tools see as `ctx.deps` (SPEC §2.2.1).
+
+Nothing here crosses runs: a host builds fresh `RunBindings` for every run, and the harness builds
+a fresh `AgentContext` (with capability state seeded from the previous state) for every run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from pydantic_ai.capabilities import AbstractCapability
+
+from .capability_state import CapabilityStateStore
+from .errors import JsonValue
+
+__all__ = ("AgentContext", "InstanceIdentity", "RunBindings")
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceIdentity:
+    """Who runs this agent instance; informational, never authority stored in state."""
+
+    issuer: str
+    """Who vouches for the subject (`"local"` for an embedded host)."""
+    subject: str
+    """The identity the run acts for."""
+    agent_instance_id: str
+    """This agent instance's id."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunBindings:
+    """What the host supplies fresh for one run: identity, deferred support, extra capabilities, metadata."""
+
+    instance: InstanceIdentity
+    """The run's identity."""
+    deferred_tools_supported: bool = True
+    """Whether the host can answer deferred tool calls; `False` removes deferring tools (SPEC §2.7.7)."""
+    capabilities: Sequence[AbstractCapability[Any]] = ()
+    """Native capabilities added to this run only (e.g. the host's client tools)."""
+    metadata: Mapping[str, JsonValue] = field(default_factory=lambda: MappingProxyType({}))
+    """Read-only JSON metadata the run's tools can read."""
+
+    @classmethod
+    def embedded(cls, **overrides: Any) -> RunBindings:
+        """Defaults for an embedded host: issuer `local`, subject `embedded`, a new instance id."""
+        bindings = cls(instance=InstanceIdentity("local", "embedded", uuid.uuid4().hex))
+        return replace(bindings, **overrides) if overrides else bindings
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AgentContext:
+    """The deps of every harness run: tools take `RunContext[AgentContext]` and use `ctx.deps`."""
+
+    run_id: str
+    """This run's id."""
+    thread_id: str
+    """The thread's id."""
+    instance: InstanceIdentity
+    """Who runs the agent."""
+    metadata: Mapping[str, JsonValue]
+    """The bindings' read-only metadata."""
+    deferred_tools_supported: bool
+    """Whether deferring is possible in this run."""
+    state: CapabilityStateStore
+    """Versioned capability state: `await ctx.deps.state.read(...)` / `write(...)`."""
+    _tooling: Any = field(default=None, repr=False)
+    """The run's tool bookkeeping (private; `harness._tooling.RunTooling`)."""
+    _observer: Any = field(default=None, repr=False)
+    """The run's stream, told when a model request starts (private)."""
