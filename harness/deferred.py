@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn, NotRequired, TypeAlias, TypedDict
+from typing import Any, Literal, NoReturn, NotRequired, TypeAlias
 from urllib.parse import quote
 
 from pydantic import ConfigDict, StrictBool, TypeAdapter, ValidationError, with_config
@@ -38,6 +38,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
+from typing_extensions import TypedDict
 
 from . import _history
 from ._json import NotFiniteJson, canonical_json, check_finite_json
@@ -228,7 +229,11 @@ class DeferredToolRequests:
         try:
             self._calls = tuple(copy.deepcopy(list(calls)))
             self._approvals = tuple(copy.deepcopy(list(approvals)))
-            self._metadata = {key: dict(value) for key, value in copy.deepcopy(dict(metadata or {})).items()}
+            # Mappings become dicts; anything else is kept for the checks to report (§2.7.4 step 4).
+            self._metadata = {
+                key: dict(value) if isinstance(value, Mapping) else value
+                for key, value in copy.deepcopy(dict(metadata or {})).items()
+            }
             self._kinds = dict(kinds or {})
         except Exception as error:  # deepcopy/dict() of arbitrary objects can raise anything
             _fail(
