@@ -281,9 +281,10 @@ def test_resume_json_round_trip_with_every_result_kind() -> None:
 
 def test_resume_is_frozen_and_detached() -> None:
     requests, _ = batch()
-    results = requests.build_results(calls={"c1": {"v": 1}}, approve_all=True)
+    value = {"v": 1}
+    results = requests.build_results(calls={"c1": value}, approve_all=True)
     resume = DeferredToolResume(requests, results)
-    results.calls["c1"].update(v=2)
+    value["v"] = 2
     assert resume.results.calls == {"c1": {"v": 1}}
     resume.results.calls["c1"] = "x"
     resume.model_results().calls["c1"] = "x"
