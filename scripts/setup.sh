@@ -55,7 +55,7 @@ go_install() {  # go_install <binary> <package@version> <version check command..
     return
   fi
   step "go install $pkg"
-  go install "$pkg"
+  GOBIN="$gobin" go install "$pkg"
 }
 go_install protoc-gen-go "google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO_VERSION" \
   "$gobin/protoc-gen-go" --version
