@@ -3,22 +3,64 @@
 Pure Python on pydantic-ai; no gRPC. SPEC.md (shared) is the behaviour this package implements.
 """
 
+from ._run import HarnessRunStream, ToolRecovery
+from ._tooling import INTERRUPTED_TOOL_RESULT
+from .agent import ExecutableAgent
+from .client_tools import CLIENT_TOOLSET_ID, ClientTool, client_tools_capability
+from .context import AgentContext, InstanceIdentity, RunBindings
+from .deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
 from .errors import (
     DefinitionError,
     ErrorCode,
+    FailureCode,
     HarnessError,
     InputError,
     RunCleanupError,
     RunError,
     StateError,
 )
+from .events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent
+from .results import HarnessRunResult, RunStatus, SafeFailure
+from .state import (
+    AgentContextStateSnapshot,
+    CapabilityState,
+    EnvironmentState,
+    HarnessState,
+    StoredRef,
+    load_state,
+)
 
 __all__ = [
+    "CLIENT_TOOLSET_ID",
+    "INTERRUPTED_TOOL_RESULT",
+    "AgentContext",
+    "AgentContextStateSnapshot",
+    "CapabilityState",
+    "ClientTool",
     "DefinitionError",
+    "DeferredToolCall",
+    "DeferredToolRequests",
+    "DeferredToolResume",
+    "EnvironmentState",
     "ErrorCode",
+    "ExecutableAgent",
+    "FailureCode",
     "HarnessError",
+    "HarnessEvent",
+    "HarnessExtensionEvent",
+    "HarnessRunResult",
+    "HarnessRunResultEvent",
+    "HarnessRunStream",
+    "HarnessState",
     "InputError",
+    "InstanceIdentity",
+    "RunBindings",
     "RunCleanupError",
     "RunError",
+    "RunStatus",
+    "SafeFailure",
     "StateError",
+    "StoredRef",
+    "ToolRecovery",
+    "load_state",
 ]

@@ -20,7 +20,8 @@ from pydantic_ai.exceptions import AgentRunError, ModelHTTPError, RunCancelled, 
 from pydantic_ai.messages import ModelMessage, ModelResponse, UserContent
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
-from pydantic_ai.tools import DeferredToolResults, ToolDenied, ToolFailed
+from pydantic_ai.exceptions import ToolFailed
+from pydantic_ai.tools import DeferredToolResults, ToolDenied
 from pydantic_ai.usage import RunUsage, UsageLimits
 from pydantic_graph import End
 
@@ -126,8 +127,11 @@ class HarnessRunStream(Generic[OutputT]):
         if previous_state is None:
             state = HarnessState.new()
         elif isinstance(previous_state, HarnessState):
-            # Re-validated from its JSON form, so a copy forged with `model_copy(update=...)` fails here.
-            state = HarnessState.model_validate_json(previous_state.model_dump_json())
+            # A state still holding what validation produced is immutable and valid as it is; any other
+            # (e.g. forged with `model_copy(update=...)`) is re-validated from its JSON form and fails here.
+            state = previous_state if previous_state._is_intact() else HarnessState.model_validate_json(
+                previous_state.model_dump_json()
+            )
         else:
             raise RunError(
                 f"previous_state must be a HarnessState, not {type(previous_state).__name__}.",

@@ -60,7 +60,7 @@ class HarnessExtensionEvent(BaseModel):
 
     kind: ExtensionKind
     """The area the event belongs to."""
-    payload: dict[str, JsonValue]
+    payload: dict[str, Any]
     """Finite JSON, at most 64 KiB once redacted; `payload["type"]` names the event."""
     schema_version: str = Field(default="1", min_length=1, max_length=32)
     """The payload schema's version."""

@@ -35,7 +35,7 @@ class SafeFailure(BaseModel):
     """The failure code: a `FailureCode`, or the code of a `HarnessError` a tool raised."""
     message: str
     """A fixed, human-readable message."""
-    details: dict[str, JsonValue] = {}
+    details: dict[str, Any] = {}
     """Finite-JSON facts, stored canonically."""
     retry_hint: RetryHint = "none"
     """Whether a new run may help."""
