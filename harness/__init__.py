@@ -37,10 +37,10 @@ __all__ = [
     "AgentContextStateSnapshot",
     "CapabilityState",
     "ClientTool",
-    "DefinitionError",
     "DeferredToolCall",
     "DeferredToolRequests",
     "DeferredToolResume",
+    "DefinitionError",
     "EnvironmentState",
     "ErrorCode",
     "ExecutableAgent",
@@ -62,5 +62,6 @@ __all__ = [
     "StateError",
     "StoredRef",
     "ToolRecovery",
+    "client_tools_capability",
     "load_state",
 ]

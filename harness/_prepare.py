@@ -10,6 +10,7 @@ All functions take and return lists of native messages and never mutate their in
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -111,7 +112,9 @@ def set_system_prompt(history: list[ModelMessage], prompts: Sequence[str]) -> li
     first = True
     for message in history:
         if isinstance(message, ModelRequest):
-            parts = [part for part in message.parts if not isinstance(part, SystemPromptPart)]
+            parts: list[ModelRequestPart] = [
+                part for part in message.parts if not isinstance(part, SystemPromptPart)
+            ]
             if first:
                 first = False
                 parts = [*fresh, *parts]
@@ -173,10 +176,9 @@ class PartTracker:
         elif isinstance(event, PartDeltaEvent):
             part = self.parts.get(event.index)
             if part is not None:
-                try:
-                    self.parts[event.index] = event.delta.apply(part)  # type: ignore[arg-type]
-                except (ValueError, TypeError):
-                    pass  # a delta that does not fit the part is not safe to keep
+                # A delta that does not fit the part is not safe to keep.
+                with contextlib.suppress(ValueError, TypeError):
+                    self.parts[event.index] = event.delta.apply(part)
         elif isinstance(event, PartEndEvent):
             self.parts[event.index] = event.part
             self.ended.add(event.index)

@@ -16,17 +16,23 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, get_args
 
 from pydantic_ai import Agent, CancellationToken
-from pydantic_ai.exceptions import AgentRunError, ModelHTTPError, RunCancelled, UsageLimitExceeded
+from pydantic_ai.exceptions import AgentRunError, ModelHTTPError, RunCancelled, ToolFailed, UsageLimitExceeded
 from pydantic_ai.messages import ModelMessage, ModelResponse, UserContent
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
-from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.tools import DeferredToolResults, ToolDenied
 from pydantic_ai.usage import RunUsage, UsageLimits
 from pydantic_graph import End
 
 from ._history import pending_calls
-from ._prepare import PartTracker, close_calls, ensure_input, lift_undelivered_input, normalize, set_system_prompt
+from ._prepare import (
+    PartTracker,
+    close_calls,
+    ensure_input,
+    lift_undelivered_input,
+    normalize,
+    set_system_prompt,
+)
 from ._tooling import INTERRUPTED_TOOL_RESULT, RunTooling
 from .capability_state import CapabilityStateStore
 from .context import AgentContext, RunBindings
@@ -123,14 +129,19 @@ class HarnessRunStream(Generic[OutputT]):
         if bindings is None:
             bindings = RunBindings.embedded()
         if not isinstance(bindings, RunBindings) or not isinstance(bindings.deferred_tools_supported, bool):
-            raise RunError("bindings must be RunBindings with a bool deferred_tools_supported.", code=ErrorCode.RUN_BINDINGS_INVALID)
+            raise RunError(
+                "bindings must be RunBindings with a bool deferred_tools_supported.",
+                code=ErrorCode.RUN_BINDINGS_INVALID,
+            )
         if previous_state is None:
             state = HarnessState.new()
         elif isinstance(previous_state, HarnessState):
             # A state still holding what validation produced is immutable and valid as it is; any other
             # (e.g. forged with `model_copy(update=...)`) is re-validated from its JSON form and fails here.
-            state = previous_state if previous_state._is_intact() else HarnessState.model_validate_json(
-                previous_state.model_dump_json()
+            state = (
+                previous_state
+                if previous_state._is_intact()
+                else HarnessState.model_validate_json(previous_state.model_dump_json())
             )
         else:
             raise RunError(
@@ -148,7 +159,12 @@ class HarnessRunStream(Generic[OutputT]):
                 code=ErrorCode.TOOL_RECOVERY_INVALID,
             )
         history = list(state.message_history)
-        if self._prompt is not None and history and isinstance(history[-1], ModelResponse) and history[-1].state == "suspended":
+        if (
+            self._prompt is not None
+            and history
+            and isinstance(history[-1], ModelResponse)
+            and history[-1].state == "suspended"
+        ):
             raise InputError(
                 "New input cannot be given while the history ends in a provider-suspended turn; continue without input first.",
                 code=ErrorCode.INPUT_INVALID,
@@ -157,7 +173,11 @@ class HarnessRunStream(Generic[OutputT]):
         self._resume: DeferredToolResume | None = None
         if deferred_resume is not None:
             self._resume = preflight_resume(deferred_resume, history)
-            if isinstance(deferred_resume, DeferredToolResume) and deferred_resume.recovery and self._resume is None:
+            if (
+                isinstance(deferred_resume, DeferredToolResume)
+                and deferred_resume.recovery
+                and self._resume is None
+            ):
                 pass  # fully incorporated: a plain continuation with tool recovery
         self._executable = executable
         self._bindings: RunBindings = bindings
@@ -169,7 +189,9 @@ class HarnessRunStream(Generic[OutputT]):
         self.thread_id: str = state.thread_id
         self.run_id: str = f"run-{uuid.uuid4().hex}"
         self._store = CapabilityStateStore(state.agent_context_state)
-        self._tooling = RunTooling(mode=self._mode, deferred_tools_supported=bindings.deferred_tools_supported)
+        self._tooling = RunTooling(
+            mode=self._mode, deferred_tools_supported=bindings.deferred_tools_supported
+        )
         self.context = AgentContext(
             run_id=self.run_id,
             thread_id=self.thread_id,
@@ -224,9 +246,14 @@ class HarnessRunStream(Generic[OutputT]):
 
     async def __anext__(self) -> HarnessEvent | HarnessRunResultEvent[OutputT]:
         if not self._entered or self._closed or self._gen is None:
-            raise RunError("The run stream is not active: enter it with `async with` first.", code=ErrorCode.RUN_NOT_ACTIVE)
+            raise RunError(
+                "The run stream is not active: enter it with `async with` first.",
+                code=ErrorCode.RUN_NOT_ACTIVE,
+            )
         if self._busy:
-            raise RunError("Another task is already waiting on this stream.", code=ErrorCode.RUN_STREAM_CONCURRENT_NEXT)
+            raise RunError(
+                "Another task is already waiting on this stream.", code=ErrorCode.RUN_STREAM_CONCURRENT_NEXT
+            )
         self._busy = True
         try:
             return await self._gen.__anext__()
@@ -285,12 +312,7 @@ class HarnessRunStream(Generic[OutputT]):
         """History preparation (SPEC §2.2.3): lift input, recover tools, set the system prompt."""
         history, lifted = lift_undelivered_input(self._history)
         own: list[UserContent] = [self._prompt] if isinstance(self._prompt, str) else list(self._prompt or [])
-        prompt: str | list[UserContent] | None
-        if lifted:
-            prompt = [*lifted, *own]
-        else:
-            prompt = self._prompt
-        self._run_input = prompt
+        self._run_input = [*lifted, *own] if lifted else self._prompt
         native_results: DeferredToolResults | None = None
         resume = self._resume
         if resume is not None and not resume.recovery:
@@ -333,7 +355,9 @@ class HarnessRunStream(Generic[OutputT]):
                         code=ErrorCode.DEFERRED_STATE_INVALID,
                         details={"tool_call_id": call_id},
                     )
-        open_calls = {cid: call for cid, call in pending.items() if cid not in facts_calls and cid not in facts_denials}
+        open_calls = {
+            cid: call for cid, call in pending.items() if cid not in facts_calls and cid not in facts_denials
+        }
         if not pending:
             return history, None
         if self._mode == "never" and not facts_calls and not facts_denials:
@@ -369,9 +393,15 @@ class HarnessRunStream(Generic[OutputT]):
         own_from = len(self._prepared or ())
         pending = self._resume.remaining(history) if self._resume is not None and history else None
         history = normalize(
-            history, tracker=self._tracker, own_from=own_from, deferred_pending=pending is not None, force_close=force_close
+            history,
+            tracker=self._tracker,
+            own_from=own_from,
+            deferred_pending=pending is not None,
+            force_close=force_close,
         )
-        return ensure_input(history, self._run_input, since=min(own_from, len(history)) if self._prompt is None else 0)
+        return ensure_input(
+            history, self._run_input, since=min(own_from, len(history)) if self._prompt is None else 0
+        )
 
     def _event(self, event: Any) -> HarnessEvent:
         item = HarnessEvent(self.thread_id, self.run_id, self._sequence, utc_now(), event)
@@ -403,7 +433,9 @@ class HarnessRunStream(Generic[OutputT]):
                 run_id=self.run_id,
                 conversation_id=self.thread_id,
                 deps=self.context,
-                usage=self._usage_baseline.__class__(**vars(self._usage_baseline)) if self._usage_baseline else None,
+                usage=self._usage_baseline.__class__(**vars(self._usage_baseline))
+                if self._usage_baseline
+                else None,
                 usage_limits=self._usage_limits,
                 capabilities=list(self._bindings.capabilities) or None,
                 cancellation_token=self._token,
@@ -434,10 +466,16 @@ class HarnessRunStream(Generic[OutputT]):
                 terminal = await self._finish(run.result.output)
                 candidate = self._result(terminal)
         except RunCancelled as cancelled:
-            terminal = _Terminal("cancelled", self._normalized(self._messages_after(cancelled), force_close=False))
+            terminal = _Terminal(
+                "cancelled", self._normalized(self._messages_after(cancelled), force_close=False)
+            )
         except UsageLimitExceeded:
             terminal = self._failed(
-                SafeFailure(code=FailureCode.USAGE_LIMIT_EXCEEDED, message="Run usage limit exceeded.", retry_hint="dependency_change")
+                SafeFailure(
+                    code=FailureCode.USAGE_LIMIT_EXCEEDED,
+                    message="Run usage limit exceeded.",
+                    retry_hint="dependency_change",
+                )
             )
         except HarnessError:
             if self._tooling.tool_failure is None:
@@ -450,13 +488,20 @@ class HarnessRunStream(Generic[OutputT]):
             if isinstance(error, ModelHTTPError):
                 details["status_code"] = error.status_code
             terminal = self._failed(
-                SafeFailure(code=FailureCode.AGENT_RUN_FAILED, message="Agent execution failed.", details=details, retry_hint="dependency_change")
+                SafeFailure(
+                    code=FailureCode.AGENT_RUN_FAILED,
+                    message="Agent execution failed.",
+                    details=details,
+                    retry_hint="dependency_change",
+                )
             )
         except Exception as error:
             if candidate is not None:
                 self.outcome = candidate
                 raise RunCleanupError(
-                    "Harness run failed after producing an outcome.", outcome=candidate, causes=(error,)  # type: ignore[arg-type]
+                    "Harness run failed after producing an outcome.",
+                    outcome=cast("HarnessRunResult[object]", candidate),
+                    causes=(error,),
                 ) from None
             if self._tooling.surface_error is not None:
                 raise self._tooling.surface_error from None
@@ -500,7 +545,10 @@ class HarnessRunStream(Generic[OutputT]):
         if isinstance(error, ModelHTTPError):
             payload["status_code"] = error.status_code
             payload["detail"] = str(error.message)[:1000]
-        return [*self._drain_lifecycle(), self._event(HarnessExtensionEvent(kind="lifecycle", payload=payload))]
+        return [
+            *self._drain_lifecycle(),
+            self._event(HarnessExtensionEvent(kind="lifecycle", payload=payload)),
+        ]
 
     async def _finish(self, output: Any) -> _Terminal:
         history = self._committed()
@@ -541,7 +589,9 @@ class HarnessRunStream(Generic[OutputT]):
         assert failure is not None
         error = failure.error
         if isinstance(error, HarnessError):
-            safe = SafeFailure(code=error.code, message=str(error), details=error.details, retry_hint=error.retry_hint)
+            safe = SafeFailure(
+                code=error.code, message=str(error), details=error.details, retry_hint=error.retry_hint
+            )
         else:
             safe = SafeFailure(
                 code=FailureCode.TOOL_EXECUTION_FAILED,
@@ -579,4 +629,3 @@ async def consume(stream: HarnessRunStream[OutputT]) -> HarnessRunResult[OutputT
             if isinstance(item, HarnessRunResultEvent):
                 return item.result
     raise RunError("The run stream ended without a result.", code=ErrorCode.RUN_RESULT_MISSING)
-

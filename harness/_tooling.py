@@ -31,7 +31,8 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_ai.toolsets.prefixed import PrefixedToolset
 from pydantic_ai.toolsets.renamed import RenamedToolset
 
-from .deferred import DEFERRED_FUNCTION_ID_METADATA_KEY as DEFERRED_FUNCTION_ID_KEY, DeferredToolResume, identity_for
+from .deferred import DEFERRED_FUNCTION_ID_METADATA_KEY as DEFERRED_FUNCTION_ID_KEY
+from .deferred import DeferredToolResume, identity_for
 from .errors import DefinitionError, ErrorCode
 from .tools import is_recovery_retryable
 
@@ -84,7 +85,9 @@ class RunTooling:
     _ctx: RunContext[Any] | None = None
 
     # -- the surface ---------------------------------------------------------------------------------
-    async def on_tools(self, ctx: RunContext[Any], tools: dict[str, ToolsetTool[Any]]) -> dict[str, ToolsetTool[Any]]:
+    async def on_tools(
+        self, ctx: RunContext[Any], tools: dict[str, ToolsetTool[Any]]
+    ) -> dict[str, ToolsetTool[Any]]:
         """Filter this step's surface and, at the first step, run phase B and recovery decisions."""
         if not self.deferred_tools_supported:
             tools = {name: tool for name, tool in tools.items() if not tool.tool_def.defer}
@@ -218,7 +221,9 @@ class _HarnessToolset(WrapperToolset[Any]):
         tooling = _tooling_of(ctx)
         return tools if tooling is None else await tooling.on_tools(ctx, tools)
 
-    async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]) -> Any:
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
         tooling = _tooling_of(ctx)
         if tooling is None:
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)

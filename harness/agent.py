@@ -70,7 +70,9 @@ class ExecutableAgent(Generic[OutputT]):
         name: str | None = None,
         usage_limits: UsageLimits | None = None,
     ) -> None:
-        self.system_prompt: tuple[str, ...] = (system_prompt,) if isinstance(system_prompt, str) else tuple(system_prompt)
+        self.system_prompt: tuple[str, ...] = (
+            (system_prompt,) if isinstance(system_prompt, str) else tuple(system_prompt)
+        )
         """The system prompt strings put at the front of every run's history (SPEC §2.2.3)."""
         self.output_type: Any = output_type
         """The output type a completed run's output validates against."""

@@ -100,14 +100,20 @@ class CapabilityStateStore:
                 f"Capability state of {capability_id!r} has version {entry.version!r}; "
                 f"this capability reads version {version!r}.",
                 code=ErrorCode.CAPABILITY_STATE_VERSION_UNSUPPORTED,
-                details={"capability_id": capability_id, "expected_version": version, "actual_version": entry.version},
+                details={
+                    "capability_id": capability_id,
+                    "expected_version": version,
+                    "actual_version": entry.version,
+                },
             )
         if not (isinstance(state_type, type) and issubclass(state_type, BaseModel)):
             raise _invalid(capability_id, "the state type must be a pydantic model class.")
         try:
             return state_type.model_validate(entry.data)
         except ValidationError as exc:
-            raise _invalid(capability_id, f"{exc.error_count()} validation error(s) as {state_type.__name__}.") from exc
+            raise _invalid(
+                capability_id, f"{exc.error_count()} validation error(s) as {state_type.__name__}."
+            ) from exc
 
     async def write(self, capability_id: str, value: BaseModel, *, version: str) -> None:
         """Replace a namespace with `value`, stored as `value.model_dump(mode="json")`.

@@ -40,7 +40,9 @@ class ClientTool:
 
 
 def _invalid(message: str, name: str, field: str) -> InputError:
-    return InputError(message, code=ErrorCode.CLIENT_TOOL_INVALID, details={"tool_name": name, "field": field})
+    return InputError(
+        message, code=ErrorCode.CLIENT_TOOL_INVALID, details={"tool_name": name, "field": field}
+    )
 
 
 def client_tools_capability(
@@ -74,12 +76,18 @@ def client_tools_capability(
             try:
                 schema = json.loads(schema) if schema.strip() else {"type": "object", "properties": {}}
             except ValueError:
-                raise _invalid(f"Client tool {tool.name!r} parameters are not JSON.", tool.name, "parameters_json_schema") from None
+                raise _invalid(
+                    f"Client tool {tool.name!r} parameters are not JSON.", tool.name, "parameters_json_schema"
+                ) from None
         if not isinstance(schema, dict) or schema.get("type", "object") != "object":
             raise _invalid(
-                f"Client tool {tool.name!r} parameters must be a JSON Schema object.", tool.name, "parameters_json_schema"
+                f"Client tool {tool.name!r} parameters must be a JSON Schema object.",
+                tool.name,
+                "parameters_json_schema",
             )
         definitions.append(
-            ToolDefinition(name=tool.name, description=tool.description or None, parameters_json_schema=schema)
+            ToolDefinition(
+                name=tool.name, description=tool.description or None, parameters_json_schema=schema
+            )
         )
     return Capability(toolsets=[ExternalToolset(definitions, id=CLIENT_TOOLSET_ID)])

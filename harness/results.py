@@ -195,9 +195,15 @@ class HarnessRunResult(Generic[OutputT]):
         if self._status == "failed":
             assert self._failure is not None
             failure = self._failure
-            raise RunError(failure.message, code=failure.code, details=failure.details, retry_hint=failure.retry_hint)
+            raise RunError(
+                failure.message, code=failure.code, details=failure.details, retry_hint=failure.retry_hint
+            )
         if self._status == "suspended":
-            raise RunError("The run suspended on deferred tool calls.", code=ErrorCode.RUN_SUSPENDED, retry_hint="new_run")
+            raise RunError(
+                "The run suspended on deferred tool calls.",
+                code=ErrorCode.RUN_SUSPENDED,
+                retry_hint="new_run",
+            )
         raise RunError("The run was cancelled.", code=ErrorCode.RUN_CANCELLED, retry_hint="new_run")
 
     def output_or_raise(self) -> OutputT:
@@ -241,6 +247,9 @@ def _check_invariants(
         need(failure is not None, "requires a failure")
         need(output is None and suspend_reason is None and deferred is None, "has no output or deferral")
     elif status == "cancelled":
-        need(output is None and failure is None and suspend_reason is None and deferred is None, "carries only a state")
+        need(
+            output is None and failure is None and suspend_reason is None and deferred is None,
+            "carries only a state",
+        )
     else:
         raise ValueError(f"unknown status {status!r}")

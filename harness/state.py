@@ -49,7 +49,6 @@ from pydantic_core import (
     CoreSchema,
     InitErrorDetails,
     PydanticCustomError,
-    PydanticKnownError,
     PydanticSerializationError,
     SchemaSerializer,
     core_schema,
@@ -111,6 +110,7 @@ class _EncodedHistory:
 
 _EMPTY_HISTORY = _EncodedHistory(b"[]", 0)
 
+
 # The native adapter's serializer, except that non-finite floats are written as `NaN`/`Infinity` instead
 # of `null`: the adapter would otherwise turn them into nulls silently, and a state must not hold them.
 # For finite data the bytes are the adapter's own (checked by the tests).
@@ -143,12 +143,17 @@ def _encode_history(messages: Sequence[ModelMessage]) -> _EncodedHistory:
     return _EncodedHistory(data, len(messages))
 
 
-def _history_error() -> PydanticKnownError:
-    return PydanticKnownError("value_error", {"error": _INVALID_HISTORY})
-
-
 def _encode_root(root: _HistoryRoot) -> _EncodedHistory:
     return _encode_history(root.root)
+
+
+def _encode_root_checked(root: _HistoryRoot) -> _EncodedHistory:
+    # Python input may hold message objects built by hand, which the native schema accepts as they are
+    # and the serializer writes without complaint even when they are wrong (`ModelRequest(parts=[42])`).
+    # Loading the bytes back proves the stored history is one `model_validate_json` accepts.
+    encoded = _encode_history(root.root)
+    ModelMessagesTypeAdapter.validate_json(encoded.json)
+    return encoded
 
 
 def _serialize_history(value: Any, info: SerializationInfo) -> Any:
@@ -166,15 +171,15 @@ class _HistoryField:
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        validate_and_encode = core_schema.no_info_after_validator_function(
-            _encode_root, handler.generate_schema(_HistoryRoot)
-        )
+        native = handler.generate_schema(_HistoryRoot)
+        validate_and_encode = core_schema.no_info_after_validator_function(_encode_root, native)
+        validate_and_check = core_schema.no_info_after_validator_function(_encode_root_checked, native)
         return core_schema.custom_error_schema(
             core_schema.json_or_python_schema(
                 json_schema=validate_and_encode,
                 python_schema=core_schema.union_schema(
                     # Already validated: another state's history, or `_from_parts`.
-                    [core_schema.is_instance_schema(_EncodedHistory), validate_and_encode],
+                    [core_schema.is_instance_schema(_EncodedHistory), validate_and_check],
                     mode="left_to_right",
                 ),
             ),
@@ -684,7 +689,14 @@ class HarnessState(_StateModel):
             except (PydanticSerializationError, ValueError, TypeError):
                 raise ValidationError.from_exception_data(
                     cls.__name__,
-                    [InitErrorDetails(type=_history_error(), loc=("message_history",), input=None)],
+                    [
+                        InitErrorDetails(
+                            type="value_error",
+                            loc=("message_history",),
+                            input=None,
+                            ctx={"error": _INVALID_HISTORY},
+                        )
+                    ],
                 ) from None
         data: dict[str, Any] = {
             "schema_version": "1",

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from pydantic_ai import RunContext, Tool
 from pydantic_ai.capabilities import Capability, SetToolMetadata
+from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -17,10 +18,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo
-from pydantic_ai.exceptions import ToolFailed
-from pydantic_ai.tools import ToolDenied
+from pydantic_ai.tools import ToolDefinition, ToolDenied
 from pydantic_ai.toolsets import ExternalToolset
-from pydantic_ai.tools import ToolDefinition
 
 from harness import (
     INTERRUPTED_TOOL_RESULT,
@@ -30,8 +29,8 @@ from harness import (
     HarnessState,
     RunBindings,
 )
-from harness.tools import RECOVERY_RETRY_SAFE_METADATA_KEY, recovery_retryable
 from harness.testing import scripted_model
+from harness.tools import RECOVERY_RETRY_SAFE_METADATA_KEY, recovery_retryable
 
 pytestmark = pytest.mark.anyio
 
@@ -128,7 +127,13 @@ async def test_reference_case_never() -> None:
     request = result.state.message_history[2]
     assert isinstance(request, ModelRequest)
     # The unknown results are appended into the request that holds W1's result, during preparation.
-    assert [p.tool_call_id for p in request.parts if isinstance(p, ToolReturnPart)] == ["W1", "L1", "G1", "S1", "M1"]
+    assert [p.tool_call_id for p in request.parts if isinstance(p, ToolReturnPart)] == [
+        "W1",
+        "L1",
+        "G1",
+        "S1",
+        "M1",
+    ]
     assert len(result.new_messages()) == 1
 
 
@@ -145,9 +150,13 @@ async def test_existing_unknown_result_is_never_reopened() -> None:
     history: list[ModelMessage] = [
         ModelRequest(parts=[UserPromptPart("start")]),
         ModelResponse(parts=[ToolCallPart("lookup", {"key": "a"}, tool_call_id="L1")]),
-        ModelRequest(parts=[ToolReturnPart("lookup", INTERRUPTED_TOOL_RESULT, tool_call_id="L1", outcome="failed")]),
+        ModelRequest(
+            parts=[ToolReturnPart("lookup", INTERRUPTED_TOOL_RESULT, tool_call_id="L1", outcome="failed")]
+        ),
     ]
-    result = await reference_agent().run(previous_state=HarnessState.new(message_history=history), tool_recovery="always")
+    result = await reference_agent().run(
+        previous_state=HarnessState.new(message_history=history), tool_recovery="always"
+    )
     assert result.status == "completed"
     assert executed == []
 
@@ -183,7 +192,12 @@ def single_call_checkpoint(tool: str) -> HarnessState:
 
 def ext_bindings() -> RunBindings:
     ext = ExternalToolset(
-        [ToolDefinition(name="ext", parameters_json_schema={"type": "object", "properties": {"key": {"type": "string"}}})],
+        [
+            ToolDefinition(
+                name="ext",
+                parameters_json_schema={"type": "object", "properties": {"key": {"type": "string"}}},
+            )
+        ],
         id="threadline.client",
     )
     return RunBindings.embedded(capabilities=[Capability(toolsets=[ext])])
@@ -191,7 +205,9 @@ def ext_bindings() -> RunBindings:
 
 @pytest.mark.parametrize(("tool", "mode", "expected"), CASES)
 async def test_recovery_matrix_unanswered(tool: str, mode: str, expected: str) -> None:
-    result = await reference_agent().run(previous_state=single_call_checkpoint(tool), tool_recovery=mode, bindings=ext_bindings())
+    result = await reference_agent().run(
+        previous_state=single_call_checkpoint(tool), tool_recovery=mode, bindings=ext_bindings()
+    )
     returns = returns_by_id(result.state)
     if expected == "replay":
         assert result.status == "completed"
@@ -219,19 +235,31 @@ async def test_recovery_matrix_unanswered(tool: str, mode: str, expected: str) -
         ("denied", "denied", "no way"),
     ],
 )
-async def test_retained_facts_are_consumed_in_every_mode(mode: str, fact: str, outcome: str, content: str) -> None:
+async def test_retained_facts_are_consumed_in_every_mode(
+    mode: str, fact: str, outcome: str, content: str
+) -> None:
     agent = reference_agent()
     # Build the suspended batch the normal way, then recover it as if the resume had crashed.
     if fact != "denied":
-        first = await agent.run(previous_state=single_call_checkpoint("ext"), tool_recovery="always", bindings=ext_bindings())
+        first = await agent.run(
+            previous_state=single_call_checkpoint("ext"), tool_recovery="always", bindings=ext_bindings()
+        )
         assert first.deferred is not None
-        results = first.deferred.build_results(calls={"X1": "external value" if fact == "result" else ToolFailed("it broke")})
+        results = first.deferred.build_results(
+            calls={"X1": "external value" if fact == "result" else ToolFailed("it broke")}
+        )
     else:
-        first = await agent.run(previous_state=single_call_checkpoint("sensitive"), tool_recovery="always", bindings=ext_bindings())
+        first = await agent.run(
+            previous_state=single_call_checkpoint("sensitive"),
+            tool_recovery="always",
+            bindings=ext_bindings(),
+        )
         assert first.deferred is not None
         results = first.deferred.build_results(approvals={"X1": ToolDenied("no way")})
     resume = DeferredToolResume(first.deferred, results, recovery=True)
-    result = await agent.run(previous_state=first.state, deferred_resume=resume, tool_recovery=mode, bindings=ext_bindings())
+    result = await agent.run(
+        previous_state=first.state, deferred_resume=resume, tool_recovery=mode, bindings=ext_bindings()
+    )
     assert result.status == "completed"
     returns = returns_by_id(result.state)
     assert returns["X1"].outcome == outcome
@@ -259,7 +287,9 @@ async def test_recovery_resume_already_incorporated_is_dropped() -> None:
     second = await agent.run(previous_state=first.state, deferred_resume=resume)
     assert second.status == "completed"
     assert executed == [("sensitive", True)]
-    replayed = DeferredToolResume(first.deferred, first.deferred.build_results(approve_all=True), recovery=True)
+    replayed = DeferredToolResume(
+        first.deferred, first.deferred.build_results(approve_all=True), recovery=True
+    )
     third = await agent.run("more", previous_state=second.state, deferred_resume=replayed)
     assert third.status == "completed"
     assert executed == [("sensitive", True)]
@@ -269,7 +299,9 @@ async def test_recovery_batch_superseded_by_a_later_response_is_dropped() -> Non
     agent = reference_agent()
     first = await agent.run(previous_state=single_call_checkpoint("sensitive"), tool_recovery="always")
     assert first.deferred is not None
-    resume = DeferredToolResume(first.deferred, first.deferred.build_results(approvals={"X1": False}), recovery=True)
+    resume = DeferredToolResume(
+        first.deferred, first.deferred.build_results(approvals={"X1": False}), recovery=True
+    )
     # A history that answered X1 itself, but with a new response pending another call: the batch is superseded.
     assert resume.remaining(list(reference_checkpoint().message_history)) is None
 
@@ -292,7 +324,11 @@ async def test_undelivered_input_is_kept_and_lifted() -> None:
     assert second.status == "suspended"
     assert second.state is not None
     prompts = [
-        p.content for m in second.state.message_history if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, UserPromptPart)
+        p.content
+        for m in second.state.message_history
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, UserPromptPart)
     ]
     assert prompts.count("please hurry") == 1
     seen: list[list[Any]] = []
@@ -301,7 +337,10 @@ async def test_undelivered_input_is_kept_and_lifted() -> None:
         seen.append([p.part_kind for p in messages[-1].parts])
         return ModelResponse(parts=[TextPart("done")])
 
-    later = ExecutableAgent(scripted_model(script), capabilities=[Capability(id="acme.ops", tools=[Tool(sensitive, requires_approval=True)])])
+    later = ExecutableAgent(
+        scripted_model(script),
+        capabilities=[Capability(id="acme.ops", tools=[Tool(sensitive, requires_approval=True)])],
+    )
     third = await later.run(previous_state=second.state, tool_recovery="never")
     assert third.status == "completed"
     # The lifted prompt follows the tool results in the next request.

@@ -40,11 +40,19 @@ pytestmark = pytest.mark.anyio
 
 
 def tool_returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
-    return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
+    return [
+        p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+    ]
 
 
 def echo_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    prompts = [p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, UserPromptPart)]
+    prompts = [
+        p.content
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, UserPromptPart)
+    ]
     return ModelResponse(parts=[TextPart(f"turn {len(prompts)}: {prompts[-1]}")])
 
 
@@ -64,7 +72,9 @@ catalog = Capability(id="acme.catalog", tools=[lookup])
 async def test_continue_a_thread_twice() -> None:
     executable = ExecutableAgent(scripted_model(echo_script))
     initial_state = HarnessState.new(thread_id="thr_productthread1")
-    first = await executable.run("Draft the plan", bindings=RunBindings.embedded(), previous_state=initial_state)
+    first = await executable.run(
+        "Draft the plan", bindings=RunBindings.embedded(), previous_state=initial_state
+    )
     if first.state is None:
         raise RuntimeError("No continuation state is available")
     second = await executable.run("Review it", bindings=RunBindings.embedded(), previous_state=first.state)
@@ -97,7 +107,9 @@ async def test_stream_orders_events_and_numbers_them_gap_free() -> None:
     assert set(kinds[2:first_done]) <= {"part_start", "part_delta", "part_end", "final_result"}
     assert kinds[first_done + 1 : first_done + 3] == ["function_tool_call", "function_tool_result"]
     assert kinds[first_done + 3] == "model_request_started"
-    started = [i.event for i in items if isinstance(i, HarnessEvent) and isinstance(i.event, HarnessExtensionEvent)]
+    started = [
+        i.event for i in items if isinstance(i, HarnessEvent) and isinstance(i.event, HarnessExtensionEvent)
+    ]
     assert started[1].payload == {
         "type": "model_request_started",
         "request_id": "model-request-1",
@@ -117,7 +129,11 @@ async def test_export_state_boundaries() -> None:
         assert len(before.message_history) == 0
         async for item in stream:
             if isinstance(item, HarnessEvent):
-                kind = item.event.type if isinstance(item.event, HarnessExtensionEvent) else item.event.event_kind
+                kind = (
+                    item.event.type
+                    if isinstance(item.event, HarnessExtensionEvent)
+                    else item.event.event_kind
+                )
                 exports.append((str(kind), len((await stream.export_state()).message_history)))
     counts = dict(exports)
     # The tool's result appears when the next request is built, not at the result event.
@@ -153,7 +169,13 @@ async def test_stream_is_used_once() -> None:
 
 @pytest.mark.parametrize(
     ("value", "code"),
-    [("", "input_empty"), ([], "input_empty"), (b"hi", "input_invalid"), (42, "input_invalid"), ([object()], "input_invalid")],
+    [
+        ("", "input_empty"),
+        ([], "input_empty"),
+        (b"hi", "input_invalid"),
+        (42, "input_invalid"),
+        ([object()], "input_invalid"),
+    ],
 )
 async def test_input_checks(value: object, code: str) -> None:
     with pytest.raises(InputError) as info:
@@ -177,9 +199,16 @@ async def test_parameter_type_checks() -> None:
         await agent.run("x", deferred_resume="nope", previous_state=HarnessState.new())
     assert info.value.code == "deferred_resume_invalid"
     with pytest.raises(StateError) as info:
-        await agent.run("x", previous_state=HarnessState.model_validate(
-            {"schema_version": "1", "thread_id": "thr_a", "refs": [{"key": "k", "digest": "a" * 64, "size": 1}]}
-        ))
+        await agent.run(
+            "x",
+            previous_state=HarnessState.model_validate(
+                {
+                    "schema_version": "1",
+                    "thread_id": "thr_a",
+                    "refs": [{"key": "k", "digest": "a" * 64, "size": 1}],
+                }
+            ),
+        )
     assert info.value.code == "state_store_missing"
 
 
@@ -210,7 +239,9 @@ async def test_approval_suspends_then_resumes() -> None:
     assert [a.target_identity for a in first.deferred.approvals] == ["tool/acme.files/delete_file"]
     results = first.deferred.build_results(approve_all=True)
     second = await executable.run(
-        bindings=RunBindings.embedded(), previous_state=first.state, deferred_resume=DeferredToolResume(first.deferred, results)
+        bindings=RunBindings.embedded(),
+        previous_state=first.state,
+        deferred_resume=DeferredToolResume(first.deferred, results),
     )
     assert second.status == "completed"
     assert second.output == "success: deleted a.txt"
@@ -221,7 +252,9 @@ async def test_denial_is_recorded_as_denied() -> None:
     first = await executable.run("delete it")
     assert first.deferred is not None
     results = first.deferred.build_results(approvals={"D1": False})
-    second = await executable.run(previous_state=first.state, deferred_resume=DeferredToolResume(first.deferred, results))
+    second = await executable.run(
+        previous_state=first.state, deferred_resume=DeferredToolResume(first.deferred, results)
+    )
     assert second.output == "denied: The tool call was denied."
 
 
@@ -245,7 +278,9 @@ async def test_function_tool_deferral_carries_its_function_id() -> None:
         "c1": {"channel": "sms", "threadline.deferred_function_id": "tool/acme.sms/send_sms"}
     }
     results = first.deferred.build_results(calls={"c1": "delivered"})
-    second = await executable.run(previous_state=first.state, deferred_resume=DeferredToolResume(first.deferred, results))
+    second = await executable.run(
+        previous_state=first.state, deferred_resume=DeferredToolResume(first.deferred, results)
+    )
     assert second.output == "sms: delivered"
 
 
@@ -273,7 +308,9 @@ class CounterState(BaseModel):
 
 async def bump(ctx: RunContext[AgentContext]) -> int:
     current = await ctx.deps.state.read("acme.counter", CounterState, version="1")
-    await ctx.deps.state.write("acme.counter", CounterState(value=(current.value if current else 0) + 1), version="1")
+    await ctx.deps.state.write(
+        "acme.counter", CounterState(value=(current.value if current else 0) + 1), version="1"
+    )
     return (current.value if current else 0) + 1
 
 
@@ -298,11 +335,17 @@ async def test_capability_state_crosses_runs_through_the_state() -> None:
 async def test_capability_state_version_mismatch_fails_the_run() -> None:
     counter = Capability(id="acme.counter", tools=[bump])
     executable = ExecutableAgent(scripted_model(bump_script), capabilities=[counter])
-    state = HarnessState.new(agent_context_state={"entries": {"acme.counter": {"version": "2", "data": {"value": 7}}}})
+    state = HarnessState.new(
+        agent_context_state={"entries": {"acme.counter": {"version": "2", "data": {"value": 7}}}}
+    )
     result = await executable.run("bump", previous_state=state)
     assert result.status == "failed" and result.failure is not None
     assert result.failure.code == "capability_state_version_unsupported"
-    assert result.failure.details == {"capability_id": "acme.counter", "expected_version": "1", "actual_version": "2"}
+    assert result.failure.details == {
+        "capability_id": "acme.counter",
+        "expected_version": "1",
+        "actual_version": "2",
+    }
     assert result.state is not None
     closing = tool_returns(list(result.state.message_history))[-1]
     assert closing.outcome == "failed" and closing.content.startswith("No tool result was recorded")
@@ -316,7 +359,9 @@ async def test_tool_exception_fails_with_a_safe_state() -> None:
     def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=[ToolCallPart("boom", {"path": "x"}, tool_call_id="B1")])
 
-    executable = ExecutableAgent(scripted_model(script), capabilities=[Capability(id="acme.boom", tools=[boom])])
+    executable = ExecutableAgent(
+        scripted_model(script), capabilities=[Capability(id="acme.boom", tools=[boom])]
+    )
     result = await executable.run("explode")
     assert result.status == "failed" and result.failure is not None
     assert result.failure.code == "tool_execution_failed"
@@ -332,7 +377,9 @@ async def test_tool_exception_fails_with_a_safe_state() -> None:
 
 
 async def test_usage_limit_fails_the_run() -> None:
-    executable = ExecutableAgent(scripted_model(one_tool_script), capabilities=[catalog], usage_limits=UsageLimits(request_limit=1))
+    executable = ExecutableAgent(
+        scripted_model(one_tool_script), capabilities=[catalog], usage_limits=UsageLimits(request_limit=1)
+    )
     result = await executable.run("go")
     assert result.status == "failed" and result.failure is not None
     assert result.failure.code == "usage_limit_exceeded"
@@ -370,7 +417,9 @@ async def test_outside_cancellation_propagates_and_leaves_a_checkpoint() -> None
     def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=[ToolCallPart("slow", {"x": "1"}, tool_call_id="S1")])
 
-    executable = ExecutableAgent(scripted_model(script), capabilities=[Capability(id="acme.slow", tools=[slow])])
+    executable = ExecutableAgent(
+        scripted_model(script), capabilities=[Capability(id="acme.slow", tools=[slow])]
+    )
     stream = executable.stream("wait")
 
     async def consume() -> None:
@@ -390,7 +439,10 @@ async def test_outside_cancellation_propagates_and_leaves_a_checkpoint() -> None
 
 async def test_input_on_a_provider_suspended_turn_is_refused() -> None:
     state = HarnessState.new(
-        message_history=[ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("wait")], state="suspended")]
+        message_history=[
+            ModelRequest(parts=[UserPromptPart("hi")]),
+            ModelResponse(parts=[TextPart("wait")], state="suspended"),
+        ]
     )
     with pytest.raises(InputError) as info:
         ExecutableAgent(scripted_model(echo_script)).stream("more", previous_state=state)
@@ -401,7 +453,15 @@ async def test_system_prompt_is_replaced_by_the_current_one() -> None:
     seen: list[list[str]] = []
 
     def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        seen.append([p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts if p.part_kind == "system-prompt"])
+        seen.append(
+            [
+                p.content
+                for m in messages
+                if isinstance(m, ModelRequest)
+                for p in m.parts
+                if p.part_kind == "system-prompt"
+            ]
+        )
         return ModelResponse(parts=[TextPart("ok")])
 
     old = ExecutableAgent(scripted_model(script), system_prompt="old rules")
@@ -412,7 +472,9 @@ async def test_system_prompt_is_replaced_by_the_current_one() -> None:
 
 
 async def test_unknown_top_level_keys_are_carried_through_runs() -> None:
-    state = HarnessState.model_validate_json('{"schema_version":"1","thread_id":"thr_a","host_note":{"kept":true}}')
+    state = HarnessState.model_validate_json(
+        '{"schema_version":"1","thread_id":"thr_a","host_note":{"kept":true}}'
+    )
     result = await ExecutableAgent(scripted_model(echo_script)).run("hi", previous_state=state)
     assert result.state is not None
     assert '"host_note":{"kept":true}' in result.state.model_dump_json()
