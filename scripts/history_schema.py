@@ -16,7 +16,9 @@ from pathlib import Path
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "proto" / "threadline" / "v1" / "history.schema.json"
+DEFAULT_OUTPUT = (
+    Path(__file__).resolve().parent.parent / "proto" / "threadline" / "v1" / "history.schema.json"
+)
 
 
 def main(argv: list[str]) -> None:
@@ -24,7 +26,9 @@ def main(argv: list[str]) -> None:
     schema = ModelMessagesTypeAdapter.json_schema(mode="validation")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "pydantic-ai.model-messages+json, format_version 1"
-    output.write_text(json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    output.write_text(
+        json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
 
 
 if __name__ == "__main__":
