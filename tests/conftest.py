@@ -5,3 +5,198 @@ import pytest
 def anyio_backend() -> str:
     """Async tests run on asyncio, which the server's grpc.aio uses too."""
     return "asyncio"
+
+
+# -- the real server, in-process and as a subprocess -------------------------------------------------
+# Everything below is appended for the server's end-to-end tests (tests/test_server_*.py).
+
+import asyncio  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+from collections.abc import Awaitable, Callable, Iterator  # noqa: E402
+from concurrent.futures import Future  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+THREADLINE = REPO / ".venv" / "bin" / "threadline"
+
+
+@dataclass
+class RunningServer:
+    """A `ThreadlineServer` serving on its own event loop in a background thread.
+
+    grpc.aio binds a server to the loop it was created on; a thread of its own lets one server
+    outlive each test's loop and serve the whole session, as the style guide asks.
+    """
+
+    address: str
+    server: Any
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+
+    def call(self, make: Callable[[], Awaitable[Any]]) -> Any:
+        """Run a coroutine on the server's loop and wait for its result (e.g. to read its state)."""
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(_awaited(make), self.loop)
+        return future.result(timeout=30)
+
+    @property
+    def active_runs(self) -> int:
+        """How many runs the server is executing right now (read on its own loop)."""
+
+        async def count() -> int:
+            return len(self.server.runs)
+
+        return int(self.call(count))
+
+    def close(self) -> None:
+        async def stop() -> None:
+            await self.server.stop(0)
+
+        self.call(stop)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+async def _awaited(make: Callable[[], Awaitable[Any]]) -> Any:
+    return await make()
+
+
+def _start_in_thread(**overrides: Any) -> RunningServer:
+    from server.agents import build_registry
+    from server.app import ThreadlineServer
+    from server.config import ServerConfig
+
+    agents = overrides.pop("agents", None)
+    config = ServerConfig(**{"host": "127.0.0.1", "port": 0, **overrides})
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="threadline-test-server", daemon=True)
+    thread.start()
+
+    async def start() -> tuple[Any, str]:
+        registry = agents if agents is not None else build_registry()
+        server = ThreadlineServer(config, registry)
+        return server, await server.start()
+
+    server, address = asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=30)
+    return RunningServer(address=address, server=server, loop=loop, thread=thread)
+
+
+StartServer = Callable[..., Awaitable[RunningServer]]
+
+
+@pytest.fixture(scope="session")
+def _servers() -> Iterator[list[RunningServer]]:
+    started: list[RunningServer] = []
+    yield started
+    for running in started:
+        running.close()
+
+
+@pytest.fixture(scope="session")
+def start_server(_servers: list[RunningServer]) -> StartServer:
+    """`server = await start_server(max_concurrent_runs=1, token=...)`: a real server on 127.0.0.1:0.
+
+    Keyword arguments are `ServerConfig` fields, plus `agents=` (an `AgentRegistry`; default: the
+    demo registry of `threadline serve`). Servers live until the end of the session.
+    """
+
+    async def start(**overrides: Any) -> RunningServer:
+        running = await asyncio.to_thread(_start_in_thread, **overrides)
+        _servers.append(running)
+        return running
+
+    return start
+
+
+@pytest.fixture(scope="session")
+def server(_servers: list[RunningServer]) -> RunningServer:
+    """The session's default server: `threadline serve`'s settings on a free loopback port."""
+    running = _start_in_thread()
+    _servers.append(running)
+    return running
+
+
+@dataclass
+class ServeProcess:
+    """`threadline serve` as a subprocess; `address` comes from its first stdout line."""
+
+    process: subprocess.Popen[str]
+    address: str
+    first_line: str
+    stderr_lines: list[str] = field(default_factory=list)
+
+    def stop(self, timeout: float = 20) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+        return self.process.wait(timeout=timeout)
+
+
+def spawn_serve(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> ServeProcess:
+    """Start `.venv/bin/threadline serve --port 0 ARGS` and wait for `listening on HOST:PORT`.
+
+    Raises:
+        RuntimeError: The process exited (or printed something else) before listening.
+    """
+    command = [str(THREADLINE), "serve", "--port", "0", *args]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline().strip()
+    if not first.startswith("listening on "):
+        process.kill()
+        _, err = process.communicate(timeout=timeout)
+        raise RuntimeError(f"threadline serve did not start: {first!r}\n{err}")
+    return ServeProcess(process=process, address=first.removeprefix("listening on "), first_line=first)
+
+
+@pytest.fixture
+def serve_process() -> Iterator[Callable[..., ServeProcess]]:
+    """Start `threadline serve --port 0 ...` subprocesses, killed at the end of the test."""
+    started: list[ServeProcess] = []
+
+    def spawn(*args: str, env: dict[str, str] | None = None) -> ServeProcess:
+        running = spawn_serve(*args, env=env)
+        started.append(running)
+        return running
+
+    yield spawn
+    for running in started:
+        if running.process.poll() is None:
+            running.process.kill()
+            running.process.wait(timeout=10)
+        for stream in (running.process.stdout, running.process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def python_executable() -> str:
+    """The interpreter of the test run (for subprocesses that need the same venv)."""
+    return sys.executable
+
+
+def error_info(error: Any) -> Any:
+    """The `google.rpc.ErrorInfo` of a failed call, decoded from its `grpc-status-details-bin` trailer.
+
+    Returns `None` when the status carries none (e.g. grpc's own RESOURCE_EXHAUSTED on size).
+    """
+    from google.rpc import error_details_pb2, status_pb2
+
+    for key, value in error.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status.FromString(value)
+            assert status.code == error.code().value[0], "details and status must agree"
+            for detail in status.details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    return info
+    return None

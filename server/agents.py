@@ -1,0 +1,199 @@
+"""The agents a server runs: the embedded demo, `--agent NAME=module:factory`, and `--model`.
+
+Agents are built once at start, so a broken factory or a missing provider extra stops the server
+before it listens, with a message naming what to fix, instead of failing the first run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.models import Model, infer_model
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, ExternalToolset, FunctionToolset
+
+from harness import ExecutableAgent
+from harness.tools import is_recovery_retryable
+
+from .config import ConfigError
+from .demo import DEMO_AGENT_NAME, demo_agent
+
+__all__ = (
+    "AgentRegistry",
+    "ToolCategory",
+    "ToolDescription",
+    "build_model",
+    "build_registry",
+    "load_factory",
+)
+
+ToolCategory = Literal["plain", "requires_approval", "external", "recovery_retryable"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDescription:
+    """One of an agent's own tools, as `GetServerInfo` lists it."""
+
+    name: str
+    category: ToolCategory
+    description: str
+    recovery_retryable: bool
+
+
+def _describe(tool_def: ToolDefinition) -> ToolDescription:
+    retryable = is_recovery_retryable(tool_def)
+    category: ToolCategory
+    if tool_def.kind == "unapproved":
+        category = "requires_approval"
+    elif tool_def.kind == "external":
+        category = "external"
+    elif retryable:
+        category = "recovery_retryable"
+    else:
+        category = "plain"
+    return ToolDescription(tool_def.name, category, tool_def.description or "", retryable)
+
+
+def _tool_defs(capability: AbstractCapability[Any]) -> Iterator[ToolDefinition]:
+    toolset = capability.get_toolset()
+    if toolset is None:
+        return
+    leaves: list[AbstractToolset[Any]] = []
+    if isinstance(toolset, AbstractToolset):
+        toolset.apply(leaves.append)
+    for leaf in leaves:
+        if isinstance(leaf, FunctionToolset):
+            for tool in leaf.tools.values():
+                yield tool.tool_def
+        elif isinstance(leaf, ExternalToolset):
+            yield from leaf.tool_defs
+        # Dynamic toolsets (MCP servers, prepared per run) have no static list; they are not listed.
+
+
+def describe_tools(agent: ExecutableAgent[Any]) -> tuple[ToolDescription, ...]:
+    """The agent's statically declared tools, in declaration order."""
+    return tuple(_describe(d) for cap in agent.capabilities for d in _tool_defs(cap))
+
+
+class AgentRegistry:
+    """The named agents of one server, in the order `GetServerInfo` lists them."""
+
+    def __init__(self, agents: Mapping[str, ExecutableAgent[Any]], *, default: str) -> None:
+        if default not in agents:
+            raise ConfigError(f"The default agent {default!r} is not served.")
+        self._agents = dict(agents)
+        self._tools = {name: describe_tools(agent) for name, agent in self._agents.items()}
+        self.default = default
+        """The agent a run with an empty `agent` gets."""
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._agents)
+
+    def get(self, name: str) -> ExecutableAgent[Any] | None:
+        """The agent called `name` (empty = the default), or `None`."""
+        return self._agents.get(name or self.default)
+
+    def tools(self, name: str) -> tuple[ToolDescription, ...]:
+        """The agent's own tools (empty = the default agent's)."""
+        return self._tools.get(name or self.default, ())
+
+
+# pydantic-ai provider prefixes -> the pydantic-ai-slim extra that brings the provider's SDK.
+_EXTRAS = {
+    "openai": "openai",
+    "openai-chat": "openai",
+    "openai-responses": "openai",
+    "azure": "openai",
+    "deepseek": "openai",
+    "openrouter": "openai",
+    "ollama": "openai",
+    "anthropic": "anthropic",
+    "google-gla": "google",
+    "google-vertex": "google",
+    "gemini": "google",
+    "groq": "groq",
+    "mistral": "mistral",
+    "cohere": "cohere",
+    "bedrock": "bedrock",
+    "huggingface": "huggingface",
+}
+
+
+def build_model(spec: str) -> Model:
+    """Build `--model provider:model` now, so a missing extra or key fails at start.
+
+    Raises:
+        ConfigError: The provider's extra is not installed (the message names it), a key is
+            missing, or the name is unknown.
+    """
+    provider = spec.split(":", 1)[0]
+    try:
+        return infer_model(spec)
+    except ImportError as error:
+        extra = _EXTRAS.get(provider, provider)
+        raise ConfigError(
+            f"--model {spec}: the provider {provider!r} needs the pydantic-ai-slim extra {extra!r}; "
+            f"install it with: pip install 'pydantic-ai-slim[{extra}]'"
+        ) from error
+    except UserError as error:
+        raise ConfigError(f"--model {spec}: {error}") from error
+
+
+Factory = Callable[..., object]
+
+
+def load_factory(spec: str, model: Model | None) -> tuple[str, ExecutableAgent[Any]]:
+    """Build one `--agent NAME=module:factory`.
+
+    The factory is called with the `--model` model as its one argument when `--model` is given
+    (and the factory takes an argument), else with none; it returns an `ExecutableAgent`.
+
+    Raises:
+        ConfigError: The spec is malformed, the import fails, or the factory returns something else.
+    """
+    name, sep, target = spec.partition("=")
+    module_name, colon, attr = target.partition(":")
+    if not sep or not colon or not name.strip() or not module_name or not attr:
+        raise ConfigError(f"--agent {spec!r}: expected NAME=module:factory, e.g. support=myapp.agents:build.")
+    try:
+        factory: Factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as error:
+        raise ConfigError(f"--agent {spec!r}: cannot import {target}: {error}") from error
+    takes_model = bool(inspect.signature(factory).parameters)
+    agent = factory(model) if model is not None and takes_model else factory()
+    if not isinstance(agent, ExecutableAgent):
+        raise ConfigError(
+            f"--agent {spec!r}: the factory returned {type(agent).__name__}, not an ExecutableAgent."
+        )
+    return name.strip(), agent
+
+
+def build_registry(
+    agent_specs: Sequence[str] = (), *, model: str | None = None, default: str | None = None
+) -> AgentRegistry:
+    """The served agents: the demo as "default" (unless replaced), then each `--agent` in order.
+
+    Args:
+        agent_specs: `NAME=module:factory` strings.
+        model: `provider:model` for the user's agents and the demo's tools; `None` = the demo's
+            scripted model, and each factory's own choice.
+        default: The default agent's name; `None` = the first `--agent`, else "default".
+    """
+    built = build_model(model) if model is not None else None
+    agents: dict[str, ExecutableAgent[Any]] = {DEMO_AGENT_NAME: demo_agent(built)}
+    for spec in agent_specs:
+        name, agent = load_factory(spec, built)
+        agents[name] = agent
+    first = load_name(agent_specs[0]) if agent_specs else DEMO_AGENT_NAME
+    return AgentRegistry(agents, default=default or first)
+
+
+def load_name(spec: str) -> str:
+    """The NAME of a `NAME=module:factory` spec."""
+    return spec.partition("=")[0].strip()

@@ -1,0 +1,178 @@
+"""Building, starting, draining and stopping the grpc.aio server.
+
+The server carries `HarnessService` plus what generic tooling expects of any gRPC server: health
+(`grpc.health.v1`) and reflection under both the v1 and the v1alpha names (grpcio-reflection only
+registers v1alpha; the messages are wire-identical, so one servicer serves both, TOOLCHAIN §4).
+Health and reflection stay open when a token is required: they reveal nothing a host could misuse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from grpc_health.v1 import _async as health_aio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection, reflection_pb2
+from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc
+
+from .agents import AgentRegistry
+from .config import ServerConfig
+from .errors import ServerError, ServerReason
+from .mapping.errors import to_status
+from .runlog import log_run
+from .runs import ActiveRuns
+from .service import HarnessService
+
+__all__ = ("ThreadlineServer", "serve")
+
+SERVICE_NAME = harness_service_pb2.DESCRIPTOR.services_by_name["HarnessService"].full_name
+_PROTECTED_PREFIX = f"/{SERVICE_NAME}/"
+_REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
+
+
+def _denied_handler(
+    handler: grpc.RpcMethodHandler[Any, Any], error: ServerError
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """A handler of the same shape as `handler` that only refuses the call with `error`'s status."""
+    from grpc_status import rpc_status
+
+    status = rpc_status.to_status(to_status(error))
+
+    async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        await context.abort(status.code, status.details, status.trailing_metadata)
+
+    async def refuse_stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        await context.abort(status.code, status.details, status.trailing_metadata)
+        yield  # pragma: no cover - makes this an async generator, as a server-streaming handler is
+
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(
+            refuse_stream, handler.request_deserializer, handler.response_serializer
+        )
+    return grpc.unary_unary_rpc_method_handler(
+        refuse, handler.request_deserializer, handler.response_serializer
+    )
+
+
+class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
+    """Require `authorization: Bearer <token>` on every HarnessService RPC (and nothing else)."""
+
+    def __init__(self, token: str) -> None:
+        self._expected = f"Bearer {token}".encode()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or not method.startswith(_PROTECTED_PREFIX):
+            return handler
+        values = [
+            value for key, value in handler_call_details.invocation_metadata or () if key == "authorization"
+        ]
+        if not values:
+            return _denied_handler(
+                handler,
+                ServerError(
+                    ServerReason.TOKEN_MISSING, "This server needs `authorization: Bearer <token>` metadata."
+                ),
+            )
+        presented = values[0].encode() if isinstance(values[0], str) else bytes(values[0])
+        if not hmac.compare_digest(presented, self._expected):
+            return _denied_handler(
+                handler, ServerError(ServerReason.TOKEN_INVALID, "The bearer token is not valid.")
+            )
+        return handler
+
+
+class ThreadlineServer:
+    """One grpc.aio server serving `registry` with `config`: `start()`, then `drain()` or `stop()`."""
+
+    def __init__(self, config: ServerConfig, registry: AgentRegistry) -> None:
+        config.check()
+        self.config = config
+        self.runs = ActiveRuns(config.max_concurrent_runs)
+        """The running runs (tests read its size to prove nothing leaked)."""
+        self.port: int | None = None
+        """The bound port, once started."""
+        interceptors = [BearerTokenInterceptor(config.token)] if config.token else []
+        self._server = grpc.aio.server(options=config.grpc_options(), interceptors=interceptors)
+        service = HarnessService(registry, self.runs, max_message_bytes=config.max_message_bytes)
+        harness_service_pb2_grpc.add_HarnessServiceServicer_to_server(service, self._server)
+        self._health = health_aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        self._add_reflection()
+
+    def _add_reflection(self) -> None:
+        health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+        names = (SERVICE_NAME, health_name, reflection.SERVICE_NAME, _REFLECTION_V1)
+        reflection.enable_server_reflection(names, self._server)
+        info = grpc.stream_stream_rpc_method_handler(
+            reflection.aio.ReflectionServicer(names).ServerReflectionInfo,
+            request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+            response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+        )
+        self._server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(_REFLECTION_V1, {"ServerReflectionInfo": info}),)
+        )
+
+    @property
+    def address(self) -> str:
+        """`host:port` as bound (the port resolved when 0 was asked for)."""
+        host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
+        return f"{host}:{self.port}"
+
+    async def start(self) -> str:
+        """Bind and start serving; returns `address`."""
+        target = f"{'[' + self.config.host + ']' if ':' in self.config.host else self.config.host}:{self.config.port}"
+        if self.config.tls_cert is not None and self.config.tls_key is not None:
+            credentials = grpc.ssl_server_credentials(
+                [(self.config.tls_key.read_bytes(), self.config.tls_cert.read_bytes())]
+            )
+            self.port = self._server.add_secure_port(target, credentials)
+        else:
+            self.port = self._server.add_insecure_port(target)
+        await self._server.start()
+        for name in ("", SERVICE_NAME):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        return self.address
+
+    async def drain(self) -> None:
+        """Graceful shutdown: stop admitting, cancel running runs into CANCELLED results, then stop.
+
+        Health turns NOT_SERVING first so load balancers move traffic away; each cancelled run
+        still sends its terminal result (with its candidate state) within `drain_grace_s`.
+        """
+        await self._health.enter_graceful_shutdown()
+        cancelled = self.runs.drain()
+        log_run("server_draining", runs_cancelled=cancelled)
+        await self._server.stop(self.config.drain_grace_s)
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop at once (cancelling RPCs after `grace` seconds)."""
+        await self._server.stop(grace)
+
+    async def wait_for_termination(self) -> None:
+        """Block until the server has stopped."""
+        await self._server.wait_for_termination()
+
+
+async def serve(config: ServerConfig, registry: AgentRegistry, *, ready: Callable[[str], None]) -> None:
+    """Run a server until SIGTERM or SIGINT, then drain it; `ready(address)` is called once bound."""
+    server = ThreadlineServer(config, registry)
+    address = await server.start()
+    ready(address)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    await stopping.wait()
+    await server.drain()
+    log_run("server_stopped")

@@ -1,0 +1,107 @@
+"""The server's settings: one frozen value built by the CLI (or a test) and read everywhere else.
+
+Defaults are explicit and safe: loopback only, bounded messages and concurrency, keepalive on, so
+a server started with no flags cannot be reached from another machine or exhausted by one host.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = (
+    "DEFAULT_HOST",
+    "DEFAULT_MAX_CONCURRENT_RUNS",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_PORT",
+    "ConfigError",
+    "ServerConfig",
+)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 50051
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""64 MiB: long histories travel whole in every request, so grpc's 4 MiB default is too small."""
+DEFAULT_MAX_CONCURRENT_RUNS = 256
+
+
+class ConfigError(Exception):
+    """The settings cannot be served as given; the message tells the user what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Everything `threadline serve` can be told; every field has a safe default."""
+
+    host: str = DEFAULT_HOST
+    """The address to bind. Anything but loopback needs TLS, a token or `insecure`."""
+    port: int = DEFAULT_PORT
+    """The port to bind; 0 picks a free one."""
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """The largest request or response message, both directions."""
+    max_concurrent_runs: int = DEFAULT_MAX_CONCURRENT_RUNS
+    """Runs executing at once; one more fails with RESOURCE_EXHAUSTED RUN_LIMIT_REACHED."""
+    keepalive_time_ms: int = 30_000
+    """How often the server pings an idle connection, so dead hosts are noticed."""
+    keepalive_timeout_ms: int = 10_000
+    """How long a ping may go unanswered before the connection is closed."""
+    token: str | None = field(default=None, repr=False)
+    """The bearer token every HarnessService RPC must carry; `None` = no auth."""
+    tls_cert: Path | None = None
+    """PEM certificate chain; with `tls_key`, the server speaks TLS."""
+    tls_key: Path | None = None
+    """PEM private key of `tls_cert`."""
+    insecure: bool = False
+    """Allow a non-loopback bind with neither TLS nor token (e.g. behind a trusted proxy)."""
+    drain_grace_s: float = 10.0
+    """On SIGTERM, how long cancelled runs get to send their CANCELLED result before the server stops."""
+
+    @property
+    def tls(self) -> bool:
+        """Whether the server speaks TLS."""
+        return self.tls_cert is not None
+
+    def is_loopback(self) -> bool:
+        """Whether `host` only accepts connections from this machine."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host.strip("[]")).is_loopback
+        except ValueError:
+            return False
+
+    def check(self) -> None:
+        """Refuse settings that would serve something unsafe or impossible.
+
+        Raises:
+            ConfigError: A limit is not positive, only half of a TLS pair is given, or a
+                non-loopback address would be served without TLS or a token and without `insecure`.
+        """
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"--port must be between 0 and 65535, not {self.port}.")
+        if self.max_message_bytes <= 0:
+            raise ConfigError("--max-message-bytes must be positive.")
+        if self.max_concurrent_runs <= 0:
+            raise ConfigError("--max-concurrent-runs must be positive.")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("--tls-cert and --tls-key must be given together.")
+        if self.token is not None and not self.token.strip():
+            raise ConfigError("--token must not be empty.")
+        if not self.is_loopback() and not (self.tls or self.token) and not self.insecure:
+            raise ConfigError(
+                f"Refusing to serve {self.host} without TLS or a token: anyone who can reach it could run "
+                "agents. Add --tls-cert/--tls-key and/or --token, or --insecure if that is intended."
+            )
+
+    def grpc_options(self) -> list[tuple[str, int]]:
+        """The channel arguments of the grpc server: message sizes and keepalive."""
+        return [
+            ("grpc.max_receive_message_length", self.max_message_bytes),
+            ("grpc.max_send_message_length", self.max_message_bytes),
+            ("grpc.keepalive_time_ms", self.keepalive_time_ms),
+            ("grpc.keepalive_timeout_ms", self.keepalive_timeout_ms),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+            ("grpc.http2.max_pings_without_data", 0),
+        ]

@@ -1,0 +1,187 @@
+"""The embedded default agent: offline, deterministic, and showing every tool category.
+
+`threadline serve` must work with no key and no network, so a first-time user (and every test)
+can drive a thread end to end. The model is scripted (`harness.testing.scripted_model`); it picks
+its behaviour from the latest user prompt, so one word in a prompt selects a path:
+
+| prompt contains | the model calls | category |
+|---|---|---|
+| `delete` | `delete_file(path)` | requires approval |
+| `lookup` | `lookup(query)` | plain |
+| `status` | `fetch_status(service)` | recovery-retryable |
+| `count` | `count()` (bumps `demo.counter` capability state) | plain, capability state |
+| `sleep` [seconds] | `sleep(seconds)` (default 2, at most 60) | plain, slow |
+| `client:<name> [json]` | the client tool `<name>` with the JSON object as arguments | external |
+| anything else | no tool; echoes the prompt in several words | - |
+
+After tool results arrive, the model answers with a short text that quotes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_ai import RunContext, Tool
+from pydantic_ai.capabilities import Capability
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model
+from pydantic_ai.models.function import AgentInfo
+
+from harness import AgentContext, ExecutableAgent
+from harness.testing import scripted_model
+from harness.tools import recovery_retryable
+
+__all__ = ("COUNTER_ID", "DEMO_AGENT_NAME", "demo_agent", "demo_capability", "demo_script")
+
+DEMO_AGENT_NAME = "default"
+"""The name the embedded agent is served under."""
+COUNTER_ID = "demo.counter"
+"""The capability state namespace the `count` tool keeps its counter in."""
+_COUNTER_VERSION = "1"
+_MAX_SLEEP = 60.0
+_FACTS = {
+    "threadline": "Threadline serves Pydantic AI harness threads over gRPC.",
+    "grpc": "gRPC is a remote procedure call framework over HTTP/2.",
+}
+
+
+class _Counter(BaseModel):
+    value: int = 0
+
+
+def lookup(query: str) -> str:
+    """Look up a short fact about a topic."""
+    return _FACTS.get(query.lower(), f"No fact is known about {query!r}.")
+
+
+def delete_file(path: str) -> str:
+    """Delete a file (pretend); the host must approve every call."""
+    return f"Deleted {path}."
+
+
+@recovery_retryable
+def fetch_status(service: str) -> str:
+    """Report a service's status; read-only, so safe to re-run after an interruption."""
+    return f"{service} is up."
+
+
+async def count(ctx: RunContext[AgentContext]) -> int:
+    """Add one to this thread's counter, kept in capability state, and return it."""
+    current = await ctx.deps.state.read(COUNTER_ID, _Counter, version=_COUNTER_VERSION) or _Counter()
+    bumped = _Counter(value=current.value + 1)
+    await ctx.deps.state.write(COUNTER_ID, bumped, version=_COUNTER_VERSION)
+    return bumped.value
+
+
+async def sleep(seconds: float = 2.0) -> str:
+    """Wait a while (to see streaming, cancellation and the run limit at work)."""
+    await asyncio.sleep(min(max(seconds, 0.0), _MAX_SLEEP))
+    return f"Slept {seconds:g} s."
+
+
+def demo_capability() -> Capability[Any]:
+    """The demo tools, one per category (client tools come from the host per run)."""
+    return Capability(
+        tools=[
+            Tool(lookup),
+            Tool(delete_file, requires_approval=True),
+            fetch_status,
+            Tool(count),
+            Tool(sleep),
+        ],
+        id="threadline.demo",
+    )
+
+
+def _latest_prompt(messages: list[ModelMessage]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart):
+                    content = part.content
+                    if isinstance(content, str):
+                        return content
+                    return " ".join(item for item in content if isinstance(item, str))
+    return ""
+
+
+def _tool_call(prompt: str, turn: int) -> ToolCallPart | None:
+    call = _chosen_call(prompt)
+    if call is None:
+        return None
+    # A deterministic ID (unique within a thread, since the history only grows) keeps documented
+    # grpcurl walkthroughs reproducible.
+    return ToolCallPart(call[0], call[1], tool_call_id=f"call_{turn}_{call[0]}")
+
+
+def _chosen_call(prompt: str) -> tuple[str, dict[str, Any]] | None:
+    lowered = prompt.lower()
+    client = re.search(r"client:([A-Za-z_][A-Za-z0-9_.-]*)\s*(\{.*\})?", prompt, re.DOTALL)
+    if client:
+        try:
+            args = json.loads(client.group(2) or "{}")
+        except ValueError:
+            args = {}
+        return client.group(1), args if isinstance(args, dict) else {}
+    if "delete" in lowered:
+        match = re.search(r"delete\s+(\S+)", prompt, re.IGNORECASE)
+        return "delete_file", {"path": match.group(1) if match else "notes.txt"}
+    if "lookup" in lowered:
+        match = re.search(r"lookup\s+(\S+)", prompt, re.IGNORECASE)
+        return "lookup", {"query": match.group(1) if match else "threadline"}
+    if "status" in lowered:
+        return "fetch_status", {"service": "api"}
+    if "count" in lowered:
+        return "count", {}
+    if "sleep" in lowered:
+        match = re.search(r"sleep\s+(\d+(?:\.\d+)?)", lowered)
+        return "sleep", {"seconds": float(match.group(1)) if match else 2.0}
+    return None
+
+
+def demo_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """One turn of the demo model: a tool call chosen from the prompt, or text.
+
+    A turn whose request carries tool results (a finished call, an answered approval or client
+    tool, a recovered call) always ends the run with text, so every path terminates.
+    """
+    last = messages[-1] if messages else None
+    if isinstance(last, ModelRequest):
+        returns = [part for part in last.parts if isinstance(part, ToolReturnPart)]
+        if returns:
+            quoted = "; ".join(f"{part.tool_name}: {part.model_response_str()}" for part in returns)
+            return ModelResponse(parts=[TextPart(f"Tool results: {quoted}")])
+        if any(not isinstance(part, UserPromptPart) for part in last.parts):
+            # Retry prompts and other non-prompt parts: answer in text rather than loop.
+            return ModelResponse(parts=[TextPart("I could not finish that tool call.")])
+    prompt = _latest_prompt(messages)
+    call = _tool_call(prompt, len(messages))
+    if call is not None:
+        return ModelResponse(parts=[call])
+    return ModelResponse(parts=[TextPart(f"You said: {prompt}" if prompt else "Hello from the demo agent.")])
+
+
+def demo_agent(model: Model | str | None = None) -> ExecutableAgent[str]:
+    """The agent `threadline serve` runs as "default".
+
+    Args:
+        model: Run the demo tools on this model instead of the scripted one (`--model`).
+    """
+    return ExecutableAgent(
+        model if model is not None else scripted_model(demo_script, model_name="threadline-demo"),
+        capabilities=[demo_capability()],
+        instructions="You are Threadline's demo agent. Use the tools when the user asks.",
+        name=DEMO_AGENT_NAME,
+    )
