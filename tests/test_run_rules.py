@@ -19,8 +19,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RunUsage
 
 from harness import (
-    DefinitionError,
     DeferredToolResume,
+    DefinitionError,
     ExecutableAgent,
     HarnessEvent,
     HarnessExtensionEvent,
