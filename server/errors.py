@@ -1,0 +1,92 @@
+"""Errors only the server raises, beside the core's `HarnessError` tree.
+
+The core owns every rule about states, runs and deferred batches; the server adds the few decisions
+that only exist on the wire (an agent name it does not serve, a history digest, its concurrency limit,
+its bearer token). Each carries the same shape as a `HarnessError` (a stable reason, a message, JSON
+details) plus the request field at fault, so `server.mapping.errors.to_status` reports both kinds alike.
+
+A core error raised while decoding a particular request field can carry that field too: `at_field`
+records it on the exception, and `field_of` reads it back for the `BadRequest` violation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import TypeVar
+
+from harness.errors import JsonValue
+
+__all__ = ("ServerError", "ServerReason", "at_field", "field_of")
+
+_FIELD_ATTR = "_threadline_field"
+
+E = TypeVar("E", bound=BaseException)
+
+
+class ServerReason(StrEnum):
+    """Reasons the server reports that the core never raises (DESIGN "Errors"; README catalogue: "server")."""
+
+    AGENT_UNKNOWN = "AGENT_UNKNOWN"
+    HISTORY_DIGEST_MISMATCH = "HISTORY_DIGEST_MISMATCH"
+    RUN_LIMIT_REACHED = "RUN_LIMIT_REACHED"
+    TOKEN_MISSING = "TOKEN_MISSING"
+    TOKEN_INVALID = "TOKEN_INVALID"
+
+
+class ServerError(Exception):
+    """A request the server refuses for a reason of its own (not a core rule).
+
+    Usage:
+        raise ServerError(ServerReason.AGENT_UNKNOWN, "No agent named 'x'.", details={"agent": "x"},
+                          field="spec.agent")
+    """
+
+    reason: str
+    """The ErrorInfo reason, UPPER_SNAKE (a `ServerReason`, or a core code upper-cased when wrapping)."""
+    message: str
+    """Safe to show a host: never holds secrets or a tool's own exception text."""
+    details: dict[str, JsonValue]
+    """Finite-JSON facts; each key becomes one ErrorInfo metadata entry."""
+    field: str | None
+    """The request field at fault, as a proto field path (`spec.previous_state.thread_id`)."""
+
+    def __init__(
+        self,
+        reason: str,
+        message: str,
+        *,
+        details: Mapping[str, JsonValue] | None = None,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.reason = str(reason)
+        self.message = message
+        self.details = dict(details or {})
+        self.field = field
+
+    def __repr__(self) -> str:
+        return (
+            f"ServerError({self.reason!r}, {self.message!r}, details={self.details!r}, field={self.field!r})"
+        )
+
+
+def at_field(error: E, field: str) -> E:
+    """Record the request field a (core) error is about, unless a more precise one is already there.
+
+    Core errors know nothing about the wire; the mapping that decoded the field knows where it was.
+    """
+    if isinstance(error, ServerError):
+        if error.field is None:
+            error.field = field
+    elif field_of(error) is None:
+        setattr(error, _FIELD_ATTR, field)
+    return error
+
+
+def field_of(error: BaseException) -> str | None:
+    """The request field recorded for `error`: `ServerError.field`, or what `at_field` recorded."""
+    if isinstance(error, ServerError):
+        return error.field
+    value = getattr(error, _FIELD_ATTR, None)
+    return value if isinstance(value, str) else None

@@ -1,0 +1,327 @@
+"""`HarnessState` <-> `threadline.v1.HarnessState`, both directions side by side.
+
+The envelope mirrors the core's state one to one (DESIGN "State envelope"). Decoding does not
+re-implement a single rule of the core: it assembles the harness state JSON (SPEC §2.1.2) straight from
+the envelope's fields and hands it to `harness.load_state`, which reads `schema_version` first and
+validates everything else. Only the checks that exist on the wire alone live here, in this order:
+
+1. `schema_version` (the core's rule and error: an unsupported version wins over anything else wrong);
+2. `MessageHistory.format` / `format_version` (`history_format_unsupported`);
+3. `MessageHistory.sha256` when present (`HISTORY_DIGEST_MISMATCH`), before any parsing;
+4. `load_state` on the assembled JSON (`state_invalid`, ...);
+5. `MessageHistory.message_count` against the parsed history (`HISTORY_DIGEST_MISMATCH`).
+
+Performance: the history is the only large value, and it is parsed exactly once (by `load_state`, which
+also stores the native dump). Encoding reuses those stored bytes (`message_history_json()`), so an
+envelope round trip costs about what `ModelMessagesTypeAdapter`'s own validate + dump costs, plus a
+SHA-256. The small JSON pieces (capability data, environment state, extra keys) are checked to be one
+JSON value each before they are spliced in, so no field can smuggle keys into another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic_core import from_json
+from threadline.v1 import state_pb2
+
+from harness import HarnessState, StateError, load_state
+from harness.errors import ErrorCode, JsonValue
+from harness.state import SUPPORTED_SCHEMA_VERSIONS
+
+from ..errors import ServerError, ServerReason, at_field
+
+__all__ = (
+    "HISTORY_FORMAT",
+    "HISTORY_FORMAT_VERSIONS",
+    "SCHEMA_VERSIONS",
+    "state_from_pb",
+    "state_json_from_pb",
+    "state_json_to_pb",
+    "state_to_json",
+    "state_to_pb",
+)
+
+HISTORY_FORMAT = "pydantic-ai.model-messages+json"
+"""`MessageHistory.format` of the native pydantic-ai message JSON, the only format this server reads."""
+
+HISTORY_FORMAT_VERSIONS: tuple[str, ...] = ("1",)
+"""Threadline's versions of `HISTORY_FORMAT`: "1" = `ModelMessagesTypeAdapter` JSON of pydantic-ai 2.x."""
+
+SCHEMA_VERSIONS: tuple[str, ...] = SUPPORTED_SCHEMA_VERSIONS
+"""The envelope `schema_version`s this server accepts: exactly the core's (`GetServerInfo` lists them)."""
+
+_KNOWN_KEYS = frozenset(
+    {"schema_version", "thread_id", "agent_context_state", "refs", "message_history", "environment_states"}
+)
+
+
+# --- core -> proto ----------------------------------------------------------------------------------
+
+
+def state_to_pb(state: HarnessState) -> state_pb2.HarnessState:
+    """Encode a state as the envelope; the history bytes are the state's stored native JSON, verbatim."""
+    data = state.message_history_json()
+    extra = state.extra_fields_json()
+    return state_pb2.HarnessState(
+        schema_version=state.schema_version,
+        thread_id=state.thread_id,
+        message_history=state_pb2.MessageHistory(
+            format=HISTORY_FORMAT,
+            format_version=HISTORY_FORMAT_VERSIONS[-1],
+            data=data.decode(),
+            message_count=state.message_count(),
+            sha256=hashlib.sha256(data).digest(),
+        ),
+        capability_states=[
+            state_pb2.CapabilityState(
+                capability_id=capability_id, version=entry.version, data_json=entry.data_json()
+            )
+            for capability_id, entry in state.agent_context_state.entries.items()
+        ],
+        environment_states=[
+            state_pb2.EnvironmentState(
+                mount_name=mount_name,
+                provider_key=env.provider_key,
+                state_version=env.state_version,
+                state_json=env.state_json(),
+            )
+            for mount_name, env in state.environment_states.items()
+        ],
+        refs=[state_pb2.StoredRef(key=ref.key, digest=ref.digest, size=ref.size) for ref in state.refs],
+        # The contract never writes `{}`: no unknown keys is the empty string.
+        extra_json="" if extra == "{}" else extra,
+    )
+
+
+# --- proto -> core ----------------------------------------------------------------------------------
+
+
+def state_from_pb(msg: state_pb2.HarnessState, *, field: str = "spec.previous_state") -> HarnessState:
+    """Decode a host's envelope strictly (module docstring), or raise.
+
+    Args:
+        msg: The envelope as received.
+        field: The envelope's path in the request, prefixed to every `BadRequest` field.
+
+    Returns:
+        The validated state; `state_to_pb` of it re-encodes the same envelope.
+
+    Raises:
+        StateError: `schema_version_unsupported`, `history_format_unsupported` or `state_invalid`
+            (the offending field recorded with `server.errors.at_field`).
+        ServerError: `HISTORY_DIGEST_MISMATCH` for a wrong `sha256` or `message_count`.
+    """
+    document, data = _assemble(msg, field)
+    try:
+        state = load_state(document)
+    except StateError as error:
+        raise at_field(error, _field_for(error, field)) from None
+    if state.message_history_json() != data:
+        # Not the native bytes the server writes (a host re-formatted or built it): prove `data` is one
+        # JSON value, so it cannot have carried top-level keys into the document after the history.
+        try:
+            from_json(data)
+        except ValueError:
+            raise _invalid(
+                "message_history.data is not one JSON array.", f"{field}.message_history.data"
+            ) from None
+    count = state.message_count()
+    if count != msg.message_history.message_count:
+        raise ServerError(
+            ServerReason.HISTORY_DIGEST_MISMATCH,
+            f"message_count is {msg.message_history.message_count}, but the history holds {count} messages.",
+            details={"received": msg.message_history.message_count, "computed": count},
+            field=f"{field}.message_history.message_count",
+        )
+    return state
+
+
+def state_json_from_pb(msg: state_pb2.HarnessState, *, field: str = "spec.previous_state") -> bytes:
+    """The harness state JSON (SPEC §2.1.2) an envelope stands for, after the wire-only checks 1-3.
+
+    `load_state` of it is the decode; `state_from_pb` adds the count check. The history is last, so its
+    bytes are spliced in untouched and followed only by the closing brace.
+    """
+    return _assemble(msg, field)[0]
+
+
+def state_json_to_pb(text: str | bytes) -> state_pb2.HarnessState:
+    """Load harness state JSON with the core's rules and encode it as the envelope."""
+    return state_to_pb(load_state(text))
+
+
+def state_to_json(state: HarnessState) -> str:
+    """The harness state JSON of a state (`ValidateStateResponse.state_json`)."""
+    return state.model_dump_json()
+
+
+def _assemble(msg: state_pb2.HarnessState, field: str) -> tuple[bytes, bytes]:
+    version = msg.schema_version
+    if version not in SCHEMA_VERSIONS:
+        _reject_version(version, f"{field}.schema_version")
+    history = msg.message_history
+    if history.format != HISTORY_FORMAT:
+        raise _unsupported_history("format", history.format, [HISTORY_FORMAT], field)
+    if history.format_version not in HISTORY_FORMAT_VERSIONS:
+        raise _unsupported_history(
+            "format_version", history.format_version, list(HISTORY_FORMAT_VERSIONS), field
+        )
+    data = history.data.encode()
+    if history.sha256:
+        computed = hashlib.sha256(data).digest()
+        if computed != history.sha256:
+            raise ServerError(
+                ServerReason.HISTORY_DIGEST_MISMATCH,
+                "message_history.sha256 does not match the SHA-256 of message_history.data.",
+                details={"received": history.sha256.hex(), "computed": computed.hex()},
+                field=f"{field}.message_history.sha256",
+            )
+
+    parts: list[str] = ['{"schema_version":', _str(version), ',"thread_id":', _str(msg.thread_id)]
+    parts.append(',"agent_context_state":{"entries":{')
+    seen: set[str] = set()
+    for i, cap in enumerate(msg.capability_states):
+        where = f"{field}.capability_states[{i}]"
+        if cap.capability_id in seen:
+            raise _invalid(f"Capability {cap.capability_id!r} appears twice.", f"{where}.capability_id")
+        seen.add(cap.capability_id)
+        if i:
+            parts.append(",")
+        parts += [
+            _str(cap.capability_id),
+            ':{"version":',
+            _str(cap.version),
+            ',"data":',
+            _one_value(cap.data_json, f"{where}.data_json"),
+            "}",
+        ]
+    parts.append('}},"refs":[')
+    for i, ref in enumerate(msg.refs):
+        if i:
+            parts.append(",")
+        parts += ['{"key":', _str(ref.key), ',"digest":', _str(ref.digest), ',"size":', str(ref.size), "}"]
+    parts.append("]")
+    if msg.extra_json:
+        members = _extra_members(msg.extra_json, f"{field}.extra_json")
+        if members:
+            parts += [",", members]
+    parts.append(',"environment_states":{')
+    seen.clear()
+    for i, env in enumerate(msg.environment_states):
+        where = f"{field}.environment_states[{i}]"
+        if env.mount_name in seen:
+            raise _invalid(f"Mount {env.mount_name!r} appears twice.", f"{where}.mount_name")
+        seen.add(env.mount_name)
+        if i:
+            parts.append(",")
+        parts += [
+            _str(env.mount_name),
+            ':{"provider_key":',
+            _str(env.provider_key),
+            ',"state_version":',
+            _str(env.state_version),
+            ',"state":',
+            _one_value(env.state_json, f"{where}.state_json"),
+            "}",
+        ]
+    parts.append('},"message_history":')
+    head = "".join(parts).encode()
+    return b"".join((head, data, b"}")), data
+
+
+def _str(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _reject_version(received: str, field: str) -> None:
+    # The core owns the rule and the error (`received`, `supported`); a mapping holding only the
+    # version is enough for `load_state` to refuse it.
+    try:
+        load_state({"schema_version": received})
+    except StateError as error:
+        raise at_field(error, field) from None
+    raise AssertionError("load_state accepted an unsupported schema_version")  # pragma: no cover
+
+
+def _unsupported_history(which: str, received: str, supported: list[JsonValue], field: str) -> StateError:
+    shown = received or "(empty)"
+    return at_field(
+        StateError(
+            f"History {which} {shown!r} is not supported; supported: {', '.join(map(str, supported))}.",
+            code=ErrorCode.HISTORY_FORMAT_UNSUPPORTED,
+            details={"received": received, "supported": supported},
+        ),
+        f"{field}.message_history.{which}",
+    )
+
+
+def _invalid(message: str, field: str, *, error_type: str = "value_error") -> StateError:
+    loc = field.split(".")[-1]
+    return at_field(
+        StateError(
+            f"State is invalid: {message}",
+            code=ErrorCode.STATE_INVALID,
+            details={"errors": [{"loc": [loc], "type": error_type, "msg": message}]},
+        ),
+        field,
+    )
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ValueError("duplicate object key")
+    return result
+
+
+def _parse(text: str, field: str) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except ValueError as exc:
+        raise _invalid(
+            f"{field.split('.')[-1]} is not one JSON value ({exc}).", field, error_type="json_invalid"
+        ) from None
+
+
+def _one_value(text: str, field: str) -> str:
+    """`text` if it is exactly one JSON value (the core then checks and canonicalises it)."""
+    _parse(text, field)
+    return text
+
+
+def _extra_members(text: str, field: str) -> str:
+    """The members of `extra_json` (one JSON object, no known or repeated keys), as text to splice."""
+    value = _parse(text, field)
+    if not isinstance(value, dict):
+        raise _invalid("extra_json must be one JSON object.", field)
+    clash = sorted(_KNOWN_KEYS.intersection(value))
+    if clash:
+        raise _invalid(f"extra_json repeats the envelope field {clash[0]!r}.", field)
+    # One parsed object: its members are exactly what lies between the outermost braces.
+    return text.strip()[1:-1].strip()
+
+
+_PROTO_FIELD = {
+    "schema_version": "schema_version",
+    "thread_id": "thread_id",
+    "agent_context_state": "capability_states",
+    "refs": "refs",
+    "message_history": "message_history.data",
+    "environment_states": "environment_states",
+}
+
+
+def _field_for(error: StateError, prefix: str) -> str:
+    """The envelope field a core validation error points at (the first error's location)."""
+    errors = error.details.get("errors")
+    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        loc = errors[0].get("loc")
+        if isinstance(loc, list) and loc and isinstance(loc[0], str):
+            name = _PROTO_FIELD.get(loc[0], "extra_json")
+            if loc[0] == "refs" and len(loc) > 1 and isinstance(loc[1], int):
+                return f"{prefix}.refs[{loc[1]}]"
+            return f"{prefix}.{name}"
+    return prefix
