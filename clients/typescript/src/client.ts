@@ -1,0 +1,265 @@
+/**
+ * The Threadline client: `threadline.v1.HarnessService` over gRPC (HTTP/2), with Connect-ES.
+ *
+ * ```ts
+ * const client = createThreadlineClient({ baseUrl: "http://127.0.0.1:50051" });
+ * for await (const event of client.streamRun({ prompt: "hello" }, { timeoutMs: 60_000 })) {
+ *   if (event.event.case === "result") persist(event.event.value.state);
+ * }
+ * client.close();
+ * ```
+ *
+ * Every method takes an options object last (`signal`, `timeoutMs`, `headers`) and rejects with a
+ * `ThreadlineError`. Nothing waits forever by default: unary calls get `DEFAULT_TIMEOUT_MS` and runs
+ * `DEFAULT_RUN_TIMEOUT_MS` unless the client or the call says otherwise.
+ *
+ * @module
+ */
+
+import { create } from "@bufbuild/protobuf";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import type { CallOptions as ConnectCallOptions, Client, Interceptor } from "@connectrpc/connect";
+import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
+
+import { ThreadlineError } from "./errors.js";
+import type { DeferredToolResume } from "./gen/threadline/v1/deferred_pb.js";
+import type { RunEvent } from "./gen/threadline/v1/events_pb.js";
+import {
+  type GetServerInfoResponse,
+  HarnessService,
+  type NewStateRequestSchema,
+} from "./gen/threadline/v1/harness_service_pb.js";
+import { type RunResult, type RunSpec, RunSpecSchema } from "./gen/threadline/v1/run_pb.js";
+import type { HarnessState } from "./gen/threadline/v1/state_pb.js";
+
+/** The deadline of a unary call (everything but `run` and `streamRun`) unless one is given. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+/** The deadline of `run` and `streamRun` unless one is given. */
+export const DEFAULT_RUN_TIMEOUT_MS = 10 * 60_000;
+
+/** How to reach the server. */
+export interface ThreadlineClientOptions {
+  /** The server's address: `http://127.0.0.1:50051`, or just `127.0.0.1:50051` (plain HTTP/2). */
+  baseUrl: string;
+  /** A bearer token, sent as `authorization: Bearer <token>` on every call (server `--token`). */
+  token?: string;
+  /** The default deadline of unary calls in ms (default `DEFAULT_TIMEOUT_MS`); 0 = none. */
+  timeoutMs?: number;
+  /** The default deadline of `run` and `streamRun` in ms (default `DEFAULT_RUN_TIMEOUT_MS`); 0 = none. */
+  runTimeoutMs?: number;
+  /** Extra Connect interceptors, run after the one that adds the token. */
+  interceptors?: Interceptor[];
+}
+
+/** Options of a single call. */
+export interface CallOptions {
+  /** Abort the call; the SDK then throws a `ThreadlineError` with `Code.Canceled`. */
+  signal?: AbortSignal;
+  /** This call's deadline in ms, replacing the client's default; 0 = none. */
+  timeoutMs?: number;
+  /** Extra request headers (gRPC metadata). */
+  headers?: ConnectCallOptions["headers"];
+}
+
+/** What to run: a `RunSpec`, where `prompt` may also be plain text. */
+export type RunInput = Omit<MessageInitShape<typeof RunSpecSchema>, "prompt" | "$typeName"> & {
+  /** The new user input: text, or the `RunSpec.prompt` oneof. Unset = continue without input. */
+  prompt?: string | MessageInitShape<typeof RunSpecSchema>["prompt"];
+};
+
+/** The fields of `NewStateRequest`, all optional. */
+export type NewStateInput = Omit<MessageInitShape<typeof NewStateRequestSchema>, "$typeName">;
+
+/** A state for `validateState`: an envelope, or the harness state JSON. */
+export type StateSource = HarnessState | { stateJson: string };
+
+/** The answer of `validateState`: the state in both stored forms, as the server re-encoded it. */
+export interface ValidatedState {
+  /** The envelope as the server re-encoded it; store this form. */
+  readonly state: HarnessState;
+  /** The same state as the harness state JSON (byte-identical for equal states). */
+  readonly stateJson: string;
+}
+
+/** Options of `forkState`. */
+export interface ForkStateOptions extends CallOptions {
+  /** The new thread's ID. Default: a server-generated `thread_<32 hex>`. */
+  threadId?: string;
+}
+
+/** A client of one Threadline server. */
+export interface ThreadlineClient {
+  /**
+   * Run the agent and stream its events, for `for await`. Events come in order; the last one is
+   * the terminal `result` (`event.event.case === "result"`). Breaking out of the loop cancels the
+   * run. A run that fails before it starts (or whose core fails after) throws `ThreadlineError`.
+   */
+  streamRun(spec: RunInput, options?: CallOptions): AsyncIterable<RunEvent>;
+  /** Run the agent and return only its terminal result. */
+  run(spec: RunInput, options?: CallOptions): Promise<RunResult>;
+  /** The envelope of a new thread (e.g. to choose its ID before the first run). */
+  newState(request?: NewStateInput, options?: CallOptions): Promise<HarnessState>;
+  /** Branch a thread from a checkpoint: a new thread ID with the same history. */
+  forkState(state: HarnessState, options?: ForkStateOptions): Promise<HarnessState>;
+  /** Validate a state exactly as a run would; an invalid state rejects with a `ThreadlineError`. */
+  validateState(source: StateSource, options?: CallOptions): Promise<ValidatedState>;
+  /**
+   * The part of an accepted resume that `state`'s history has not yet incorporated, or
+   * `undefined` when nothing remains.
+   */
+  remainingDeferred(
+    resume: DeferredToolResume,
+    state: HarnessState,
+    options?: CallOptions,
+  ): Promise<DeferredToolResume | undefined>;
+  /** What the server supports: state versions, history formats, agents and their tools, limits. */
+  getServerInfo(options?: CallOptions): Promise<GetServerInfoResponse>;
+  /** The generated Connect client, for anything the SDK does not wrap (errors are not converted). */
+  readonly service: Client<typeof HarnessService>;
+  /** Close the HTTP/2 connection; open calls end with `Code.Canceled`. */
+  close(): void;
+}
+
+/** Create a client of the server at `baseUrl`. The connection opens on the first call. */
+export function createThreadlineClient(options: ThreadlineClientOptions): ThreadlineClient {
+  const baseUrl = normalizeBaseUrl(options.baseUrl);
+  const sessionManager = new Http2SessionManager(baseUrl);
+  const interceptors: Interceptor[] = [];
+  if (options.token !== undefined && options.token !== "") {
+    const authorization = `Bearer ${options.token}`;
+    interceptors.push((next) => (request) => {
+      request.header.set("authorization", authorization);
+      return next(request);
+    });
+  }
+  interceptors.push(...(options.interceptors ?? []));
+  const transport = createGrpcTransport({ baseUrl, sessionManager, interceptors });
+  const service = createClient(HarnessService, transport);
+  const unaryTimeout = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const runTimeout = options.runTimeoutMs ?? DEFAULT_RUN_TIMEOUT_MS;
+
+  const unary = (callOptions: CallOptions | undefined) => connectOptions(callOptions, unaryTimeout);
+
+  return {
+    service,
+
+    streamRun(spec, callOptions) {
+      return streamEvents(service, toRunSpec(spec), connectOptions(callOptions, runTimeout));
+    },
+
+    async run(spec, callOptions) {
+      const response = await call(service.run({ spec: toRunSpec(spec) }, connectOptions(callOptions, runTimeout)));
+      return required(response.result, "RunResponse.result");
+    },
+
+    async newState(request = {}, callOptions) {
+      const response = await call(service.newState(request, unary(callOptions)));
+      return required(response.state, "NewStateResponse.state");
+    },
+
+    async forkState(state, callOptions = {}) {
+      const { threadId = "", ...rest } = callOptions;
+      const response = await call(service.forkState({ state, threadId }, unary(rest)));
+      return required(response.state, "ForkStateResponse.state");
+    },
+
+    async validateState(source, callOptions) {
+      const request =
+        "$typeName" in source
+          ? { source: { case: "state" as const, value: source } }
+          : { source: { case: "stateJson" as const, value: source.stateJson } };
+      const response = await call(service.validateState(request, unary(callOptions)));
+      return { state: required(response.state, "ValidateStateResponse.state"), stateJson: response.stateJson };
+    },
+
+    async remainingDeferred(resume, state, callOptions) {
+      const response = await call(service.remainingDeferred({ resume, state }, unary(callOptions)));
+      return response.remaining;
+    },
+
+    async getServerInfo(callOptions) {
+      return call(service.getServerInfo({}, unary(callOptions)));
+    },
+
+    close() {
+      sessionManager.abort();
+    },
+  };
+}
+
+/**
+ * Read a whole streamed run: every event in order, and the terminal result.
+ *
+ * @throws ThreadlineError when the stream ends without a result (the server's own error status is
+ *   thrown as it is).
+ */
+export async function collectRun(events: AsyncIterable<RunEvent>): Promise<{ events: RunEvent[]; result: RunResult }> {
+  const seen: RunEvent[] = [];
+  let result: RunResult | undefined;
+  for await (const event of events) {
+    seen.push(event);
+    if (event.event.case === "result") {
+      result = event.event.value;
+    }
+  }
+  return { events: seen, result: required(result, "the stream's result event") };
+}
+
+async function* streamEvents(
+  service: Client<typeof HarnessService>,
+  spec: RunSpec,
+  options: ConnectCallOptions,
+): AsyncGenerator<RunEvent, void, undefined> {
+  try {
+    for await (const response of service.streamRun({ spec }, options)) {
+      if (response.event !== undefined) {
+        yield response.event;
+      }
+    }
+  } catch (err) {
+    throw ThreadlineError.from(err);
+  }
+}
+
+function toRunSpec(input: RunInput): RunSpec {
+  const { prompt, ...rest } = input;
+  return create(RunSpecSchema, {
+    ...rest,
+    prompt: typeof prompt === "string" ? { case: "text", value: prompt } : prompt,
+  });
+}
+
+function connectOptions(options: CallOptions | undefined, defaultTimeoutMs: number): ConnectCallOptions {
+  const timeoutMs = options?.timeoutMs ?? defaultTimeoutMs;
+  const result: ConnectCallOptions = {};
+  if (timeoutMs > 0) {
+    result.timeoutMs = timeoutMs;
+  }
+  if (options?.signal !== undefined) {
+    result.signal = options.signal;
+  }
+  if (options?.headers !== undefined) {
+    result.headers = options.headers;
+  }
+  return result;
+}
+
+async function call<T>(promise: Promise<T>): Promise<T> {
+  try {
+    return await promise;
+  } catch (err) {
+    throw ThreadlineError.from(err);
+  }
+}
+
+function required<T>(value: T | undefined, what: string): T {
+  if (value === undefined) {
+    throw ThreadlineError.from(new ConnectError(`the server sent no ${what}`, Code.Internal));
+  }
+  return value;
+}
+
+function normalizeBaseUrl(address: string): string {
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(address) ? address : `http://${address}`;
+}
