@@ -36,7 +36,7 @@ from harness import (
 from harness.errors import JsonValue
 
 from .agents import AgentRegistry, ToolCategory
-from .errors import ServerError, ServerReason
+from .errors import ServerError, ServerReason, at_field, field_of
 from .mapping.deferred import resume_from_pb, resume_to_pb
 from .mapping.errors import abort
 from .mapping.events import checkpoint_to_pb, event_to_pb, result_event_to_pb
@@ -206,7 +206,10 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                 field="spec.agent",
             )
         reserved = [tool.name for tool in self._registry.tools(call.agent)]
-        capability = client_tools_capability(call.client_tools, reserved_names=reserved)
+        try:
+            capability = client_tools_capability(call.client_tools, reserved_names=reserved)
+        except HarnessError as error:
+            raise at_field(error, "spec.client_tools") from None
         bindings = RunBindings.embedded(capabilities=[capability] if capability is not None else [])
         return agent.stream(
             call.input,
@@ -216,6 +219,13 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             deferred_resume=call.deferred_resume,
             usage_limits=call.usage_limits,
         )
+
+    @staticmethod
+    def _fork(source: HarnessState, thread_id: str) -> HarnessState:
+        try:
+            return source.fork(thread_id=thread_id or None)
+        except ValidationError as error:
+            raise at_field(_malformed_thread_id(error), "thread_id") from None
 
     # -- envelopes ------------------------------------------------------------------------------------
     async def NewState(
@@ -231,9 +241,10 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         envelope.capability_states.extend(request.capability_states)
         envelope.environment_states.extend(request.environment_states)
         try:
-            state = state_from_pb(envelope)
+            state = state_from_pb(envelope, field="")
         except (HarnessError, ServerError) as error:
-            await abort(context, error)
+            # The overlay's fields are the request's own top-level fields ("thread_id", ...).
+            await abort(context, error, field=(field_of(error) or "").lstrip(".") or None)
             raise  # pragma: no cover
         return harness_service_pb2.NewStateResponse(state=state_to_pb(state))
 
@@ -241,13 +252,10 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         self, request: harness_service_pb2.ForkStateRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> harness_service_pb2.ForkStateResponse:
         try:
-            source = state_from_pb(request.state)
-            try:
-                forked = source.fork(thread_id=request.thread_id or None)
-            except ValidationError as error:
-                raise _malformed_thread_id(error) from None
+            source = state_from_pb(request.state, field="state")
+            forked = self._fork(source, request.thread_id)
         except (HarnessError, ServerError) as error:
-            await abort(context, error, field="thread_id" if isinstance(error, StateError) else None)
+            await abort(context, error)
             raise  # pragma: no cover
         return harness_service_pb2.ForkStateResponse(state=state_to_pb(forked))
 
@@ -257,13 +265,13 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         source = request.WhichOneof("source")
         try:
             if source == "state":
-                state = state_from_pb(request.state)
+                state = state_from_pb(request.state, field="state")
             elif source == "state_json":
                 state = load_state(request.state_json)
             else:
                 raise StateError("Set `state` or `state_json`.", code=ErrorCode.STATE_INVALID)
         except (HarnessError, ServerError) as error:
-            await abort(context, error, field=source)
+            await abort(context, error, field=field_of(error) or source)
             raise  # pragma: no cover
         return harness_service_pb2.ValidateStateResponse(
             state=state_to_pb(state), state_json=state_to_json(state)
@@ -275,8 +283,8 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> harness_service_pb2.RemainingDeferredResponse:
         try:
-            resume = resume_from_pb(request.resume)
-            state = state_from_pb(request.state)
+            resume = resume_from_pb(request.resume, field="resume")
+            state = state_from_pb(request.state, field="state")
         except (HarnessError, ServerError) as error:
             await abort(context, error)
             raise  # pragma: no cover
