@@ -1,0 +1,27 @@
+// Package threadline is the Go host SDK of Threadline, a gRPC server that runs Pydantic AI
+// harness threads.
+//
+// A host owns its threads: it keeps the state envelope ([HarnessState]) each run returns,
+// answers deferred tool calls (approvals, client tools), and starts the next run with the state
+// it chose. The server keeps nothing between runs.
+//
+//	c, err := threadline.Dial("127.0.0.1:50051")
+//	if err != nil { ... }
+//	defer c.Close()
+//
+//	s := c.StreamRun(ctx, &threadline.RunSpec{Prompt: threadline.Text("hello")})
+//	defer s.Close()
+//	for s.Receive() {
+//		handle(s.Msg())
+//	}
+//	if err := s.Err(); err != nil { ... }
+//	result := s.Result() // the terminal RunResult: persist result.GetState()
+//
+// Errors from the server are *[Error] values carrying the gRPC code and the ErrorInfo reason
+// (e.g. [ReasonSchemaVersionUnsupported]); [ReasonOf] and [CodeOf] read them through wrapping.
+// Failures after a run started are not errors: they are a FAILED [RunResult].
+//
+// The messages are the generated types of package
+// github.com/threadline-dev/threadline/clients/go/gen/threadline/v1; the common ones are
+// re-exported here as aliases, so most hosts import only this package.
+package threadline

@@ -1,0 +1,204 @@
+package threadline
+
+import (
+	"errors"
+	"maps"
+	"strings"
+	"unicode"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Domain is the google.rpc.ErrorInfo domain of every error the server raises on purpose.
+const Domain = "threadline"
+
+// Reasons: the ErrorInfo reason of a server error, which is the core's stable error code in
+// UPPER_SNAKE. Branch on these (with ReasonOf), not on messages. The README's catalogue is the
+// full list; reasons added later arrive as new strings.
+const (
+	// INVALID_ARGUMENT
+	ReasonInputEmpty                     = "INPUT_EMPTY"
+	ReasonInputInvalid                   = "INPUT_INVALID"
+	ReasonToolRecoveryInvalid            = "TOOL_RECOVERY_INVALID"
+	ReasonStateInvalid                   = "STATE_INVALID"
+	ReasonDeferredResumeInvalid          = "DEFERRED_RESUME_INVALID"
+	ReasonDeferredRequestInvalid         = "DEFERRED_REQUEST_INVALID"
+	ReasonDeferredRequestDuplicate       = "DEFERRED_REQUEST_DUPLICATE"
+	ReasonDeferredRequestCategoryOverlap = "DEFERRED_REQUEST_CATEGORY_OVERLAP"
+	ReasonDeferredRequestsEmpty          = "DEFERRED_REQUESTS_EMPTY"
+	ReasonDeferredMetadataInvalid        = "DEFERRED_METADATA_INVALID"
+	ReasonDeferredResultsIncomplete      = "DEFERRED_RESULTS_INCOMPLETE"
+	ReasonDeferredApprovalInvalid        = "DEFERRED_APPROVAL_INVALID"
+	ReasonDeferredResultsInvalid         = "DEFERRED_RESULTS_INVALID"
+	ReasonForkThreadIDConflict           = "FORK_THREAD_ID_CONFLICT"
+	ReasonClientToolInvalid              = "CLIENT_TOOL_INVALID"
+	ReasonAgentUnknown                   = "AGENT_UNKNOWN"
+	ReasonHistoryDigestMismatch          = "HISTORY_DIGEST_MISMATCH"
+
+	// FAILED_PRECONDITION
+	ReasonSchemaVersionUnsupported = "SCHEMA_VERSION_UNSUPPORTED"
+	ReasonHistoryFormatUnsupported = "HISTORY_FORMAT_UNSUPPORTED"
+	ReasonStateStoreMissing        = "STATE_STORE_MISSING"
+	ReasonDeferredStateRequired    = "DEFERRED_STATE_REQUIRED"
+	ReasonDeferredRequestMissing   = "DEFERRED_REQUEST_MISSING"
+	ReasonDeferredRequestCompleted = "DEFERRED_REQUEST_COMPLETED"
+	ReasonDeferredRequestMismatch  = "DEFERRED_REQUEST_MISMATCH"
+	ReasonDeferredStateInvalid     = "DEFERRED_STATE_INVALID"
+	ReasonDeferredSurfaceMismatch  = "DEFERRED_SURFACE_MISMATCH"
+
+	// RESOURCE_EXHAUSTED
+	ReasonDeferredRequestsTooLarge = "DEFERRED_REQUESTS_TOO_LARGE"
+	ReasonRunLimitReached          = "RUN_LIMIT_REACHED"
+
+	// UNAUTHENTICATED
+	ReasonTokenMissing = "TOKEN_MISSING"
+	ReasonTokenInvalid = "TOKEN_INVALID"
+
+	// INTERNAL
+	ReasonRunResultMissing = "RUN_RESULT_MISSING"
+	ReasonRunCleanupFailed = "RUN_CLEANUP_FAILED"
+)
+
+// Error is an error status the server (or gRPC itself) returned: its code and message, and the
+// google.rpc.ErrorInfo and google.rpc.BadRequest details parsed from the status. Every call of a
+// Client returns its RPC errors as *Error; use errors.As, or ReasonOf and CodeOf, which look
+// through wrapping.
+//
+// Errors gRPC raises itself (an unreachable server, a message-size limit, a cancelled context)
+// have a code but no reason.
+type Error struct {
+	status     *status.Status
+	info       *errdetails.ErrorInfo
+	violations []*errdetails.BadRequest_FieldViolation
+}
+
+// FromError converts an error returned by the generated client (a gRPC status error) into an
+// *Error. It returns nil for nil; an error that carries no status becomes an *Error with
+// codes.Unknown whose message is err's text.
+func FromError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	st := status.Convert(err)
+	e = &Error{status: st}
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			if e.info == nil {
+				e.info = d
+			}
+		case *errdetails.BadRequest:
+			e.violations = append(e.violations, d.GetFieldViolations()...)
+		}
+	}
+	return e
+}
+
+// Error returns "<code>: <REASON>: <message>", e.g.
+// "failed_precondition: SCHEMA_VERSION_UNSUPPORTED: ...". The reason is left out when there is none.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(codeName(e.Code()))
+	if r := e.Reason(); r != "" {
+		b.WriteString(": ")
+		b.WriteString(r)
+	}
+	if m := e.Message(); m != "" {
+		b.WriteString(": ")
+		b.WriteString(m)
+	}
+	return b.String()
+}
+
+// Code returns the gRPC status code.
+func (e *Error) Code() codes.Code { return e.status.Code() }
+
+// Message returns the status message, without code or reason. The server writes it for people;
+// branch on Reason instead.
+func (e *Error) Message() string { return e.status.Message() }
+
+// Reason returns the ErrorInfo reason (e.g. ReasonSchemaVersionUnsupported), or "" when the
+// status carries no ErrorInfo.
+func (e *Error) Reason() string { return e.info.GetReason() }
+
+// Domain returns the ErrorInfo domain (Domain for the server's own errors), or "".
+func (e *Error) Domain() string { return e.info.GetDomain() }
+
+// Metadata returns a copy of the ErrorInfo metadata, e.g. {"received": "999", "supported": "1"}
+// for ReasonSchemaVersionUnsupported. Values that are not strings on the server arrive as
+// canonical JSON text. It is nil when the status carries no ErrorInfo.
+func (e *Error) Metadata() map[string]string {
+	if e.info == nil {
+		return nil
+	}
+	return maps.Clone(e.info.GetMetadata())
+}
+
+// FieldViolations returns the google.rpc.BadRequest field violations, whose Field is a path of
+// proto field names such as "spec.previous_state.thread_id".
+func (e *Error) FieldViolations() []*errdetails.BadRequest_FieldViolation {
+	return e.violations
+}
+
+// Details returns every detail of the status, including kinds this package does not parse.
+func (e *Error) Details() []any { return e.status.Details() }
+
+// GRPCStatus returns the underlying status, so status.FromError and status.Code work on an
+// *Error (and on errors wrapping one).
+func (e *Error) GRPCStatus() *status.Status { return e.status }
+
+// ReasonOf returns the ErrorInfo reason of err, looking through wrapping, or "" when err is not
+// (and does not wrap) an *Error with a reason.
+func ReasonOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason()
+	}
+	return ""
+}
+
+// CodeOf returns the gRPC code of err, looking through wrapping: codes.OK for nil, and
+// codes.Unknown for errors that did not come from an RPC.
+func CodeOf(err error) codes.Code {
+	if err == nil {
+		return codes.OK
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code()
+	}
+	return codes.Unknown
+}
+
+// wrap returns err as an *Error, keeping a nil error nil.
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return FromError(err)
+}
+
+// codeName writes a code the way the gRPC spec names it, in lower case: FailedPrecondition ->
+// "failed_precondition".
+func codeName(c codes.Code) string {
+	if c > codes.Unauthenticated {
+		return c.String() // "Code(17)"
+	}
+	var b strings.Builder
+	for i, r := range c.String() {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
