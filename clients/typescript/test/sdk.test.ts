@@ -1,0 +1,179 @@
+// Offline tests of the SDK's own code: the state codec, the resume helpers and `ThreadlineError`.
+// Everything that needs a server is in scenarios.test.ts.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { create, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+
+import {
+  BadRequestSchema,
+  ErrorInfoSchema,
+} from "../src/googleapis/google/rpc/error_details_pb.js";
+import {
+  DeferredKind,
+  DeferredToolRequestsSchema,
+  HarnessStateSchema,
+  ThreadlineError,
+  approve,
+  callFailed,
+  callResult,
+  decodeMessage,
+  decodeState,
+  deny,
+  encodeMessage,
+  encodeState,
+  pendingCalls,
+  reasonOf,
+  resumeWith,
+} from "../src/index.js";
+
+const state = create(HarnessStateSchema, {
+  schemaVersion: "1",
+  threadId: "thr_sdktest1",
+  messageHistory: {
+    format: "pydantic-ai.model-messages+json",
+    formatVersion: "1",
+    data: "[]",
+    messageCount: 0n,
+    sha256: new Uint8Array(32).fill(7),
+  },
+  capabilityStates: [{ capabilityId: "demo.counter", version: "1", dataJson: '{"value":2}' }],
+  refs: [{ key: "k", digest: "0".repeat(64), size: 12n }],
+  extraJson: '{"later":true}',
+});
+
+test("encodeState and decodeState round-trip the binary form", () => {
+  const bytes = encodeState(state);
+  const decoded = decodeState(bytes);
+  assert.deepEqual(decoded, state);
+  assert.deepEqual(encodeState(decoded), bytes);
+});
+
+test("the JSON form uses proto field names and round-trips", () => {
+  const json = encodeState(state, "json");
+  const parsed = JSON.parse(json) as Record<string, unknown>;
+  assert.equal(parsed["thread_id"], "thr_sdktest1");
+  assert.equal((parsed["message_history"] as Record<string, unknown>)["message_count"], undefined);
+  assert.equal((parsed["message_history"] as Record<string, unknown>)["format_version"], "1");
+  assert.deepEqual(decodeState(json), state);
+});
+
+test("unknown binary fields survive a decode and re-encode", () => {
+  // Field 99 (a string) is unknown to this contract version: a newer server may add it.
+  const extra = new Uint8Array([0x9a, 0x06, 0x03, 0x61, 0x62, 0x63]);
+  const bytes = new Uint8Array([...encodeState(state), ...extra]);
+  assert.deepEqual(encodeState(decodeState(bytes)), bytes);
+});
+
+test("unknown JSON fields are rejected rather than dropped", () => {
+  assert.throws(() => decodeState('{"schema_version":"1","from_the_future":1}'));
+});
+
+test("encodeMessage and decodeMessage work for any contract message", () => {
+  const batch = create(DeferredToolRequestsSchema, {
+    approvals: [{ toolCallId: "c1", toolName: "delete_file", argsJson: '{"path":"a"}', kind: DeferredKind.APPROVAL }],
+  });
+  assert.deepEqual(decodeMessage(DeferredToolRequestsSchema, encodeMessage(DeferredToolRequestsSchema, batch)), batch);
+  const json = encodeMessage(DeferredToolRequestsSchema, batch, "json");
+  assert.match(json, /"tool_call_id":"c1"/);
+  assert.match(json, /"kind":"DEFERRED_KIND_APPROVAL"/);
+  assert.deepEqual(decodeMessage(DeferredToolRequestsSchema, json), batch);
+});
+
+test("resume helpers build each answer and resumeWith sorts them by category", () => {
+  const batch = create(DeferredToolRequestsSchema, {
+    approvals: [
+      { toolCallId: "a1", toolName: "delete_file", argsJson: '{"path":"x"}', kind: DeferredKind.APPROVAL },
+      { toolCallId: "a2", toolName: "delete_file", argsJson: "", kind: DeferredKind.APPROVAL },
+    ],
+    calls: [{ toolCallId: "c1", toolName: "local_time", argsJson: "{}", kind: DeferredKind.EXTERNAL }],
+  });
+  const [a1, a2] = batch.approvals;
+  const [c1] = batch.calls;
+  assert.ok(a1 && a2 && c1);
+  const answers = [
+    callResult(c1, { time: "12:00" }, { answeredBy: "host" }),
+    approve(a1, { overrideArgs: { path: "y" } }),
+    deny("a2", "not today"),
+  ];
+  const resume = resumeWith(batch, answers);
+  assert.equal(resume.requests, batch);
+  assert.equal(resume.recovery, false);
+  assert.deepEqual(
+    resume.results?.approvals.map((a) => [a.toolCallId, a.decision.case]),
+    [
+      ["a1", "approved"],
+      ["a2", "denied"],
+    ],
+  );
+  const approved = resume.results?.approvals[0]?.decision;
+  assert.equal(approved?.case === "approved" && approved.value.overrideArgsJson, '{"path":"y"}');
+  const denied = resume.results?.approvals[1]?.decision;
+  assert.equal(denied?.case === "denied" && denied.value.message, "not today");
+  const call = resume.results?.calls[0];
+  assert.equal(call?.result.case === "valueJson" && call.result.value, '{"time":"12:00"}');
+  assert.equal(call?.answeredBy, "host");
+  assert.equal(callResult("x", undefined).result.value, "null");
+  assert.equal(callFailed("x", "boom").result.case, "failed");
+  assert.equal(approve("x").decision.value?.$typeName, "threadline.v1.ToolApproved");
+  assert.equal(resumeWith(batch, [], { recovery: true }).recovery, true);
+  assert.deepEqual(
+    pendingCalls(batch).map((p) => [p.call.toolCallId, p.args]),
+    [
+      ["a1", { path: "x" }],
+      ["a2", {}],
+      ["c1", {}],
+    ],
+  );
+});
+
+test("ThreadlineError takes reason, domain, metadata and field violations from the details", () => {
+  const cause = new ConnectError("schema_version '9' is not supported", Code.FailedPrecondition, undefined, [
+    {
+      desc: ErrorInfoSchema,
+      value: { reason: "SCHEMA_VERSION_UNSUPPORTED", domain: "threadline", metadata: { received: "9", supported: "1" } },
+    },
+    {
+      desc: BadRequestSchema,
+      value: { fieldViolations: [{ field: "spec.previous_state.schema_version", description: "unsupported" }] },
+    },
+  ]);
+  const err = ThreadlineError.from(cause);
+  assert.ok(err instanceof Error);
+  assert.equal(err.name, "ThreadlineError");
+  assert.equal(err.code, Code.FailedPrecondition);
+  assert.equal(err.reason, "SCHEMA_VERSION_UNSUPPORTED");
+  assert.equal(err.domain, "threadline");
+  assert.deepEqual(err.metadata, { received: "9", supported: "1" });
+  assert.deepEqual(err.fieldViolations, [{ field: "spec.previous_state.schema_version", description: "unsupported" }]);
+  assert.equal(err.rawMessage, "schema_version '9' is not supported");
+  assert.equal(err.message, "[failed_precondition SCHEMA_VERSION_UNSUPPORTED] schema_version '9' is not supported");
+  assert.equal(err.cause, cause);
+  assert.equal(ThreadlineError.from(err), err);
+  assert.equal(reasonOf(cause), "SCHEMA_VERSION_UNSUPPORTED");
+});
+
+test("ThreadlineError reads details that arrive as raw bytes from the wire", () => {
+  const info = create(ErrorInfoSchema, { reason: "AGENT_UNKNOWN", domain: "threadline", metadata: { agent: "x" } });
+  const cause = new ConnectError("unknown agent", Code.InvalidArgument);
+  // This is how the gRPC transport stores the details it parsed from `grpc-status-details-bin`.
+  cause.details.push({ type: "google.rpc.ErrorInfo", value: toBinary(ErrorInfoSchema, info) });
+  const err = ThreadlineError.from(cause);
+  assert.equal(err.reason, "AGENT_UNKNOWN");
+  assert.deepEqual(err.metadata, { agent: "x" });
+});
+
+test("ThreadlineError.from turns anything else into Unknown or Canceled without a reason", () => {
+  const plain = ThreadlineError.from(new Error("boom"));
+  assert.equal(plain.code, Code.Unknown);
+  assert.equal(plain.reason, "");
+  assert.deepEqual(plain.metadata, {});
+  assert.deepEqual(plain.fieldViolations, []);
+  assert.equal(ThreadlineError.from("text").code, Code.Unknown);
+  const aborted = new AbortController();
+  aborted.abort();
+  assert.equal(ThreadlineError.from(aborted.signal.reason).code, Code.Canceled);
+  assert.equal(reasonOf(undefined), "");
+});
