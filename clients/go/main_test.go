@@ -1,0 +1,116 @@
+package threadline_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// serverAddr is the "host:port" of the server every test and example talks to: THREADLINE_ADDR,
+// or a `threadline serve --port 0` that TestMain starts and stops.
+var serverAddr string
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	if addr := os.Getenv("THREADLINE_ADDR"); addr != "" {
+		serverAddr = addr
+		return m.Run()
+	}
+	stop, addr, err := startServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "threadline tests:", err)
+		return 1
+	}
+	defer stop()
+	serverAddr = addr
+	return m.Run()
+}
+
+// startServer starts `<repo>/.venv/bin/threadline serve --port 0` and returns the address from
+// its first stdout line ("listening on <host>:<port>").
+func startServer() (stop func(), addr string, err error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, "", err
+	}
+	bin := filepath.Join(root, ".venv", "bin", "threadline")
+	logs, err := os.CreateTemp("", "threadline-server-*.log")
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(bin, "serve", "--port", "0")
+	cmd.Dir = root
+	cmd.Stderr = logs
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("start %s (set THREADLINE_ADDR to use a running server): %w", bin, err)
+	}
+	var logTail string
+	stop = func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if data, err := os.ReadFile(logs.Name()); err == nil {
+			logTail = string(data[max(0, len(data)-4000):])
+		}
+		_ = logs.Close()
+		_ = os.Remove(logs.Name())
+	}
+
+	lines := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(stdout)
+		line, _ := r.ReadString('\n')
+		lines <- line
+		_, _ = io.Copy(io.Discard, r) // keep the pipe drained for the server's lifetime
+	}()
+	select {
+	case line := <-lines:
+		if addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on "); ok {
+			return stop, addr, nil
+		}
+		stop()
+		return nil, "", fmt.Errorf("server's first line is %q, not \"listening on <host>:<port>\"; its log:\n%s", line, logTail)
+	case <-time.After(60 * time.Second):
+		stop()
+		return nil, "", fmt.Errorf("server did not print its address within 60s; its log:\n%s", logTail)
+	}
+}
+
+// repoRoot walks up from the working directory to the folder holding pyproject.toml.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "pyproject.toml")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no pyproject.toml above the working directory; set THREADLINE_ADDR")
+		}
+		dir = parent
+	}
+}
