@@ -1,0 +1,221 @@
+package threadline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	threadline "github.com/threadline-dev/threadline/clients/go"
+)
+
+// The examples run against the server of the test run (serverAddr, e.g. "127.0.0.1:50051"),
+// whose default agent has a scripted model: "delete" asks for an approval, "lookup" calls a
+// plain tool, and anything else is echoed.
+
+func Example() {
+	c, err := threadline.Dial(serverAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	first, err := c.Run(ctx, &threadline.RunSpec{Prompt: threadline.Text("hello")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(first.GetStatus(), first.GetOutputJson())
+
+	// Continue the thread from the state the first run returned.
+	second, err := c.Run(ctx, threadline.Continue(first.GetState(), "and again"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(second.GetThreadId() == first.GetThreadId(), second.GetOutputJson())
+	// Output:
+	// RUN_STATUS_COMPLETED "You said: hello"
+	// true "You said: and again"
+}
+
+func ExampleClient_StreamRun() {
+	c, err := threadline.Dial(serverAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	s := c.StreamRun(context.Background(), &threadline.RunSpec{Prompt: threadline.Text("lookup grpc")})
+	defer s.Close()
+	for s.Receive() {
+		ev := s.Msg()
+		switch {
+		case ev.GetToolCall() != nil:
+			fmt.Println("call", ev.GetToolCall().GetToolName(), ev.GetToolCall().GetArgsJson())
+		case ev.GetToolResult() != nil:
+			fmt.Println("result", ev.GetToolResult().GetOutcome())
+		case ev.GetResult() != nil:
+			fmt.Println(ev.GetResult().GetStatus(), ev.GetResult().GetOutputJson())
+		}
+	}
+	if err := s.Err(); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// call lookup {"query": "grpc"}
+	// result TOOL_OUTCOME_SUCCESS
+	// RUN_STATUS_COMPLETED "Tool results: lookup: gRPC is a remote procedure call framework over HTTP/2."
+}
+
+func ExampleAnswers() {
+	c, err := threadline.Dial(serverAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	result, err := c.Run(ctx, &threadline.RunSpec{Prompt: threadline.Text("delete notes.txt")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for result.GetStatus() == threadline.StatusSuspended {
+		answers := threadline.NewAnswers(result.GetDeferred()).AnsweredBy("example")
+		for _, call := range answers.Approvals() {
+			fmt.Println("approve?", call.GetToolName(), call.GetArgsJson())
+			answers.Approve(call.GetToolCallId()) // or answers.Deny(id, "why not")
+		}
+		if result, err = c.Run(ctx, threadline.Resume(result, answers)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(result.GetStatus(), result.GetOutputJson())
+	// Output:
+	// approve? delete_file {"path": "notes.txt"}
+	// RUN_STATUS_COMPLETED "Tool results: delete_file: Deleted notes.txt."
+}
+
+func ExampleAnswers_Return() {
+	c, err := threadline.Dial(serverAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	// A client tool: declared by the host in every run of the thread, executed by the host.
+	tools := []*threadline.ClientTool{{
+		Name:                 "get_time",
+		ParametersJsonSchema: `{"type":"object","properties":{"zone":{"type":"string"}}}`,
+	}}
+	result, err := c.Run(ctx, &threadline.RunSpec{Prompt: threadline.Text(`client:get_time {"zone":"UTC"}`), ClientTools: tools})
+	if err != nil {
+		log.Fatal(err)
+	}
+	answers := threadline.NewAnswers(result.GetDeferred())
+	for _, call := range answers.Calls() {
+		fmt.Println("run", call.GetTargetIdentity(), call.GetArgsJson())
+		if err := answers.Return(call.GetToolCallId(), map[string]string{"time": "12:00"}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	spec := threadline.Resume(result, answers)
+	spec.ClientTools = tools
+	if result, err = c.Run(ctx, spec); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(result.GetStatus(), result.GetOutputJson())
+	// Output:
+	// run tool/threadline.client/get_time {"zone": "UTC"}
+	// RUN_STATUS_COMPLETED "Tool results: get_time: {\"time\":\"12:00\"}"
+}
+
+func ExampleReasonOf() {
+	c, err := threadline.Dial(serverAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	state, err := c.NewState(ctx, "thr_example1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	state.SchemaVersion = "999" // written by a newer harness
+	_, err = c.Run(ctx, threadline.Continue(state, "hello"))
+	err = fmt.Errorf("continue thread: %w", err)
+
+	fmt.Println(threadline.CodeOf(err), threadline.ReasonOf(err))
+	var e *threadline.Error
+	if errors.As(err, &e) {
+		fmt.Println(e.Metadata()["received"], e.Metadata()["supported"])
+	}
+	// Output:
+	// FailedPrecondition SCHEMA_VERSION_UNSUPPORTED
+	// 999 1
+}
+
+func ExampleMarshalState() {
+	c, err := threadline.Dial(serverAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	result, err := c.Run(ctx, &threadline.RunSpec{Prompt: threadline.Text("count")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Persist the envelope (threadline.Binary is smaller; threadline.JSON is readable).
+	path := filepath.Join(os.TempDir(), "threadline-example-state.json")
+	data, err := threadline.MarshalState(result.GetState(), threadline.JSON)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		log.Fatal(err)
+	}
+	defer os.Remove(path)
+
+	// Later, maybe in another process: load it and continue the thread.
+	data, err = os.ReadFile(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	state, err := threadline.UnmarshalState(data, threadline.JSON)
+	if err != nil {
+		log.Fatal(err)
+	}
+	next, err := c.Run(ctx, threadline.Continue(state, "count"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(next.GetThreadId() == result.GetThreadId(), next.GetOutputJson())
+	// Output:
+	// true "Tool results: count: 2"
+}
+
+func ExampleClient_ForkState() {
+	c, err := threadline.Dial(serverAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	result, err := c.Run(ctx, &threadline.RunSpec{Prompt: threadline.Text("hello")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fork, err := c.ForkState(ctx, result.GetState(), "thr_branch1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(fork.GetThreadId(), fork.GetMessageHistory().GetMessageCount() == result.GetState().GetMessageHistory().GetMessageCount())
+	// Output:
+	// thr_branch1 true
+}
