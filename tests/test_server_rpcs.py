@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from itertools import pairwise
 
 import grpc
 import pytest
+from conftest import RunningServer, error_info
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 from threadline.v1 import (
     deferred_pb2,
@@ -23,8 +25,6 @@ from threadline.v1 import (
 
 from harness import HarnessState, load_state
 from server.mapping.state import state_to_pb
-
-from .conftest import RunningServer, error_info
 
 pytestmark = pytest.mark.anyio
 
@@ -93,7 +93,7 @@ async def test_stream_run_events_in_order_with_one_result_last(stub: Stub) -> No
 async def test_checkpoints_follow_each_model_request_event(stub: Stub) -> None:
     events = await stream(stub, text="lookup grpc", checkpoints=True)
     assert [e.sequence for e in events] == list(range(len(events)))
-    for before, after in zip(events, events[1:], strict=False):
+    for before, after in pairwise(events):
         lifecycle = before.lifecycle.type if before.WhichOneof("event") == "lifecycle" else ""
         if lifecycle in ("model_request_started", "model_request_completed"):
             assert after.WhichOneof("event") == "checkpoint_candidate"
@@ -124,27 +124,27 @@ async def test_continue_a_thread_twice_keeps_capability_state(stub: Stub) -> Non
 
 
 async def test_new_state_fork_and_validate(stub: Stub) -> None:
-    new = (await stub.NewState(harness_service_pb2.NewStateRequest(thread_id="thread_mine_1"))).state
-    assert (new.schema_version, new.thread_id, new.message_history.message_count) == ("1", "thread_mine_1", 0)
+    new = (await stub.NewState(harness_service_pb2.NewStateRequest(thread_id="thread_mine1"))).state
+    assert (new.schema_version, new.thread_id, new.message_history.message_count) == ("1", "thread_mine1", 0)
     generated = (await stub.NewState(harness_service_pb2.NewStateRequest())).state
     assert generated.thread_id.startswith("thread_")
 
     first = await run(stub, text="count", previous_state=new)
     fork = (
         await stub.ForkState(
-            harness_service_pb2.ForkStateRequest(state=first.state, thread_id="thread_branch")
+            harness_service_pb2.ForkStateRequest(state=first.state, thread_id="thread_branch1")
         )
     ).state
-    assert fork.thread_id == "thread_branch"
+    assert fork.thread_id == "thread_branch1"
     assert fork.message_history.data == first.state.message_history.data
     branch = await run(stub, text="count", previous_state=fork)
     trunk = await run(stub, text="count", previous_state=first.state)
     assert (output(branch), output(trunk)) == ("Tool results: count: 2", "Tool results: count: 2")
-    assert (branch.thread_id, trunk.thread_id) == ("thread_branch", "thread_mine_1")
+    assert (branch.thread_id, trunk.thread_id) == ("thread_branch1", "thread_mine1")
 
     validated = await stub.ValidateState(harness_service_pb2.ValidateStateRequest(state=first.state))
     assert validated.state == first.state
-    assert load_state(validated.state_json).thread_id == "thread_mine_1"
+    assert load_state(validated.state_json).thread_id == "thread_mine1"
     again = await stub.ValidateState(
         harness_service_pb2.ValidateStateRequest(state_json=validated.state_json)
     )
@@ -152,9 +152,9 @@ async def test_new_state_fork_and_validate(stub: Stub) -> None:
 
 
 async def test_fork_onto_its_own_id_or_a_malformed_id_is_invalid_argument(stub: Stub) -> None:
-    state = (await stub.NewState(harness_service_pb2.NewStateRequest(thread_id="thread_src"))).state
+    state = (await stub.NewState(harness_service_pb2.NewStateRequest(thread_id="thread_src1"))).state
     for thread_id, reason in (
-        ("thread_src", "FORK_THREAD_ID_CONFLICT"),
+        ("thread_src1", "FORK_THREAD_ID_CONFLICT"),
         ("not a valid id!", "STATE_INVALID"),
     ):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
