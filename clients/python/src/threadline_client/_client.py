@@ -1,0 +1,420 @@
+"""`Client`: one connection to a Threadline server, and every `HarnessService` call on it.
+
+The connection is a grpclib channel (HTTP/2) opened on first use and closed by `aclose()` or by
+leaving `async with`. Every call has a deadline (the client's `timeout` unless the call names its
+own; `None` waits forever). Each failure surfaces as `ThreadlineError`; cancelling the task that
+awaits a call cancels the RPC and, for runs, the run on the server.
+"""
+
+from __future__ import annotations
+
+import enum
+import ssl
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final, NoReturn, Self
+
+import grpclib.client
+
+from ._errors import StatusCode, ThreadlineError, translate
+from ._gen.threadline.v1 import (
+    CapabilityState,
+    DeferredToolResume,
+    EnvironmentState,
+    ForkStateRequest,
+    GetServerInfoResponse,
+    HarnessServiceStub,
+    HarnessState,
+    MessageHistory,
+    NewStateRequest,
+    RemainingDeferredRequest,
+    RunEvent,
+    RunRequest,
+    RunResult,
+    RunSpec,
+    StreamRunRequest,
+    StreamRunResponse,
+    ValidateStateRequest,
+)
+
+__all__ = ("DEFAULT_TARGET", "DEFAULT_TIMEOUT", "Client", "RunStream", "ValidatedState")
+
+DEFAULT_TARGET: Final = "127.0.0.1:50051"
+"""Where `threadline serve` listens by default."""
+DEFAULT_TIMEOUT: Final = 30.0
+"""Seconds a call may take unless the client or the call says otherwise; nothing waits forever."""
+
+
+class _Unset(enum.Enum):
+    UNSET = enum.auto()
+
+
+_UNSET: Final = _Unset.UNSET
+Timeout = float | None | _Unset
+"""A call's deadline in seconds: a number, `None` for none, or unset for the client's default."""
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedState:
+    """What `Client.validate_state` returns: one state in both of its stored forms."""
+
+    state: HarnessState
+    """The envelope as the server re-encoded it; store this form."""
+    state_json: str
+    """The harness state JSON (SPEC §2.1.2), byte-identical for equal states."""
+
+
+def _parse_target(target: str) -> tuple[str, int]:
+    """`host:port`, `[v6]:port`, or a bare host (port 50051); an `http(s)://` prefix is ignored."""
+    for scheme in ("http://", "https://", "grpc://"):
+        if target.startswith(scheme):
+            target = target[len(scheme) :]
+    target = target.rstrip("/")
+    if target.startswith("["):
+        host, _, rest = target[1:].partition("]")
+        port = rest.removeprefix(":")
+    elif target.count(":") == 1:
+        host, _, port = target.partition(":")
+    else:
+        host, port = target, ""
+    if not host:
+        raise ValueError(f"no host in target {target!r}; expected 'host:port'")
+    try:
+        return host, int(port) if port else 50051
+    except ValueError:
+        raise ValueError(f"invalid port in target {target!r}; expected 'host:port'") from None
+
+
+class Client:
+    """A Threadline host's connection to a server.
+
+    ```python
+    async with Client("127.0.0.1:50051") as client:
+        result = await client.run(RunSpec(text="hello"))
+        async for event in client.stream_run(RunSpec(text="lookup grpc", previous_state=result.state)):
+            ...
+    ```
+
+    Args:
+        target: `host:port` of the server (IPv6 as `[::1]:50051`).
+        token: A bearer token sent as `authorization: Bearer <token>` on every call (`threadline serve
+            --token`). Default: none.
+        tls: `True` for TLS with the system's trust store, an `ssl.SSLContext` for your own, or
+            `None`/`False` for plaintext (loopback and trusted networks only).
+        timeout: Default deadline of every call, in seconds, runs included; `None` = no deadline.
+            A call can override it with its own `timeout=`.
+    """
+
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        token: str | None = None,
+        tls: bool | ssl.SSLContext | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+    ) -> None:
+        self._host, self._port = _parse_target(target)
+        self._tls: bool | ssl.SSLContext | None = tls or None
+        self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+        self._timeout = timeout
+        self._channel: grpclib.client.Channel | None = None
+        self._stub: HarnessServiceStub | None = None
+        self._closed = False
+
+    @property
+    def target(self) -> str:
+        """The server's `host:port`."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"{host}:{self._port}"
+
+    def __repr__(self) -> str:
+        return f"Client({self.target!r})"
+
+    async def __aenter__(self) -> Self:
+        self._connect()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection; calls in flight fail. Idempotent."""
+        self._closed = True
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+            self._stub = None
+
+    def _connect(self) -> HarnessServiceStub:
+        # grpclib binds the channel to the running event loop, so it is created inside one.
+        if self._closed:
+            raise RuntimeError("this Client is closed")
+        if self._stub is None:
+            self._channel = grpclib.client.Channel(self._host, self._port, ssl=self._tls)
+            self._stub = HarnessServiceStub(self._channel)
+        return self._stub
+
+    def _deadline(self, timeout: Timeout) -> float | None:
+        return self._timeout if isinstance(timeout, _Unset) else timeout
+
+    # --- runs ----------------------------------------------------------------------------------
+
+    def stream_run(self, spec: RunSpec, *, timeout: Timeout = _UNSET) -> RunStream:
+        """Run the agent and stream its events, the terminal `result` event last.
+
+        ```python
+        async with client.stream_run(spec) as stream:
+            async for event in stream:
+                ...
+        result = stream.result
+        ```
+        `async for event in client.stream_run(spec)` works too; leaving the loop early cancels
+        the run (the stream closes when it is garbage-collected, or at once inside `async with`).
+
+        Args:
+            spec: What to run.
+            timeout: Deadline of the whole run in seconds; default the client's.
+
+        Raises:
+            ThreadlineError: While iterating, when the server rejects the run before it starts
+                or the run's core fails after it started (no `result` event then).
+        """
+        stub = self._connect()
+        return RunStream(
+            stub.stream_run(
+                StreamRunRequest(spec=spec), timeout=self._deadline(timeout), metadata=self._metadata or None
+            )
+        )
+
+    async def run(self, spec: RunSpec, *, timeout: Timeout = _UNSET) -> RunResult:
+        """Run the agent and return only its terminal result.
+
+        Args:
+            spec: What to run (`spec.checkpoints` is ignored).
+            timeout: Deadline of the whole run in seconds; default the client's.
+
+        Returns:
+            The result: COMPLETED, SUSPENDED (answer `result.deferred`), FAILED or CANCELLED.
+
+        Raises:
+            ThreadlineError: The server rejected the run before it started, or its core failed.
+        """
+        stub = self._connect()
+        try:
+            response = await stub.run(
+                RunRequest(spec=spec), timeout=self._deadline(timeout), metadata=self._metadata or None
+            )
+        except Exception as exc:
+            _raise_translated(exc)
+        if response.result is None:  # pragma: no cover - the server always sets it
+            raise _missing("RunResponse.result")
+        return response.result
+
+    # --- envelopes -------------------------------------------------------------------------------
+
+    async def new_state(
+        self,
+        *,
+        thread_id: str = "",
+        message_history: MessageHistory | None = None,
+        capability_states: Sequence[CapabilityState] = (),
+        environment_states: Sequence[EnvironmentState] = (),
+        timeout: Timeout = _UNSET,
+    ) -> HarnessState:
+        """Create the envelope of a new thread, e.g. to choose its thread ID before the first run.
+
+        Args:
+            thread_id: The new thread's ID; empty = a server-generated `thread_<32 hex>`.
+            message_history: A history to start from; default empty.
+            capability_states: Capability state namespaces to start with, in order.
+            environment_states: Environment states to start with, in order.
+            timeout: Deadline in seconds; default the client's.
+        """
+        stub = self._connect()
+        request = NewStateRequest(
+            thread_id=thread_id,
+            message_history=message_history,
+            capability_states=list(capability_states),
+            environment_states=list(environment_states),
+        )
+        try:
+            response = await stub.new_state(
+                request, timeout=self._deadline(timeout), metadata=self._metadata or None
+            )
+        except Exception as exc:
+            _raise_translated(exc)
+        if response.state is None:  # pragma: no cover
+            raise _missing("NewStateResponse.state")
+        return response.state
+
+    async def fork_state(
+        self, state: HarnessState, *, thread_id: str = "", timeout: Timeout = _UNSET
+    ) -> HarnessState:
+        """Branch a thread from a checkpoint: a new thread ID with the same history and state.
+
+        Args:
+            state: The checkpoint to branch from.
+            thread_id: The new thread's ID; empty = server-generated. The source's own ID fails
+                with `FORK_THREAD_ID_CONFLICT`.
+            timeout: Deadline in seconds; default the client's.
+        """
+        stub = self._connect()
+        try:
+            response = await stub.fork_state(
+                ForkStateRequest(state=state, thread_id=thread_id),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata or None,
+            )
+        except Exception as exc:
+            _raise_translated(exc)
+        if response.state is None:  # pragma: no cover
+            raise _missing("ForkStateResponse.state")
+        return response.state
+
+    async def validate_state(self, state: HarnessState | str, *, timeout: Timeout = _UNSET) -> ValidatedState:
+        """Check a stored state exactly as a run would, without running anything.
+
+        Args:
+            state: An envelope, or the harness state JSON text.
+            timeout: Deadline in seconds; default the client's.
+
+        Returns:
+            The state in both forms, as the server re-encoded it.
+
+        Raises:
+            ThreadlineError: The state does not load (e.g. `SCHEMA_VERSION_UNSUPPORTED`,
+                `STATE_INVALID`).
+        """
+        stub = self._connect()
+        request = (
+            ValidateStateRequest(state_json=state)
+            if isinstance(state, str)
+            else ValidateStateRequest(state=state)
+        )
+        try:
+            response = await stub.validate_state(
+                request, timeout=self._deadline(timeout), metadata=self._metadata or None
+            )
+        except Exception as exc:
+            _raise_translated(exc)
+        if response.state is None:  # pragma: no cover
+            raise _missing("ValidateStateResponse.state")
+        return ValidatedState(state=response.state, state_json=response.state_json)
+
+    async def remaining_deferred(
+        self, resume: DeferredToolResume, state: HarnessState, *, timeout: Timeout = _UNSET
+    ) -> DeferredToolResume | None:
+        """The part of an accepted resume that a checkpoint's history has not incorporated yet.
+
+        A host that publishes checkpoints mid-run stores this beside each one.
+
+        Returns:
+            The remaining resume, or `None` when nothing remains.
+        """
+        stub = self._connect()
+        try:
+            response = await stub.remaining_deferred(
+                RemainingDeferredRequest(resume=resume, state=state),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata or None,
+            )
+        except Exception as exc:
+            _raise_translated(exc)
+        return response.remaining
+
+    async def get_server_info(self, *, timeout: Timeout = _UNSET) -> GetServerInfoResponse:
+        """What the server supports: state versions, history formats, agents and their tools, limits."""
+        stub = self._connect()
+        try:
+            return await stub.get_server_info(
+                timeout=self._deadline(timeout), metadata=self._metadata or None
+            )
+        except Exception as exc:
+            _raise_translated(exc)
+
+
+class RunStream:
+    """The events of one `StreamRun` call; iterate it once.
+
+    Use it as `async with` to close the call (and cancel the run) as soon as the block exits, even
+    when the loop stopped early. `result` holds the terminal `RunResult` once it has arrived.
+    """
+
+    def __init__(self, responses: AsyncIterator[StreamRunResponse]) -> None:
+        self._responses = responses
+        self._iterating = False
+        self._done = False
+        self.result: RunResult | None = None
+        """The run's terminal result, once its `result` event has been received."""
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> RunEvent:
+        if self._done:
+            raise StopAsyncIteration
+        if self._iterating:
+            raise RuntimeError("this RunStream is already being read")
+        self._iterating = True
+        try:
+            response = await anext(self._responses)
+        except StopAsyncIteration:
+            self._done = True
+            raise
+        except Exception as exc:
+            self._done = True
+            _raise_translated(exc)
+        finally:
+            self._iterating = False
+        event = response.event
+        if event is None:  # pragma: no cover - the server always sets it
+            raise _missing("StreamRunResponse.event")
+        if event.result is not None:
+            self.result = event.result
+        return event
+
+    async def collect(self) -> RunResult:
+        """Read the remaining events and return the terminal result."""
+        async for _ in self:
+            pass
+        if self.result is None:  # pragma: no cover - the stream ends with an error status instead
+            raise _missing("the terminal result event")
+        return self.result
+
+    async def aclose(self) -> None:
+        """Stop reading; an unfinished run is cancelled on the server. Idempotent."""
+        self._done = True
+        close = getattr(self._responses, "aclose", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception as exc:
+                _raise_translated(exc)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _raise_translated(exc: Exception) -> NoReturn:
+    translated = translate(exc)
+    if translated is None:
+        raise exc
+    raise translated from exc
+
+
+def _missing(what: str) -> ThreadlineError:
+    return ThreadlineError(StatusCode.INTERNAL, f"the server's response has no {what}")
