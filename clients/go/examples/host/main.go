@@ -1,0 +1,251 @@
+// Command host is a small Threadline host: it keeps one thread's state in a file, runs a prompt,
+// asks on the terminal to approve or deny the calls that need approval, executes the client tool
+// it declares itself (get_time), and resumes until the run ends.
+//
+//	threadline serve &                       # prints "listening on 127.0.0.1:50051"
+//	go run ./examples/host "hello"
+//	go run ./examples/host "delete notes.txt"
+//	go run ./examples/host 'client:get_time {"zone":"Europe/Paris"}'
+//	go run ./examples/host -state other.binpb -fork "lookup grpc"
+//
+// The state file is proto3 JSON when its name ends in .json, binary protobuf otherwise.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	threadline "github.com/threadline-dev/threadline/clients/go"
+)
+
+// getTime is the client tool this host declares in every run and executes itself.
+var getTime = &threadline.ClientTool{
+	Name:                 "get_time",
+	Description:          "The current time in an IANA time zone, e.g. Europe/Paris.",
+	ParametersJsonSchema: `{"type":"object","properties":{"zone":{"type":"string","description":"IANA time zone; default UTC"}}}`,
+}
+
+func main() {
+	addr := flag.String("addr", envOr("THREADLINE_ADDR", "127.0.0.1:50051"), "server address host:port")
+	statePath := flag.String("state", "thread.json", "file holding the thread's state (.json = proto3 JSON, else binary)")
+	token := flag.String("token", os.Getenv("THREADLINE_TOKEN"), "bearer token, for a server started with --token")
+	useTLS := flag.Bool("tls", false, "connect over TLS (system roots)")
+	fork := flag.Bool("fork", false, "fork the stored thread into a new one (which the file then holds) before running")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] PROMPT\n", filepath.Base(os.Args[0]))
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	h := &host{statePath: *statePath, in: bufio.NewScanner(os.Stdin)}
+	opts := []threadline.Option{}
+	if *token != "" {
+		opts = append(opts, threadline.WithToken(*token))
+	}
+	if *useTLS {
+		opts = append(opts, threadline.WithTLS(nil))
+	}
+	if err := h.run(ctx, *addr, opts, flag.Arg(0), *fork); err != nil {
+		fmt.Fprintln(os.Stderr, "host:", err)
+		if r := threadline.ReasonOf(err); r != "" {
+			fmt.Fprintln(os.Stderr, "reason:", r)
+		}
+		os.Exit(1)
+	}
+}
+
+type host struct {
+	statePath string
+	in        *bufio.Scanner
+}
+
+func (h *host) run(ctx context.Context, addr string, opts []threadline.Option, prompt string, fork bool) error {
+	c, err := threadline.Dial(addr, opts...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	state, err := h.load()
+	if err != nil {
+		return err
+	}
+	if state != nil && fork {
+		if state, err = c.ForkState(ctx, state, ""); err != nil {
+			return fmt.Errorf("fork: %w", err)
+		}
+		fmt.Printf("forked into %s\n", state.GetThreadId())
+	}
+
+	spec := &threadline.RunSpec{PreviousState: state, Prompt: threadline.Text(prompt)}
+	for {
+		spec.ClientTools = []*threadline.ClientTool{getTime} // declared in every run, resumes too
+		result, err := h.stream(ctx, c, spec)
+		if err != nil {
+			return err
+		}
+		if result.GetState() != nil {
+			if err := h.save(result.GetState()); err != nil {
+				return err
+			}
+		}
+		switch result.GetStatus() {
+		case threadline.StatusSuspended:
+			answers, err := h.answer(result.GetDeferred())
+			if err != nil {
+				return err
+			}
+			spec = threadline.Resume(result, answers)
+		case threadline.StatusCompleted:
+			var text string
+			if json.Unmarshal([]byte(result.GetOutputJson()), &text) != nil {
+				text = result.GetOutputJson() // a structured output: print its JSON
+			}
+			fmt.Printf("\n%s\n(thread %s saved to %s)\n", text, result.GetThreadId(), h.statePath)
+			return nil
+		case threadline.StatusFailed:
+			f := result.GetFailure()
+			return fmt.Errorf("run failed: %s: %s (retry hint %v)", f.GetCode(), f.GetMessage(), f.GetRetryHint())
+		default:
+			return fmt.Errorf("run ended %v", result.GetStatus())
+		}
+	}
+}
+
+// stream runs spec, printing the tool activity as it happens, and returns the terminal result.
+func (h *host) stream(ctx context.Context, c *threadline.Client, spec *threadline.RunSpec) (*threadline.RunResult, error) {
+	s := c.StreamRun(ctx, spec)
+	defer s.Close()
+	for s.Receive() {
+		ev := s.Msg()
+		switch {
+		case ev.GetRunStarted() != nil:
+			fmt.Printf("[run %s on %s]\n", ev.GetRunId(), ev.GetThreadId())
+		case ev.GetToolCall() != nil:
+			fmt.Printf("  -> %s(%s)\n", ev.GetToolCall().GetToolName(), ev.GetToolCall().GetArgsJson())
+		case ev.GetToolResult() != nil:
+			r := ev.GetToolResult()
+			fmt.Printf("  <- %s %s: %s\n", r.GetToolName(), strings.TrimPrefix(r.GetOutcome().String(), "TOOL_OUTCOME_"), r.GetContentJson())
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	return s.Result(), nil
+}
+
+// answer asks about every approval on the terminal and runs every client tool call.
+func (h *host) answer(batch *threadline.DeferredToolRequests) (*threadline.Answers, error) {
+	answers := threadline.NewAnswers(batch).AnsweredBy(envOr("USER", "host"))
+	for _, call := range answers.Approvals() {
+		fmt.Printf("\nThe model wants to run %s(%s). Approve? [y/N] ", call.GetToolName(), call.GetArgsJson())
+		if yes(h.readLine()) {
+			answers.Approve(call.GetToolCallId())
+			continue
+		}
+		fmt.Print("Reason for the model (optional): ")
+		answers.Deny(call.GetToolCallId(), h.readLine())
+	}
+	for _, call := range answers.Calls() {
+		if call.GetToolName() != getTime.GetName() {
+			answers.Fail(call.GetToolCallId(), "this host does not run "+call.GetToolName())
+			continue
+		}
+		now, err := runGetTime(call.GetArgsJson())
+		if err != nil {
+			answers.Retry(call.GetToolCallId(), err.Error())
+			continue
+		}
+		fmt.Printf("  (host ran get_time: %s)\n", now)
+		if err := answers.Return(call.GetToolCallId(), now); err != nil {
+			return nil, err
+		}
+	}
+	return answers, nil
+}
+
+func runGetTime(argsJSON string) (string, error) {
+	var args struct {
+		Zone string `json:"zone"`
+	}
+	if argsJSON != "" {
+		if err := json.Unmarshal([]byte(argsJSON), &args); err != nil {
+			return "", fmt.Errorf("arguments are not a JSON object: %v", err)
+		}
+	}
+	if args.Zone == "" {
+		args.Zone = "UTC"
+	}
+	loc, err := time.LoadLocation(args.Zone)
+	if err != nil {
+		return "", fmt.Errorf("unknown time zone %q", args.Zone)
+	}
+	return time.Now().In(loc).Format("2006-01-02 15:04 MST"), nil
+}
+
+func (h *host) readLine() string {
+	if !h.in.Scan() {
+		return "" // stdin closed: deny, with the default message
+	}
+	return strings.TrimSpace(h.in.Text())
+}
+
+func yes(s string) bool {
+	s = strings.ToLower(s)
+	return s == "y" || s == "yes"
+}
+
+func (h *host) format() threadline.Format {
+	if strings.HasSuffix(h.statePath, ".json") {
+		return threadline.JSON
+	}
+	return threadline.Binary
+}
+
+// load reads the stored state; nil when there is none yet (the first run starts a thread).
+func (h *host) load() (*threadline.HarnessState, error) {
+	data, err := os.ReadFile(h.statePath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return threadline.UnmarshalState(data, h.format())
+}
+
+// save replaces the stored state atomically, so an interrupted write never loses the thread.
+func (h *host) save(state *threadline.HarnessState) error {
+	data, err := threadline.MarshalState(state, h.format())
+	if err != nil {
+		return err
+	}
+	tmp := h.statePath + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, h.statePath)
+}
+
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
