@@ -1,0 +1,197 @@
+package threadline_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	threadline "github.com/threadline-dev/threadline/clients/go"
+	threadlinev1 "github.com/threadline-dev/threadline/clients/go/gen/threadline/v1"
+)
+
+// The golden vectors of tests/vectors/ (DESIGN "Tests"): messages the server produced, which
+// every client must decode and write back: `*.binpb` to identical bytes, `*.json` (proto3 JSON
+// with the .proto field names) to the same parsed JSON value.
+
+func TestGoldenVectors(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "tests", "vectors")
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		t.Skipf("%s does not exist yet", dir)
+	}
+	if len(vectorFiles(t, dir)) == 0 {
+		t.Skipf("no *.binpb or *.json vectors in %s yet", dir)
+	}
+	checkVectors(t, dir)
+}
+
+// TestVectorCheckItself writes vectors of a real suspended run, each named after the message it
+// holds, and checks them, so the check itself is known to work whatever vectors exist.
+func TestVectorCheckItself(t *testing.T) {
+	c, ctx := newClient(t)
+	res := run(t, c, ctx, &threadline.RunSpec{Prompt: threadline.Text("delete notes.txt")}, threadline.StatusSuspended)
+	dir := t.TempDir()
+	for name, msg := range map[string]proto.Message{
+		"harness_state_suspended":         res.GetState(),
+		"deferred_tool_requests_approval": res.GetDeferred(),
+		"run_result_suspended":            res,
+		"streams/run_event_result.v1":     &threadline.RunEvent{Sequence: 7, Event: &threadlinev1.RunEvent_Result{Result: res}},
+	} {
+		for _, f := range []threadline.Format{threadline.Binary, threadline.JSON} {
+			data, err := threadline.Marshal(msg, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ext := map[threadline.Format]string{threadline.Binary: ".binpb", threadline.JSON: ".json"}[f]
+			path := filepath.Join(dir, filepath.FromSlash(name)+ext)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := len(vectorFiles(t, dir)); n != 8 {
+		t.Fatalf("%d vector files", n)
+	}
+	if got := vectorType(t, "x/run_event_result.v1.json").Descriptor().Name(); got != "RunEvent" {
+		t.Errorf("run_event_result.v1.json holds a %s", got)
+	}
+	checkVectors(t, dir)
+}
+
+// checkVectors decodes and re-encodes every vector under dir.
+func checkVectors(t *testing.T, dir string) {
+	t.Helper()
+	for _, rel := range vectorFiles(t, dir) {
+		t.Run(rel, func(t *testing.T) {
+			mt := vectorType(t, rel)
+			data, err := os.ReadFile(filepath.Join(dir, rel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := threadline.Binary
+			if strings.HasSuffix(rel, ".json") {
+				f = threadline.JSON
+			}
+			msg := mt.New().Interface()
+			if err := threadline.Unmarshal(data, msg, f); err != nil {
+				t.Fatal(err)
+			}
+			again, err := threadline.Marshal(msg, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f == threadline.Binary {
+				if !bytes.Equal(again, data) {
+					t.Errorf("re-encoded bytes differ:\n got %x\nwant %x", again, data)
+				}
+				return
+			}
+			var got, want any
+			if err := json.Unmarshal(again, &got); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &want); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("re-encoded JSON differs:\n got %s\nwant %s", again, data)
+			}
+		})
+	}
+}
+
+// vectorFiles lists the *.binpb and *.json files under dir, relative to it, sorted.
+func vectorFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if strings.HasSuffix(path, ".binpb") || strings.HasSuffix(path, ".json") {
+			rel, err := filepath.Rel(dir, path)
+			if err != nil {
+				return err
+			}
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// vectorType is the message a vector holds, from its file name: the longest snake_case name of a
+// threadline.v1 message that the base name starts with (`harness_state_suspended.binpb` holds a
+// HarnessState).
+func vectorType(t *testing.T, rel string) protoreflect.MessageType {
+	t.Helper()
+	base := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(rel), ".binpb"), ".json")
+	var best protoreflect.MessageType
+	bestLen := 0
+	for name, mt := range contractMessages(t) {
+		if (base == name || strings.HasPrefix(base, name+"_") || strings.HasPrefix(base, name+".")) && len(name) > bestLen {
+			best, bestLen = mt, len(name)
+		}
+	}
+	if best == nil {
+		t.Fatalf("no threadline.v1 message matches the vector name %s", rel)
+	}
+	return best
+}
+
+// contractMessages maps the snake_case name of every top-level threadline.v1 message to its type.
+func contractMessages(t *testing.T) map[string]protoreflect.MessageType {
+	t.Helper()
+	out := map[string]protoreflect.MessageType{}
+	for _, fd := range []protoreflect.FileDescriptor{
+		threadlinev1.File_threadline_v1_state_proto,
+		threadlinev1.File_threadline_v1_deferred_proto,
+		threadlinev1.File_threadline_v1_run_proto,
+		threadlinev1.File_threadline_v1_events_proto,
+		threadlinev1.File_threadline_v1_harness_service_proto,
+	} {
+		msgs := fd.Messages()
+		for i := range msgs.Len() {
+			mt, err := protoregistry.GlobalTypes.FindMessageByName(msgs.Get(i).FullName())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[snake(string(msgs.Get(i).Name()))] = mt
+		}
+	}
+	return out
+}
+
+// snake turns a message name into snake_case: HarnessState -> harness_state.
+func snake(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
