@@ -90,7 +90,9 @@ def requests_to_pb(requests: DeferredToolRequests) -> deferred_pb2.DeferredToolR
     """Encode a pending batch: one `DeferredToolCall` per item, in native order, with its metadata."""
     metadata = requests.metadata
 
-    def item(call: DeferredToolCall, kind: deferred_pb2.DeferredKind.ValueType) -> deferred_pb2.DeferredToolCall:
+    def item(
+        call: DeferredToolCall, kind: deferred_pb2.DeferredKind.ValueType
+    ) -> deferred_pb2.DeferredToolCall:
         part = call.model_call
         entry = metadata.get(part.tool_call_id)
         return deferred_pb2.DeferredToolCall(

@@ -324,4 +324,8 @@ def _field_for(error: StateError, prefix: str) -> str:
             if loc[0] == "refs" and len(loc) > 1 and isinstance(loc[1], int):
                 return f"{prefix}.refs[{loc[1]}]"
             return f"{prefix}.{name}"
+        if isinstance(loc, list) and not loc:
+            # The document itself does not parse: every other spliced piece was checked to be one JSON
+            # value, so the history text is what broke it.
+            return f"{prefix}.message_history.data"
     return prefix

@@ -1,0 +1,216 @@
+"""Core stream items -> `threadline.v1.RunEvent`.
+
+The server numbers `sequence` itself over everything it sends (checkpoint candidates included), so
+every function takes it as an argument instead of reading the core's numbering.
+
+Speed matters on the hot path: a streamed text answer is mostly `PartDeltaEvent(TextPartDelta)`, which
+is turned into protobuf fields directly (no pydantic round trip, no JSON). Only events without a typed
+case pay for pydantic's `AgentStreamEvent` JSON encoding (`Native`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf.timestamp_pb2 import Timestamp
+from pydantic import ConfigDict, TypeAdapter
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    FinalResultEvent,
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
+    PartDeltaEvent,
+    PartEndEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ThinkingPart,
+    ThinkingPartDelta,
+    ToolCallPart,
+    ToolCallPartDelta,
+    ToolReturnContent,
+)
+from pydantic_core import to_json
+from threadline.v1 import events_pb2
+
+from harness import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, HarnessState
+
+from .run import result_to_pb
+from .state import state_to_pb
+
+__all__ = ("checkpoint_to_pb", "event_to_pb", "result_event_to_pb", "timestamp_to_pb")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+_OUTCOME = {
+    "success": events_pb2.TOOL_OUTCOME_SUCCESS,
+    "failed": events_pb2.TOOL_OUTCOME_FAILED,
+    "denied": events_pb2.TOOL_OUTCOME_DENIED,
+    "interrupted": events_pb2.TOOL_OUTCOME_INTERRUPTED,
+    "retried": events_pb2.TOOL_OUTCOME_RETRIED,
+}
+
+
+@functools.cache
+def _native_adapter() -> TypeAdapter[Any]:
+    # Built on first use: the schema of every native event is large.
+    return TypeAdapter(AgentStreamEvent, config=ConfigDict(ser_json_bytes="base64"))
+
+
+@functools.cache
+def _content_adapter() -> TypeAdapter[Any]:
+    # The history's own encoding of a tool return's content (bytes as base64, like the state).
+    return TypeAdapter(ToolReturnContent, config=ConfigDict(ser_json_bytes="base64"))
+
+
+def timestamp_to_pb(moment: datetime) -> Timestamp:
+    """A UTC `datetime` as a protobuf `Timestamp`, exactly (microseconds), without float arithmetic."""
+    delta = moment - _EPOCH
+    return Timestamp(seconds=delta.days * 86400 + delta.seconds, nanos=delta.microseconds * 1000)
+
+
+def _args_json(args: object) -> str:
+    if args is None:
+        return ""
+    if isinstance(args, str):
+        return args
+    if isinstance(args, dict):
+        return json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+    return to_json(args).decode()  # typed native arguments (e.g. tool search): pydantic's JSON
+
+
+def _native(event: Any) -> events_pb2.Native:
+    return events_pb2.Native(
+        event_kind=str(getattr(event, "event_kind", "")), json=_native_adapter().dump_json(event).decode()
+    )
+
+
+def event_to_pb(item: HarnessEvent, *, sequence: int) -> events_pb2.RunEvent:
+    """Encode one streamed item (every case of `RunEvent.event` except `result` and checkpoints)."""
+    msg = events_pb2.RunEvent(
+        thread_id=item.thread_id,
+        run_id=item.run_id,
+        sequence=sequence,
+        occurred_at=timestamp_to_pb(item.occurred_at),
+    )
+    event = item.event
+    kind = type(event)
+    if kind is PartDeltaEvent:
+        _part_delta(msg, event)  # type: ignore[arg-type]  # exact type checked above (faster than isinstance)
+    elif kind is PartStartEvent or kind is PartEndEvent:
+        _part_boundary(msg, event)  # type: ignore[arg-type]  # narrowed by the exact type check
+    elif isinstance(event, HarnessExtensionEvent):
+        if event.kind == "lifecycle" and event.type == "run_started":
+            msg.run_started.SetInParent()
+        else:
+            msg.lifecycle.CopyFrom(
+                events_pb2.Lifecycle(
+                    kind=event.kind,
+                    type=event.type or "",
+                    schema_version=event.schema_version,
+                    payload_json=json.dumps(event.payload, ensure_ascii=False, separators=(",", ":")),
+                )
+            )
+    elif isinstance(event, FunctionToolCallEvent):
+        part = event.part
+        msg.tool_call.CopyFrom(
+            events_pb2.ToolCall(
+                tool_call_id=part.tool_call_id, tool_name=part.tool_name, args_json=_args_json(part.args)
+            )
+        )
+    elif isinstance(event, FunctionToolResultEvent):
+        result = event.part
+        msg.tool_result.CopyFrom(
+            events_pb2.ToolResult(
+                tool_call_id=result.tool_call_id,
+                tool_name=result.tool_name,
+                outcome=_OUTCOME.get(result.outcome, events_pb2.TOOL_OUTCOME_UNSPECIFIED),
+                content_json=_content_adapter().dump_json(result.content).decode(),
+            )
+        )
+    elif isinstance(event, FinalResultEvent):
+        msg.final_result.CopyFrom(
+            events_pb2.FinalResult(tool_name=event.tool_name or "", tool_call_id=event.tool_call_id or "")
+        )
+    else:
+        msg.native.CopyFrom(_native(event))
+    return msg
+
+
+def _part_delta(msg: events_pb2.RunEvent, event: PartDeltaEvent) -> None:
+    delta = event.delta
+    if type(delta) is TextPartDelta:
+        out = msg.part_delta
+        out.part_index = event.index
+        out.kind = events_pb2.PART_KIND_TEXT
+        out.content_delta = delta.content_delta
+        return
+    if isinstance(delta, ThinkingPartDelta) and delta.content_delta is not None:
+        out = msg.part_delta
+        out.part_index = event.index
+        out.kind = events_pb2.PART_KIND_THINKING
+        out.content_delta = delta.content_delta
+        return
+    if isinstance(delta, ToolCallPartDelta) and not isinstance(delta.args_delta, dict):
+        msg.part_delta.CopyFrom(
+            events_pb2.PartDelta(
+                part_index=event.index,
+                kind=events_pb2.PART_KIND_TOOL_CALL,
+                tool_name_delta=delta.tool_name_delta or "",
+                tool_call_id=delta.tool_call_id or "",
+                args_delta=delta.args_delta or "",
+            )
+        )
+        return
+    # A signature-only thinking delta, or arguments streamed as objects: not expressible as appended text.
+    msg.native.CopyFrom(_native(event))
+
+
+def _part_boundary(msg: events_pb2.RunEvent, event: PartStartEvent | PartEndEvent) -> None:
+    part = event.part
+    target = msg.part_start if isinstance(event, PartStartEvent) else msg.part_end
+    # `part_kind`, not isinstance: built-in tool calls subclass the tool call part but are not ours.
+    if part.part_kind == "text" and isinstance(part, TextPart):
+        target.kind = events_pb2.PART_KIND_TEXT
+        target.content = part.content
+    elif part.part_kind == "thinking" and isinstance(part, ThinkingPart):
+        target.kind = events_pb2.PART_KIND_THINKING
+        target.content = part.content
+    elif part.part_kind == "tool-call" and isinstance(part, ToolCallPart):
+        target.kind = events_pb2.PART_KIND_TOOL_CALL
+        target.tool_name = part.tool_name
+        target.tool_call_id = part.tool_call_id
+        target.args_json = _args_json(part.args)
+    else:
+        msg.native.CopyFrom(_native(event))
+        return
+    target.part_index = event.index
+
+
+def checkpoint_to_pb(
+    state: HarnessState, *, thread_id: str, run_id: str, sequence: int, occurred_at: datetime | None = None
+) -> events_pb2.RunEvent:
+    """A `CheckpointCandidate` event for a state the run exported mid-stream."""
+    return events_pb2.RunEvent(
+        thread_id=thread_id,
+        run_id=run_id,
+        sequence=sequence,
+        occurred_at=timestamp_to_pb(occurred_at or datetime.now(UTC)),
+        checkpoint_candidate=events_pb2.CheckpointCandidate(state=state_to_pb(state)),
+    )
+
+
+def result_event_to_pb(
+    item: HarnessRunResultEvent[Any], *, sequence: int, request_id: str
+) -> events_pb2.RunEvent:
+    """The terminal `result` event."""
+    return events_pb2.RunEvent(
+        thread_id=item.thread_id,
+        run_id=item.run_id,
+        sequence=sequence,
+        occurred_at=timestamp_to_pb(item.occurred_at),
+        result=result_to_pb(item.result, request_id=request_id),
+    )

@@ -1,0 +1,239 @@
+"""`RunSpec` -> the core call (`RunCall`), and the core's `HarnessRunResult` -> `RunResult`.
+
+Decoding only translates: an empty text prompt is passed through as `""` so the core raises its own
+`input_empty`; client tools go to the core's `client_tools_capability` check unchanged. What only the
+wire can get wrong (an unset prompt part, an unspecified URL kind, a negative limit, an enum value this
+server does not know) is refused here with `InputError` and the field at fault.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai.messages import AudioUrl, BinaryContent, DocumentUrl, ImageUrl, UserContent, VideoUrl
+from pydantic_ai.usage import RunUsage, UsageLimits
+from threadline.v1 import run_pb2
+
+from harness import ClientTool, DeferredToolResume, HarnessRunResult, HarnessState, InputError
+from harness.errors import ErrorCode
+
+from ..errors import at_field
+from .deferred import requests_to_pb, resume_from_pb
+from .state import state_from_pb, state_to_pb
+
+__all__ = ("RunCall", "result_to_pb", "run_call_from_pb", "usage_to_pb")
+
+
+@dataclass
+class RunCall:
+    """What `ExecutableAgent.run` / `.stream` is called with for one `RunSpec`."""
+
+    agent: str
+    """The agent's name; empty = the server's default agent (the service resolves it)."""
+    input: str | list[UserContent] | None
+    """The new user input; `None` = continue without one."""
+    previous_state: HarnessState | None
+    """The checkpoint to continue; `None` = a new thread."""
+    deferred_resume: DeferredToolResume | None
+    """Answers to the batch `previous_state` is suspended on."""
+    tool_recovery: str
+    """`"declared"`, `"never"` or `"always"`."""
+    client_tools: list[ClientTool] = field(default_factory=list)
+    """The host's tools for this run, unchecked (the core checks them when building bindings)."""
+    usage_limits: UsageLimits | None = None
+    """Exactly these limits, or `None` for the agent's own."""
+    checkpoints: bool = False
+    """Whether the stream carries checkpoint candidates."""
+    request_id: str = ""
+    """The host's ID for the request, echoed in `RunResult.request_id`."""
+
+
+_RECOVERY = {
+    run_pb2.TOOL_RECOVERY_UNSPECIFIED: "declared",
+    run_pb2.TOOL_RECOVERY_DECLARED: "declared",
+    run_pb2.TOOL_RECOVERY_NEVER: "never",
+    run_pb2.TOOL_RECOVERY_ALWAYS: "always",
+}
+
+_URL_TYPES: dict[int, type[ImageUrl | AudioUrl | VideoUrl | DocumentUrl]] = {
+    run_pb2.URL_KIND_IMAGE: ImageUrl,
+    run_pb2.URL_KIND_AUDIO: AudioUrl,
+    run_pb2.URL_KIND_VIDEO: VideoUrl,
+    run_pb2.URL_KIND_DOCUMENT: DocumentUrl,
+}
+
+_LIMITS = (
+    "request_limit",
+    "tool_calls_limit",
+    "input_tokens_limit",
+    "output_tokens_limit",
+    "total_tokens_limit",
+    "per_request_input_tokens_limit",
+)
+
+
+def _input_invalid(message: str, field: str) -> InputError:
+    return at_field(InputError(message, code=ErrorCode.INPUT_INVALID, details={"field": field}), field)
+
+
+def run_call_from_pb(spec: run_pb2.RunSpec) -> RunCall:
+    """Decode a `RunSpec` (inside `RunRequest.spec` / `StreamRunRequest.spec`; fields are `spec.*`).
+
+    Raises:
+        InputError: `input_invalid` / `tool_recovery_invalid` for what only the wire can get wrong.
+        StateError, ServerError, RunError: from decoding `previous_state` and `deferred_resume`.
+    """
+    recovery = _RECOVERY.get(spec.tool_recovery)
+    if recovery is None:
+        raise at_field(
+            InputError(
+                f"tool_recovery {spec.tool_recovery} is not known to this server.",
+                code=ErrorCode.TOOL_RECOVERY_INVALID,
+                details={"received": int(spec.tool_recovery)},
+            ),
+            "spec.tool_recovery",
+        )
+    return RunCall(
+        agent=spec.agent,
+        input=_input_from_pb(spec),
+        previous_state=state_from_pb(spec.previous_state, field="spec.previous_state")
+        if spec.HasField("previous_state")
+        else None,
+        deferred_resume=resume_from_pb(spec.deferred_resume, field="spec.deferred_resume")
+        if spec.HasField("deferred_resume")
+        else None,
+        tool_recovery=recovery,
+        client_tools=[
+            ClientTool(
+                name=tool.name,
+                description=tool.description,
+                parameters_json_schema=tool.parameters_json_schema,
+            )
+            for tool in spec.client_tools
+        ],
+        usage_limits=_limits_from_pb(spec.usage_limits) if spec.HasField("usage_limits") else None,
+        checkpoints=spec.checkpoints,
+        request_id=spec.request_id,
+    )
+
+
+def _input_from_pb(spec: run_pb2.RunSpec) -> str | list[UserContent] | None:
+    which = spec.WhichOneof("prompt")
+    if which is None:
+        return None
+    if which == "text":
+        return spec.text  # "" included: the core raises `input_empty`
+    items: list[UserContent] = []
+    for i, part in enumerate(spec.parts.parts):
+        where = f"spec.parts.parts[{i}]"
+        content = part.WhichOneof("content")
+        if content == "text":
+            items.append(part.text)
+        elif content == "binary":
+            if not part.binary.media_type:
+                raise _input_invalid(
+                    "Binary prompt content needs a media_type.", f"{where}.binary.media_type"
+                )
+            items.append(BinaryContent(data=part.binary.data, media_type=part.binary.media_type))
+        elif content == "url":
+            url_type = _URL_TYPES.get(part.url.kind)
+            if url_type is None:
+                raise _input_invalid("A URL prompt part needs a known kind.", f"{where}.url.kind")
+            if part.url.media_type:
+                items.append(url_type(url=part.url.url, media_type=part.url.media_type))
+            else:
+                items.append(url_type(url=part.url.url))
+        else:
+            raise _input_invalid("A prompt part has no content.", where)
+    return items  # [] included: the core raises `input_empty`
+
+
+def _limits_from_pb(msg: run_pb2.UsageLimits) -> UsageLimits:
+    values: dict[str, Any] = {}
+    for name in _LIMITS:
+        if msg.HasField(name):  # type: ignore[arg-type]  # names from _LIMITS are optional int64 fields
+            value = getattr(msg, name)
+            if value < 0:
+                raise _input_invalid(
+                    f"usage_limits.{name} must not be negative.", f"spec.usage_limits.{name}"
+                )
+            values[name] = value
+    if msg.HasField("count_tokens_before_request"):
+        values["count_tokens_before_request"] = msg.count_tokens_before_request
+    return UsageLimits(**values)
+
+
+# --- result -----------------------------------------------------------------------------------------
+
+_STATUS = {
+    "completed": run_pb2.RUN_STATUS_COMPLETED,
+    "suspended": run_pb2.RUN_STATUS_SUSPENDED,
+    "failed": run_pb2.RUN_STATUS_FAILED,
+    "cancelled": run_pb2.RUN_STATUS_CANCELLED,
+}
+
+_RETRY_HINT = {
+    "none": run_pb2.RETRY_HINT_NONE,
+    "new_run": run_pb2.RETRY_HINT_NEW_RUN,
+    "dependency_change": run_pb2.RETRY_HINT_DEPENDENCY_CHANGE,
+}
+
+
+def usage_to_pb(usage: RunUsage) -> run_pb2.RunUsage:
+    """The native counters, one to one; `cost` as a decimal string, empty when unknown."""
+    return run_pb2.RunUsage(
+        requests=usage.requests,
+        tool_calls=usage.tool_calls,
+        input_tokens=usage.input_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        cache_write_1h_tokens=usage.cache_write_1h_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        output_tokens=usage.output_tokens,
+        unmeasured_requests=usage.unmeasured_requests,
+        output_reasoning_tokens=usage.output_reasoning_tokens,
+        input_audio_tokens=usage.input_audio_tokens,
+        cache_audio_read_tokens=usage.cache_audio_read_tokens,
+        output_audio_tokens=usage.output_audio_tokens,
+        audio_seconds=usage.audio_seconds,
+        details=[run_pb2.UsageDetail(name=name, value=value) for name, value in usage.details.items()],
+        cost="" if usage.cost is None else str(usage.cost),
+    )
+
+
+def result_to_pb(result: HarnessRunResult[Any], *, request_id: str) -> run_pb2.RunResult:
+    """Encode a terminal result; `state`, `deferred`, `output_json` and `failure` are set exactly when the
+    core's result has them."""
+    msg = run_pb2.RunResult(
+        status=_STATUS[result.status],
+        thread_id=result.thread_id,
+        run_id=result.run_id,
+        request_id=request_id,
+        usage=usage_to_pb(result.usage),
+    )
+    state = result.state
+    if state is not None:
+        msg.state.CopyFrom(state_to_pb(state))
+    deferred = result.deferred
+    if deferred is not None:
+        msg.deferred.CopyFrom(requests_to_pb(deferred))
+    if result.suspend_reason == "deferred":
+        msg.suspend_reason = run_pb2.SUSPEND_REASON_DEFERRED
+    if result.status == "completed":
+        msg.output_json = result.output_json().decode()
+    failure = result.failure
+    if failure is not None:
+        msg.failure.CopyFrom(
+            run_pb2.Failure(
+                code=failure.code,
+                message=failure.message,
+                details_json=_canonical(failure.details),
+                retry_hint=_RETRY_HINT[failure.retry_hint],
+            )
+        )
+    return msg
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)
