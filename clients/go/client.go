@@ -20,6 +20,10 @@ const (
 	DefaultTimeout = 30 * time.Second
 	// DefaultRunTimeout bounds Run and a whole StreamRun stream.
 	DefaultRunTimeout = 10 * time.Minute
+	// DefaultMaxMessageBytes is the largest message the client sends or receives, the server's
+	// own default (`--max-message-bytes`). gRPC's default of 4 MiB would refuse a result whose
+	// state carries a long history.
+	DefaultMaxMessageBytes = 64 << 20
 )
 
 // Option configures a Client in Dial.
@@ -30,6 +34,7 @@ type options struct {
 	token       string
 	timeout     time.Duration
 	runTimeout  time.Duration
+	maxMessage  int
 	dialOptions []grpc.DialOption
 }
 
@@ -64,6 +69,12 @@ func WithRunTimeout(d time.Duration) Option {
 	return func(o *options) { o.runTimeout = d }
 }
 
+// WithMaxMessageBytes sets the largest message the client sends or receives (default
+// DefaultMaxMessageBytes). A larger one fails with codes.ResourceExhausted and no reason.
+func WithMaxMessageBytes(n int) Option {
+	return func(o *options) { o.maxMessage = n }
+}
+
 // WithDialOptions passes extra options to grpc.NewClient, e.g. interceptors or message size
 // limits. They are applied after the SDK's own.
 func WithDialOptions(opts ...grpc.DialOption) Option {
@@ -82,11 +93,15 @@ type Client struct {
 // connect yet: the first call does, so an unreachable server shows up as that call's
 // codes.Unavailable error.
 func Dial(addr string, opts ...Option) (*Client, error) {
-	o := options{timeout: DefaultTimeout, runTimeout: DefaultRunTimeout}
+	o := options{timeout: DefaultTimeout, runTimeout: DefaultRunTimeout, maxMessage: DefaultMaxMessageBytes}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	dial := make([]grpc.DialOption, 0, 2+len(o.dialOptions))
+	dial := make([]grpc.DialOption, 0, 3+len(o.dialOptions))
+	dial = append(dial, grpc.WithDefaultCallOptions(
+		grpc.MaxCallRecvMsgSize(o.maxMessage),
+		grpc.MaxCallSendMsgSize(o.maxMessage),
+	))
 	if o.tls != nil {
 		dial = append(dial, grpc.WithTransportCredentials(credentials.NewTLS(o.tls)))
 	} else {

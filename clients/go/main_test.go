@@ -37,9 +37,9 @@ func runTests(m *testing.M) int {
 	return m.Run()
 }
 
-// startServer starts `<repo>/.venv/bin/threadline serve --port 0` and returns the address from
-// its first stdout line ("listening on <host>:<port>").
-func startServer() (stop func(), addr string, err error) {
+// startServer starts `<repo>/.venv/bin/threadline serve --port 0 [args]` and returns the
+// address from its first stdout line ("listening on <host>:<port>").
+func startServer(args ...string) (stop func(), addr string, err error) {
 	root, err := repoRoot()
 	if err != nil {
 		return nil, "", err
@@ -49,8 +49,15 @@ func startServer() (stop func(), addr string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
-	cmd := exec.Command(bin, "serve", "--port", "0")
+	cmd := exec.Command(bin, append([]string{"serve", "--port", "0"}, args...)...)
 	cmd.Dir = root
+	// The server reads its token from THREADLINE_TOKEN when --token is not given: only the
+	// arguments decide here.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "THREADLINE_TOKEN=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -384,3 +384,35 @@ func TestPersistedStateContinues(t *testing.T) {
 		}
 	}
 }
+
+func TestRunTimeoutAndStreamClose(t *testing.T) {
+	// The default run timeout applies when the context has no deadline.
+	c, err := threadline.Dial(serverAddr, threadline.WithRunTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Run(context.Background(), &threadline.RunSpec{Prompt: threadline.Text("sleep 5")})
+	if threadline.CodeOf(err) != codes.DeadlineExceeded {
+		t.Errorf("Run past the default timeout: %v", err)
+	}
+	s := c.StreamRun(context.Background(), &threadline.RunSpec{Prompt: threadline.Text("sleep 5")})
+	for s.Receive() {
+	}
+	if threadline.CodeOf(s.Err()) != codes.DeadlineExceeded || s.Result() != nil {
+		t.Errorf("stream past the default timeout: %v, %v", s.Err(), s.Result())
+	}
+	_ = s.Close()
+
+	// Closing a stream early ends it without an error.
+	c2, ctx := newClient(t)
+	s = c2.StreamRun(ctx, &threadline.RunSpec{Prompt: threadline.Text("sleep 5")})
+	if !s.Receive() || s.Msg().GetRunStarted() == nil {
+		t.Fatalf("first event %v, err %v", s.Msg(), s.Err())
+	}
+	_ = s.Close()
+	if s.Receive() || s.Err() != nil {
+		t.Errorf("after Close: err %v", s.Err())
+	}
+	_ = s.Close()
+}
