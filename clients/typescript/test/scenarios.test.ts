@@ -5,7 +5,10 @@
 // `client:<name> {json}` calls the host's client tool; anything else is echoed.
 
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import {
@@ -323,6 +326,55 @@ describe("errors", () => {
     const again = await client.validateState({ stateJson: validated.stateJson });
     assert.deepEqual(encodeState(again.state), encodeState(created));
     assert.equal(again.stateJson, validated.stateJson);
+  });
+});
+
+describe("example host", () => {
+  const PACKAGE_DIR = new URL("..", import.meta.url);
+
+  /** Run examples/host.ts with `input` on stdin; resolve with its exit code and output. */
+  function host(args: string[], input: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, ["--import", "tsx", "examples/host.ts", "--addr", server.baseUrl, ...args], {
+        cwd: PACKAGE_DIR,
+        stdio: ["pipe", "pipe", "pipe"],
+      });
+      let stdout = "";
+      let stderr = "";
+      child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+      child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+      child.on("error", reject);
+      child.on("close", (code) => resolve({ code, stdout, stderr }));
+      child.stdin.end(input);
+    });
+  }
+
+  test("keeps the thread in a file, asks for approvals and runs its own client tool", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "threadline-host-"));
+    const file = join(dir, "thread.json");
+    try {
+      const first = await host(["--state", file, "delete notes.txt"], "y\n");
+      assert.equal(first.code, 0, first.stderr);
+      assert.match(first.stdout, /Allow delete_file/);
+      assert.match(first.stdout, /done: Tool results: delete_file: Deleted notes\.txt\./);
+      const stored = JSON.parse(readFileSync(file, "utf8")) as { state: { thread_id: string }; pending?: unknown };
+      assert.equal(stored.pending, undefined);
+
+      const second = await host(["--state", file, "delete b.txt"], "not this one\n");
+      assert.equal(second.code, 0, second.stderr);
+      assert.match(second.stdout, /done: Tool results: delete_file: not this one/);
+
+      const third = await host(["--state", file, 'client:local_time {"zone": "UTC"}'], "");
+      assert.equal(third.code, 0, third.stderr);
+      assert.match(third.stdout, /done: Tool results: local_time: \d{1,2}:\d\d:\d\d UTC/);
+
+      const after = JSON.parse(readFileSync(file, "utf8")) as { state: unknown };
+      const state = decodeState(JSON.stringify(after.state));
+      assert.equal(state.threadId, stored.state.thread_id);
+      assert.equal(state.messageHistory?.messageCount, 12n);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
