@@ -172,13 +172,8 @@ class HarnessRunStream(Generic[OutputT]):
             )
         self._resume: DeferredToolResume | None = None
         if deferred_resume is not None:
-            self._resume = preflight_resume(deferred_resume, history)
-            if (
-                isinstance(deferred_resume, DeferredToolResume)
-                and deferred_resume.recovery
-                and self._resume is None
-            ):
-                pass  # fully incorporated: a plain continuation with tool recovery
+            # `None` for a fully incorporated `recovery=True` batch: a plain continuation with tool recovery.
+            self._resume = preflight_resume(deferred_resume, history if previous_state is not None else None)
         self._executable = executable
         self._bindings: RunBindings = bindings
         self._state = state

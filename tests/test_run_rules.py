@@ -148,3 +148,14 @@ def test_extension_payloads_are_redacted_and_bounded() -> None:
         HarnessExtensionEvent(kind="lifecycle", payload={"type": "x", "n": float("nan")})
     with pytest.raises(ValidationError):
         HarnessExtensionEvent(kind="other", payload={"type": "x"})  # type: ignore[arg-type]
+
+
+async def test_a_resume_needs_a_previous_state() -> None:
+    from harness import RunError
+
+    first = await agent_with("acme.files").run("delete")
+    assert first.deferred is not None
+    resume = DeferredToolResume(first.deferred, first.deferred.build_results(approve_all=True))
+    with pytest.raises(RunError) as info:
+        await agent_with("acme.files").run(deferred_resume=resume)
+    assert info.value.code == "deferred_state_required"
