@@ -1,0 +1,322 @@
+"""Write the golden vectors in `tests/vectors/` (run: `.venv/bin/python scripts/make_vectors.py`).
+
+Every vector is built by the server's own mapping from core values, then pinned (IDs, timestamps), so
+running the script again writes identical files. Each vector is written twice: `<name>.binpb`
+(deterministic binary protobuf) and `<name>.json` (proto3 JSON, original field names). `manifest.json`
+names each vector's message type, so any language can decode the folder with plain generated code.
+
+Vectors grow by addition: a new contract feature gets a new vector name; old files are never rewritten
+by hand, and the tests keep decoding them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from pydantic_ai.capabilities import Capability
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.toolsets import FunctionToolset
+
+from harness import (
+    DeferredToolResume,
+    ExecutableAgent,
+    HarnessEvent,
+    HarnessRunResultEvent,
+    HarnessState,
+    RunBindings,
+    load_state,
+)
+from harness.testing import scripted_model
+from server.mapping.deferred import resume_to_pb
+from server.mapping.events import event_to_pb, result_event_to_pb, timestamp_to_pb
+from server.mapping.state import state_to_pb
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "tests" / "vectors"
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+PINNED_TIME = "2026-01-01T00:00:00Z"
+RUN_ID = "run-" + "0" * 31 + "1"
+
+
+def full_state() -> HarnessState:
+    """History with a tool round trip, capability data, unknown extra keys and environment states."""
+    return load_state(
+        {
+            "schema_version": "1",
+            "thread_id": "thr_vectorfull1",
+            "agent_context_state": {
+                "entries": {
+                    "acme.counter": {"version": "1", "data": {"value": 3, "history": [1, 2.5, "three"]}},
+                    "acme.notes": {
+                        "version": "2024-06",
+                        "data": {"é": "ünïcode", "nested": {"b": None, "a": True}},
+                    },
+                }
+            },
+            "refs": [],
+            "host_note": {"kept": True, "order": ["z", "a"]},
+            "future_field": [1, {"b": 2, "a": 1}],
+            "message_history": [
+                {
+                    "kind": "request",
+                    "parts": [
+                        {"part_kind": "system-prompt", "content": "Be brief.", "timestamp": PINNED_TIME},
+                        {"part_kind": "user-prompt", "content": "How many files?", "timestamp": PINNED_TIME},
+                    ],
+                },
+                {
+                    "kind": "response",
+                    "parts": [
+                        {"part_kind": "text", "content": "Let me count."},
+                        {
+                            "part_kind": "tool-call",
+                            "tool_name": "count_files",
+                            "args": {"dir": "/work", "recursive": True},
+                            "tool_call_id": "call_1",
+                        },
+                    ],
+                    "model_name": "scripted",
+                    "timestamp": PINNED_TIME,
+                },
+                {
+                    "kind": "request",
+                    "parts": [
+                        {
+                            "part_kind": "tool-return",
+                            "tool_name": "count_files",
+                            "content": {"count": 42},
+                            "tool_call_id": "call_1",
+                            "timestamp": PINNED_TIME,
+                        }
+                    ],
+                },
+                {
+                    "kind": "response",
+                    "parts": [{"part_kind": "text", "content": "42 files."}],
+                    "model_name": "scripted",
+                    "timestamp": PINNED_TIME,
+                },
+            ],
+            "environment_states": {
+                "workspace": {
+                    "provider_key": "docker",
+                    "state_version": "1.0",
+                    "state": {"container": "c-1"},
+                },
+                "cache": {
+                    "provider_key": "local_fs",
+                    "state_version": "v2",
+                    "state": {"paths": ["/a", "/b"]},
+                },
+            },
+        }
+    )
+
+
+def deferred_batch() -> DeferredToolResume:
+    """A suspended batch (approvals, an external call, a question) with matching answers."""
+    requests = {
+        "calls": [
+            {
+                "model_call": {"tool_name": "weather", "args": {"city": "Oslo"}, "tool_call_id": "call_ext"},
+                "target_call": {"tool_name": "weather", "args": {"city": "Oslo"}, "tool_call_id": "call_ext"},
+                "target_identity": "tool/threadline.client/weather",
+            },
+            {
+                "model_call": {
+                    "tool_name": "ask_user",
+                    "args": {"q": "Which branch?"},
+                    "tool_call_id": "call_q",
+                },
+                "target_call": {
+                    "tool_name": "ask_user",
+                    "args": {"q": "Which branch?"},
+                    "tool_call_id": "call_q",
+                },
+                "target_identity": "tool/demo/ask_user",
+            },
+        ],
+        "approvals": [
+            {
+                "model_call": {
+                    "tool_name": "delete_file",
+                    "args": {"path": "a.txt"},
+                    "tool_call_id": "call_del",
+                },
+                "target_call": {
+                    "tool_name": "delete_file",
+                    "args": {"path": "a.txt"},
+                    "tool_call_id": "call_del",
+                },
+                "target_identity": "tool/demo/delete_file",
+            },
+            {
+                "model_call": {
+                    "tool_name": "send_mail",
+                    "args": {"to": "x@y.z"},
+                    "tool_call_id": "call_mail",
+                },
+                "target_call": {
+                    "tool_name": "send_mail",
+                    "args": {"to": "x@y.z"},
+                    "tool_call_id": "call_mail",
+                },
+                "target_identity": "tool/demo/send_mail",
+            },
+        ],
+        "metadata": {
+            "call_q": {"threadline.deferred_function_id": "tool/demo/ask_user", "queue": "q1"},
+            "call_del": {"reason": "destructive"},
+        },
+        "kinds": {"call_q": "question"},
+    }
+    from harness import DeferredToolRequests
+
+    batch = DeferredToolRequests.from_json(json.dumps(requests))
+    results = DeferredToolResults(
+        calls={"call_ext": {"temp_c": -3.5}, "call_q": "main"},
+        approvals={
+            "call_del": ToolApproved(override_args={"path": "b.txt"}),
+            "call_mail": ToolDenied("Not now."),
+        },
+        metadata={"call_del": {"ticket": 7}},
+        answered_by={"call_del": "user-42", "call_mail": "policy:mail"},
+    )
+    return DeferredToolResume(batch, results)
+
+
+def _stream_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    if len(messages) == 1:
+        return ModelResponse(
+            parts=[
+                TextPart("Checking the weather, then deleting."),
+                ToolCallPart("lookup", {"topic": "files"}, tool_call_id="call_lookup"),
+            ]
+        )
+    return ModelResponse(
+        parts=[
+            TextPart("Need approval and a client tool."),
+            ToolCallPart("delete_file", {"path": "a.txt"}, tool_call_id="call_del"),
+            ToolCallPart("weather", {"city": "Oslo"}, tool_call_id="call_ext"),
+        ]
+    )
+
+
+def _pin(value: Any, run_id: str) -> Any:
+    """Replace what a live run makes up (times, its run ID) with fixed values."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key == "timestamp" and isinstance(item, str):
+                out[key] = PINNED_TIME
+            elif key == "run_id" and isinstance(item, str):
+                out[key] = RUN_ID
+            else:
+                out[key] = _pin(item, run_id)
+        return out
+    if isinstance(value, list):
+        return [_pin(item, run_id) for item in value]
+    if isinstance(value, str) and run_id in value:
+        return value.replace(run_id, RUN_ID)
+    return value
+
+
+def _pin_state(msg: Message, run_id: str) -> None:
+    """Pin the history inside an envelope, re-encoded through the core so digests stay right."""
+    state = load_state(_pin(json.loads(load_state_json(msg)), run_id))
+    msg.CopyFrom(state_to_pb(state))  # type: ignore[arg-type]
+
+
+def load_state_json(msg: Message) -> str:
+    from server.mapping.state import state_from_pb
+
+    return state_from_pb(msg).model_dump_json()  # type: ignore[arg-type]
+
+
+async def event_stream() -> list[Message]:
+    """A recorded `StreamRun`: text, a plain tool call and its result, then a suspension."""
+    toolset: FunctionToolset[Any] = FunctionToolset(id="demo")
+
+    @toolset.tool_plain
+    def lookup(topic: str) -> dict[str, Any]:
+        return {"topic": topic, "hits": 2}
+
+    @toolset.tool_plain(requires_approval=True)
+    def delete_file(path: str) -> str:
+        return f"deleted {path}"
+
+    from harness import ClientTool, client_tools_capability
+
+    client = client_tools_capability(
+        [
+            ClientTool(
+                "weather", "Current weather", '{"type":"object","properties":{"city":{"type":"string"}}}'
+            )
+        ]
+    )
+    assert client is not None
+    agent = ExecutableAgent(scripted_model(_stream_script), capabilities=[Capability(toolsets=[toolset])])
+    events: list[Message] = []
+    run_id = ""
+    async with agent.stream(
+        "Tidy up",
+        bindings=RunBindings.embedded(capabilities=[client]),
+        previous_state=HarnessState.new(thread_id="thr_vectorstream1"),
+    ) as stream:
+        async for item in stream:
+            sequence = len(events)
+            if isinstance(item, HarnessRunResultEvent):
+                msg = result_event_to_pb(item, sequence=sequence, request_id="req-vector-1")
+            else:
+                assert isinstance(item, HarnessEvent)
+                msg = event_to_pb(item, sequence=sequence)
+            run_id = item.run_id
+            events.append(msg)
+    for msg in events:
+        msg.run_id = RUN_ID  # type: ignore[attr-defined]
+        msg.occurred_at.CopyFrom(timestamp_to_pb(EPOCH + timedelta(milliseconds=msg.sequence)))  # type: ignore[attr-defined]
+        case = msg.WhichOneof("event")
+        if case == "result":
+            msg.result.run_id = RUN_ID  # type: ignore[attr-defined]
+            _pin_state(msg.result.state, run_id)  # type: ignore[attr-defined]
+        elif case == "lifecycle":
+            payload = _pin(json.loads(msg.lifecycle.payload_json), run_id)  # type: ignore[attr-defined]
+            msg.lifecycle.payload_json = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))  # type: ignore[attr-defined]
+        elif case == "native":
+            native = _pin(json.loads(msg.native.json), run_id)  # type: ignore[attr-defined]
+            msg.native.json = json.dumps(native, ensure_ascii=False, separators=(",", ":"))  # type: ignore[attr-defined]
+    return events
+
+
+def write(name: str, msg: Message, manifest: dict[str, str]) -> None:
+    (OUT / f"{name}.binpb").write_bytes(msg.SerializeToString(deterministic=True))
+    text = json_format.MessageToJson(msg, preserving_proto_field_name=True, indent=2)
+    (OUT / f"{name}.json").write_text(text + "\n", encoding="utf-8")
+    manifest[name] = msg.DESCRIPTOR.full_name
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    manifest_path = OUT / "manifest.json"
+    manifest: dict[str, str] = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    write("fresh_state", state_to_pb(HarnessState.new(thread_id="thr_vectorfresh1")), manifest)
+    write("state_full", state_to_pb(full_state()), manifest)
+    write("deferred_batch", resume_to_pb(deferred_batch()), manifest)
+    for msg in asyncio.run(event_stream()):
+        write(f"event_stream_{msg.sequence:03d}", msg, manifest)  # type: ignore[attr-defined]
+    manifest_path.write_text(json.dumps(dict(sorted(manifest.items())), indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {len(manifest)} vectors to {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
