@@ -11,8 +11,10 @@ import (
 type Format int
 
 const (
-	// Binary is the protobuf wire format, marshalled deterministically. Fields unknown to this
-	// SDK version are kept, so a state from a newer server survives a round trip.
+	// Binary is the protobuf wire format with fields in field-number order, the bytes the
+	// server and the Python and TypeScript SDKs write for the same message (Go's own
+	// proto.Marshal puts oneof fields last). Fields unknown to this SDK version are kept, so a
+	// state from a newer server survives a round trip.
 	Binary Format = iota
 	// JSON is proto3 JSON with the .proto field names (`thread_id`, `message_history`), as the
 	// golden vectors and grpcurl write it. Compare two encodings as parsed JSON values, not as
@@ -33,7 +35,6 @@ func (f Format) String() string {
 }
 
 var (
-	binaryMarshal   = proto.MarshalOptions{Deterministic: true}
 	jsonMarshal     = protojson.MarshalOptions{UseProtoNames: true}
 	binaryUnmarshal = proto.UnmarshalOptions{}
 	jsonUnmarshal   = protojson.UnmarshalOptions{}
@@ -59,7 +60,7 @@ func UnmarshalState(data []byte, f Format) (*HarnessState, error) {
 func Marshal(m proto.Message, f Format) ([]byte, error) {
 	switch f {
 	case Binary:
-		return binaryMarshal.Marshal(m)
+		return marshalCanonical(m)
 	case JSON:
 		return jsonMarshal.Marshal(m)
 	default:

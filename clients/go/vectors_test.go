@@ -3,6 +3,7 @@ package threadline_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -68,7 +69,7 @@ func TestVectorCheckItself(t *testing.T) {
 	if n := len(vectorFiles(t, dir)); n != 8 {
 		t.Fatalf("%d vector files", n)
 	}
-	if got := vectorType(t, "x/run_event_result.v1.json").Descriptor().Name(); got != "RunEvent" {
+	if got := vectorType(t, nil, "x/run_event_result.v1.json").Descriptor().Name(); got != "RunEvent" {
 		t.Errorf("run_event_result.v1.json holds a %s", got)
 	}
 	checkVectors(t, dir)
@@ -77,9 +78,10 @@ func TestVectorCheckItself(t *testing.T) {
 // checkVectors decodes and re-encodes every vector under dir.
 func checkVectors(t *testing.T, dir string) {
 	t.Helper()
+	manifest := readManifest(t, dir)
 	for _, rel := range vectorFiles(t, dir) {
 		t.Run(rel, func(t *testing.T) {
-			mt := vectorType(t, rel)
+			mt := vectorType(t, manifest, rel)
 			data, err := os.ReadFile(filepath.Join(dir, rel))
 			if err != nil {
 				t.Fatal(err)
@@ -116,6 +118,9 @@ func checkVectors(t *testing.T, dir string) {
 	}
 }
 
+// manifestName is the file of tests/vectors/ that names each vector's message type.
+const manifestName = "manifest.json"
+
 // vectorFiles lists the *.binpb and *.json files under dir, relative to it, sorted.
 func vectorFiles(t *testing.T, dir string) []string {
 	t.Helper()
@@ -123,6 +128,9 @@ func vectorFiles(t *testing.T, dir string) []string {
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
+		}
+		if path == filepath.Join(dir, manifestName) {
+			return nil
 		}
 		if strings.HasSuffix(path, ".binpb") || strings.HasSuffix(path, ".json") {
 			rel, err := filepath.Rel(dir, path)
@@ -139,12 +147,25 @@ func vectorFiles(t *testing.T, dir string) []string {
 	return files
 }
 
-// vectorType is the message a vector holds, from its file name: the longest snake_case name of a
-// threadline.v1 message that the base name starts with (`harness_state_suspended.binpb` holds a
-// HarnessState).
-func vectorType(t *testing.T, rel string) protoreflect.MessageType {
+// vectorType is the message a vector holds. tests/vectors/manifest.json maps each vector's name
+// without extension to the message's full name ("fresh_state": "threadline.v1.HarnessState");
+// without a manifest, the name itself says: the longest snake_case name of a threadline.v1
+// message it starts with (`harness_state_suspended.binpb` holds a HarnessState).
+func vectorType(t *testing.T, manifest map[string]string, rel string) protoreflect.MessageType {
 	t.Helper()
-	base := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(rel), ".binpb"), ".json")
+	stem := strings.TrimSuffix(strings.TrimSuffix(rel, ".binpb"), ".json")
+	if manifest != nil {
+		name, ok := manifest[stem]
+		if !ok {
+			t.Fatalf("%s is not in manifest.json", rel)
+		}
+		mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(name))
+		if err != nil {
+			t.Fatalf("manifest.json: %s: %v", rel, err)
+		}
+		return mt
+	}
+	base := filepath.Base(stem)
 	var best protoreflect.MessageType
 	bestLen := 0
 	for name, mt := range contractMessages(t) {
@@ -156,6 +177,23 @@ func vectorType(t *testing.T, rel string) protoreflect.MessageType {
 		t.Fatalf("no threadline.v1 message matches the vector name %s", rel)
 	}
 	return best
+}
+
+// readManifest reads dir/manifest.json, or returns nil when there is none.
+func readManifest(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, manifestName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatalf("%s: %v", manifestName, err)
+	}
+	return m
 }
 
 // contractMessages maps the snake_case name of every top-level threadline.v1 message to its type.
