@@ -19,6 +19,12 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 step() { printf '==> %s\n' "$*"; }
 
+# --- System tools the tests use: jq (the grpcurl walkthrough); in the machine image, installed if not ---
+if ! command -v jq >/dev/null 2>&1; then
+  step "apt-get install jq"
+  apt-get update -qq && apt-get install -y -qq jq >/dev/null
+fi
+
 # --- Python: .venv at the repo root, the project (editable) with its dev tools -------------------
 if [ ! -x .venv/bin/python ]; then
   step "creating .venv"
