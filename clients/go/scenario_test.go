@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,42 @@ func TestApprovalSuspendApprove(t *testing.T) {
 	}
 	if done.GetDeferred() != nil {
 		t.Errorf("completed run has a deferred batch %v", done.GetDeferred())
+	}
+
+	// The accepted resume is still pending at the suspended checkpoint, and incorporated at the
+	// completed one.
+	resume := answers.Resume()
+	pending, err := c.RemainingDeferred(ctx, resume, suspended.GetState())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending.GetRequests().GetApprovals()) != 1 || len(pending.GetResults().GetApprovals()) != 1 {
+		t.Errorf("remaining at the suspended state = %v", pending)
+	}
+	if left, err := c.RemainingDeferred(ctx, resume, done.GetState()); err != nil || left != nil {
+		t.Errorf("remaining at the completed state = %v, %v", left, err)
+	}
+}
+
+func TestServerInfo(t *testing.T) {
+	c, ctx := newClient(t)
+	info, err := c.ServerInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(info.GetSchemaVersions(), "1") || info.GetDefaultAgent() != "default" {
+		t.Errorf("info = %v", info)
+	}
+	tools := map[string]threadlinev1.ToolCategory{}
+	for _, a := range info.GetAgents() {
+		if a.GetName() == "default" {
+			for _, tool := range a.GetTools() {
+				tools[tool.GetName()] = tool.GetCategory()
+			}
+		}
+	}
+	if tools["delete_file"] != threadlinev1.ToolCategory_TOOL_CATEGORY_REQUIRES_APPROVAL || tools["lookup"] != threadlinev1.ToolCategory_TOOL_CATEGORY_PLAIN {
+		t.Errorf("default agent's tools = %v", tools)
 	}
 }
 
