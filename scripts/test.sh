@@ -21,3 +21,6 @@ bash scripts/check_contract.sh
 
 step "pytest"
 python -m pytest -q tests
+
+step "Go SDK: go vet, go test (its scenario suite starts its own server)"
+(cd clients/go && go vet ./... && go test ./...)
