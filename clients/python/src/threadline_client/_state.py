@@ -61,10 +61,53 @@ def load_state(data: bytes | str, *, format: StateFormat | None = None) -> Harne
     if format == "binary":
         if isinstance(data, str):
             raise TypeError("binary state data must be bytes, not str")
+        data = bytes(data)
+        _check_framing(data)
         try:
-            return HarnessState.parse(bytes(data))
+            return HarnessState.parse(data)
         except Exception as exc:  # betterproto2 raises assorted errors on malformed wire data
             raise ValueError(f"not a binary HarnessState: {exc}") from exc
     if format == "json":
         return message_from_json(HarnessState, data)
     raise ValueError(f"unknown state format {format!r}; use 'binary' or 'json'")
+
+
+def _check_framing(data: bytes) -> None:
+    """Reject wire data whose top-level fields run past its end (a truncated file).
+
+    betterproto2 silently shortens a length-delimited field cut by the end of the data, so a
+    truncated envelope would otherwise load with a clipped last field.
+    """
+    pos, end = 0, len(data)
+
+    def varint() -> int:
+        nonlocal pos
+        shift = result = 0
+        while True:
+            if pos >= end or shift > 63:
+                raise ValueError("not a binary HarnessState: truncated or malformed varint")
+            byte = data[pos]
+            pos += 1
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result
+            shift += 7
+
+    while pos < end:
+        tag = varint()
+        wire_type = tag & 7
+        if tag >> 3 == 0:
+            raise ValueError("not a binary HarnessState: field number 0")
+        if wire_type == 0:
+            varint()
+        elif wire_type == 1:
+            pos += 8
+        elif wire_type == 2:
+            length = varint()  # read first: `pos += varint()` would add to the stale position
+            pos += length
+        elif wire_type == 5:
+            pos += 4
+        else:
+            raise ValueError(f"not a binary HarnessState: unsupported wire type {wire_type}")
+        if pos > end:
+            raise ValueError("not a binary HarnessState: the data ends inside a field (truncated?)")

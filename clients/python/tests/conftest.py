@@ -1,0 +1,106 @@
+"""One real server for the whole test run, reached over loopback.
+
+Unless `THREADLINE_ADDR` names a running server (`host:port`), the session starts
+`<repo root>/.venv/bin/threadline serve --port 0`, reads `listening on <host>:<port>` from its
+first stdout line, and stops it (SIGTERM, then SIGKILL) when the session ends. Its logs go to a
+temporary file whose tail is shown if it fails to start.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import threadline_client as tl
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+START_TIMEOUT = 60.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _server_command() -> list[str]:
+    binary = REPO_ROOT / ".venv" / "bin" / "threadline"
+    if binary.exists():
+        return [str(binary), "serve", "--port", "0"]
+    found = shutil.which("threadline")
+    if found is None:
+        pytest.fail(f"no threadline server: {binary} is missing and `threadline` is not on PATH")
+    return [found, "serve", "--port", "0"]
+
+
+@pytest.fixture(scope="session")
+def server_addr() -> Iterator[str]:
+    """`host:port` of the server every scenario talks to."""
+    given = os.environ.get("THREADLINE_ADDR")
+    if given:
+        yield given
+        return
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as log:
+        process = subprocess.Popen(
+            _server_command(),
+            cwd=REPO_ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
+        try:
+            yield _read_address(process, log)
+        finally:
+            _stop(process)
+            assert process.stdout is not None
+            process.stdout.close()
+
+
+def _read_address(process: subprocess.Popen[str], log: tempfile._TemporaryFileWrapper[str]) -> str:
+    assert process.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        # Keeps reading so the server never blocks on a full stdout pipe.
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line)
+        lines.put("")
+
+    # Once the server exits, the pump sees EOF and ends; the fixture then closes the pipe.
+    threading.Thread(target=pump, name="threadline-serve-stdout", daemon=True).start()
+    try:
+        first = lines.get(timeout=START_TIMEOUT)
+    except queue.Empty:
+        first = ""
+    prefix = "listening on "
+    if not first.startswith(prefix):
+        _stop(process)
+        log.seek(0)
+        tail = log.read()[-4000:]
+        pytest.fail(f"threadline serve did not start (first stdout line {first!r}); stderr:\n{tail}")
+    return first[len(prefix) :].strip()
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+async def client(server_addr: str) -> AsyncIterator[tl.Client]:
+    async with tl.Client(server_addr, timeout=60.0) as client:
+        yield client
