@@ -1,0 +1,240 @@
+"""A small Threadline host: one thread kept in a file, driven from the terminal.
+
+    python host.py --state thread.json "delete notes.txt"        # asks to approve, then resumes
+    python host.py --state thread.json "client:local_time {\"tz\": \"Europe/Paris\"}"
+    python host.py --state thread.json "count"                   # the counter lives in the state
+    python host.py --state thread.json --fork branch.json "lookup grpc"
+
+The host owns the thread: after every run it writes the state envelope to `--state` (proto3 JSON
+when the name ends in `.json`, binary protobuf otherwise) and, while a run is suspended, the
+pending batch beside it (`<state>.pending.json`), so an interrupted session can be answered later by
+running the script again without a prompt. Approvals are asked on the terminal; calls of the
+host's own client tools (`local_time`, `word_count`) are executed here and their results sent back.
+
+Start a server first: `threadline serve` (the embedded demo agent needs no key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import sys
+import zoneinfo
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import threadline_client as tl
+
+# --- the host's own tools: declared in every run, executed here, never on the server --------------
+
+
+def local_time(tz: str = "UTC") -> str:
+    """The current time in an IANA time zone."""
+    try:
+        zone = zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {tz!r}") from None
+    return datetime.datetime.now(zone).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def word_count(text: str) -> int:
+    """How many words a text has."""
+    return len(text.split())
+
+
+TOOLS: dict[str, Callable[..., Any]] = {"local_time": local_time, "word_count": word_count}
+CLIENT_TOOLS = [
+    tl.client_tool(
+        "local_time",
+        {"type": "object", "properties": {"tz": {"type": "string", "description": "IANA zone, e.g. UTC"}}},
+        description="The current local time in a time zone.",
+    ),
+    tl.client_tool(
+        "word_count",
+        {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        description="Count the words of a text.",
+    ),
+]
+
+
+# --- the thread's files ----------------------------------------------------------------------------
+
+
+class ThreadFile:
+    """The state envelope in one file, and the pending batch (if any) beside it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.format: tl.StateFormat = "json" if path.suffix == ".json" else "binary"
+        self.pending_path = path.with_name(path.name + ".pending.json")
+
+    def load(self) -> tuple[tl.HarnessState | None, tl.DeferredToolRequests | None]:
+        state = tl.load_state(self.path.read_bytes(), format=self.format) if self.path.exists() else None
+        pending = None
+        if self.pending_path.exists():
+            pending = tl.message_from_json(
+                tl.DeferredToolRequests, self.pending_path.read_text(encoding="utf-8")
+            )
+        return state, pending
+
+    def save(self, state: tl.HarnessState | None, pending: tl.DeferredToolRequests | None) -> None:
+        if state is not None:
+            _write(
+                self.path,
+                tl.dump_state(state, format=self.format, indent=2 if self.format == "json" else None),
+            )
+        if pending is not None:
+            _write(self.pending_path, tl.message_to_json(pending, indent=2).encode("utf-8"))
+        else:
+            self.pending_path.unlink(missing_ok=True)
+
+
+def _write(path: Path, data: bytes) -> None:
+    # Write then rename, so a crash never leaves half an envelope behind.
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+# --- answering a suspended run ---------------------------------------------------------------------
+
+
+async def ask(question: str) -> str:
+    """Read a line from the terminal without blocking the event loop."""
+    try:
+        return (await asyncio.to_thread(input, question)).strip()
+    except EOFError:
+        return ""
+
+
+async def answer(batch: tl.DeferredToolRequests) -> list[tl.v1.ApprovalResult | tl.v1.CallResult]:
+    answers: list[tl.v1.ApprovalResult | tl.v1.CallResult] = []
+    for call in batch.approvals:
+        reply = await ask(
+            f"\nApprove {call.tool_name}({call.args_json})? [y = yes / anything else = deny reason] "
+        )
+        if reply.lower() in ("y", "yes"):
+            answers.append(tl.approve(call, answered_by="terminal"))
+        else:
+            answers.append(tl.deny(call, reply or "The user denied this call.", answered_by="terminal"))
+    for call in batch.calls:
+        tool = TOOLS.get(call.tool_name)
+        if tool is None:
+            answers.append(tl.external_failure(call, f"This host has no tool named {call.tool_name!r}."))
+            continue
+        try:
+            value = tool(**tl.call_args(call))
+        except (TypeError, ValueError) as exc:
+            print(f"[host] {call.tool_name} failed: {exc}", file=sys.stderr)
+            answers.append(tl.external_failure(call, str(exc)))
+        else:
+            print(f"[host] ran {call.tool_name}({call.args_json}) -> {value!r}", file=sys.stderr)
+            answers.append(tl.external_result(call, value, answered_by="host.py"))
+    return answers
+
+
+# --- one session -----------------------------------------------------------------------------------
+
+
+async def stream_once(client: tl.Client, spec: tl.RunSpec) -> tl.RunResult:
+    """Run and show the model's text as it streams."""
+    async with client.stream_run(spec) as stream:
+        async for event in stream:
+            match tl.event_case(event):
+                case "part_start" if event.part_start and event.part_start.kind == tl.v1.PartKind.TEXT:
+                    print(event.part_start.content, end="", flush=True)
+                case "part_delta" if event.part_delta and event.part_delta.kind == tl.v1.PartKind.TEXT:
+                    print(event.part_delta.content_delta, end="", flush=True)
+                case "tool_call" if event.tool_call:
+                    print(f"[tool] {event.tool_call.tool_name}({event.tool_call.args_json})", flush=True)
+                case _:
+                    pass  # every other event (and cases newer than this host) is not shown
+    print()
+    assert stream.result is not None  # a stream without a result ends with a ThreadlineError instead
+    return stream.result
+
+
+async def drive(
+    client: tl.Client,
+    thread: ThreadFile,
+    state: tl.HarnessState | None,
+    *,
+    prompt: str | None = None,
+    resume: tl.DeferredToolResume | None = None,
+) -> tl.RunResult:
+    """Run once, then answer and resume for as long as the run suspends."""
+    while True:
+        spec = tl.RunSpec(previous_state=state, client_tools=CLIENT_TOOLS, deferred_resume=resume)
+        if prompt:
+            spec.text = prompt
+        result = await stream_once(client, spec)
+        if result.state is not None:
+            state = result.state
+        pending = result.deferred if result.status == tl.RunStatus.SUSPENDED else None
+        thread.save(state, pending)  # persist before asking: the answer may never come
+        if pending is None:
+            return result
+        resume, prompt = tl.resume(pending, await answer(pending)), None
+
+
+async def session(args: argparse.Namespace) -> int:
+    thread = ThreadFile(Path(args.state))
+    state, pending = thread.load()
+    async with tl.Client(args.server, token=args.token, timeout=args.timeout) as client:
+        if args.fork:
+            if state is None:
+                print(f"nothing to fork: {thread.path} does not exist", file=sys.stderr)
+                return 2
+            thread = ThreadFile(Path(args.fork))
+            state, pending = await client.fork_state(state), None
+            print(f"[host] forked into {state.thread_id} ({thread.path})", file=sys.stderr)
+            thread.save(state, None)
+        if pending is None and not args.prompt:
+            print("give a prompt (nothing is pending to resume)", file=sys.stderr)
+            return 2
+
+        result: tl.RunResult | None = None
+        if pending is not None:
+            # A batch left by an earlier session: answer it first.
+            print(f"[host] {len(tl.pending(pending))} deferred call(s) wait for an answer", file=sys.stderr)
+            result = await drive(client, thread, state, resume=tl.resume(pending, await answer(pending)))
+            state = result.state or state
+        if args.prompt:
+            result = await drive(client, thread, state, prompt=args.prompt)
+    assert result is not None
+
+    if result.status == tl.RunStatus.COMPLETED:
+        print(f"[host] {result.thread_id} {result.run_id}: {tl.output(result)!r}", file=sys.stderr)
+        return 0
+    failure = result.failure
+    detail = f"{failure.code}: {failure.message}" if failure is not None else ""
+    print(f"[host] the run ended {result.status!s} {detail}", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Drive one Threadline thread kept in a file.")
+    parser.add_argument("prompt", nargs="?", default="", help="what to say; omit to answer a pending batch")
+    parser.add_argument(
+        "--state", required=True, help="the thread's state file (.json = proto3 JSON, else binary)"
+    )
+    parser.add_argument(
+        "--fork", metavar="NEW_STATE", help="branch the thread into this new state file first"
+    )
+    parser.add_argument("--server", default=tl.DEFAULT_TARGET, help="host:port of `threadline serve`")
+    parser.add_argument("--token", default=None, help="bearer token, for a server started with --token")
+    parser.add_argument("--timeout", type=float, default=120.0, help="deadline of each call, in seconds")
+    args = parser.parse_args(argv)
+    try:
+        return asyncio.run(session(args))
+    except tl.ThreadlineError as exc:
+        print(f"[host] error: {exc}", file=sys.stderr)
+        if exc.reason:
+            print(f"[host] reason {exc.reason} {dict(exc.metadata)}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
