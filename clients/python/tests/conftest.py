@@ -8,14 +8,16 @@ temporary file whose tail is shown if it fails to start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 import threadline_client as tl
@@ -39,17 +41,16 @@ def _server_command() -> list[str]:
     return [found, "serve", "--port", "0"]
 
 
-@pytest.fixture(scope="session")
-def server_addr() -> Iterator[str]:
-    """`host:port` of the server every scenario talks to."""
-    given = os.environ.get("THREADLINE_ADDR")
-    if given:
-        yield given
-        return
+@contextlib.contextmanager
+def serve(*extra: str) -> Iterator[str]:
+    """Run `threadline serve --port 0 EXTRA...` and yield its `host:port`; stop it on exit."""
+    # The server reads a default token from THREADLINE_TOKEN; the suite's servers set theirs explicitly.
+    env = {k: v for k, v in os.environ.items() if k != "THREADLINE_TOKEN"}
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as log:
         process = subprocess.Popen(
-            _server_command(),
+            [*_server_command(), *extra],
             cwd=REPO_ROOT,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -63,7 +64,38 @@ def server_addr() -> Iterator[str]:
             process.stdout.close()
 
 
-def _read_address(process: subprocess.Popen[str], log: tempfile._TemporaryFileWrapper[str]) -> str:
+@pytest.fixture(scope="session")
+def server_addr() -> Iterator[str]:
+    """`host:port` of the server every scenario talks to."""
+    given = os.environ.get("THREADLINE_ADDR")
+    if given:
+        yield given
+        return
+    with serve() as addr:
+        yield addr
+
+
+@pytest.fixture(scope="session")
+def server_token() -> str | None:
+    """The bearer token of `server_addr`: THREADLINE_TOKEN for a server named by THREADLINE_ADDR."""
+    return os.environ.get("THREADLINE_TOKEN") if os.environ.get("THREADLINE_ADDR") else None
+
+
+StartServer = Callable[..., str]
+
+
+@pytest.fixture(scope="session")
+def start_server() -> Iterator[StartServer]:
+    """Start an extra `threadline serve --port 0 ARGS...` for this session; returns its `host:port`."""
+    with contextlib.ExitStack() as stack:
+
+        def start(*args: str) -> str:
+            return stack.enter_context(serve(*args))
+
+        yield start
+
+
+def _read_address(process: subprocess.Popen[str], log: IO[str]) -> str:
     assert process.stdout is not None
     lines: queue.Queue[str] = queue.Queue()
 
@@ -101,6 +133,6 @@ def _stop(process: subprocess.Popen[str]) -> None:
 
 
 @pytest.fixture
-async def client(server_addr: str) -> AsyncIterator[tl.Client]:
-    async with tl.Client(server_addr, timeout=60.0) as client:
+async def client(server_addr: str, server_token: str | None) -> AsyncIterator[tl.Client]:
+    async with tl.Client(server_addr, token=server_token, timeout=60.0) as client:
         yield client

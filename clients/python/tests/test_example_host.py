@@ -5,12 +5,25 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import threadline_client as tl
 
 HOST = Path(__file__).resolve().parents[1] / "examples" / "host.py"
+Host = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def host(server_addr: str, server_token: str | None) -> Host:
+    """Run the example host against the suite's server: `host(*args, stdin="y\\n")`."""
+    token = ["--token", server_token] if server_token else []
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return run_host(server_addr, *token, *args, stdin=stdin)
+
+    return run
 
 
 def run_host(server_addr: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -24,26 +37,26 @@ def run_host(server_addr: str, *args: str, stdin: str = "") -> subprocess.Comple
     )
 
 
-def test_approve_then_deny_on_the_terminal(server_addr: str, tmp_path: Path) -> None:
+def test_approve_then_deny_on_the_terminal(host: Host, tmp_path: Path) -> None:
     state = tmp_path / "thread.json"
 
-    approved = run_host(server_addr, "--state", str(state), "delete notes.txt", stdin="y\n")
+    approved = host("--state", str(state), "delete notes.txt", stdin="y\n")
     assert approved.returncode == 0, approved.stderr
     assert "Approve delete_file" in approved.stdout
     assert "Tool results: delete_file: Deleted notes.txt." in approved.stdout
     thread_id = json.loads(state.read_text())["thread_id"]
 
-    denied = run_host(server_addr, "--state", str(state), "delete b.txt", stdin="keep it\n")
+    denied = host("--state", str(state), "delete b.txt", stdin="keep it\n")
     assert denied.returncode == 0, denied.stderr
     assert "Tool results: delete_file: keep it" in denied.stdout
     assert json.loads(state.read_text())["thread_id"] == thread_id
     assert not (tmp_path / "thread.json.pending.json").exists()
 
 
-def test_the_host_runs_its_own_client_tool(server_addr: str, tmp_path: Path) -> None:
+def test_the_host_runs_its_own_client_tool(host: Host, tmp_path: Path) -> None:
     state = tmp_path / "thread.binpb"
 
-    done = run_host(server_addr, "--state", str(state), 'client:word_count {"text": "one two three"}')
+    done = host("--state", str(state), 'client:word_count {"text": "one two three"}')
 
     assert done.returncode == 0, done.stderr
     assert "Tool results: word_count: 3" in done.stdout
@@ -51,26 +64,27 @@ def test_the_host_runs_its_own_client_tool(server_addr: str, tmp_path: Path) -> 
 
 
 @pytest.mark.anyio
-async def test_a_batch_left_pending_is_answered_in_a_later_session(server_addr: str, tmp_path: Path) -> None:
+async def test_a_batch_left_pending_is_answered_in_a_later_session(
+    host: Host, client: tl.Client, tmp_path: Path
+) -> None:
     state = tmp_path / "thread.json"
-    async with tl.Client(server_addr) as client:
-        first = await client.run(tl.RunSpec(text="delete later.txt"))
+    first = await client.run(tl.RunSpec(text="delete later.txt"))
     assert first.state is not None and first.deferred is not None
     state.write_bytes(tl.dump_state(first.state, format="json"))
     (tmp_path / "thread.json.pending.json").write_text(tl.message_to_json(first.deferred))
 
-    later = run_host(server_addr, "--state", str(state), stdin="y\n")
+    later = host("--state", str(state), stdin="y\n")
 
     assert later.returncode == 0, later.stderr
     assert "Tool results: delete_file: Deleted later.txt." in later.stdout
     assert not (tmp_path / "thread.json.pending.json").exists()
 
 
-def test_fork_into_a_new_file(server_addr: str, tmp_path: Path) -> None:
+def test_fork_into_a_new_file(host: Host, tmp_path: Path) -> None:
     source, branch = tmp_path / "a.json", tmp_path / "b.json"
-    assert run_host(server_addr, "--state", str(source), "count").returncode == 0
+    assert host("--state", str(source), "count").returncode == 0
 
-    forked = run_host(server_addr, "--state", str(source), "--fork", str(branch), "count")
+    forked = host("--state", str(source), "--fork", str(branch), "count")
 
     assert forked.returncode == 0, forked.stderr
     assert "Tool results: count: 2" in forked.stdout

@@ -8,6 +8,7 @@ awaits a call cancels the RPC and, for runs, the run on the server.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import ssl
 from collections.abc import AsyncIterator, Sequence
@@ -100,8 +101,9 @@ class Client:
         target: `host:port` of the server (IPv6 as `[::1]:50051`).
         token: A bearer token sent as `authorization: Bearer <token>` on every call (`threadline serve
             --token`). Default: none.
-        tls: `True` for TLS with the system's trust store, an `ssl.SSLContext` for your own, or
-            `None`/`False` for plaintext (loopback and trusted networks only).
+        tls: `True` for TLS with the system's trust store, an `ssl.SSLContext` for your own (e.g.
+            `ssl.create_default_context(cafile="ca.pem")`; the client sets its ALPN protocol to
+            `h2`), or `None`/`False` for plaintext (loopback and trusted networks only).
         timeout: Default deadline of every call, in seconds, runs included; `None` = no deadline.
             A call can override it with its own `timeout=`.
     """
@@ -115,6 +117,10 @@ class Client:
         timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         self._host, self._port = _parse_target(target)
+        if isinstance(tls, ssl.SSLContext):
+            # gRPC runs on HTTP/2, which TLS negotiates through ALPN; grpclib sets it only on the
+            # context it makes itself (tls=True).
+            tls.set_alpn_protocols(["h2"])
         self._tls: bool | ssl.SSLContext | None = tls or None
         self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
         self._timeout = timeout
@@ -146,10 +152,19 @@ class Client:
     async def aclose(self) -> None:
         """Close the connection; calls in flight fail. Idempotent."""
         self._closed = True
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
-            self._stub = None
+        channel, self._channel, self._stub = self._channel, None, None
+        if channel is None:
+            return
+        # grpclib keeps the asyncio transport on its (private) protocol objects; read it defensively.
+        transport = getattr(
+            getattr(getattr(channel, "_protocol", None), "connection", None), "_transport", None
+        )
+        channel.close()
+        if self._tls and isinstance(transport, asyncio.Transport):
+            # A TLS transport's close() waits for the peer's close_notify, which grpc servers do
+            # not always send, leaving the socket open past the event loop. The channel is gone
+            # either way, so cut the connection now.
+            transport.abort()
 
     def _connect(self) -> HarnessServiceStub:
         # grpclib binds the channel to the running event loop, so it is created inside one.
