@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import threadline_client as tl
 from threadline_client import v1
@@ -255,6 +256,23 @@ async def test_leaving_a_stream_early_cancels_it(client: tl.Client) -> None:
             break
     # The connection is still usable afterwards.
     assert (await client.run(tl.RunSpec(text="hello"))).status == tl.RunStatus.COMPLETED
+
+
+async def test_cancelling_the_caller_cancels_the_call(client: tl.Client) -> None:
+    with anyio.move_on_after(0.5) as scope:
+        await client.run(tl.RunSpec(text="sleep 30"))
+    assert scope.cancelled_caught  # a cancellation stays a cancellation, never a ThreadlineError
+    assert (await client.run(tl.RunSpec(text="hello"))).status == tl.RunStatus.COMPLETED
+
+
+async def test_a_thread_id_chosen_with_new_state(client: tl.Client) -> None:
+    state = await client.new_state(thread_id="thread_hostchosen")
+    result = await client.run(tl.RunSpec(text="hello", previous_state=state))
+    assert result.thread_id == "thread_hostchosen"
+
+    with pytest.raises(tl.ThreadlineError) as caught:
+        await client.new_state(thread_id="not a valid id!")
+    assert caught.value.reason == "STATE_INVALID"
 
 
 async def test_a_call_deadline_raises_deadline_exceeded(client: tl.Client) -> None:
