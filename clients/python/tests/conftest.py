@@ -37,7 +37,10 @@ def _server_command() -> list[str]:
         return [str(binary), "serve", "--port", "0"]
     found = shutil.which("threadline")
     if found is None:
-        pytest.fail(f"no threadline server: {binary} is missing and `threadline` is not on PATH")
+        message = f"no threadline server: {binary} is missing and `threadline` is not on PATH"
+        if os.environ.get("THREADLINE_ADDR"):
+            pytest.skip(message)  # only the tests that need a server of their own
+        pytest.fail(message)
     return [found, "serve", "--port", "0"]
 
 
