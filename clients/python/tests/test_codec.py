@@ -219,13 +219,14 @@ def test_transport_failures_become_threadline_errors() -> None:
 @pytest.mark.parametrize(
     ("target", "expected"),
     [
-        ("127.0.0.1:50051", ("127.0.0.1", 50051)),
-        ("localhost", ("localhost", 50051)),
-        ("[::1]:7000", ("::1", 7000)),
-        ("http://example.test:80/", ("example.test", 80)),
+        ("127.0.0.1:50051", ("127.0.0.1", 50051, False)),
+        ("localhost", ("localhost", 50051, False)),
+        ("[::1]:7000", ("::1", 7000, False)),
+        ("http://example.test:80/", ("example.test", 80, False)),
+        ("https://example.test", ("example.test", 50051, True)),
     ],
 )
-def test_targets(target: str, expected: tuple[str, int]) -> None:
+def test_targets(target: str, expected: tuple[str, int, bool]) -> None:
     assert _parse_target(target) == expected
 
 
@@ -234,3 +235,5 @@ def test_bad_targets() -> None:
         _parse_target("host:port")
     with pytest.raises(ValueError):
         _parse_target(":50051")
+    with pytest.raises(ValueError):
+        _parse_target("ftp://host:1")

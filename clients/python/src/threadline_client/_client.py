@@ -66,23 +66,26 @@ class ValidatedState:
     """The harness state JSON (SPEC §2.1.2), byte-identical for equal states."""
 
 
-def _parse_target(target: str) -> tuple[str, int]:
-    """`host:port`, `[v6]:port`, or a bare host (port 50051); an `http(s)://` prefix is ignored."""
-    for scheme in ("http://", "https://", "grpc://"):
-        if target.startswith(scheme):
-            target = target[len(scheme) :]
-    target = target.rstrip("/")
-    if target.startswith("["):
-        host, _, rest = target[1:].partition("]")
-        port = rest.removeprefix(":")
-    elif target.count(":") == 1:
-        host, _, port = target.partition(":")
+def _parse_target(target: str) -> tuple[str, int, bool]:
+    """`host:port`, `[v6]:port` or a bare host (port 50051), optionally after `http://` or
+    `https://`; the flag says whether the scheme asked for TLS."""
+    scheme, sep, rest = target.partition("://")
+    if not sep:
+        scheme, rest = "", target
+    elif scheme not in ("http", "https"):
+        raise ValueError(f"unsupported scheme in target {target!r}; use 'host:port' or http(s)://")
+    rest = rest.rstrip("/")
+    if rest.startswith("["):
+        host, _, after = rest[1:].partition("]")
+        port = after.removeprefix(":")
+    elif rest.count(":") == 1:
+        host, _, port = rest.partition(":")
     else:
-        host, port = target, ""
+        host, port = rest, ""
     if not host:
         raise ValueError(f"no host in target {target!r}; expected 'host:port'")
     try:
-        return host, int(port) if port else 50051
+        return host, int(port) if port else 50051, scheme == "https"
     except ValueError:
         raise ValueError(f"invalid port in target {target!r}; expected 'host:port'") from None
 
@@ -98,7 +101,8 @@ class Client:
     ```
 
     Args:
-        target: `host:port` of the server (IPv6 as `[::1]:50051`).
+        target: `host:port` of the server (IPv6 as `[::1]:50051`); an `https://` prefix turns TLS on
+            unless `tls` says otherwise.
         token: A bearer token sent as `authorization: Bearer <token>` on every call (`threadline serve
             --token`). Default: none.
         tls: `True` for TLS with the system's trust store, an `ssl.SSLContext` for your own (e.g.
@@ -116,7 +120,9 @@ class Client:
         tls: bool | ssl.SSLContext | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
-        self._host, self._port = _parse_target(target)
+        self._host, self._port, https = _parse_target(target)
+        if tls is None and https:
+            tls = True
         if isinstance(tls, ssl.SSLContext):
             # gRPC runs on HTTP/2, which TLS negotiates through ALPN; grpclib sets it only on the
             # context it makes itself (tls=True).
