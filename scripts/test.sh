@@ -14,13 +14,17 @@ step "ruff check / ruff format --check"
 ruff check --output-format concise .
 ruff format --check .
 
-step "mypy --strict harness server"
+step "mypy --strict harness server, and the Python SDK with its own config"
 mypy --strict harness server
+mypy --config-file clients/python/pyproject.toml clients/python/src/threadline_client
 
 bash scripts/check_contract.sh
 
 step "pytest"
 python -m pytest -q tests
+
+step "Python SDK: pytest clients/python (its scenario suite starts its own server)"
+python -m pytest -q clients/python
 
 step "Go SDK: go vet, go test (its scenario suite starts its own server)"
 (cd clients/go && go vet ./... && go test ./...)
