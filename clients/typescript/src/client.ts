@@ -211,14 +211,47 @@ async function* streamEvents(
   spec: RunSpec,
   options: ConnectCallOptions,
 ): AsyncGenerator<RunEvent, void, undefined> {
+  // Connect's stream iterator has no `return()`, so leaving the loop early would leave the run
+  // going on the server (and the call's deadline timer keeping the process alive). So when the
+  // caller stops reading (`break`, `return`, an exception in its loop body), `finally` aborts our
+  // own signal, which cancels the RPC and so the run, and reads the stream to its end so Connect
+  // cleans up.
+  const controller = new AbortController();
+  const { signal } = options;
+  const forward = () => controller.abort(signal?.reason);
+  if (signal?.aborted) {
+    forward();
+  } else {
+    signal?.addEventListener("abort", forward, { once: true });
+  }
+  const responses = service.streamRun({ spec }, { ...options, signal: controller.signal })[Symbol.asyncIterator]();
+  let finished = false;
   try {
-    for await (const response of service.streamRun({ spec }, options)) {
-      if (response.event !== undefined) {
-        yield response.event;
+    for (;;) {
+      const next = await responses.next();
+      if (next.done === true) {
+        finished = true;
+        return;
+      }
+      if (next.value.event !== undefined) {
+        yield next.value.event;
       }
     }
   } catch (err) {
+    finished = true;
     throw ThreadlineError.from(err);
+  } finally {
+    signal?.removeEventListener("abort", forward);
+    if (!finished) {
+      controller.abort();
+      try {
+        while ((await responses.next()).done !== true) {
+          // Discard what was already in flight.
+        }
+      } catch {
+        // The cancellation we just caused.
+      }
+    }
   }
 }
 

@@ -33,7 +33,7 @@ import {
   resumeWith,
 } from "../src/index.js";
 import { type TestServer, startServer } from "./server.js";
-import { VECTORS_DIR, checkVector, vectorFiles } from "./vectors.js";
+import { VECTORS_DIR, checkVector, manifest, unlistedFiles } from "./vectors.js";
 
 let server: TestServer;
 let client: ThreadlineClient;
@@ -274,6 +274,32 @@ describe("streaming", () => {
     assert.equal(seen[0]?.event.case, "runStarted");
   });
 
+  test("leaving the loop early cancels the call", async () => {
+    const signals: AbortSignal[] = [];
+    const observed = createThreadlineClient({
+      baseUrl: server.baseUrl,
+      token: process.env["THREADLINE_TOKEN"],
+      interceptors: [
+        (next) => (request) => {
+          signals.push(request.signal);
+          return next(request);
+        },
+      ],
+    });
+    try {
+      for await (const event of observed.streamRun({ prompt: "sleep 30" })) {
+        assert.equal(event.event.case, "runStarted");
+        break;
+      }
+      assert.equal(signals.length, 1);
+      assert.equal(signals[0]?.aborted, true);
+      // The connection stays usable.
+      assert.equal(output(await observed.run({ prompt: "after the break" })), "You said: after the break");
+    } finally {
+      observed.close();
+    }
+  });
+
   test("a call deadline ends a slow run with Code.DeadlineExceeded", async () => {
     await assert.rejects(client.run({ prompt: "sleep 30" }, { timeoutMs: 300 }), (err: unknown) => {
       assert.ok(err instanceof ThreadlineError);
@@ -378,13 +404,15 @@ describe("example host", () => {
   });
 });
 
-// Skipped only when there is nothing to check: the folder does not exist (git keeps no empty
-// folder, so an empty one is the same case).
-const vectors = existsSync(VECTORS_DIR) ? vectorFiles() : [];
-describe("golden vectors", { skip: vectors.length === 0 ? `no vectors in ${VECTORS_DIR}` : false }, () => {
-  for (const file of vectors) {
-    test(`${file} decodes and re-encodes`, () => {
-      checkVector(file);
+// Skipped only when the folder does not exist.
+describe("golden vectors", { skip: existsSync(VECTORS_DIR) ? false : `${VECTORS_DIR} does not exist` }, () => {
+  for (const [name, typeName] of existsSync(VECTORS_DIR) ? manifest() : []) {
+    test(`${name} (${typeName}) decodes and re-encodes in both forms`, () => {
+      checkVector(name, typeName);
     });
   }
+  test("the manifest names every vector file", () => {
+    assert.ok(manifest().length > 0);
+    assert.deepEqual(unlistedFiles(), []);
+  });
 });

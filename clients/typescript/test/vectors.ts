@@ -1,11 +1,13 @@
-// The golden vectors of `tests/vectors/` (DESIGN "Tests"): envelopes, deferred batches and event
-// streams the server produced. Every client must decode them and write them back: `*.binpb` to
-// the identical bytes, `*.json` (proto3 JSON, original field names) to the same parsed JSON value.
+// The golden vectors of `tests/vectors/` (DESIGN "Tests", tests/vectors/README.md): messages the
+// server's own mapping produced. `manifest.json` maps each vector name to its message type; every
+// vector comes as `<name>.binpb` (must re-encode to the identical bytes) and `<name>.json` (proto3
+// JSON with the original field names; must re-encode to the same parsed JSON value).
 
 import assert from "node:assert/strict";
-import { readFileSync, readdirSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 
+import { createRegistry } from "@bufbuild/protobuf";
 import type { DescMessage } from "@bufbuild/protobuf";
 
 import { decodeMessage, encodeMessage } from "../src/codec.js";
@@ -18,57 +20,46 @@ import { REPO_ROOT } from "./server.js";
 
 export const VECTORS_DIR = join(REPO_ROOT, "tests", "vectors");
 
-/** Every message of the contract by its snake_case name (`harness_state`, `run_event`, …). */
-const MESSAGES = new Map<string, DescMessage>(
-  [
-    file_threadline_v1_state,
-    file_threadline_v1_deferred,
-    file_threadline_v1_run,
-    file_threadline_v1_events,
-    file_threadline_v1_harness_service,
-  ]
-    .flatMap((file) => file.messages)
-    .map((desc) => [snake(desc.name), desc]),
+/** Every message of the contract, by fully qualified name. */
+const REGISTRY = createRegistry(
+  file_threadline_v1_state,
+  file_threadline_v1_deferred,
+  file_threadline_v1_run,
+  file_threadline_v1_events,
+  file_threadline_v1_harness_service,
 );
 
-/** The vector files, sorted: `*.binpb` and `*.json` in the folder and its subfolders. */
-export function vectorFiles(): string[] {
-  return readdirSync(VECTORS_DIR, { recursive: true, encoding: "utf8" })
-    .filter((name) => name.endsWith(".binpb") || name.endsWith(".json"))
-    .sort();
+/** The vector names and their fully qualified message types, from `manifest.json`. */
+export function manifest(): [name: string, typeName: string][] {
+  const entries = JSON.parse(readFileSync(join(VECTORS_DIR, "manifest.json"), "utf8")) as Record<string, string>;
+  return Object.entries(entries).sort(([a], [b]) => a.localeCompare(b));
 }
 
-/**
- * The message a vector holds, from its file name: the longest snake_case message name the base
- * name starts with (`harness_state_suspended.binpb` is a `HarnessState`).
- */
-export function schemaOf(file: string): DescMessage {
-  const base = file.split("/").at(-1)!.replace(/\.(binpb|json)$/, "");
-  let best: DescMessage | undefined;
-  for (const [name, desc] of MESSAGES) {
-    if ((base === name || base.startsWith(`${name}_`) || base.startsWith(`${name}.`)) && name.length > snake(best?.name ?? "").length) {
-      best = desc;
-    }
-  }
-  assert.ok(best, `no threadline.v1 message matches the vector name ${file}`);
-  return best;
+/** Vector files in the folder that the manifest does not name (should be none). */
+export function unlistedFiles(): string[] {
+  const listed = new Set(manifest().flatMap(([name]) => [`${name}.binpb`, `${name}.json`]));
+  return readdirSync(VECTORS_DIR)
+    .filter((file) => (file.endsWith(".binpb") || file.endsWith(".json")) && file !== "manifest.json")
+    .filter((file) => !listed.has(file));
 }
 
-/** Decode one vector and check that re-encoding gives it back. */
-export function checkVector(file: string): void {
-  const schema = schemaOf(file);
-  const path = join(VECTORS_DIR, file);
-  if (file.endsWith(".binpb")) {
-    const bytes = new Uint8Array(readFileSync(path));
-    const message = decodeMessage(schema, bytes);
-    assert.deepEqual(encodeMessage(schema, message), bytes, `${file}: re-encoded bytes differ`);
-  } else {
-    const text = readFileSync(path, "utf8");
-    const message = decodeMessage(schema, text);
-    assert.deepEqual(JSON.parse(encodeMessage(schema, message, "json")), JSON.parse(text), `${file}: re-encoded JSON differs`);
-  }
-}
+/** Decode vector `name` in both forms and check that re-encoding gives each back. */
+export function checkVector(name: string, typeName: string): void {
+  const schema: DescMessage | undefined = REGISTRY.getMessage(typeName);
+  assert.ok(schema, `${name}: ${typeName} is not a message of this contract`);
 
-function snake(name: string): string {
-  return name.replace(/[A-Z]/g, (letter, index: number) => (index === 0 ? "" : "_") + letter.toLowerCase());
+  const binary = join(VECTORS_DIR, `${name}.binpb`);
+  assert.ok(existsSync(binary), `${name}.binpb is missing`);
+  const bytes = new Uint8Array(readFileSync(binary));
+  const fromBytes = decodeMessage(schema, bytes);
+  assert.deepEqual(encodeMessage(schema, fromBytes), bytes, `${name}.binpb: re-encoded bytes differ`);
+
+  const json = join(VECTORS_DIR, `${name}.json`);
+  assert.ok(existsSync(json), `${name}.json is missing`);
+  const text = readFileSync(json, "utf8");
+  const fromJson = decodeMessage(schema, text);
+  assert.deepEqual(JSON.parse(encodeMessage(schema, fromJson, "json")), JSON.parse(text), `${name}.json: re-encoded JSON differs`);
+
+  // Both forms hold the same message.
+  assert.deepEqual(encodeMessage(schema, fromJson), bytes, `${name}: the JSON and binary forms differ`);
 }
