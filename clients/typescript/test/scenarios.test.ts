@@ -32,7 +32,7 @@ import {
   pendingCalls,
   resumeWith,
 } from "../src/index.js";
-import { type TestServer, startServer } from "./server.js";
+import { SERVER_ADDR, type TestServer, startServer } from "./server.js";
 import { VECTORS_DIR, checkVector, manifest, unlistedFiles } from "./vectors.js";
 
 let server: TestServer;
@@ -341,6 +341,32 @@ describe("errors", () => {
       assert.equal(err.reason, "AGENT_UNKNOWN");
       return true;
     });
+  });
+
+  test("a server with --token needs the client's token", { skip: SERVER_ADDR && "THREADLINE_ADDR names the server" }, async () => {
+    const guarded = await startServer(["--token", "s3cret-token"]);
+    const clients = ["", "wrong", "s3cret-token"].map((token) => createThreadlineClient({ baseUrl: guarded.baseUrl, token }));
+    try {
+      const [missing, wrong, right] = clients;
+      for (const [c, reason] of [
+        [missing!, "TOKEN_MISSING"],
+        [wrong!, "TOKEN_INVALID"],
+      ] as const) {
+        await assert.rejects(c.getServerInfo(), (err: unknown) => {
+          assert.ok(err instanceof ThreadlineError);
+          assert.equal(err.code, Code.Unauthenticated);
+          assert.equal(err.reason, reason);
+          return true;
+        });
+      }
+      assert.ok((await right!.getServerInfo()).schemaVersions.includes("1"));
+      const events = [];
+      for await (const event of right!.streamRun({ prompt: "hello token" })) events.push(event);
+      assert.equal(events.at(-1)?.event.case, "result");
+    } finally {
+      for (const c of clients) c.close();
+      await guarded.stop();
+    }
   });
 
   test("validateState returns the state in both stored forms", async () => {

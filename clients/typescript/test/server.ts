@@ -21,17 +21,23 @@ export interface TestServer {
   stop(): Promise<void>;
 }
 
-/** Use `THREADLINE_ADDR` when set, else start `<repo>/.venv/bin/threadline serve --port 0`. */
-export async function startServer(): Promise<TestServer> {
-  const addr = process.env["THREADLINE_ADDR"];
-  if (addr !== undefined && addr !== "") {
-    return { baseUrl: /^https?:\/\//.test(addr) ? addr : `http://${addr}`, stop: async () => {} };
+/** The address in `THREADLINE_ADDR`, or undefined when the suites start their own server. */
+export const SERVER_ADDR = process.env["THREADLINE_ADDR"] || undefined;
+
+/**
+ * Use `THREADLINE_ADDR` when set, else start `<repo>/.venv/bin/threadline serve --port 0`.
+ *
+ * @param extraArgs - More `serve` flags; giving any always starts a server of our own.
+ */
+export async function startServer(extraArgs: string[] = []): Promise<TestServer> {
+  if (SERVER_ADDR !== undefined && extraArgs.length === 0) {
+    return { baseUrl: /^https?:\/\//.test(SERVER_ADDR) ? SERVER_ADDR : `http://${SERVER_ADDR}`, stop: async () => {} };
   }
   const executable = `${REPO_ROOT}.venv/bin/threadline`;
   if (!existsSync(executable)) {
     throw new Error(`${executable} does not exist: run scripts/setup.sh, or set THREADLINE_ADDR`);
   }
-  const child = spawn(executable, ["serve", "--port", "0"], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(executable, ["serve", "--port", "0", ...extraArgs], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
   // Keep the last log lines (JSON on stderr) to explain a failed start; reading also keeps the
   // pipe from filling up.
   const logs: string[] = [];
