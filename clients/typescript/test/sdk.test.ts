@@ -7,10 +7,13 @@ import { test } from "node:test";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 
-import {
-  BadRequestSchema,
-  ErrorInfoSchema,
-} from "../src/googleapis/google/rpc/error_details_pb.js";
+import * as deferredPb from "../src/gen/threadline/v1/deferred_pb.js";
+import * as eventsPb from "../src/gen/threadline/v1/events_pb.js";
+import * as servicePb from "../src/gen/threadline/v1/harness_service_pb.js";
+import * as runPb from "../src/gen/threadline/v1/run_pb.js";
+import * as statePb from "../src/gen/threadline/v1/state_pb.js";
+import { BadRequestSchema, ErrorInfoSchema } from "../src/googleapis/google/rpc/error_details_pb.js";
+import * as sdk from "../src/index.js";
 import {
   DeferredKind,
   DeferredToolRequestsSchema,
@@ -176,4 +179,38 @@ test("ThreadlineError.from turns anything else into Unknown or Canceled without 
   aborted.abort();
   assert.equal(ThreadlineError.from(aborted.signal.reason).code, Code.Canceled);
   assert.equal(reasonOf(undefined), "");
+});
+
+test("the package exports exactly its public surface plus the generated contract", () => {
+  const generated = [deferredPb, eventsPb, servicePb, runPb, statePb].flatMap((module) => Object.keys(module));
+  for (const name of generated) {
+    assert.ok(name in sdk, `${name} is re-exported`);
+  }
+  const own = Object.keys(sdk)
+    .filter((name) => !generated.includes(name))
+    .sort();
+  // A change here is a change of the public API: review it as one.
+  assert.deepEqual(own, [
+    "Code",
+    "DEFAULT_RUN_TIMEOUT_MS",
+    "DEFAULT_TIMEOUT_MS",
+    "THREADLINE_ERROR_DOMAIN",
+    "ThreadlineError",
+    "approve",
+    "callFailed",
+    "callResult",
+    "callRetry",
+    "codeName",
+    "collectRun",
+    "createThreadlineClient",
+    "decodeMessage",
+    "decodeState",
+    "deny",
+    "encodeMessage",
+    "encodeState",
+    "externalResult",
+    "pendingCalls",
+    "reasonOf",
+    "resumeWith",
+  ]);
 });
