@@ -174,9 +174,13 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             status = f"error:{error.code}"
             await abort(context, error)
         except BaseException as error:
-            status = (
-                "client_cancelled" if isinstance(error, GeneratorExit | asyncio.CancelledError) else "error"
-            )
+            # A `Run` call closes this generator once it has the result: that is no cancellation.
+            if status not in ("completed", "suspended", "failed", "cancelled"):
+                status = (
+                    "client_cancelled"
+                    if isinstance(error, GeneratorExit | asyncio.CancelledError)
+                    else "error"
+                )
             if isinstance(error, Exception) and not isinstance(error, grpc.aio.AbortError):
                 status = "internal_error"
                 LOGGER.exception("run_crashed", extra={"fields": fields})

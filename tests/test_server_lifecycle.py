@@ -205,6 +205,23 @@ async def test_sigterm_drains_running_runs_into_cancelled_results(serve_process)
     assert finished["thread_id"] == result.thread_id and finished["run_id"] == result.run_id
 
 
+async def test_a_unary_run_is_logged_with_its_status(serve_process) -> None:  # type: ignore[no-untyped-def]
+    running: ServeProcess = serve_process()
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
+        response = await stub.Run(
+            harness_service_pb2.RunRequest(spec=run_pb2.RunSpec(text="hello there", request_id="unary-log"))
+        )
+    assert response.result.status == run_pb2.RUN_STATUS_COMPLETED
+    running.process.send_signal(signal.SIGTERM)
+    assert await anyio.to_thread.run_sync(running.process.wait, 30) == 0
+    runs = [line for line in log_lines(running) if line.get("request_id") == "unary-log"]
+    assert [(line["event"], line.get("status")) for line in runs] == [
+        ("run_started", None),
+        ("run_finished", "completed"),
+    ]
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
