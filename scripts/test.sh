@@ -26,5 +26,8 @@ python -m pytest -q tests
 step "Python SDK: pytest clients/python (its scenario suite starts its own server)"
 python -m pytest -q clients/python
 
+step "TypeScript SDK: typecheck, npm test (its scenario suite starts its own server)"
+(cd clients/typescript && npm run --silent typecheck && npm test)
+
 step "Go SDK: go vet, go test (its scenario suite starts its own server)"
 (cd clients/go && go vet ./... && go test ./...)
