@@ -15,6 +15,7 @@ __all__ = (
     "DEFAULT_MAX_CONCURRENT_RUNS",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_PORT",
+    "UNACCEPTED_CALL_WAIT_S",
     "ConfigError",
     "ServerConfig",
 )
@@ -24,6 +25,8 @@ DEFAULT_PORT = 50051
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """64 MiB: long histories travel whole in every request, so grpc's 4 MiB default is too small."""
 DEFAULT_MAX_CONCURRENT_RUNS = 256
+UNACCEPTED_CALL_WAIT_S = 300
+"""How long grpc keeps a call the busy server has not accepted yet before cancelling it (grpc: 30 s)."""
 
 
 class ConfigError(Exception):
@@ -104,4 +107,9 @@ class ServerConfig:
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
             ("grpc.http2.max_pings_without_data", 0),
+            # grpc.aio accepts one call per event-loop iteration, so under a burst (1 000 streams at
+            # once) calls wait in grpc's own queue until the loop gets to them; grpc's default cancels
+            # those still waiting after 30 s (CANCELLED, before `--max-concurrent-runs` is even asked).
+            # A client's deadline still bounds the wait.
+            ("grpc.server_max_unrequested_time_in_server", UNACCEPTED_CALL_WAIT_S),
         ]
