@@ -27,6 +27,7 @@ from pydantic_ai.messages import (
     PartStartEvent,
     SystemPromptPart,
     TextPart,
+    TextPartDelta,
     ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
@@ -156,35 +157,80 @@ def ensure_input(
 
 
 class PartTracker:
-    """Follows the public part events of the response being streamed, to rebuild its safe parts."""
+    """Follows the public part events of the response being streamed, to rebuild its safe parts.
 
-    __slots__ = ("ended", "parts")
+    A streamed answer is mostly plain text deltas, and applying each one builds a new `TextPart` (a
+    dataclass `replace` and a copy of the text so far). So plain text deltas are only collected, and
+    folded into their part in one step when something else happens to that part or the safe parts are
+    asked for: the result is exactly what applying them one by one gives.
+    """
+
+    __slots__ = ("_text", "ended", "parts")
+
+    _FOLD_EVERY = 256
+    """Fold collected text after this many deltas, so a long answer keeps one string, not thousands."""
 
     def __init__(self) -> None:
         self.parts: dict[int, ModelResponsePart] = {}
+        """Each part's latest state, except for plain text deltas not folded in yet (`_text`)."""
         self.ended: set[int] = set()
+        self._text: dict[int, list[str]] = {}
 
     def reset(self) -> None:
         """A new model request starts."""
         self.parts.clear()
         self.ended.clear()
+        self._text.clear()
 
     def observe(self, event: object) -> None:
         """Record a part start, delta or end."""
+        if type(event) is PartDeltaEvent:
+            index = event.index
+            delta = event.delta
+            if (
+                type(delta) is TextPartDelta
+                and delta.provider_name is None
+                and delta.provider_details is None
+                and delta.citations_delta is None
+                and type(self.parts.get(index)) is TextPart
+            ):
+                chunks = self._text.setdefault(index, [])
+                chunks.append(delta.content_delta)
+                if len(chunks) >= self._FOLD_EVERY:
+                    self._fold(index)
+                return
         if isinstance(event, PartStartEvent):
+            self._text.pop(event.index, None)
             self.parts[event.index] = event.part
         elif isinstance(event, PartDeltaEvent):
+            self._fold(event.index)
             part = self.parts.get(event.index)
             if part is not None:
                 # A delta that does not fit the part is not safe to keep.
                 with contextlib.suppress(ValueError, TypeError):
                     self.parts[event.index] = event.delta.apply(part)
         elif isinstance(event, PartEndEvent):
+            self._text.pop(event.index, None)
             self.parts[event.index] = event.part
             self.ended.add(event.index)
 
+    def _fold(self, index: int) -> None:
+        """Apply the collected plain text deltas of part `index` (what `TextPartDelta.apply` does for each)."""
+        chunks = self._text.pop(index, None)
+        if not chunks:
+            return
+        part = self.parts[index]
+        assert isinstance(part, TextPart)
+        self.parts[index] = replace(
+            part,
+            content=part.content + "".join(chunks),
+            provider_details={**(part.provider_details or {})} or None,
+        )
+
     def safe_parts(self) -> list[ModelResponsePart]:
         """Complete visible text, finished thinking, finished calls; nothing half-written."""
+        for index in list(self._text):
+            self._fold(index)
         safe: list[ModelResponsePart] = []
         for index in sorted(self.parts):
             part = self.parts[index]

@@ -38,7 +38,7 @@ from .capability_state import CapabilityStateStore
 from .context import AgentContext, RunBindings
 from .deferred import DeferredToolRequests, DeferredToolResume, preflight_resume
 from .errors import ErrorCode, FailureCode, HarnessError, InputError, RunCleanupError, RunError, StateError
-from .events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, utc_now
+from .events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, numbered_event, utc_now
 from .results import HarnessRunResult, SafeFailure
 from .state import HarnessState
 
@@ -399,7 +399,7 @@ class HarnessRunStream(Generic[OutputT]):
         )
 
     def _event(self, event: Any) -> HarnessEvent:
-        item = HarnessEvent(self.thread_id, self.run_id, self._sequence, utc_now(), event)
+        item = numbered_event(self.thread_id, self.run_id, self._sequence, event)
         self._sequence += 1
         return item
 

@@ -140,3 +140,24 @@ class HarnessRunResultEvent(Generic[OutputT]):
 def utc_now() -> datetime:
     """The current time in UTC."""
     return datetime.now(UTC)
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def numbered_event(
+    thread_id: str, run_id: str, sequence: int, event: AgentStreamEvent | HarnessExtensionEvent
+) -> HarnessEvent:
+    """`HarnessEvent(thread_id, run_id, sequence, utc_now(), event)` for the run that numbers it.
+
+    The run's IDs were checked when it started and it counts `sequence` up from 0, so the envelope
+    checks of `__post_init__` cannot fail and are skipped: this is on the path of every streamed delta.
+    """
+    item: HarnessEvent = _new(HarnessEvent)
+    _set(item, "thread_id", thread_id)
+    _set(item, "run_id", run_id)
+    _set(item, "sequence", sequence)
+    _set(item, "occurred_at", datetime.now(UTC))
+    _set(item, "event", event)
+    return item

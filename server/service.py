@@ -39,7 +39,7 @@ from .agents import AgentRegistry, ToolCategory
 from .errors import ServerError, ServerReason, at_field, field_of
 from .mapping.deferred import resume_from_pb, resume_to_pb
 from .mapping.errors import abort
-from .mapping.events import checkpoint_to_pb, event_to_pb, result_event_to_pb
+from .mapping.events import checkpoint_to_pb, fill_event, result_event_to_pb
 from .mapping.run import RunCall, result_to_pb, run_call_from_pb
 from .mapping.state import (
     HISTORY_FORMAT,
@@ -108,16 +108,23 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         # garbage collector finalises a suspended generator.
         async with aclosing(self._execute(call, context, checkpoints=call.checkpoints)) as items:
             async for item in items:
-                if isinstance(item, _Checkpoint):
-                    event = checkpoint_to_pb(
-                        item.state, thread_id=item.state.thread_id, run_id=item.run_id, sequence=sequence
+                response = harness_service_pb2.StreamRunResponse()
+                if type(item) is HarnessEvent:  # nearly every item: fill the response in place
+                    fill_event(response.event, item, sequence=sequence)
+                elif isinstance(item, _Checkpoint):
+                    response.event.CopyFrom(
+                        checkpoint_to_pb(
+                            item.state, thread_id=item.state.thread_id, run_id=item.run_id, sequence=sequence
+                        )
                     )
                 elif isinstance(item, HarnessRunResultEvent):
-                    event = result_event_to_pb(item, sequence=sequence, request_id=call.request_id)
+                    response.event.CopyFrom(
+                        result_event_to_pb(item, sequence=sequence, request_id=call.request_id)
+                    )
                 else:
-                    event = event_to_pb(item, sequence=sequence)
+                    fill_event(response.event, item, sequence=sequence)
                 sequence += 1
-                yield harness_service_pb2.StreamRunResponse(event=event)
+                yield response
 
     async def Run(
         self, request: harness_service_pb2.RunRequest, context: grpc.aio.ServicerContext[Any, Any]

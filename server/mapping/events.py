@@ -41,7 +41,7 @@ from harness import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, 
 from .run import result_to_pb
 from .state import state_to_pb
 
-__all__ = ("checkpoint_to_pb", "event_to_pb", "result_event_to_pb", "timestamp_to_pb")
+__all__ = ("checkpoint_to_pb", "event_to_pb", "fill_event", "result_event_to_pb", "timestamp_to_pb")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -72,13 +72,23 @@ def timestamp_to_pb(moment: datetime) -> Timestamp:
     return Timestamp(seconds=delta.days * 86400 + delta.seconds, nanos=delta.microseconds * 1000)
 
 
+def _fill_timestamp(target: Timestamp, moment: datetime) -> None:
+    delta = moment - _EPOCH
+    target.seconds = delta.days * 86400 + delta.seconds
+    target.nanos = delta.microseconds * 1000
+
+
+# `json.dumps` with arguments builds a new encoder on every call; these are built once.
+_compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def _args_json(args: object) -> str:
     if args is None:
         return ""
     if isinstance(args, str):
         return args
     if isinstance(args, dict):
-        return json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+        return _compact_json(args)
     return to_json(args).decode()  # typed native arguments (e.g. tool search): pydantic's JSON
 
 
@@ -90,12 +100,17 @@ def _native(event: Any) -> events_pb2.Native:
 
 def event_to_pb(item: HarnessEvent, *, sequence: int) -> events_pb2.RunEvent:
     """Encode one streamed item (every case of `RunEvent.event` except `result` and checkpoints)."""
-    msg = events_pb2.RunEvent(
-        thread_id=item.thread_id,
-        run_id=item.run_id,
-        sequence=sequence,
-        occurred_at=timestamp_to_pb(item.occurred_at),
-    )
+    msg = events_pb2.RunEvent()
+    fill_event(msg, item, sequence=sequence)
+    return msg
+
+
+def fill_event(msg: events_pb2.RunEvent, item: HarnessEvent, *, sequence: int) -> None:
+    """`event_to_pb`, written into an empty `msg` (e.g. `StreamRunResponse().event`): no message copies."""
+    msg.thread_id = item.thread_id
+    msg.run_id = item.run_id
+    msg.sequence = sequence
+    _fill_timestamp(msg.occurred_at, item.occurred_at)
     event = item.event
     kind = type(event)
     if kind is PartDeltaEvent:
@@ -106,38 +121,31 @@ def event_to_pb(item: HarnessEvent, *, sequence: int) -> events_pb2.RunEvent:
         if event.kind == "lifecycle" and event.type == "run_started":
             msg.run_started.SetInParent()
         else:
-            msg.lifecycle.CopyFrom(
-                events_pb2.Lifecycle(
-                    kind=event.kind,
-                    type=event.type or "",
-                    schema_version=event.schema_version,
-                    payload_json=json.dumps(event.payload, ensure_ascii=False, separators=(",", ":")),
-                )
-            )
+            out = msg.lifecycle
+            out.kind = event.kind
+            out.type = event.type or ""
+            out.schema_version = event.schema_version
+            out.payload_json = _compact_json(event.payload)
     elif isinstance(event, FunctionToolCallEvent):
         part = event.part
-        msg.tool_call.CopyFrom(
-            events_pb2.ToolCall(
-                tool_call_id=part.tool_call_id, tool_name=part.tool_name, args_json=_args_json(part.args)
-            )
-        )
+        call = msg.tool_call
+        call.tool_call_id = part.tool_call_id
+        call.tool_name = part.tool_name
+        call.args_json = _args_json(part.args)
     elif isinstance(event, FunctionToolResultEvent):
         result = event.part
-        msg.tool_result.CopyFrom(
-            events_pb2.ToolResult(
-                tool_call_id=result.tool_call_id,
-                tool_name=result.tool_name,
-                outcome=_OUTCOME.get(result.outcome, events_pb2.TOOL_OUTCOME_UNSPECIFIED),
-                content_json=_content_adapter().dump_json(result.content).decode(),
-            )
-        )
+        out_result = msg.tool_result
+        out_result.tool_call_id = result.tool_call_id
+        out_result.tool_name = result.tool_name
+        out_result.outcome = _OUTCOME.get(result.outcome, events_pb2.TOOL_OUTCOME_UNSPECIFIED)
+        out_result.content_json = _content_adapter().dump_json(result.content).decode()
     elif isinstance(event, FinalResultEvent):
-        msg.final_result.CopyFrom(
-            events_pb2.FinalResult(tool_name=event.tool_name or "", tool_call_id=event.tool_call_id or "")
-        )
+        final = msg.final_result
+        final.tool_name = event.tool_name or ""
+        final.tool_call_id = event.tool_call_id or ""
+        final.SetInParent()
     else:
         msg.native.CopyFrom(_native(event))
-    return msg
 
 
 def _part_delta(msg: events_pb2.RunEvent, event: PartDeltaEvent) -> None:
@@ -155,15 +163,12 @@ def _part_delta(msg: events_pb2.RunEvent, event: PartDeltaEvent) -> None:
         out.content_delta = delta.content_delta
         return
     if isinstance(delta, ToolCallPartDelta) and not isinstance(delta.args_delta, dict):
-        msg.part_delta.CopyFrom(
-            events_pb2.PartDelta(
-                part_index=event.index,
-                kind=events_pb2.PART_KIND_TOOL_CALL,
-                tool_name_delta=delta.tool_name_delta or "",
-                tool_call_id=delta.tool_call_id or "",
-                args_delta=delta.args_delta or "",
-            )
-        )
+        out = msg.part_delta
+        out.part_index = event.index
+        out.kind = events_pb2.PART_KIND_TOOL_CALL
+        out.tool_name_delta = delta.tool_name_delta or ""
+        out.tool_call_id = delta.tool_call_id or ""
+        out.args_delta = delta.args_delta or ""
         return
     # A signature-only thinking delta, or arguments streamed as objects: not expressible as appended text.
     msg.native.CopyFrom(_native(event))
