@@ -1,0 +1,290 @@
+"""`python -m bench`: every section, one table, one JSON file.
+
+    .venv/bin/python -m bench                      # full sizes -> bench/results/latest.json
+    .venv/bin/python -m bench --smoke --out DIR/x.json   # tiny sizes (the test suite's smoke run)
+
+Sections: (a) one run four ways, (b) streamed deltas/s against bare grpcio, (c) envelope encode +
+decode per message, (d) turn N of a thread against turn 1, (e) concurrent streaming runs and idle
+stream memory, (f) checkpoint bytes as the history grows. Each section's module docstring says how
+it measures; `bench.measure` says why cost is CPU time and ratios are medians of per-round ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from .checkpoints import checkpoint_section
+from .concurrency import concurrency_section, idle_memory_section
+from .envelope import envelope_section
+from .proc import MAX_CONCURRENT_RUNS, Helper, ServerProcess, machine
+from .runs import run_section
+from .stream_rate import stream_section
+from .thread import build_thread, thread_section
+
+LATEST = Path(__file__).resolve().parent / "results" / "latest.json"
+"""Where a full run writes its results (committed with the README's numbers)."""
+
+SECTIONS = "abcdef"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each section does; `SMOKE` only proves the code paths and the JSON shape."""
+
+    runs_per_round: int = 40
+    rounds: int = 7
+    stream_deltas: int = 2000
+    stream_processes: int = 2
+    stream_streams: int = 2
+    stream_repeat: int = 1
+    stream_rounds: int = 3
+    envelope_sizes: tuple[int, ...] = (10, 1000, 10000)
+    envelope_rounds: int = 7
+    envelope_batch_s: float = 0.25
+    turns: int = 50
+    turn_runs: int = 10
+    turn_rounds: int = 5
+    concurrency: tuple[int, ...] = (100, 1000)
+    client_processes: int = 2
+    idle_streams: int = 1000
+    checkpoint_turns: tuple[int, ...] = (1, 10, 20, 30, 40, 50)
+    checkpoint_rounds: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+
+
+SMOKE = Sizes(
+    runs_per_round=1,
+    rounds=1,
+    stream_deltas=20,
+    stream_processes=1,
+    stream_streams=1,
+    stream_repeat=1,
+    stream_rounds=1,
+    envelope_sizes=(4, 12),
+    envelope_rounds=1,
+    envelope_batch_s=0.0,
+    turns=3,
+    turn_runs=1,
+    turn_rounds=1,
+    concurrency=(2, 4),
+    client_processes=1,
+    idle_streams=3,
+    checkpoint_turns=(1, 2, 3),
+    checkpoint_rounds=(1, 2),
+)
+
+# name -> (comparison, threshold, what it is)
+TARGETS: dict[str, tuple[str, float, str]] = {
+    "in_process_over_pydantic_ai": (
+        "<=",
+        1.5,
+        "(a) harness in-process / pydantic-ai run_stream_events, CPU per run",
+    ),
+    "run_over_pydantic_ai": ("<=", 2.0, "(a) gRPC Run (server CPU) / pydantic-ai"),
+    "stream_run_over_pydantic_ai": ("<=", 2.0, "(a) gRPC StreamRun (server CPU) / pydantic-ai"),
+    "stream_run_over_in_process": ("<=", 1.25, "(a) gRPC StreamRun (server CPU) / harness in-process"),
+    "stream_run_over_bare_grpc": (
+        ">=",
+        0.6,
+        "(b) StreamRun text deltas / bare grpcio messages, per server CPU-second",
+    ),
+    "envelope_protobuf_over_pydantic_ai": (
+        "<=",
+        1.1,
+        "(c) protobuf envelope enc+dec / pydantic-ai round trip (worst size)",
+    ),
+    "envelope_json_over_pydantic_ai": (
+        "<=",
+        1.1,
+        "(c) JSON envelope enc+dec / pydantic-ai round trip (worst size)",
+    ),
+    "envelope_protobuf_per_message_growth": (
+        "<=",
+        1.1,
+        "(c) protobuf envelope us/message, largest / smallest size",
+    ),
+    "turn_last_over_budget": (
+        "<=",
+        1.0,
+        "(d) last turn / (1.5 x turn 1 + pydantic-ai's own growth), gRPC Run",
+    ),
+    "concurrent_runs_errors": ("<=", 0, "(e) errors among the largest level of concurrent streaming runs"),
+    "kib_per_idle_stream": ("<=", 64, "(e) server memory per idle open stream, KiB"),
+    "checkpoint_bytes_exponent_within_run": (
+        "<=",
+        1.2,
+        "(f) k of checkpoint bytes ~ rounds^k inside one run",
+    ),
+    "checkpoint_bytes_exponent_across_turns": (
+        "<=",
+        1.2,
+        "(f) k of checkpoint bytes ~ history^k across turns",
+    ),
+}
+
+
+def _met(comparison: str, value: float, threshold: float) -> bool:
+    return value <= threshold if comparison == "<=" else value >= threshold
+
+
+async def _server_sections(sizes: Sizes, wanted: str, smoke: bool, report: dict[str, Any]) -> None:
+    """Every section that needs the server, on one server process (and one bare grpcio server)."""
+    sections = report["sections"]
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(ServerProcess())
+        bare = Helper("bench.bare").start()
+        stack.callback(bare.close)
+        bare.wait_ready()
+        options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+        async with grpc.aio.insecure_channel(server.address, options=options) as channel:
+            if "a" in wanted:
+                sections["a_runs"] = await run_section(
+                    server, channel, runs=sizes.runs_per_round, rounds=sizes.rounds
+                )
+            if "d" in wanted or "f" in wanted:
+                states = await build_thread(channel, max(sizes.turns, *sizes.checkpoint_turns))
+                if "d" in wanted:
+                    sections["d_thread"] = await thread_section(
+                        server, channel, states[: sizes.turns], runs=sizes.turn_runs, rounds=sizes.turn_rounds
+                    )
+                if "f" in wanted:
+                    sections["f_checkpoints"] = await checkpoint_section(
+                        channel,
+                        states,
+                        turns=list(sizes.checkpoint_turns),
+                        rounds=list(sizes.checkpoint_rounds),
+                    )
+        if "b" in wanted:
+            sections["b_stream"] = await stream_section(
+                server,
+                bare,
+                deltas=sizes.stream_deltas,
+                processes=sizes.stream_processes,
+                streams=sizes.stream_streams,
+                repeat=sizes.stream_repeat,
+                rounds=sizes.stream_rounds,
+            )
+        if "e" in wanted:
+            # A full run measures idle memory on fresh servers (after this one is gone); a smoke run
+            # only checks the code path, here.
+            if smoke:
+                sections["e_idle_memory"] = idle_memory_section(
+                    idle_runs=sizes.idle_streams,
+                    processes=sizes.client_processes,
+                    warmup_runs=0,
+                    server=server,
+                    bare=bare,
+                    settle_s=0.05,
+                )
+            sections["e_concurrency"] = concurrency_section(
+                server, levels=sizes.concurrency, processes=sizes.client_processes
+            )
+    if "e" in wanted and not smoke:
+        sections["e_idle_memory"] = idle_memory_section(
+            idle_runs=sizes.idle_streams, processes=sizes.client_processes, warmup_runs=20
+        )
+
+
+def _ratios(sections: dict[str, Any]) -> dict[str, float]:
+    ratios: dict[str, float] = {}
+    for section in sections.values():
+        ratios.update(section.get("ratios", {}))
+    envelope = sections.get("c_envelope")
+    if envelope:
+        sizes = list(envelope["sizes"])
+        for name in ("protobuf", "json"):
+            ratios[f"envelope_{name}_over_pydantic_ai"] = max(
+                ratios[f"envelope_{name}_over_pydantic_ai_{size}"] for size in sizes
+            )
+        ratios["envelope_protobuf_per_message_growth"] = ratios[
+            f"envelope_protobuf_per_message_{sizes[-1]}_over_{sizes[0]}"
+        ]
+    thread = sections.get("d_thread")
+    if thread:
+        ratios["turn_last_over_budget"] = ratios[f"turn_{thread['turns']}_over_budget"]
+    concurrency = sections.get("e_concurrency")
+    if concurrency:
+        ratios["concurrent_runs_errors"] = float(concurrency["levels"][-1]["errors"])
+    idle = sections.get("e_idle_memory")
+    if idle:
+        ratios["kib_per_idle_stream"] = float(idle["kib_per_idle_stream"])
+    return {name: round(value, 4) for name, value in ratios.items()}
+
+
+def _table(report: dict[str, Any]) -> str:
+    lines = [f"{'measure':<42} {'value':>10}  {'target':>8}  met"]
+    lines.append("-" * len(lines[0]))
+    for name, value in report["ratios"].items():
+        target = report["targets"].get(name)
+        if target is None:
+            lines.append(f"{name:<42} {value:>10.3f}")
+        else:
+            mark = "yes" if target["met"] else "NO"
+            lines.append(
+                f"{name:<42} {value:>10.3f}  {target['comparison'] + ' ' + str(target['threshold']):>8}  {mark}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: check the code paths, not speed")
+    parser.add_argument("--out", type=Path, help=f"where to write the JSON (default: {LATEST})")
+    parser.add_argument(
+        "--sections", default=SECTIONS, help="which sections to run, e.g. 'ac' (default: all)"
+    )
+    args = parser.parse_args(argv)
+    sizes = SMOKE if args.smoke else Sizes()
+    out: Path = args.out or LATEST
+    if args.smoke and out.resolve() == LATEST.resolve():
+        parser.error("a smoke run never writes bench/results/latest.json; pass --out")
+    started = time.perf_counter()
+    report: dict[str, Any] = {
+        "schema": 1,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": "python -m bench" + (" --smoke" if args.smoke else ""),
+        "smoke": args.smoke,
+        "machine": machine(),
+        "server": {"max_concurrent_runs": MAX_CONCURRENT_RUNS},
+        "sizes": asdict(sizes),
+        "sections": {},
+    }
+    wanted = args.sections
+    if "c" in wanted:
+        report["sections"]["c_envelope"] = envelope_section(
+            sizes=sizes.envelope_sizes, rounds=sizes.envelope_rounds, min_batch_s=sizes.envelope_batch_s
+        )
+    if set(wanted) & set("abdef"):
+        asyncio.run(_server_sections(sizes, wanted, args.smoke, report))
+    report["ratios"] = _ratios(report["sections"])
+    report["targets"] = {
+        name: {
+            "comparison": comparison,
+            "threshold": threshold,
+            "value": report["ratios"][name],
+            "met": _met(comparison, report["ratios"][name], threshold),
+            "what": what,
+        }
+        for name, (comparison, threshold, what) in TARGETS.items()
+        if name in report["ratios"]
+    }
+    report["duration_s"] = round(time.perf_counter() - started, 1)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(_table(report))
+    print(f"\nwrote {out} in {report['duration_s']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

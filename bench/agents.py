@@ -1,0 +1,145 @@
+"""The benchmarked agents, served by `threadline serve --agent NAME=bench.agents:FACTORY`.
+
+Every agent is offline and scripted (`harness.testing.scripted_model`), and every script looks only
+at the tail of the history, so its own cost never grows with the thread:
+
+- `scenario`: the run of sections (a), (d), (e), (f): 3 model requests, 2 calls to a plain local
+  tool, then a text answer of about 150 characters streamed in 8-character deltas. `native_agent`
+  is the same model and tool on plain pydantic-ai, the baseline of every ratio.
+- `stream`: one model request streaming N text deltas of 8 characters, N from the prompt (b).
+- `idle`: waits the prompt's number of seconds inside the model request, then answers (e).
+- `rounds`: calls the tool N times in N model requests, N from the prompt, then answers (f).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic_ai import Agent, Tool
+from pydantic_ai.capabilities import Capability
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from harness import ExecutableAgent
+from harness.testing import scripted_model
+
+from .wire import DELTA, PROMPT
+
+__all__ = (
+    "ANSWER",
+    "DELTA",
+    "PROMPT",
+    "idle",
+    "lookup",
+    "native_agent",
+    "rounds",
+    "scenario",
+    "scenario_model",
+    "stream",
+)
+
+ANSWER = (
+    "Ship beta: it carries the alpha fixes plus the streaming change, and its notes list no open "
+    "regressions. Keep alpha as the fallback for one more week."
+)
+"""The `scenario` run's final text."""
+
+_NOTES = {
+    "alpha": "alpha 1.4: fixes the retry loop, the cache key and two crashes on empty input; "
+    "known issue: slow cold start on large repositories.",
+    "beta": "beta 1.5: everything in alpha 1.4, plus streaming responses and a smaller wheel; "
+    "no known regressions after two weeks of canary traffic.",
+}
+
+
+def lookup(query: str) -> str:
+    """Look up the release notes of `query` (a plain, synchronous local tool)."""
+    return _NOTES.get(query, f"no notes for {query}")
+
+
+def _tail_part(messages: list[ModelMessage]) -> object:
+    tail = messages[-1]
+    return tail.parts[-1] if isinstance(tail, ModelRequest) and tail.parts else None
+
+
+def _prompt(messages: list[ModelMessage]) -> str:
+    part = _tail_part(messages)
+    return part.content if isinstance(part, UserPromptPart) and isinstance(part.content, str) else ""
+
+
+def _scenario_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    last = _tail_part(messages)
+    call_id = f"call-{len(messages)}"  # unique in the thread: the history only grows
+    if not isinstance(last, ToolReturnPart):
+        return ModelResponse(parts=[ToolCallPart("lookup", {"query": "alpha"}, tool_call_id=call_id)])
+    if str(last.content).startswith("alpha"):
+        return ModelResponse(parts=[ToolCallPart("lookup", {"query": "beta"}, tool_call_id=call_id)])
+    return ModelResponse(parts=[TextPart(ANSWER)])
+
+
+def scenario_model() -> FunctionModel:
+    """The `scenario` script as a streaming `FunctionModel` (8-character deltas)."""
+    return scripted_model(_scenario_script, model_name="bench")
+
+
+def _notes_capability() -> Capability[object]:
+    return Capability(id="bench.notes", tools=[Tool(lookup)])
+
+
+def scenario() -> ExecutableAgent[str]:
+    """3 model requests, 2 `lookup` calls, a streamed answer."""
+    return ExecutableAgent(scenario_model(), capabilities=[_notes_capability()], name="scenario")
+
+
+def native_agent(model: FunctionModel | None = None) -> Agent[None, str]:
+    """Plain pydantic-ai with the same scripted model and tool: the baseline of every ratio."""
+    return Agent(model or scenario_model(), tools=[Tool(lookup)])
+
+
+def _stream_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(DELTA * int(_prompt(messages) or "1"))])
+
+
+def stream() -> ExecutableAgent[str]:
+    """One model request streaming `int(prompt)` deltas of `DELTA`."""
+    return ExecutableAgent(scripted_model(_stream_script, model_name="bench-stream"), name="stream")
+
+
+async def _idle_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    await asyncio.sleep(float(_prompt(messages) or "0"))
+    return ModelResponse(parts=[TextPart("done")])
+
+
+def idle() -> ExecutableAgent[str]:
+    """Holds its stream open and idle for `float(prompt)` seconds inside the model request."""
+    return ExecutableAgent(scripted_model(_idle_script, model_name="bench-idle"), name="idle")
+
+
+def _rounds_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    last = _tail_part(messages)
+    if isinstance(last, ToolReturnPart):
+        done, total = (int(n) for n in last.tool_call_id.split("-")[1:3])
+    else:
+        done, total = 0, int(_prompt(messages) or "1")
+    if done >= total:
+        return ModelResponse(parts=[TextPart(ANSWER)])
+    call_id = f"round-{done + 1}-{total}-{len(messages)}"
+    query = "alpha" if done % 2 == 0 else "beta"
+    return ModelResponse(parts=[ToolCallPart("lookup", {"query": query}, tool_call_id=call_id)])
+
+
+def rounds() -> ExecutableAgent[str]:
+    """Calls `lookup` `int(prompt)` times, one call per model request, then answers."""
+    return ExecutableAgent(
+        scripted_model(_rounds_script, model_name="bench-rounds"),
+        capabilities=[_notes_capability()],
+        name="rounds",
+    )

@@ -1,0 +1,80 @@
+"""A bare grpcio.aio server stream: the floor StreamRun's text deltas are measured against (section b).
+
+`python -m bench.bare` serves one method, `BARE_METHOD` (`/bench.Bare/Stream`), and prints `{"address": ...}` once
+listening; it stops when its stdin closes. Its request is a `StreamRunRequest` whose `spec.text` is
+the number of messages; it answers with that many `StreamRunResponse`s built exactly like StreamRun's
+text deltas (same IDs, sequence, timestamp and 8-character `part_delta`), so both streams carry the
+same number of messages of the same size, and the difference is everything a harness run adds.
+With `spec.agent == "idle"` it sends one message and then holds the stream open for `spec.text`
+seconds: the floor of what an idle open stream costs in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+from threadline.v1 import events_pb2, harness_service_pb2
+
+from .wire import BARE_METHOD, DELTA
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _now() -> Timestamp:
+    # As the server's `timestamp_to_pb(datetime.now(UTC))`, without importing the server (pydantic-ai).
+    delta = datetime.now(UTC) - _EPOCH
+    return Timestamp(seconds=delta.days * 86400 + delta.seconds, nanos=delta.microseconds * 1000)
+
+
+async def _stream(
+    request: harness_service_pb2.StreamRunRequest, context: grpc.aio.ServicerContext[Any, Any]
+) -> AsyncIterator[harness_service_pb2.StreamRunResponse]:
+    if request.spec.agent == "idle":  # one message, then an open, idle stream (section e)
+        yield harness_service_pb2.StreamRunResponse(
+            event=events_pb2.RunEvent(run_started=events_pb2.RunStarted())
+        )
+        await asyncio.sleep(float(request.spec.text))
+        return
+    count = int(request.spec.text)
+    thread_id = f"thread_{uuid.uuid4().hex}"
+    run_id = f"run-{uuid.uuid4().hex}"
+    for sequence in range(count):
+        yield harness_service_pb2.StreamRunResponse(
+            event=events_pb2.RunEvent(
+                thread_id=thread_id,
+                run_id=run_id,
+                sequence=sequence,
+                occurred_at=_now(),
+                part_delta=events_pb2.PartDelta(
+                    part_index=0, kind=events_pb2.PART_KIND_TEXT, content_delta=DELTA
+                ),
+            )
+        )
+
+
+async def main() -> None:
+    server = grpc.aio.server()
+    handler = grpc.unary_stream_rpc_method_handler(
+        _stream,
+        request_deserializer=harness_service_pb2.StreamRunRequest.FromString,
+        response_serializer=harness_service_pb2.StreamRunResponse.SerializeToString,
+    )
+    service, method = BARE_METHOD.strip("/").split("/")
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {method: handler}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    print(json.dumps({"address": f"127.0.0.1:{port}"}), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await server.stop(None)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

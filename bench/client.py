@@ -1,0 +1,156 @@
+"""A client process of the benchmark: `python -m bench.client MODE ADDRESS JSON-OPTIONS`.
+
+Clients run in processes of their own, so the server's cost is measured apart from theirs (a single
+grpcio aio client stream reads only about 22k messages/s; TOOLCHAIN §6). The protocol is JSON lines
+(`bench.proc.Helper`): the client prints `{"ready": true}` once its channel is up, waits for a line,
+runs, and prints its results. Modes:
+
+- `stream`: `streams` concurrent calls, each repeated `repeat` times: StreamRun of the `stream` agent
+  with `deltas` text deltas, or the bare server's stream of as many messages (`"bare": true`).
+- `runs`: `runs` concurrent StreamRuns of the `scenario` agent, each read to its result.
+- `idle`: opens `runs` StreamRuns of the `idle` agent (or bare streams that send one message and
+  wait, `"bare": true`), prints `{"open": n}` once every one has sent its first event, then, at the
+  next line, cancels them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+import grpc
+from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2
+
+from .wire import BARE_METHOD, PROMPT
+
+OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+
+
+def _spec(agent: str, text: str) -> run_pb2.RunSpec:
+    return run_pb2.RunSpec(agent=agent, text=text)
+
+
+def _bare(channel: grpc.aio.Channel) -> Any:
+    return channel.unary_stream(
+        BARE_METHOD,
+        request_serializer=harness_service_pb2.StreamRunRequest.SerializeToString,
+        response_deserializer=harness_service_pb2.StreamRunResponse.FromString,
+    )
+
+
+async def _read_line() -> str:
+    return await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+
+
+def _emit(value: dict[str, Any]) -> None:
+    print(json.dumps(value), flush=True)
+
+
+async def _stream_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dict[str, Any]:
+    deltas = int(options["deltas"])
+    request = harness_service_pb2.StreamRunRequest(spec=_spec("stream", str(deltas)))
+    if options.get("bare"):
+        call = _bare(channel)
+    else:
+        call = harness_service_pb2_grpc.HarnessServiceStub(channel).StreamRun
+    counts: Counter[str] = Counter()
+
+    async def one() -> None:
+        for _ in range(int(options["repeat"])):
+            async for response in call(request):
+                counts[response.event.WhichOneof("event") or ""] += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(int(options["streams"]))))
+    return {"wall_s": time.perf_counter() - started, "events": dict(counts)}
+
+
+async def _runs_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dict[str, Any]:
+    stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
+    request = harness_service_pb2.StreamRunRequest(spec=_spec("scenario", PROMPT))
+    outcomes: Counter[str] = Counter()
+    details: dict[str, str] = {}
+    latencies: list[float] = []
+
+    async def one() -> None:
+        started = time.perf_counter()
+        status = "no_result"
+        try:
+            async for response in stub.StreamRun(request, timeout=float(options.get("timeout", 600))):
+                if response.event.WhichOneof("event") == "result":
+                    status = run_pb2.RunStatus.Name(response.event.result.status)
+        except grpc.aio.AioRpcError as error:
+            status = f"error:{error.code().name}"
+            details[status] = error.details() or ""
+        outcomes[status] += 1
+        latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(int(options["runs"]))))
+    latencies.sort()
+    return {
+        "wall_s": time.perf_counter() - started,
+        "outcomes": dict(outcomes),
+        "error_details": details,
+        "latency_p50_s": latencies[len(latencies) // 2] if latencies else 0.0,
+        "latency_max_s": latencies[-1] if latencies else 0.0,
+    }
+
+
+async def _idle_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dict[str, Any]:
+    runs = int(options["runs"])
+    request = harness_service_pb2.StreamRunRequest(spec=_spec("idle", str(options["hold_s"])))
+    if options.get("bare"):
+        call = _bare(channel)
+    else:
+        call = harness_service_pb2_grpc.HarnessServiceStub(channel).StreamRun
+    started_runs = 0
+    all_started = asyncio.Event()
+    outcomes: Counter[str] = Counter()
+
+    async def one() -> None:
+        nonlocal started_runs
+        status = "no_result"
+        try:
+            async for response in call(request):
+                kind = response.event.WhichOneof("event")
+                if response.event.sequence == 0:  # `run_started` (the bare stream's first message)
+                    started_runs += 1
+                    if started_runs == runs:
+                        all_started.set()
+                if kind == "result":
+                    status = run_pb2.RunStatus.Name(response.event.result.status)
+        except asyncio.CancelledError:
+            status = "cancelled_by_client"
+        except grpc.aio.AioRpcError as error:
+            status = f"error:{error.code().name}"
+        outcomes[status] += 1
+
+    started = time.perf_counter()
+    tasks = [asyncio.create_task(one()) for _ in range(runs)]
+    await all_started.wait()
+    _emit({"open": started_runs, "open_after_s": time.perf_counter() - started})
+    await _read_line()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return {"outcomes": dict(outcomes)}
+
+
+_MODES = {"stream": _stream_mode, "runs": _runs_mode, "idle": _idle_mode}
+
+
+async def main(mode: str, address: str, options: dict[str, Any]) -> None:
+    async with grpc.aio.insecure_channel(address, options=OPTIONS) as channel:
+        await asyncio.wait_for(channel.channel_ready(), timeout=30)
+        _emit({"ready": True})
+        await _read_line()
+        _emit(await _MODES[mode](channel, options))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3])))

@@ -1,0 +1,258 @@
+"""Processes of the benchmark: the server under test, helper processes, and what `/proc` says of them.
+
+The server's cost is read from `/proc/<pid>/stat` (user + system CPU of every thread, exited ones
+included) and `/proc/<pid>/status` (`VmRSS`, `VmHWM`), so the figures are the server's own, whatever
+the clients in other processes spend. Linux only, like the machine the numbers are recorded on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = (
+    "AGENTS",
+    "CLK_TCK",
+    "Helper",
+    "ServerProcess",
+    "cpu_seconds",
+    "machine",
+    "peak_rss",
+    "rss",
+)
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+"""Clock ticks per second of `/proc/<pid>/stat` (100 on Linux: 10 ms resolution)."""
+
+AGENTS = ("scenario", "stream", "idle", "rounds")
+"""The `bench.agents` factories every benchmarked server serves, under the same names."""
+
+MAX_CONCURRENT_RUNS = 4096
+"""`--max-concurrent-runs` of the benchmarked server: above the 1 000 concurrent runs of section (e)."""
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far, all threads (exited ones included)."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime: fields 14 and 15 of proc(5)
+
+
+def _status(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(key)
+
+
+def rss(pid: int) -> int:
+    """Resident set size of `pid` now, in bytes."""
+    return _status(pid, "VmRSS")
+
+
+def peak_rss(pid: int) -> int:
+    """Peak resident set size of `pid` since it started (`VmHWM`), in bytes."""
+    return _status(pid, "VmHWM")
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    memory = _status_file("/proc/meminfo", "MemTotal")
+    try:
+        load = os.getloadavg()
+    except OSError:  # pragma: no cover
+        load = (0.0, 0.0, 0.0)
+    import grpc
+    import pydantic
+    import pydantic_ai
+    from google import protobuf
+
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory / 2**30, 1) if memory else None,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "pydantic_ai": pydantic_ai.__version__,
+        "pydantic": pydantic.VERSION,
+        "grpcio": grpc.__version__,
+        "protobuf": protobuf.__version__,
+        "load_average_at_start": [round(x, 2) for x in load],
+    }
+
+
+def _status_file(path: str, key: str) -> int:
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:  # pragma: no cover
+        pass
+    return 0
+
+
+def _threadline() -> list[str]:
+    script = Path(sys.executable).with_name("threadline")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "server.cli"]
+
+
+def _drain(stream: Any) -> None:
+    for _ in stream:
+        pass
+
+
+@dataclass
+class ServerProcess:
+    """`threadline serve --port 0` serving the bench agents, as a child process of the benchmark."""
+
+    extra_args: Sequence[str] = ()
+    log_path: Path | None = None
+    """Where the server's stderr (JSON log lines) goes; `None` drops it."""
+    process: subprocess.Popen[str] | None = None
+    address: str = ""
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _log: Any = None
+
+    def __enter__(self) -> ServerProcess:
+        agents = [arg for name in AGENTS for arg in ("--agent", f"{name}=bench.agents:{name}")]
+        command = [
+            *_threadline(),
+            "serve",
+            "--port",
+            "0",
+            "--max-concurrent-runs",
+            str(MAX_CONCURRENT_RUNS),
+            *agents,
+            "--default-agent",
+            "scenario",
+            *self.extra_args,
+        ]
+        # Logs (one JSON line per run start and end) are part of the server's cost; they are read
+        # and dropped so the pipe never fills.
+        self._log = open(self.log_path, "w") if self.log_path is not None else None
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=self._log if self._log is not None else subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        assert self.process.stdout is not None
+        first = self.process.stdout.readline().strip()
+        if not first.startswith("listening on "):
+            self.process.kill()
+            error = self.process.stderr.read() if self.process.stderr is not None else ""
+            raise RuntimeError(f"threadline serve did not start: {first!r} {error[-2000:]}")
+        self.address = first.removeprefix("listening on ")
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is None:
+                continue
+            thread = threading.Thread(target=_drain, args=(stream,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def cpu(self) -> float:
+        """The server's CPU seconds so far."""
+        return cpu_seconds(self.pid)
+
+    def rss(self) -> int:
+        """The server's resident set size now."""
+        return rss(self.pid)
+
+    def peak_rss(self) -> int:
+        """The server's peak resident set size so far."""
+        return peak_rss(self.pid)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                self.process.kill()
+                self.process.wait()
+        if self._log is not None:
+            self._log.close()
+
+
+@dataclass
+class Helper:
+    """A helper process (`python -m bench.<module> ...`) speaking JSON lines on stdin/stdout.
+
+    It prints one JSON line when it is ready, runs when it reads a line, and prints one JSON line of
+    results; so several helpers start their work together, after their own set-up.
+    """
+
+    module: str
+    args: Sequence[str] = ()
+    process: subprocess.Popen[str] | None = None
+    ready: dict[str, Any] = field(default_factory=dict)
+
+    def start(self) -> Helper:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", self.module, *self.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        return self
+
+    def wait_ready(self) -> dict[str, Any]:
+        self.ready = self._read()
+        return self.ready
+
+    def send(self, message: dict[str, Any] | None = None) -> None:
+        assert self.process is not None and self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message or {}) + "\n")
+        self.process.stdin.flush()
+
+    def result(self) -> dict[str, Any]:
+        return self._read()
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process is not None and self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            assert self.process.stderr is not None
+            self.process.wait(timeout=10)
+            raise RuntimeError(f"{self.module} exited: {self.process.stderr.read()[-3000:]}")
+        value: dict[str, Any] = json.loads(line)
+        return value
+
+    def close(self) -> None:
+        if self.process is None:
+            return
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            self.process.kill()
+            self.process.wait()
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()

@@ -1,0 +1,18 @@
+"""Constants the benchmark's processes share, in a module that imports nothing heavy.
+
+Client processes import only this, grpc and the generated code, so they start in a fraction of a
+second and never load pydantic-ai.
+"""
+
+from __future__ import annotations
+
+__all__ = ("BARE_METHOD", "DELTA", "PROMPT")
+
+PROMPT = "Compare the alpha and beta release notes and tell me which one to ship."
+"""The user prompt of every `scenario` turn."""
+
+DELTA = "abcdefgh"
+"""Each text delta of the `stream` agent (8 characters, the scripted model's chunk size)."""
+
+BARE_METHOD = "/bench.Bare/Stream"
+"""The bare grpcio server's one method (`bench.bare`)."""

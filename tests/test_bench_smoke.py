@@ -1,0 +1,76 @@
+"""The benchmark at tiny sizes, through its own entry point: every section runs and the JSON has its shape.
+
+Only the shape is checked, never a timing (DESIGN "Benchmarks"); the smoke run writes to a temporary
+directory, never over `bench/results/latest.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.__main__ import LATEST, TARGETS, main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
+    out = tmp_path / "smoke.json"
+    before = LATEST.stat().st_mtime_ns if LATEST.exists() else None
+    finished = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert "stream_run_over_in_process" in finished.stdout  # the printed table
+
+    report = json.loads(out.read_text())
+    assert report["smoke"] is True
+    assert report["server"]["max_concurrent_runs"] > 1000
+    assert set(report["sections"]) == {
+        "a_runs",
+        "b_stream",
+        "c_envelope",
+        "d_thread",
+        "e_idle_memory",
+        "e_concurrency",
+        "f_checkpoints",
+    }
+    ratios = report["ratios"]
+    assert "stream_run_over_in_process" in ratios
+    assert set(TARGETS) <= set(ratios)
+    assert all(isinstance(v, int | float) and math.isfinite(v) for v in ratios.values())
+    for name, target in report["targets"].items():
+        assert target["value"] == ratios[name]
+        assert target["comparison"] in ("<=", ">=")
+        assert isinstance(target["met"], bool)
+    assert {"cpu", "cores", "python", "pydantic_ai", "grpcio"} <= set(report["machine"])
+
+    runs = report["sections"]["a_runs"]
+    assert set(runs["cost"]) == {"pydantic_ai", "in_process", "grpc_run", "grpc_stream_run"}
+    # The server streams exactly the harness's items, one message each.
+    assert runs["events_per_run"]["grpc_stream_run"] == runs["events_per_run"]["in_process"]
+    levels = report["sections"]["e_concurrency"]["levels"]
+    assert [level["completed"] for level in levels] == [level["concurrent_runs"] for level in levels]
+    idle = report["sections"]["e_idle_memory"]
+    assert idle["open_streams"] == report["sizes"]["idle_streams"]
+    assert idle["bare_grpc"]["open_streams"] == report["sizes"]["idle_streams"]
+    checkpoints = report["sections"]["f_checkpoints"]
+    assert all(row["checkpoint_candidate_count"] > 0 for row in checkpoints["across_turns"])
+    assert report["sections"]["b_stream"]["text_deltas_per_variant"] > 0
+
+    after = LATEST.stat().st_mtime_ns if LATEST.exists() else None
+    assert after == before
+
+
+def test_smoke_run_refuses_to_overwrite_the_committed_results() -> None:
+    with pytest.raises(SystemExit):
+        main(["--smoke"])
