@@ -40,7 +40,7 @@ from .deferred import DeferredToolRequests, DeferredToolResume, preflight_resume
 from .errors import ErrorCode, FailureCode, HarnessError, InputError, RunCleanupError, RunError, StateError
 from .events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, numbered_event, utc_now
 from .results import HarnessRunResult, SafeFailure
-from .state import HarnessState
+from .state import HarnessState, HistoryEncoder
 
 if TYPE_CHECKING:
     from .agent import ExecutableAgent
@@ -158,7 +158,7 @@ class HarnessRunStream(Generic[OutputT]):
                 f"tool_recovery must be one of {sorted(_TOOL_RECOVERY_MODES)}, not {tool_recovery!r}.",
                 code=ErrorCode.TOOL_RECOVERY_INVALID,
             )
-        history = list(state.message_history)
+        history, encoded = state._history_for_run()
         if (
             self._prompt is not None
             and history
@@ -178,6 +178,7 @@ class HarnessRunStream(Generic[OutputT]):
         self._bindings: RunBindings = bindings
         self._state = state
         self._history = history
+        self._encoder = HistoryEncoder(encoded, history)
         self._mode = cast(ToolRecovery, tool_recovery)
         self._usage_baseline = usage
         self._usage_limits = usage_limits if usage_limits is not None else executable.usage_limits
@@ -379,6 +380,7 @@ class HarnessRunStream(Generic[OutputT]):
         return HarnessState._from_parts(
             thread_id=self.thread_id,
             history=history,
+            encoder=self._encoder,
             snapshot=self._store.snapshot(),
             environment_states=self._state.environment_states,
             extra=self._state.extra_fields,

@@ -23,8 +23,10 @@ keys in the same order but formats floats inside capability data and environment
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
+import operator
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,9 +105,22 @@ class _EncodedHistory:
 
     json: bytes
     count: int
+    last_start: int = -1
+    """Where the last message starts in `json` (-1 for an empty history): `_extend_history` keeps the
+    bytes before it and re-dumps from there."""
+    fresh: list[list[ModelMessage]] = dataclasses.field(default_factory=list, compare=False, repr=False)
+    """The message objects validation built, kept for the one run that continues this history
+    (`take`), so it does not validate the same JSON a second time. Nobody else ever sees them."""
 
     def decode(self) -> list[ModelMessage]:
         return ModelMessagesTypeAdapter.validate_json(self.json)
+
+    def take(self) -> list[ModelMessage]:
+        """The messages as new objects: validation's own the first time (if kept), decoded after."""
+        try:
+            return self.fresh.pop()
+        except IndexError:
+            return self.decode()
 
 
 _EMPTY_HISTORY = _EncodedHistory(b"[]", 0)
@@ -134,17 +149,81 @@ def _reject_constant(token: str) -> Any:
     raise ValueError(f"non-finite number {token}")
 
 
-def _encode_history(messages: Sequence[ModelMessage]) -> _EncodedHistory:
-    """Dump validated messages once; refuse what would not load back (bad objects, non-finite numbers)."""
-    data = _history_serializer().to_json(list(messages), warnings="error")
+def _dump(messages: list[ModelMessage]) -> bytes:
+    data = _history_serializer().to_json(messages, warnings="error")
     # Cheap C-level scans; only a hit pays for the full parse that tells tokens from string content.
     if b"NaN" in data or b"Infinity" in data:
         json.loads(data, parse_constant=_reject_constant)
-    return _EncodedHistory(data, len(messages))
+    return data
+
+
+def _encode_history(messages: Sequence[ModelMessage]) -> _EncodedHistory:
+    """Dump validated messages once; refuse what would not load back (bad objects, non-finite numbers).
+
+    The last message is dumped on its own, so its start is known: a JSON array is `[`, the items joined
+    by `,`, and `]`, so the joined bytes are exactly the one-piece dump.
+    """
+    messages = list(messages)
+    if len(messages) < 2:
+        return _EncodedHistory(_dump(messages), len(messages), 1 if messages else -1)
+    head = _dump(messages[:-1])
+    last = _dump(messages[-1:])
+    return _EncodedHistory(b"".join((head[:-1], b",", last[1:])), len(messages), len(head))
+
+
+def _extend_history(base: _EncodedHistory, messages: Sequence[ModelMessage]) -> _EncodedHistory:
+    """Encode `messages`, whose first `base.count - 1` messages are exactly base's own, unchanged.
+
+    Their bytes are reused; the rest (base's last message included: native runs update the tail of
+    a history in place) is dumped. The caller proves "exactly" by identity (`HistoryEncoder`).
+    """
+    keep = base.count - 1
+    tail = list(messages[keep:])
+    if keep < 1 or base.last_start < 1 or not tail:
+        return _encode_history(messages)
+    prefix = base.json[: base.last_start]  # `[m0,...,m(keep-1),`
+    encoded = _encode_history(tail)
+    return _EncodedHistory(
+        prefix + encoded.json[1:], keep + encoded.count, len(prefix) - 1 + encoded.last_start
+    )
+
+
+class HistoryEncoder:
+    """Encodes the successive histories of one run, dumping only what is new since the last one.
+
+    A run's history grows at its end: the messages it started from, then each request and response.
+    Native runs only ever update the last message of a history in place, so every message before the
+    last one encoded is reused by identity, with its bytes; a history that differs earlier (a rewritten
+    system prompt, a normalised interrupted turn) is simply dumped whole.
+    """
+
+    __slots__ = ("_encoded", "_messages")
+
+    def __init__(self, encoded: _EncodedHistory | None, messages: Sequence[ModelMessage]) -> None:
+        self._encoded = encoded
+        self._messages = list(messages)
+
+    def encode(self, history: Sequence[ModelMessage]) -> _EncodedHistory:
+        """The encoded form of `history`, as `_encode_history` would write it."""
+        history = list(history)
+        base = self._encoded
+        if base is not None and base.count >= 2 and len(self._messages) == base.count:
+            keep = base.count - 1
+            if len(history) > keep and all(map(operator.is_, history[:keep], self._messages[:keep])):
+                encoded = _extend_history(base, history)
+            else:
+                encoded = _encode_history(history)
+        else:
+            encoded = _encode_history(history)
+        self._encoded, self._messages = encoded, history
+        return encoded
 
 
 def _encode_root(root: _HistoryRoot) -> _EncodedHistory:
-    return _encode_history(root.root)
+    # JSON input: the messages are new objects nobody else holds, so the next run may take them.
+    encoded = _encode_history(root.root)
+    encoded.fresh.append(root.root)
+    return encoded
 
 
 def _encode_root_checked(root: _HistoryRoot) -> _EncodedHistory:
@@ -674,6 +753,7 @@ class HarnessState(_StateModel):
         environment_states: Mapping[str, EnvironmentState],
         extra: Mapping[str, Any],
         refs: Sequence[StoredRef] = (),
+        encoder: HistoryEncoder | None = None,
     ) -> HarnessState:
         """Internal fast constructor for the run machinery (and `fork`).
 
@@ -681,11 +761,13 @@ class HarnessState(_StateModel):
         pydantic-ai produced (or another state's stored history): it is dumped once, not validated. It is
         still refused if it does not serialize cleanly or holds non-finite numbers (a `ValidationError`
         at `message_history`, as for any invalid history). `extra` holds the unknown top-level keys, in
-        order (e.g. `previous_state.extra_fields`).
+        order (e.g. `previous_state.extra_fields`). A run passes its `encoder`, which reuses the bytes of
+        the messages it has already encoded.
         """
         if type(history) is not _EncodedHistory:
             try:
-                history = _encode_history(history)  # type: ignore[arg-type]  # narrowed: not _EncodedHistory
+                messages: Sequence[ModelMessage] = history  # type: ignore[assignment]  # narrowed: not _EncodedHistory
+                history = encoder.encode(messages) if encoder is not None else _encode_history(messages)
             except (PydanticSerializationError, ValueError, TypeError):
                 raise ValidationError.from_exception_data(
                     cls.__name__,
@@ -738,6 +820,17 @@ class HarnessState(_StateModel):
         if type(raw) is _EncodedHistory:
             return raw.json
         return _history_json_text(raw).encode()
+
+    def _history_for_run(self) -> tuple[list[ModelMessage], _EncodedHistory | None]:
+        """Internal: new message objects for the run that continues this state, and their encoded form.
+
+        The objects are validation's own when this state was just loaded from JSON (nobody else holds
+        them), else freshly decoded; the encoded form lets the run reuse their bytes (`HistoryEncoder`).
+        """
+        raw = self.__dict__["message_history"]
+        if type(raw) is _EncodedHistory:
+            return raw.take(), raw
+        return list(_read_history(raw)), None
 
     def message_count(self) -> int:
         """The number of messages in the history, without decoding it."""
