@@ -65,35 +65,31 @@ def state_to_pb(state: HarnessState) -> state_pb2.HarnessState:
     """Encode a state as the envelope; the history bytes are the state's stored native JSON, verbatim."""
     data = state.message_history_json()
     extra = state.extra_fields_json()
-    return state_pb2.HarnessState(
-        schema_version=state.schema_version,
-        thread_id=state.thread_id,
-        message_history=state_pb2.MessageHistory(
-            format=HISTORY_FORMAT,
-            format_version=HISTORY_FORMAT_VERSIONS[-1],
-            data=data.decode(),
-            message_count=state.message_count(),
-            sha256=hashlib.sha256(data).digest(),
-        ),
-        capability_states=[
-            state_pb2.CapabilityState(
-                capability_id=capability_id, version=entry.version, data_json=entry.data_json()
-            )
-            for capability_id, entry in state.agent_context_state.entries.items()
-        ],
-        environment_states=[
-            state_pb2.EnvironmentState(
-                mount_name=mount_name,
-                provider_key=env.provider_key,
-                state_version=env.state_version,
-                state_json=env.state_json(),
-            )
-            for mount_name, env in state.environment_states.items()
-        ],
-        refs=[state_pb2.StoredRef(key=ref.key, digest=ref.digest, size=ref.size) for ref in state.refs],
-        # The contract never writes `{}`: no unknown keys is the empty string.
-        extra_json="" if extra == "{}" else extra,
-    )
+    # Fields are set in place: passing messages to a constructor copies each into its parent.
+    msg = state_pb2.HarnessState(schema_version=state.schema_version, thread_id=state.thread_id)
+    history = msg.message_history
+    history.format = HISTORY_FORMAT
+    history.format_version = HISTORY_FORMAT_VERSIONS[-1]
+    history.data = data.decode()
+    history.message_count = state.message_count()
+    history.sha256 = hashlib.sha256(data).digest()
+    for capability_id, entry in state.agent_context_state.entries.items():
+        msg.capability_states.add(
+            capability_id=capability_id, version=entry.version, data_json=entry.data_json()
+        )
+    for mount_name, env in state.environment_states.items():
+        msg.environment_states.add(
+            mount_name=mount_name,
+            provider_key=env.provider_key,
+            state_version=env.state_version,
+            state_json=env.state_json(),
+        )
+    for ref in state.refs:
+        msg.refs.add(key=ref.key, digest=ref.digest, size=ref.size)
+    # The contract never writes `{}`: no unknown keys is the empty string.
+    if extra != "{}":
+        msg.extra_json = extra
+    return msg
 
 
 # --- proto -> core ----------------------------------------------------------------------------------
@@ -232,8 +228,8 @@ def _assemble(msg: state_pb2.HarnessState, field: str) -> tuple[bytes, bytes]:
     return b"".join((head, data, b"}")), data
 
 
-def _str(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
+# `json.dumps(value, ensure_ascii=False)`, without building a new encoder on every call.
+_str = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def _reject_version(received: str, field: str) -> None:
