@@ -36,6 +36,7 @@ from harness import (
     load_state,
 )
 from harness.testing import scripted_model
+from server.mapping.checkpoints import CheckpointDeltas
 from server.mapping.deferred import resume_to_pb
 from server.mapping.events import event_to_pb, result_event_to_pb, timestamp_to_pb
 from server.mapping.state import state_to_pb
@@ -297,6 +298,32 @@ async def event_stream() -> list[Message]:
     return events
 
 
+def checkpoint_delta() -> Message:
+    """The first CHECKPOINT_FORM_DELTA candidate of a stream continuing `state_full`.
+
+    The run has added a request and a response (with non-ASCII text) to `state_full`'s history, so
+    the delta keeps `state_full`'s data up to its closing bracket and appends the two new messages.
+    """
+    base = full_state()
+    document = json.loads(base.model_dump_json())
+    document["message_history"] += [
+        {
+            "kind": "request",
+            "parts": [{"part_kind": "user-prompt", "content": "And in /tmp?", "timestamp": PINNED_TIME}],
+        },
+        {
+            "kind": "response",
+            "parts": [{"part_kind": "text", "content": "Déjà 7 files — all logs."}],
+            "model_name": "scripted",
+            "timestamp": PINNED_TIME,
+        },
+    ]
+    deltas = CheckpointDeltas(base.message_history_json())
+    return deltas.to_pb(
+        load_state(document), thread_id=base.thread_id, run_id=RUN_ID, sequence=3, occurred_at=EPOCH
+    )
+
+
 def write(name: str, msg: Message, manifest: dict[str, str]) -> None:
     (OUT / f"{name}.binpb").write_bytes(msg.SerializeToString(deterministic=True))
     text = json_format.MessageToJson(msg, preserving_proto_field_name=True, indent=2)
@@ -311,6 +338,7 @@ def main() -> int:
     write("fresh_state", state_to_pb(HarnessState.new(thread_id="thr_vectorfresh1")), manifest)
     write("state_full", state_to_pb(full_state()), manifest)
     write("deferred_batch", resume_to_pb(deferred_batch()), manifest)
+    write("checkpoint_delta", checkpoint_delta(), manifest)
     for msg in asyncio.run(event_stream()):
         write(f"event_stream_{msg.sequence:03d}", msg, manifest)  # type: ignore[attr-defined]
     manifest_path.write_text(json.dumps(dict(sorted(manifest.items())), indent=2) + "\n", encoding="utf-8")

@@ -37,6 +37,7 @@ from harness.errors import JsonValue
 
 from .agents import AgentRegistry, ToolCategory
 from .errors import ServerError, ServerReason, at_field, field_of
+from .mapping.checkpoints import CheckpointDeltas
 from .mapping.deferred import resume_from_pb, resume_to_pb
 from .mapping.errors import abort
 from .mapping.events import checkpoint_to_pb, fill_event, result_event_to_pb
@@ -104,6 +105,11 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
     ) -> AsyncIterator[harness_service_pb2.StreamRunResponse]:
         sequence = 0
         call = await self._decode(request.spec, context)
+        deltas: CheckpointDeltas | None = None
+        if call.checkpoints and call.checkpoint_form == "delta":
+            spec = request.spec
+            base = spec.previous_state.message_history.data if spec.HasField("previous_state") else "[]"
+            deltas = CheckpointDeltas(base.encode())
         # `aclosing`: when the client goes away, the run is closed here and now, not whenever the
         # garbage collector finalises a suspended generator.
         async with aclosing(self._execute(call, context, checkpoints=call.checkpoints)) as items:
@@ -112,9 +118,12 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                 if type(item) is HarnessEvent:  # nearly every item: fill the response in place
                     fill_event(response.event, item, sequence=sequence)
                 elif isinstance(item, _Checkpoint):
+                    thread_id, run_id = item.state.thread_id, item.run_id
                     response.event.CopyFrom(
-                        checkpoint_to_pb(
-                            item.state, thread_id=item.state.thread_id, run_id=item.run_id, sequence=sequence
+                        deltas.to_pb(item.state, thread_id=thread_id, run_id=run_id, sequence=sequence)
+                        if deltas is not None
+                        else checkpoint_to_pb(
+                            item.state, thread_id=thread_id, run_id=run_id, sequence=sequence
                         )
                     )
                 elif isinstance(item, HarnessRunResultEvent):

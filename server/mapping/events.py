@@ -41,7 +41,14 @@ from harness import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, 
 from .run import result_to_pb
 from .state import state_to_pb
 
-__all__ = ("checkpoint_to_pb", "event_to_pb", "fill_event", "result_event_to_pb", "timestamp_to_pb")
+__all__ = (
+    "checkpoint_to_pb",
+    "event_to_pb",
+    "fill_event",
+    "fill_timestamp",
+    "result_event_to_pb",
+    "timestamp_to_pb",
+)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -72,7 +79,8 @@ def timestamp_to_pb(moment: datetime) -> Timestamp:
     return Timestamp(seconds=delta.days * 86400 + delta.seconds, nanos=delta.microseconds * 1000)
 
 
-def _fill_timestamp(target: Timestamp, moment: datetime) -> None:
+def fill_timestamp(target: Timestamp, moment: datetime) -> None:
+    """`timestamp_to_pb`, written into an existing `Timestamp` field."""
     delta = moment - _EPOCH
     target.seconds = delta.days * 86400 + delta.seconds
     target.nanos = delta.microseconds * 1000
@@ -110,7 +118,7 @@ def fill_event(msg: events_pb2.RunEvent, item: HarnessEvent, *, sequence: int) -
     msg.thread_id = item.thread_id
     msg.run_id = item.run_id
     msg.sequence = sequence
-    _fill_timestamp(msg.occurred_at, item.occurred_at)
+    fill_timestamp(msg.occurred_at, item.occurred_at)
     event = item.event
     kind = type(event)
     if kind is PartDeltaEvent:

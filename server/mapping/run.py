@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_ai.messages import AudioUrl, BinaryContent, DocumentUrl, ImageUrl, UserContent, VideoUrl
 from pydantic_ai.usage import RunUsage, UsageLimits
@@ -23,7 +23,7 @@ from ..errors import at_field
 from .deferred import requests_to_pb, resume_from_pb
 from .state import state_from_pb, state_to_pb
 
-__all__ = ("RunCall", "result_to_pb", "run_call_from_pb", "usage_to_pb")
+__all__ = ("CheckpointForm", "RunCall", "result_to_pb", "run_call_from_pb", "usage_to_pb")
 
 
 @dataclass
@@ -46,6 +46,8 @@ class RunCall:
     """Exactly these limits, or `None` for the agent's own."""
     checkpoints: bool = False
     """Whether the stream carries checkpoint candidates."""
+    checkpoint_form: CheckpointForm = "full"
+    """How candidates carry their state: whole, or their history as a delta on the previous one."""
     request_id: str = ""
     """The host's ID for the request, echoed in `RunResult.request_id`."""
 
@@ -55,6 +57,15 @@ _RECOVERY = {
     run_pb2.TOOL_RECOVERY_DECLARED: "declared",
     run_pb2.TOOL_RECOVERY_NEVER: "never",
     run_pb2.TOOL_RECOVERY_ALWAYS: "always",
+}
+
+CheckpointForm = Literal["full", "delta"]
+"""`RunSpec.checkpoint_form`, decoded."""
+
+_CHECKPOINT_FORMS: dict[int, CheckpointForm] = {
+    run_pb2.CHECKPOINT_FORM_UNSPECIFIED: "full",
+    run_pb2.CHECKPOINT_FORM_FULL: "full",
+    run_pb2.CHECKPOINT_FORM_DELTA: "delta",
 }
 
 _URL_TYPES: dict[int, type[ImageUrl | AudioUrl | VideoUrl | DocumentUrl]] = {
@@ -82,7 +93,8 @@ def run_call_from_pb(spec: run_pb2.RunSpec) -> RunCall:
     """Decode a `RunSpec` (inside `RunRequest.spec` / `StreamRunRequest.spec`; fields are `spec.*`).
 
     Raises:
-        InputError: `input_invalid` / `tool_recovery_invalid` for what only the wire can get wrong.
+        InputError: `input_invalid` / `tool_recovery_invalid` for what only the wire can get wrong (an
+            unknown `checkpoint_form` is `input_invalid`).
         StateError, ServerError, RunError: from decoding `previous_state` and `deferred_resume`.
     """
     recovery = _RECOVERY.get(spec.tool_recovery)
@@ -94,6 +106,11 @@ def run_call_from_pb(spec: run_pb2.RunSpec) -> RunCall:
                 details={"received": int(spec.tool_recovery)},
             ),
             "spec.tool_recovery",
+        )
+    checkpoint_form = _CHECKPOINT_FORMS.get(spec.checkpoint_form)
+    if checkpoint_form is None:
+        raise _input_invalid(
+            f"checkpoint_form {spec.checkpoint_form} is not known to this server.", "spec.checkpoint_form"
         )
     return RunCall(
         agent=spec.agent,
@@ -115,6 +132,7 @@ def run_call_from_pb(spec: run_pb2.RunSpec) -> RunCall:
         ],
         usage_limits=_limits_from_pb(spec.usage_limits) if spec.HasField("usage_limits") else None,
         checkpoints=spec.checkpoints,
+        checkpoint_form=checkpoint_form,
         request_id=spec.request_id,
     )
 

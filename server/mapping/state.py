@@ -37,6 +37,7 @@ __all__ = (
     "HISTORY_FORMAT",
     "HISTORY_FORMAT_VERSIONS",
     "SCHEMA_VERSIONS",
+    "fill_state",
     "state_from_pb",
     "state_json_from_pb",
     "state_json_to_pb",
@@ -63,16 +64,27 @@ _KNOWN_KEYS = frozenset(
 
 def state_to_pb(state: HarnessState) -> state_pb2.HarnessState:
     """Encode a state as the envelope; the history bytes are the state's stored native JSON, verbatim."""
+    msg = state_pb2.HarnessState()
+    fill_state(msg, state)
+    return msg
+
+
+def fill_state(msg: state_pb2.HarnessState, state: HarnessState, *, history_data: bool = True) -> None:
+    """`state_to_pb`, written into an empty `msg`; without `history_data`, `data` and `sha256` stay empty.
+
+    Fields are set in place: passing messages to a constructor copies each into its parent.
+    """
     data = state.message_history_json()
     extra = state.extra_fields_json()
-    # Fields are set in place: passing messages to a constructor copies each into its parent.
-    msg = state_pb2.HarnessState(schema_version=state.schema_version, thread_id=state.thread_id)
+    msg.schema_version = state.schema_version
+    msg.thread_id = state.thread_id
     history = msg.message_history
     history.format = HISTORY_FORMAT
     history.format_version = HISTORY_FORMAT_VERSIONS[-1]
-    history.data = data.decode()
     history.message_count = state.message_count()
-    history.sha256 = hashlib.sha256(data).digest()
+    if history_data:
+        history.data = data.decode()
+        history.sha256 = hashlib.sha256(data).digest()
     for capability_id, entry in state.agent_context_state.entries.items():
         msg.capability_states.add(
             capability_id=capability_id, version=entry.version, data_json=entry.data_json()
@@ -89,7 +101,6 @@ def state_to_pb(state: HarnessState) -> state_pb2.HarnessState:
     # The contract never writes `{}`: no unknown keys is the empty string.
     if extra != "{}":
         msg.extra_json = extra
-    return msg
 
 
 # --- proto -> core ----------------------------------------------------------------------------------

@@ -449,22 +449,66 @@ class CheckpointCandidate(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     STATE_FIELD_NUMBER: _builtins.int
+    HISTORY_DELTA_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def state(self) -> _state_pb2.HarnessState:
-        """The candidate state."""
+        """The candidate state. With CHECKPOINT_FORM_DELTA its `message_history.data` is empty: rebuild
+        it with `history_delta`. Every other field, the history's `format`, `format_version`,
+        `message_count` and `sha256` included, is that of the complete state.
+        """
+
+    @_builtins.property
+    def history_delta(self) -> Global___HistoryDelta:
+        """Set exactly when the run asked for CHECKPOINT_FORM_DELTA: how this candidate's history data
+        follows from the previous one's.
+        """
 
     def __init__(
         self,
         *,
         state: _state_pb2.HarnessState | None = ...,
+        history_delta: Global___HistoryDelta | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["state", b"state"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["history_delta", b"history_delta", "state", b"state"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["history_delta", b"history_delta", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CheckpointCandidate: _TypeAlias = CheckpointCandidate  # noqa: Y015
+
+@_typing.final
+class HistoryDelta(_message.Message):
+    """One checkpoint candidate's `message_history.data` as an edit of a base's, in UTF-8 bytes: keep
+    the base's first `keep_bytes` bytes, then append `append`. The base is the previous candidate of
+    the same stream (rebuilt); for the first candidate it is the `message_history.data` of the
+    `RunSpec.previous_state` the host sent, exactly as sent, or `[]` when it sent none. Check the
+    rebuilt data against the candidate's `message_history.sha256` before persisting it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEEP_BYTES_FIELD_NUMBER: _builtins.int
+    APPEND_FIELD_NUMBER: _builtins.int
+    keep_bytes: _builtins.int
+    """How many leading bytes of the base's data to keep; never more than the base has, and always
+    on a UTF-8 character boundary.
+    """
+    append: _builtins.str
+    """The text that follows the kept bytes, to the end of the data."""
+    def __init__(
+        self,
+        *,
+        keep_bytes: _builtins.int = ...,
+        append: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "keep_bytes", b"keep_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HistoryDelta: _TypeAlias = HistoryDelta  # noqa: Y015
 
 @_typing.final
 class Lifecycle(_message.Message):

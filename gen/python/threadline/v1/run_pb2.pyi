@@ -21,6 +21,40 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _CheckpointForm:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CheckpointFormEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CheckpointForm.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CHECKPOINT_FORM_UNSPECIFIED: _CheckpointForm.ValueType  # 0
+    """The default: CHECKPOINT_FORM_FULL."""
+    CHECKPOINT_FORM_FULL: _CheckpointForm.ValueType  # 1
+    """Every candidate carries the whole state, history included. Simple, but each candidate
+    repeats the history, so a run's candidates together grow with the square of the run's length.
+    """
+    CHECKPOINT_FORM_DELTA: _CheckpointForm.ValueType  # 2
+    """Every candidate carries the whole state except `message_history.data`, plus a `HistoryDelta`
+    that rebuilds that data from the previous candidate's, so a run's candidates together grow
+    with what the run adds. See `CheckpointCandidate.history_delta`.
+    """
+
+class CheckpointForm(_CheckpointForm, metaclass=_CheckpointFormEnumTypeWrapper):
+    """How a `CheckpointCandidate` carries its state (`RunSpec.checkpoint_form`)."""
+
+CHECKPOINT_FORM_UNSPECIFIED: CheckpointForm.ValueType  # 0
+"""The default: CHECKPOINT_FORM_FULL."""
+CHECKPOINT_FORM_FULL: CheckpointForm.ValueType  # 1
+"""Every candidate carries the whole state, history included. Simple, but each candidate
+repeats the history, so a run's candidates together grow with the square of the run's length.
+"""
+CHECKPOINT_FORM_DELTA: CheckpointForm.ValueType  # 2
+"""Every candidate carries the whole state except `message_history.data`, plus a `HistoryDelta`
+that rebuilds that data from the previous candidate's, so a run's candidates together grow
+with what the run adds. See `CheckpointCandidate.history_delta`.
+"""
+Global___CheckpointForm: _TypeAlias = CheckpointForm  # noqa: Y015
+
 class _UrlKind:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -195,6 +229,7 @@ class RunSpec(_message.Message):
     CHECKPOINTS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     USAGE_LIMITS_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_FORM_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     """Name of the agent to run (see `GetServerInfoResponse.agents`). Empty = the server's default
     agent (`GetServerInfoResponse.default_agent`). An unknown name fails with INVALID_ARGUMENT
@@ -215,6 +250,11 @@ class RunSpec(_message.Message):
     request_id: _builtins.str
     """The host's own ID for this request, echoed in the server's logs and in `RunResult.request_id`.
     Default empty. The server does not deduplicate on it.
+    """
+    checkpoint_form: Global___CheckpointForm.ValueType
+    """How `StreamRun` sends checkpoint candidates when `checkpoints` is true. Unspecified =
+    CHECKPOINT_FORM_FULL. A value this server does not know fails with INVALID_ARGUMENT
+    INPUT_INVALID.
     """
     @_builtins.property
     def parts(self) -> Global___PromptParts:
@@ -259,10 +299,11 @@ class RunSpec(_message.Message):
         checkpoints: _builtins.bool = ...,
         request_id: _builtins.str = ...,
         usage_limits: Global___UsageLimits | None = ...,
+        checkpoint_form: Global___CheckpointForm.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["deferred_resume", b"deferred_resume", "parts", b"parts", "previous_state", b"previous_state", "prompt", b"prompt", "text", b"text", "usage_limits", b"usage_limits"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "checkpoints", b"checkpoints", "client_tools", b"client_tools", "deferred_resume", b"deferred_resume", "parts", b"parts", "previous_state", b"previous_state", "prompt", b"prompt", "request_id", b"request_id", "text", b"text", "tool_recovery", b"tool_recovery", "usage_limits", b"usage_limits"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "checkpoint_form", b"checkpoint_form", "checkpoints", b"checkpoints", "client_tools", b"client_tools", "deferred_resume", b"deferred_resume", "parts", b"parts", "previous_state", b"previous_state", "prompt", b"prompt", "request_id", b"request_id", "text", b"text", "tool_recovery", b"tool_recovery", "usage_limits", b"usage_limits"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_prompt: _TypeAlias = _typing.Literal["text", "parts"]  # noqa: Y015
     _WhichOneofArgType_prompt: _TypeAlias = _typing.Literal["prompt", b"prompt"]  # noqa: Y015

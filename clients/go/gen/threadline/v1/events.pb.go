@@ -938,8 +938,13 @@ func (x *FinalResult) GetToolCallId() string {
 // of state as `RunResult.state`.
 type CheckpointCandidate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The candidate state.
-	State         *HarnessState `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	// The candidate state. With CHECKPOINT_FORM_DELTA its `message_history.data` is empty: rebuild
+	// it with `history_delta`. Every other field, the history's `format`, `format_version`,
+	// `message_count` and `sha256` included, is that of the complete state.
+	State *HarnessState `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	// Set exactly when the run asked for CHECKPOINT_FORM_DELTA: how this candidate's history data
+	// follows from the previous one's.
+	HistoryDelta  *HistoryDelta `protobuf:"bytes,2,opt,name=history_delta,json=historyDelta,proto3" json:"history_delta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -981,6 +986,73 @@ func (x *CheckpointCandidate) GetState() *HarnessState {
 	return nil
 }
 
+func (x *CheckpointCandidate) GetHistoryDelta() *HistoryDelta {
+	if x != nil {
+		return x.HistoryDelta
+	}
+	return nil
+}
+
+// One checkpoint candidate's `message_history.data` as an edit of a base's, in UTF-8 bytes: keep
+// the base's first `keep_bytes` bytes, then append `append`. The base is the previous candidate of
+// the same stream (rebuilt); for the first candidate it is the `message_history.data` of the
+// `RunSpec.previous_state` the host sent, exactly as sent, or `[]` when it sent none. Check the
+// rebuilt data against the candidate's `message_history.sha256` before persisting it.
+type HistoryDelta struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many leading bytes of the base's data to keep; never more than the base has, and always
+	// on a UTF-8 character boundary.
+	KeepBytes uint64 `protobuf:"varint,1,opt,name=keep_bytes,json=keepBytes,proto3" json:"keep_bytes,omitempty"`
+	// The text that follows the kept bytes, to the end of the data.
+	Append        string `protobuf:"bytes,2,opt,name=append,proto3" json:"append,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryDelta) Reset() {
+	*x = HistoryDelta{}
+	mi := &file_threadline_v1_events_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryDelta) ProtoMessage() {}
+
+func (x *HistoryDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_events_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryDelta.ProtoReflect.Descriptor instead.
+func (*HistoryDelta) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *HistoryDelta) GetKeepBytes() uint64 {
+	if x != nil {
+		return x.KeepBytes
+	}
+	return 0
+}
+
+func (x *HistoryDelta) GetAppend() string {
+	if x != nil {
+		return x.Append
+	}
+	return ""
+}
+
 // A harness extension event (every one except `run_started`, which is `RunStarted`).
 type Lifecycle struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1002,7 +1074,7 @@ type Lifecycle struct {
 
 func (x *Lifecycle) Reset() {
 	*x = Lifecycle{}
-	mi := &file_threadline_v1_events_proto_msgTypes[9]
+	mi := &file_threadline_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1086,7 @@ func (x *Lifecycle) String() string {
 func (*Lifecycle) ProtoMessage() {}
 
 func (x *Lifecycle) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[9]
+	mi := &file_threadline_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1099,7 @@ func (x *Lifecycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lifecycle.ProtoReflect.Descriptor instead.
 func (*Lifecycle) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Lifecycle) GetKind() string {
@@ -1071,7 +1143,7 @@ type Native struct {
 
 func (x *Native) Reset() {
 	*x = Native{}
-	mi := &file_threadline_v1_events_proto_msgTypes[10]
+	mi := &file_threadline_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1155,7 @@ func (x *Native) String() string {
 func (*Native) ProtoMessage() {}
 
 func (x *Native) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[10]
+	mi := &file_threadline_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1168,7 @@ func (x *Native) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Native.ProtoReflect.Descriptor instead.
 func (*Native) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Native) GetEventKind() string {
@@ -1186,9 +1258,14 @@ const file_threadline_v1_events_proto_rawDesc = "" +
 	"\vFinalResult\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12 \n" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
-	"toolCallId\"H\n" +
+	"toolCallId\"\x8a\x01\n" +
 	"\x13CheckpointCandidate\x121\n" +
-	"\x05state\x18\x01 \x01(\v2\x1b.threadline.v1.HarnessStateR\x05state\"}\n" +
+	"\x05state\x18\x01 \x01(\v2\x1b.threadline.v1.HarnessStateR\x05state\x12@\n" +
+	"\rhistory_delta\x18\x02 \x01(\v2\x1b.threadline.v1.HistoryDeltaR\fhistoryDelta\"E\n" +
+	"\fHistoryDelta\x12\x1d\n" +
+	"\n" +
+	"keep_bytes\x18\x01 \x01(\x04R\tkeepBytes\x12\x16\n" +
+	"\x06append\x18\x02 \x01(\tR\x06append\"}\n" +
 	"\tLifecycle\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12%\n" +
@@ -1225,7 +1302,7 @@ func file_threadline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_threadline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_threadline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_threadline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_threadline_v1_events_proto_goTypes = []any{
 	(PartKind)(0),                 // 0: threadline.v1.PartKind
 	(ToolOutcome)(0),              // 1: threadline.v1.ToolOutcome
@@ -1238,14 +1315,15 @@ var file_threadline_v1_events_proto_goTypes = []any{
 	(*ToolResult)(nil),            // 8: threadline.v1.ToolResult
 	(*FinalResult)(nil),           // 9: threadline.v1.FinalResult
 	(*CheckpointCandidate)(nil),   // 10: threadline.v1.CheckpointCandidate
-	(*Lifecycle)(nil),             // 11: threadline.v1.Lifecycle
-	(*Native)(nil),                // 12: threadline.v1.Native
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*RunResult)(nil),             // 14: threadline.v1.RunResult
-	(*HarnessState)(nil),          // 15: threadline.v1.HarnessState
+	(*HistoryDelta)(nil),          // 11: threadline.v1.HistoryDelta
+	(*Lifecycle)(nil),             // 12: threadline.v1.Lifecycle
+	(*Native)(nil),                // 13: threadline.v1.Native
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*RunResult)(nil),             // 15: threadline.v1.RunResult
+	(*HarnessState)(nil),          // 16: threadline.v1.HarnessState
 }
 var file_threadline_v1_events_proto_depIdxs = []int32{
-	13, // 0: threadline.v1.RunEvent.occurred_at:type_name -> google.protobuf.Timestamp
+	14, // 0: threadline.v1.RunEvent.occurred_at:type_name -> google.protobuf.Timestamp
 	3,  // 1: threadline.v1.RunEvent.run_started:type_name -> threadline.v1.RunStarted
 	4,  // 2: threadline.v1.RunEvent.part_start:type_name -> threadline.v1.PartStart
 	5,  // 3: threadline.v1.RunEvent.part_delta:type_name -> threadline.v1.PartDelta
@@ -1254,19 +1332,20 @@ var file_threadline_v1_events_proto_depIdxs = []int32{
 	8,  // 6: threadline.v1.RunEvent.tool_result:type_name -> threadline.v1.ToolResult
 	9,  // 7: threadline.v1.RunEvent.final_result:type_name -> threadline.v1.FinalResult
 	10, // 8: threadline.v1.RunEvent.checkpoint_candidate:type_name -> threadline.v1.CheckpointCandidate
-	14, // 9: threadline.v1.RunEvent.result:type_name -> threadline.v1.RunResult
-	11, // 10: threadline.v1.RunEvent.lifecycle:type_name -> threadline.v1.Lifecycle
-	12, // 11: threadline.v1.RunEvent.native:type_name -> threadline.v1.Native
+	15, // 9: threadline.v1.RunEvent.result:type_name -> threadline.v1.RunResult
+	12, // 10: threadline.v1.RunEvent.lifecycle:type_name -> threadline.v1.Lifecycle
+	13, // 11: threadline.v1.RunEvent.native:type_name -> threadline.v1.Native
 	0,  // 12: threadline.v1.PartStart.kind:type_name -> threadline.v1.PartKind
 	0,  // 13: threadline.v1.PartDelta.kind:type_name -> threadline.v1.PartKind
 	0,  // 14: threadline.v1.PartEnd.kind:type_name -> threadline.v1.PartKind
 	1,  // 15: threadline.v1.ToolResult.outcome:type_name -> threadline.v1.ToolOutcome
-	15, // 16: threadline.v1.CheckpointCandidate.state:type_name -> threadline.v1.HarnessState
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	16, // 16: threadline.v1.CheckpointCandidate.state:type_name -> threadline.v1.HarnessState
+	11, // 17: threadline.v1.CheckpointCandidate.history_delta:type_name -> threadline.v1.HistoryDelta
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_events_proto_init() }
@@ -1295,7 +1374,7 @@ func file_threadline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_threadline_v1_events_proto_rawDesc), len(file_threadline_v1_events_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

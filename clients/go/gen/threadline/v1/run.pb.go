@@ -21,6 +21,62 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// How a `CheckpointCandidate` carries its state (`RunSpec.checkpoint_form`).
+type CheckpointForm int32
+
+const (
+	// The default: CHECKPOINT_FORM_FULL.
+	CheckpointForm_CHECKPOINT_FORM_UNSPECIFIED CheckpointForm = 0
+	// Every candidate carries the whole state, history included. Simple, but each candidate
+	// repeats the history, so a run's candidates together grow with the square of the run's length.
+	CheckpointForm_CHECKPOINT_FORM_FULL CheckpointForm = 1
+	// Every candidate carries the whole state except `message_history.data`, plus a `HistoryDelta`
+	// that rebuilds that data from the previous candidate's, so a run's candidates together grow
+	// with what the run adds. See `CheckpointCandidate.history_delta`.
+	CheckpointForm_CHECKPOINT_FORM_DELTA CheckpointForm = 2
+)
+
+// Enum value maps for CheckpointForm.
+var (
+	CheckpointForm_name = map[int32]string{
+		0: "CHECKPOINT_FORM_UNSPECIFIED",
+		1: "CHECKPOINT_FORM_FULL",
+		2: "CHECKPOINT_FORM_DELTA",
+	}
+	CheckpointForm_value = map[string]int32{
+		"CHECKPOINT_FORM_UNSPECIFIED": 0,
+		"CHECKPOINT_FORM_FULL":        1,
+		"CHECKPOINT_FORM_DELTA":       2,
+	}
+)
+
+func (x CheckpointForm) Enum() *CheckpointForm {
+	p := new(CheckpointForm)
+	*p = x
+	return p
+}
+
+func (x CheckpointForm) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CheckpointForm) Descriptor() protoreflect.EnumDescriptor {
+	return file_threadline_v1_run_proto_enumTypes[0].Descriptor()
+}
+
+func (CheckpointForm) Type() protoreflect.EnumType {
+	return &file_threadline_v1_run_proto_enumTypes[0]
+}
+
+func (x CheckpointForm) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CheckpointForm.Descriptor instead.
+func (CheckpointForm) EnumDescriptor() ([]byte, []int) {
+	return file_threadline_v1_run_proto_rawDescGZIP(), []int{0}
+}
+
 // The kind of content a `UrlContent` points to.
 type UrlKind int32
 
@@ -66,11 +122,11 @@ func (x UrlKind) String() string {
 }
 
 func (UrlKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_run_proto_enumTypes[0].Descriptor()
+	return file_threadline_v1_run_proto_enumTypes[1].Descriptor()
 }
 
 func (UrlKind) Type() protoreflect.EnumType {
-	return &file_threadline_v1_run_proto_enumTypes[0]
+	return &file_threadline_v1_run_proto_enumTypes[1]
 }
 
 func (x UrlKind) Number() protoreflect.EnumNumber {
@@ -79,7 +135,7 @@ func (x UrlKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UrlKind.Descriptor instead.
 func (UrlKind) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_run_proto_rawDescGZIP(), []int{0}
+	return file_threadline_v1_run_proto_rawDescGZIP(), []int{1}
 }
 
 // How a run settles tool calls of the previous state's last model response that have no result
@@ -127,11 +183,11 @@ func (x ToolRecovery) String() string {
 }
 
 func (ToolRecovery) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_run_proto_enumTypes[1].Descriptor()
+	return file_threadline_v1_run_proto_enumTypes[2].Descriptor()
 }
 
 func (ToolRecovery) Type() protoreflect.EnumType {
-	return &file_threadline_v1_run_proto_enumTypes[1]
+	return &file_threadline_v1_run_proto_enumTypes[2]
 }
 
 func (x ToolRecovery) Number() protoreflect.EnumNumber {
@@ -140,7 +196,7 @@ func (x ToolRecovery) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolRecovery.Descriptor instead.
 func (ToolRecovery) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_run_proto_rawDescGZIP(), []int{1}
+	return file_threadline_v1_run_proto_rawDescGZIP(), []int{2}
 }
 
 // How a run ended.
@@ -189,11 +245,11 @@ func (x RunStatus) String() string {
 }
 
 func (RunStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_run_proto_enumTypes[2].Descriptor()
+	return file_threadline_v1_run_proto_enumTypes[3].Descriptor()
 }
 
 func (RunStatus) Type() protoreflect.EnumType {
-	return &file_threadline_v1_run_proto_enumTypes[2]
+	return &file_threadline_v1_run_proto_enumTypes[3]
 }
 
 func (x RunStatus) Number() protoreflect.EnumNumber {
@@ -202,7 +258,7 @@ func (x RunStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunStatus.Descriptor instead.
 func (RunStatus) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_run_proto_rawDescGZIP(), []int{2}
+	return file_threadline_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
 // Why a run suspended.
@@ -238,11 +294,11 @@ func (x SuspendReason) String() string {
 }
 
 func (SuspendReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_run_proto_enumTypes[3].Descriptor()
+	return file_threadline_v1_run_proto_enumTypes[4].Descriptor()
 }
 
 func (SuspendReason) Type() protoreflect.EnumType {
-	return &file_threadline_v1_run_proto_enumTypes[3]
+	return &file_threadline_v1_run_proto_enumTypes[4]
 }
 
 func (x SuspendReason) Number() protoreflect.EnumNumber {
@@ -251,7 +307,7 @@ func (x SuspendReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SuspendReason.Descriptor instead.
 func (SuspendReason) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_run_proto_rawDescGZIP(), []int{3}
+	return file_threadline_v1_run_proto_rawDescGZIP(), []int{4}
 }
 
 // What a host may do after a failure.
@@ -295,11 +351,11 @@ func (x RetryHint) String() string {
 }
 
 func (RetryHint) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_run_proto_enumTypes[4].Descriptor()
+	return file_threadline_v1_run_proto_enumTypes[5].Descriptor()
 }
 
 func (RetryHint) Type() protoreflect.EnumType {
-	return &file_threadline_v1_run_proto_enumTypes[4]
+	return &file_threadline_v1_run_proto_enumTypes[5]
 }
 
 func (x RetryHint) Number() protoreflect.EnumNumber {
@@ -308,7 +364,7 @@ func (x RetryHint) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryHint.Descriptor instead.
 func (RetryHint) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_run_proto_rawDescGZIP(), []int{4}
+	return file_threadline_v1_run_proto_rawDescGZIP(), []int{5}
 }
 
 // What to run: shared by `StreamRunRequest` and `RunRequest`. Everything the run needs travels
@@ -354,9 +410,13 @@ type RunSpec struct {
 	// Default empty. The server does not deduplicate on it.
 	RequestId string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Limits on the run's model usage. Unset = the agent's own default limits.
-	UsageLimits   *UsageLimits `protobuf:"bytes,10,opt,name=usage_limits,json=usageLimits,proto3" json:"usage_limits,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UsageLimits *UsageLimits `protobuf:"bytes,10,opt,name=usage_limits,json=usageLimits,proto3" json:"usage_limits,omitempty"`
+	// How `StreamRun` sends checkpoint candidates when `checkpoints` is true. Unspecified =
+	// CHECKPOINT_FORM_FULL. A value this server does not know fails with INVALID_ARGUMENT
+	// INPUT_INVALID.
+	CheckpointForm CheckpointForm `protobuf:"varint,11,opt,name=checkpoint_form,json=checkpointForm,proto3,enum=threadline.v1.CheckpointForm" json:"checkpoint_form,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RunSpec) Reset() {
@@ -468,6 +528,13 @@ func (x *RunSpec) GetUsageLimits() *UsageLimits {
 		return x.UsageLimits
 	}
 	return nil
+}
+
+func (x *RunSpec) GetCheckpointForm() CheckpointForm {
+	if x != nil {
+		return x.CheckpointForm
+	}
+	return CheckpointForm_CHECKPOINT_FORM_UNSPECIFIED
 }
 
 type isRunSpec_Prompt interface {
@@ -1373,7 +1440,7 @@ var File_threadline_v1_run_proto protoreflect.FileDescriptor
 
 const file_threadline_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x17threadline/v1/run.proto\x12\rthreadline.v1\x1a\x1cthreadline/v1/deferred.proto\x1a\x19threadline/v1/state.proto\"\x83\x04\n" +
+	"\x17threadline/v1/run.proto\x12\rthreadline.v1\x1a\x1cthreadline/v1/deferred.proto\x1a\x19threadline/v1/state.proto\"\xcb\x04\n" +
 	"\aRunSpec\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x14\n" +
 	"\x04text\x18\x02 \x01(\tH\x00R\x04text\x122\n" +
@@ -1386,7 +1453,8 @@ const file_threadline_v1_run_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\t \x01(\tR\trequestId\x12=\n" +
 	"\fusage_limits\x18\n" +
-	" \x01(\v2\x1a.threadline.v1.UsageLimitsR\vusageLimitsB\b\n" +
+	" \x01(\v2\x1a.threadline.v1.UsageLimitsR\vusageLimits\x12F\n" +
+	"\x0fcheckpoint_form\x18\v \x01(\x0e2\x1d.threadline.v1.CheckpointFormR\x0echeckpointFormB\b\n" +
 	"\x06prompt\">\n" +
 	"\vPromptParts\x12/\n" +
 	"\x05parts\x18\x01 \x03(\v2\x19.threadline.v1.PromptPartR\x05parts\"\x94\x01\n" +
@@ -1466,7 +1534,11 @@ const file_threadline_v1_run_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12!\n" +
 	"\fdetails_json\x18\x03 \x01(\tR\vdetailsJson\x127\n" +
 	"\n" +
-	"retry_hint\x18\x04 \x01(\x0e2\x18.threadline.v1.RetryHintR\tretryHint*v\n" +
+	"retry_hint\x18\x04 \x01(\x0e2\x18.threadline.v1.RetryHintR\tretryHint*f\n" +
+	"\x0eCheckpointForm\x12\x1f\n" +
+	"\x1bCHECKPOINT_FORM_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14CHECKPOINT_FORM_FULL\x10\x01\x12\x19\n" +
+	"\x15CHECKPOINT_FORM_DELTA\x10\x02*v\n" +
 	"\aUrlKind\x12\x18\n" +
 	"\x14URL_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eURL_KIND_IMAGE\x10\x01\x12\x12\n" +
@@ -1506,53 +1578,55 @@ func file_threadline_v1_run_proto_rawDescGZIP() []byte {
 	return file_threadline_v1_run_proto_rawDescData
 }
 
-var file_threadline_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_threadline_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
 var file_threadline_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_threadline_v1_run_proto_goTypes = []any{
-	(UrlKind)(0),                 // 0: threadline.v1.UrlKind
-	(ToolRecovery)(0),            // 1: threadline.v1.ToolRecovery
-	(RunStatus)(0),               // 2: threadline.v1.RunStatus
-	(SuspendReason)(0),           // 3: threadline.v1.SuspendReason
-	(RetryHint)(0),               // 4: threadline.v1.RetryHint
-	(*RunSpec)(nil),              // 5: threadline.v1.RunSpec
-	(*PromptParts)(nil),          // 6: threadline.v1.PromptParts
-	(*PromptPart)(nil),           // 7: threadline.v1.PromptPart
-	(*BinaryContent)(nil),        // 8: threadline.v1.BinaryContent
-	(*UrlContent)(nil),           // 9: threadline.v1.UrlContent
-	(*ClientTool)(nil),           // 10: threadline.v1.ClientTool
-	(*UsageLimits)(nil),          // 11: threadline.v1.UsageLimits
-	(*RunResult)(nil),            // 12: threadline.v1.RunResult
-	(*RunUsage)(nil),             // 13: threadline.v1.RunUsage
-	(*UsageDetail)(nil),          // 14: threadline.v1.UsageDetail
-	(*Failure)(nil),              // 15: threadline.v1.Failure
-	(*HarnessState)(nil),         // 16: threadline.v1.HarnessState
-	(*DeferredToolResume)(nil),   // 17: threadline.v1.DeferredToolResume
-	(*DeferredToolRequests)(nil), // 18: threadline.v1.DeferredToolRequests
+	(CheckpointForm)(0),          // 0: threadline.v1.CheckpointForm
+	(UrlKind)(0),                 // 1: threadline.v1.UrlKind
+	(ToolRecovery)(0),            // 2: threadline.v1.ToolRecovery
+	(RunStatus)(0),               // 3: threadline.v1.RunStatus
+	(SuspendReason)(0),           // 4: threadline.v1.SuspendReason
+	(RetryHint)(0),               // 5: threadline.v1.RetryHint
+	(*RunSpec)(nil),              // 6: threadline.v1.RunSpec
+	(*PromptParts)(nil),          // 7: threadline.v1.PromptParts
+	(*PromptPart)(nil),           // 8: threadline.v1.PromptPart
+	(*BinaryContent)(nil),        // 9: threadline.v1.BinaryContent
+	(*UrlContent)(nil),           // 10: threadline.v1.UrlContent
+	(*ClientTool)(nil),           // 11: threadline.v1.ClientTool
+	(*UsageLimits)(nil),          // 12: threadline.v1.UsageLimits
+	(*RunResult)(nil),            // 13: threadline.v1.RunResult
+	(*RunUsage)(nil),             // 14: threadline.v1.RunUsage
+	(*UsageDetail)(nil),          // 15: threadline.v1.UsageDetail
+	(*Failure)(nil),              // 16: threadline.v1.Failure
+	(*HarnessState)(nil),         // 17: threadline.v1.HarnessState
+	(*DeferredToolResume)(nil),   // 18: threadline.v1.DeferredToolResume
+	(*DeferredToolRequests)(nil), // 19: threadline.v1.DeferredToolRequests
 }
 var file_threadline_v1_run_proto_depIdxs = []int32{
-	6,  // 0: threadline.v1.RunSpec.parts:type_name -> threadline.v1.PromptParts
-	16, // 1: threadline.v1.RunSpec.previous_state:type_name -> threadline.v1.HarnessState
-	17, // 2: threadline.v1.RunSpec.deferred_resume:type_name -> threadline.v1.DeferredToolResume
-	1,  // 3: threadline.v1.RunSpec.tool_recovery:type_name -> threadline.v1.ToolRecovery
-	10, // 4: threadline.v1.RunSpec.client_tools:type_name -> threadline.v1.ClientTool
-	11, // 5: threadline.v1.RunSpec.usage_limits:type_name -> threadline.v1.UsageLimits
-	7,  // 6: threadline.v1.PromptParts.parts:type_name -> threadline.v1.PromptPart
-	8,  // 7: threadline.v1.PromptPart.binary:type_name -> threadline.v1.BinaryContent
-	9,  // 8: threadline.v1.PromptPart.url:type_name -> threadline.v1.UrlContent
-	0,  // 9: threadline.v1.UrlContent.kind:type_name -> threadline.v1.UrlKind
-	2,  // 10: threadline.v1.RunResult.status:type_name -> threadline.v1.RunStatus
-	16, // 11: threadline.v1.RunResult.state:type_name -> threadline.v1.HarnessState
-	18, // 12: threadline.v1.RunResult.deferred:type_name -> threadline.v1.DeferredToolRequests
-	3,  // 13: threadline.v1.RunResult.suspend_reason:type_name -> threadline.v1.SuspendReason
-	13, // 14: threadline.v1.RunResult.usage:type_name -> threadline.v1.RunUsage
-	15, // 15: threadline.v1.RunResult.failure:type_name -> threadline.v1.Failure
-	14, // 16: threadline.v1.RunUsage.details:type_name -> threadline.v1.UsageDetail
-	4,  // 17: threadline.v1.Failure.retry_hint:type_name -> threadline.v1.RetryHint
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	7,  // 0: threadline.v1.RunSpec.parts:type_name -> threadline.v1.PromptParts
+	17, // 1: threadline.v1.RunSpec.previous_state:type_name -> threadline.v1.HarnessState
+	18, // 2: threadline.v1.RunSpec.deferred_resume:type_name -> threadline.v1.DeferredToolResume
+	2,  // 3: threadline.v1.RunSpec.tool_recovery:type_name -> threadline.v1.ToolRecovery
+	11, // 4: threadline.v1.RunSpec.client_tools:type_name -> threadline.v1.ClientTool
+	12, // 5: threadline.v1.RunSpec.usage_limits:type_name -> threadline.v1.UsageLimits
+	0,  // 6: threadline.v1.RunSpec.checkpoint_form:type_name -> threadline.v1.CheckpointForm
+	8,  // 7: threadline.v1.PromptParts.parts:type_name -> threadline.v1.PromptPart
+	9,  // 8: threadline.v1.PromptPart.binary:type_name -> threadline.v1.BinaryContent
+	10, // 9: threadline.v1.PromptPart.url:type_name -> threadline.v1.UrlContent
+	1,  // 10: threadline.v1.UrlContent.kind:type_name -> threadline.v1.UrlKind
+	3,  // 11: threadline.v1.RunResult.status:type_name -> threadline.v1.RunStatus
+	17, // 12: threadline.v1.RunResult.state:type_name -> threadline.v1.HarnessState
+	19, // 13: threadline.v1.RunResult.deferred:type_name -> threadline.v1.DeferredToolRequests
+	4,  // 14: threadline.v1.RunResult.suspend_reason:type_name -> threadline.v1.SuspendReason
+	14, // 15: threadline.v1.RunResult.usage:type_name -> threadline.v1.RunUsage
+	16, // 16: threadline.v1.RunResult.failure:type_name -> threadline.v1.Failure
+	15, // 17: threadline.v1.RunUsage.details:type_name -> threadline.v1.UsageDetail
+	5,  // 18: threadline.v1.Failure.retry_hint:type_name -> threadline.v1.RetryHint
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_run_proto_init() }
@@ -1577,7 +1651,7 @@ func file_threadline_v1_run_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_threadline_v1_run_proto_rawDesc), len(file_threadline_v1_run_proto_rawDesc)),
-			NumEnums:      5,
+			NumEnums:      6,
 			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file threadline/v1/events.proto.
  */
 export const file_threadline_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("Chp0aHJlYWRsaW5lL3YxL2V2ZW50cy5wcm90bxINdGhyZWFkbGluZS52MSKTBQoIUnVuRXZlbnQSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBIvCgtvY2N1cnJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoLcnVuX3N0YXJ0ZWQYCiABKAsyGS50aHJlYWRsaW5lLnYxLlJ1blN0YXJ0ZWRIABIuCgpwYXJ0X3N0YXJ0GAsgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0U3RhcnRIABIuCgpwYXJ0X2RlbHRhGAwgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0RGVsdGFIABIqCghwYXJ0X2VuZBgNIAEoCzIWLnRocmVhZGxpbmUudjEuUGFydEVuZEgAEiwKCXRvb2xfY2FsbBgOIAEoCzIXLnRocmVhZGxpbmUudjEuVG9vbENhbGxIABIwCgt0b29sX3Jlc3VsdBgPIAEoCzIZLnRocmVhZGxpbmUudjEuVG9vbFJlc3VsdEgAEjIKDGZpbmFsX3Jlc3VsdBgQIAEoCzIaLnRocmVhZGxpbmUudjEuRmluYWxSZXN1bHRIABJCChRjaGVja3BvaW50X2NhbmRpZGF0ZRgRIAEoCzIiLnRocmVhZGxpbmUudjEuQ2hlY2twb2ludENhbmRpZGF0ZUgAEioKBnJlc3VsdBgSIAEoCzIYLnRocmVhZGxpbmUudjEuUnVuUmVzdWx0SAASLQoJbGlmZWN5Y2xlGBMgASgLMhgudGhyZWFkbGluZS52MS5MaWZlY3ljbGVIABInCgZuYXRpdmUYFCABKAsyFS50aHJlYWRsaW5lLnYxLk5hdGl2ZUgAQgcKBWV2ZW50IgwKClJ1blN0YXJ0ZWQikwEKCVBhcnRTdGFydBISCgpwYXJ0X2luZGV4GAEgASgNEiUKBGtpbmQYAiABKA4yFy50aHJlYWRsaW5lLnYxLlBhcnRLaW5kEg8KB2NvbnRlbnQYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIRCglhcmdzX2pzb24YBiABKAkioAEKCVBhcnREZWx0YRISCgpwYXJ0X2luZGV4GAEgASgNEiUKBGtpbmQYAiABKA4yFy50aHJlYWRsaW5lLnYxLlBhcnRLaW5kEhUKDWNvbnRlbnRfZGVsdGEYAyABKAkSFwoPdG9vbF9uYW1lX2RlbHRhGAQgASgJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRISCgphcmdzX2RlbHRhGAYgASgJIpEBCgdQYXJ0RW5kEhIKCnBhcnRfaW5kZXgYASABKA0SJQoEa2luZBgCIAEoDjIXLnRocmVhZGxpbmUudjEuUGFydEtpbmQSDwoHY29udGVudBgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEhEKCWFyZ3NfanNvbhgGIAEoCSJGCghUb29sQ2FsbBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhEKCWFyZ3NfanNvbhgDIAEoCSJ4CgpUb29sUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKwoHb3V0Y29tZRgDIAEoDjIaLnRocmVhZGxpbmUudjEuVG9vbE91dGNvbWUSFAoMY29udGVudF9qc29uGAQgASgJIjYKC0ZpbmFsUmVzdWx0EhEKCXRvb2xfbmFtZRgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkiQQoTQ2hlY2twb2ludENhbmRpZGF0ZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlIlUKCUxpZmVjeWNsZRIMCgRraW5kGAEgASgJEgwKBHR5cGUYAiABKAkSFgoOc2NoZW1hX3ZlcnNpb24YAyABKAkSFAoMcGF5bG9hZF9qc29uGAQgASgJIioKBk5hdGl2ZRISCgpldmVudF9raW5kGAEgASgJEgwKBGpzb24YAiABKAkqagoIUGFydEtpbmQSGQoVUEFSVF9LSU5EX1VOU1BFQ0lGSUVEEAASEgoOUEFSVF9LSU5EX1RFWFQQARIWChJQQVJUX0tJTkRfVEhJTktJTkcQAhIXChNQQVJUX0tJTkRfVE9PTF9DQUxMEAMqrwEKC1Rvb2xPdXRjb21lEhwKGFRPT0xfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhgKFFRPT0xfT1VUQ09NRV9TVUNDRVNTEAESFwoTVE9PTF9PVVRDT01FX0ZBSUxFRBACEhcKE1RPT0xfT1VUQ09NRV9ERU5JRUQQAxIcChhUT09MX09VVENPTUVfSU5URVJSVVBURUQQBBIYChRUT09MX09VVENPTUVfUkVUUklFRBAFQsUBChFjb20udGhyZWFkbGluZS52MUILRXZlbnRzUHJvdG9QAVpOZ2l0aHViLmNvbS90aHJlYWRsaW5lLWRldi90aHJlYWRsaW5lL2NsaWVudHMvZ28vZ2VuL3RocmVhZGxpbmUvdjE7dGhyZWFkbGluZXYxogIDVFhYqgINVGhyZWFkbGluZS5WMcoCDVRocmVhZGxpbmVcVjHiAhlUaHJlYWRsaW5lXFYxXEdQQk1ldGFkYXRh6gIOVGhyZWFkbGluZTo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_threadline_v1_run, file_threadline_v1_state]);
+  fileDesc("Chp0aHJlYWRsaW5lL3YxL2V2ZW50cy5wcm90bxINdGhyZWFkbGluZS52MSKTBQoIUnVuRXZlbnQSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBIvCgtvY2N1cnJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoLcnVuX3N0YXJ0ZWQYCiABKAsyGS50aHJlYWRsaW5lLnYxLlJ1blN0YXJ0ZWRIABIuCgpwYXJ0X3N0YXJ0GAsgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0U3RhcnRIABIuCgpwYXJ0X2RlbHRhGAwgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0RGVsdGFIABIqCghwYXJ0X2VuZBgNIAEoCzIWLnRocmVhZGxpbmUudjEuUGFydEVuZEgAEiwKCXRvb2xfY2FsbBgOIAEoCzIXLnRocmVhZGxpbmUudjEuVG9vbENhbGxIABIwCgt0b29sX3Jlc3VsdBgPIAEoCzIZLnRocmVhZGxpbmUudjEuVG9vbFJlc3VsdEgAEjIKDGZpbmFsX3Jlc3VsdBgQIAEoCzIaLnRocmVhZGxpbmUudjEuRmluYWxSZXN1bHRIABJCChRjaGVja3BvaW50X2NhbmRpZGF0ZRgRIAEoCzIiLnRocmVhZGxpbmUudjEuQ2hlY2twb2ludENhbmRpZGF0ZUgAEioKBnJlc3VsdBgSIAEoCzIYLnRocmVhZGxpbmUudjEuUnVuUmVzdWx0SAASLQoJbGlmZWN5Y2xlGBMgASgLMhgudGhyZWFkbGluZS52MS5MaWZlY3ljbGVIABInCgZuYXRpdmUYFCABKAsyFS50aHJlYWRsaW5lLnYxLk5hdGl2ZUgAQgcKBWV2ZW50IgwKClJ1blN0YXJ0ZWQikwEKCVBhcnRTdGFydBISCgpwYXJ0X2luZGV4GAEgASgNEiUKBGtpbmQYAiABKA4yFy50aHJlYWRsaW5lLnYxLlBhcnRLaW5kEg8KB2NvbnRlbnQYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIRCglhcmdzX2pzb24YBiABKAkioAEKCVBhcnREZWx0YRISCgpwYXJ0X2luZGV4GAEgASgNEiUKBGtpbmQYAiABKA4yFy50aHJlYWRsaW5lLnYxLlBhcnRLaW5kEhUKDWNvbnRlbnRfZGVsdGEYAyABKAkSFwoPdG9vbF9uYW1lX2RlbHRhGAQgASgJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRISCgphcmdzX2RlbHRhGAYgASgJIpEBCgdQYXJ0RW5kEhIKCnBhcnRfaW5kZXgYASABKA0SJQoEa2luZBgCIAEoDjIXLnRocmVhZGxpbmUudjEuUGFydEtpbmQSDwoHY29udGVudBgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEhEKCWFyZ3NfanNvbhgGIAEoCSJGCghUb29sQ2FsbBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhEKCWFyZ3NfanNvbhgDIAEoCSJ4CgpUb29sUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKwoHb3V0Y29tZRgDIAEoDjIaLnRocmVhZGxpbmUudjEuVG9vbE91dGNvbWUSFAoMY29udGVudF9qc29uGAQgASgJIjYKC0ZpbmFsUmVzdWx0EhEKCXRvb2xfbmFtZRgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkidQoTQ2hlY2twb2ludENhbmRpZGF0ZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEjIKDWhpc3RvcnlfZGVsdGEYAiABKAsyGy50aHJlYWRsaW5lLnYxLkhpc3RvcnlEZWx0YSIyCgxIaXN0b3J5RGVsdGESEgoKa2VlcF9ieXRlcxgBIAEoBBIOCgZhcHBlbmQYAiABKAkiVQoJTGlmZWN5Y2xlEgwKBGtpbmQYASABKAkSDAoEdHlwZRgCIAEoCRIWCg5zY2hlbWFfdmVyc2lvbhgDIAEoCRIUCgxwYXlsb2FkX2pzb24YBCABKAkiKgoGTmF0aXZlEhIKCmV2ZW50X2tpbmQYASABKAkSDAoEanNvbhgCIAEoCSpqCghQYXJ0S2luZBIZChVQQVJUX0tJTkRfVU5TUEVDSUZJRUQQABISCg5QQVJUX0tJTkRfVEVYVBABEhYKElBBUlRfS0lORF9USElOS0lORxACEhcKE1BBUlRfS0lORF9UT09MX0NBTEwQAyqvAQoLVG9vbE91dGNvbWUSHAoYVE9PTF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGAoUVE9PTF9PVVRDT01FX1NVQ0NFU1MQARIXChNUT09MX09VVENPTUVfRkFJTEVEEAISFwoTVE9PTF9PVVRDT01FX0RFTklFRBADEhwKGFRPT0xfT1VUQ09NRV9JTlRFUlJVUFRFRBAEEhgKFFRPT0xfT1VUQ09NRV9SRVRSSUVEEAVCxQEKEWNvbS50aHJlYWRsaW5lLnYxQgtFdmVudHNQcm90b1ABWk5naXRodWIuY29tL3RocmVhZGxpbmUtZGV2L3RocmVhZGxpbmUvY2xpZW50cy9nby9nZW4vdGhyZWFkbGluZS92MTt0aHJlYWRsaW5ldjGiAgNUWFiqAg1UaHJlYWRsaW5lLlYxygINVGhyZWFkbGluZVxWMeICGVRocmVhZGxpbmVcVjFcR1BCTWV0YWRhdGHqAg5UaHJlYWRsaW5lOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_threadline_v1_run, file_threadline_v1_state]);
 
 /**
  * One event of a streamed run (`StreamRunResponse.event`). Events arrive in order with a
@@ -462,11 +462,21 @@ export const FinalResultSchema: GenMessage<FinalResult> = /*@__PURE__*/
  */
 export type CheckpointCandidate = Message<"threadline.v1.CheckpointCandidate"> & {
   /**
-   * The candidate state.
+   * The candidate state. With CHECKPOINT_FORM_DELTA its `message_history.data` is empty: rebuild
+   * it with `history_delta`. Every other field, the history's `format`, `format_version`,
+   * `message_count` and `sha256` included, is that of the complete state.
    *
    * @generated from field: threadline.v1.HarnessState state = 1;
    */
   state?: HarnessState | undefined;
+
+  /**
+   * Set exactly when the run asked for CHECKPOINT_FORM_DELTA: how this candidate's history data
+   * follows from the previous one's.
+   *
+   * @generated from field: threadline.v1.HistoryDelta history_delta = 2;
+   */
+  historyDelta?: HistoryDelta | undefined;
 };
 
 /**
@@ -475,6 +485,39 @@ export type CheckpointCandidate = Message<"threadline.v1.CheckpointCandidate"> &
  */
 export const CheckpointCandidateSchema: GenMessage<CheckpointCandidate> = /*@__PURE__*/
   messageDesc(file_threadline_v1_events, 8);
+
+/**
+ * One checkpoint candidate's `message_history.data` as an edit of a base's, in UTF-8 bytes: keep
+ * the base's first `keep_bytes` bytes, then append `append`. The base is the previous candidate of
+ * the same stream (rebuilt); for the first candidate it is the `message_history.data` of the
+ * `RunSpec.previous_state` the host sent, exactly as sent, or `[]` when it sent none. Check the
+ * rebuilt data against the candidate's `message_history.sha256` before persisting it.
+ *
+ * @generated from message threadline.v1.HistoryDelta
+ */
+export type HistoryDelta = Message<"threadline.v1.HistoryDelta"> & {
+  /**
+   * How many leading bytes of the base's data to keep; never more than the base has, and always
+   * on a UTF-8 character boundary.
+   *
+   * @generated from field: uint64 keep_bytes = 1;
+   */
+  keepBytes: bigint;
+
+  /**
+   * The text that follows the kept bytes, to the end of the data.
+   *
+   * @generated from field: string append = 2;
+   */
+  append: string;
+};
+
+/**
+ * Describes the message threadline.v1.HistoryDelta.
+ * Use `create(HistoryDeltaSchema)` to create a new message.
+ */
+export const HistoryDeltaSchema: GenMessage<HistoryDelta> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_events, 9);
 
 /**
  * A harness extension event (every one except `run_started`, which is `RunStarted`).
@@ -520,7 +563,7 @@ export type Lifecycle = Message<"threadline.v1.Lifecycle"> & {
  * Use `create(LifecycleSchema)` to create a new message.
  */
 export const LifecycleSchema: GenMessage<Lifecycle> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 9);
+  messageDesc(file_threadline_v1_events, 10);
 
 /**
  * A native pydantic-ai stream event that has no typed case, passed through as JSON.
@@ -548,7 +591,7 @@ export type Native = Message<"threadline.v1.Native"> & {
  * Use `create(NativeSchema)` to create a new message.
  */
 export const NativeSchema: GenMessage<Native> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 10);
+  messageDesc(file_threadline_v1_events, 11);
 
 /**
  * The kind of a model response part that has a typed event. Parts of other kinds (built-in tool

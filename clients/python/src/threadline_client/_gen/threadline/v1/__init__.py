@@ -10,6 +10,7 @@ __all__ = (
     "CallResult",
     "CapabilityState",
     "CheckpointCandidate",
+    "CheckpointForm",
     "ClientTool",
     "DeferredKind",
     "DeferredToolCall",
@@ -26,6 +27,7 @@ __all__ = (
     "HarnessServiceStub",
     "HarnessServiceSyncStub",
     "HarnessState",
+    "HistoryDelta",
     "HistoryFormat",
     "Lifecycle",
     "MessageHistory",
@@ -93,6 +95,46 @@ if TYPE_CHECKING:
 
 _COMPILER_VERSION = "0.10.1"
 betterproto2.check_compiler_version(_COMPILER_VERSION)
+
+
+class CheckpointForm(betterproto2.Enum):
+    """
+    How a `CheckpointCandidate` carries its state (`RunSpec.checkpoint_form`).
+    """
+
+    UNSPECIFIED = 0
+    """
+    The default: CHECKPOINT_FORM_FULL.
+    """
+
+    FULL = 1
+    """
+    Every candidate carries the whole state, history included. Simple, but each candidate
+    repeats the history, so a run's candidates together grow with the square of the run's length.
+    """
+
+    DELTA = 2
+    """
+    Every candidate carries the whole state except `message_history.data`, plus a `HistoryDelta`
+    that rebuilds that data from the previous candidate's, so a run's candidates together grow
+    with what the run adds. See `CheckpointCandidate.history_delta`.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "CHECKPOINT_FORM_UNSPECIFIED",
+            1: "CHECKPOINT_FORM_FULL",
+            2: "CHECKPOINT_FORM_DELTA",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "CHECKPOINT_FORM_UNSPECIFIED": 0,
+            "CHECKPOINT_FORM_FULL": 1,
+            "CHECKPOINT_FORM_DELTA": 2,
+        }
 
 
 class DeferredKind(betterproto2.Enum):
@@ -733,7 +775,15 @@ class CheckpointCandidate(betterproto2.Message):
 
     state: "HarnessState | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
-    The candidate state.
+    The candidate state. With CHECKPOINT_FORM_DELTA its `message_history.data` is empty: rebuild
+    it with `history_delta`. Every other field, the history's `format`, `format_version`,
+    `message_count` and `sha256` included, is that of the complete state.
+    """
+
+    history_delta: "HistoryDelta | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Set exactly when the run asked for CHECKPOINT_FORM_DELTA: how this candidate's history data
+    follows from the previous one's.
     """
 
 
@@ -1185,6 +1235,35 @@ class HarnessState(betterproto2.Message):
 
 
 default_message_pool.register_message("threadline.v1", "HarnessState", HarnessState)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class HistoryDelta(betterproto2.Message):
+    """
+    One checkpoint candidate's `message_history.data` as an edit of a base's, in UTF-8 bytes: keep
+    the base's first `keep_bytes` bytes, then append `append`. The base is the previous candidate of
+    the same stream (rebuilt); for the first candidate it is the `message_history.data` of the
+    `RunSpec.previous_state` the host sent, exactly as sent, or `[]` when it sent none. Check the
+    rebuilt data against the candidate's `message_history.sha256` before persisting it.
+    """
+
+    keep_bytes: "typing.Annotated[int, pydantic.Field(ge=0, le=2**64 - 1)]" = betterproto2.field(
+        1, betterproto2.TYPE_UINT64
+    )
+    """
+    How many leading bytes of the base's data to keep; never more than the base has, and always
+    on a UTF-8 character boundary.
+    """
+
+    append: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(2, betterproto2.TYPE_STRING)
+    )
+    """
+    The text that follows the kept bytes, to the end of the data.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "HistoryDelta", HistoryDelta)
 
 
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
@@ -1946,6 +2025,15 @@ class RunSpec(betterproto2.Message):
     usage_limits: "UsageLimits | None" = betterproto2.field(10, betterproto2.TYPE_MESSAGE, optional=True)
     """
     Limits on the run's model usage. Unset = the agent's own default limits.
+    """
+
+    checkpoint_form: "CheckpointForm" = betterproto2.field(
+        11, betterproto2.TYPE_ENUM, default_factory=lambda: CheckpointForm(0)
+    )
+    """
+    How `StreamRun` sends checkpoint candidates when `checkpoints` is true. Unspecified =
+    CHECKPOINT_FORM_FULL. A value this server does not know fails with INVALID_ARGUMENT
+    INPUT_INVALID.
     """
 
     @model_validator(mode="after")
