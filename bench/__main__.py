@@ -123,12 +123,12 @@ TARGETS: dict[str, tuple[str, float, str]] = {
     "checkpoint_bytes_exponent_within_run": (
         "<=",
         1.2,
-        "(f) k of checkpoint bytes ~ rounds^k inside one run",
+        "(f) k of checkpoint bytes ~ rounds^k inside one run (CHECKPOINT_FORM_DELTA)",
     ),
-    "checkpoint_bytes_exponent_across_turns": (
+    "stream_bytes_exponent_across_turns": (
         "<=",
         1.2,
-        "(f) k of checkpoint bytes ~ history^k across turns",
+        "(f) k of all bytes a run streams ~ history^k across turns (CHECKPOINT_FORM_DELTA)",
     ),
 }
 

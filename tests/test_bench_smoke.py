@@ -64,7 +64,10 @@ def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
     assert idle["open_streams"] == report["sizes"]["idle_streams"]
     assert idle["bare_grpc"]["open_streams"] == report["sizes"]["idle_streams"]
     checkpoints = report["sections"]["f_checkpoints"]
-    assert all(row["checkpoint_candidate_count"] > 0 for row in checkpoints["across_turns"])
+    for form in ("full", "delta"):
+        assert all(
+            row["checkpoint_candidate_count"] > 0 for row in checkpoints["forms"][form]["across_turns"]
+        )
     assert report["sections"]["b_stream"]["text_deltas_per_variant"] > 0
 
     after = LATEST.stat().st_mtime_ns if LATEST.exists() else None
