@@ -8,7 +8,9 @@ Idle streams: in a server that has only warmed up, `idle_runs` StreamRuns of the
 opened and held inside their model request (the stream is open, the run is waiting on its model, as
 with a slow provider). Memory per idle stream is the server's RSS once they are all open and idle
 minus its RSS before, divided by their number; the clients then cancel them. The same is measured on
-the bare grpcio server (`bench.bare`) with streams that send one message and wait: grpc's own floor.
+the bare grpcio server (`bench.bare`) with streams that send one message and wait: grpc's own floor;
+and, with no server at all, for as many idle runs of plain pydantic-ai and of the harness, each in a
+process of its own (`bench.idle_reference`): what the run itself holds.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import json
 import statistics
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -115,15 +119,30 @@ def idle_memory_section(
             bare=True,
             settle_s=settle_s,
         )
+    reference = {variant: _reference(variant, idle_runs) for variant in ("pydantic_ai", "harness")}
+    per_stream = threadline["kib_per_idle_stream"]
     return {
         **threadline,
         "bare_grpc": floor,
+        "in_process_kib_per_idle_run": reference,
         "ratios": {
-            "idle_stream_memory_over_bare_grpc": ratio(
-                threadline["kib_per_idle_stream"], floor["kib_per_idle_stream"]
-            )
+            "idle_stream_memory_over_bare_grpc": ratio(per_stream, floor["kib_per_idle_stream"]),
+            "idle_stream_memory_over_pydantic_ai": ratio(per_stream, reference["pydantic_ai"]),
         },
     }
+
+
+def _reference(variant: str, runs: int) -> float:
+    """KiB per idle run of `variant` in a process of its own, with no server (`bench.idle_reference`)."""
+    finished = subprocess.run(
+        [sys.executable, "-m", "bench.idle_reference", variant, str(runs)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    value: float = json.loads(finished.stdout)["kib_per_idle_run"]
+    return value
 
 
 def _idle_memory(
