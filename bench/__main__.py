@@ -53,7 +53,7 @@ class Sizes:
     envelope_rounds: int = 7
     envelope_batch_s: float = 0.25
     turns: int = 50
-    turn_runs: int = 10
+    turn_runs: int = 20
     turn_rounds: int = 5
     concurrency: tuple[int, ...] = (100, 1000)
     client_processes: int = 2
