@@ -113,7 +113,7 @@ def envelope_section(*, sizes: tuple[int, ...], rounds: int, min_batch_s: float)
         for call in calls.values():  # warm-up, and a batch size that runs about `min_batch_s`
             call()
         probe = sync_cpu_per_call(calls["pydantic_ai"], 3).cpu_s
-        batch = max(3, int(min_batch_s / max(probe, 1e-6)))
+        batch = max(2, int(min_batch_s / max(probe, 1e-6)))
         measured: list[dict[str, Cost]] = []
         for index in range(rounds):
             names = list(calls)
