@@ -106,8 +106,8 @@ class _EncodedHistory:
     json: bytes
     count: int
     last_start: int = -1
-    """Where the last message starts in `json` (-1 for an empty history): `_extend_history` keeps the
-    bytes before it and re-dumps from there."""
+    """Where the last message starts in `json`: `_extend_history` keeps the bytes before it and re-dumps
+    from there. -1 for an empty history, `_UNKNOWN` when not computed yet (`HistoryEncoder` does)."""
     fresh: list[list[ModelMessage]] = dataclasses.field(default_factory=list, compare=False, repr=False)
     """The message objects validation built, kept for the one run that continues this history
     (`take`), so it does not validate the same JSON a second time. Nobody else ever sees them."""
@@ -124,6 +124,7 @@ class _EncodedHistory:
 
 
 _EMPTY_HISTORY = _EncodedHistory(b"[]", 0)
+_UNKNOWN = -2
 
 
 # The native adapter's serializer, except that non-finite floats are written as `NaN`/`Infinity` instead
@@ -200,8 +201,14 @@ class HistoryEncoder:
     __slots__ = ("_encoded", "_messages")
 
     def __init__(self, encoded: _EncodedHistory | None, messages: Sequence[ModelMessage]) -> None:
+        """Start from `encoded`, the bytes of `messages` (before the run touches any of them)."""
+        messages = list(messages)
+        if encoded is not None and encoded.last_start == _UNKNOWN and messages:
+            # The stored bytes end with the last message's own dump and `]`.
+            last = len(_dump(messages[-1:])) - 1
+            encoded = _EncodedHistory(encoded.json, encoded.count, len(encoded.json) - last)
         self._encoded = encoded
-        self._messages = list(messages)
+        self._messages = messages
 
     def encode(self, history: Sequence[ModelMessage]) -> _EncodedHistory:
         """The encoded form of `history`, as `_encode_history` would write it."""
@@ -220,9 +227,11 @@ class HistoryEncoder:
 
 
 def _encode_root(root: _HistoryRoot) -> _EncodedHistory:
-    # JSON input: the messages are new objects nobody else holds, so the next run may take them.
-    encoded = _encode_history(root.root)
-    encoded.fresh.append(root.root)
+    # JSON input: the messages are new objects nobody else holds, so the next run may take them. One
+    # dump: most loaded states are never extended, and a run that extends one finds its last message.
+    messages = root.root
+    encoded = _EncodedHistory(_dump(messages), len(messages), _UNKNOWN if messages else -1)
+    encoded.fresh.append(messages)
     return encoded
 
 

@@ -104,3 +104,14 @@ def test_a_loaded_state_hands_its_validated_messages_to_one_run_only() -> None:
     assert first == second == list(read)
     # Three sets of objects: the run that took validation's own, a later run, and every plain read.
     assert first[0] is not second[0] and read[0] is not first[0] and read[0] is not second[0]
+
+
+@given(messages())
+@settings(max_examples=40, deadline=None)
+def test_a_run_finds_where_the_last_loaded_message_starts(history: list[ModelMessage]) -> None:
+    # Loading dumps the history in one piece; the run that continues it finds the last message's start.
+    loaded = load_state(HarnessState.new(message_history=history).model_dump_json())
+    taken, encoded = loaded._history_for_run()
+    encoder = HistoryEncoder(encoded, taken)
+    assert encoder._encoded is not None
+    assert encoder._encoded.last_start == _encode_history(history).last_start
