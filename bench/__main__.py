@@ -42,8 +42,8 @@ SECTIONS = "abcdef"
 class Sizes:
     """How much each section does; `SMOKE` only proves the code paths and the JSON shape."""
 
-    runs_per_round: int = 40
-    rounds: int = 7
+    runs_per_round: int = 5
+    rounds: int = 49
     stream_deltas: int = 2000
     stream_processes: int = 2
     stream_streams: int = 2
@@ -53,8 +53,8 @@ class Sizes:
     envelope_rounds: int = 9
     envelope_batch_s: float = 0.4
     turns: int = 50
-    turn_runs: int = 20
-    turn_rounds: int = 5
+    turn_runs: int = 4
+    turn_rounds: int = 21
     concurrency: tuple[int, ...] = (100, 1000)
     client_processes: int = 2
     idle_streams: int = 1000

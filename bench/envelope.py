@@ -9,6 +9,8 @@ Three ways, CPU per message:
 - `protobuf`: `state_to_pb(state).SerializeToString()`, then `state_from_pb(HarnessState.FromString(...))`
   (the server's decode: digest check, `load_state`, count check);
 - `json`: `state.model_dump_json()` then `harness.load_state(...)`.
+
+The three alternate call by call, and each round's ratio is taken on its own sums.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from threadline.v1 import state_pb2
 from harness import HarnessState, load_state
 from server.mapping.state import state_from_pb, state_to_pb
 
-from .measure import Cost, median, ratio, sync_cpu_per_call
+from .measure import interleaved, median, ratio, sync_cpu_per_call
 
 __all__ = ("envelope_section", "realistic_history")
 
@@ -114,11 +116,8 @@ def envelope_section(*, sizes: tuple[int, ...], rounds: int, min_batch_s: float)
             call()
         probe = sync_cpu_per_call(calls["pydantic_ai"], 3).cpu_s
         batch = max(2, int(min_batch_s / max(probe, 1e-6)))
-        measured: list[dict[str, Cost]] = []
-        for index in range(rounds):
-            names = list(calls)
-            names = names[index % 3 :] + names[: index % 3]
-            measured.append({name: sync_cpu_per_call(calls[name], batch) for name in names})
+        # Call by call, each variant in turn, so all three see the same moments of a noisy machine.
+        measured = [interleaved(calls, batch) for _ in range(rounds)]
         per_message = {
             name: round(median([m[name].cpu_s for m in measured]) / count * 1e6, 3) for name in calls
         }

@@ -27,6 +27,7 @@ __all__ = (
     "machine",
     "peak_rss",
     "rss",
+    "thread_cpu_seconds",
 )
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -44,6 +45,21 @@ def cpu_seconds(pid: int) -> float:
     text = Path(f"/proc/{pid}/stat").read_text()
     fields = text[text.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime: fields 14 and 15 of proc(5)
+
+
+def thread_cpu_seconds(pid: int) -> float:
+    """CPU seconds of `pid`'s live threads, to the nanosecond (`/proc/<pid>/task/*/schedstat`).
+
+    Far finer than `cpu_seconds` (10 ms ticks), for short measured batches; a thread that exits
+    between two readings takes its time with it, so use it around work that keeps its threads.
+    """
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):  # the thread just exited
+            continue
+    return total / 1e9
 
 
 def _status(pid: int, key: str) -> int:
@@ -174,8 +190,12 @@ class ServerProcess:
         return self.process.pid
 
     def cpu(self) -> float:
-        """The server's CPU seconds so far."""
+        """The server's CPU seconds so far (10 ms resolution, exited threads included)."""
         return cpu_seconds(self.pid)
+
+    def thread_cpu(self) -> float:
+        """The CPU seconds of the server's live threads, to the nanosecond (`thread_cpu_seconds`)."""
+        return thread_cpu_seconds(self.pid)
 
     def rss(self) -> int:
         """The server's resident set size now."""
