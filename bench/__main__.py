@@ -50,7 +50,7 @@ class Sizes:
     stream_repeat: int = 1
     stream_rounds: int = 3
     envelope_sizes: tuple[int, ...] = (10, 1000, 10000)
-    envelope_rounds: int = 9
+    envelope_rounds: int = 15
     envelope_batch_s: float = 0.4
     turns: int = 50
     turn_runs: int = 4
