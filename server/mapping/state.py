@@ -83,7 +83,8 @@ def fill_state(msg: state_pb2.HarnessState, state: HarnessState, *, history_data
     history.format_version = HISTORY_FORMAT_VERSIONS[-1]
     history.message_count = state.message_count()
     if history_data:
-        history.data = data  # bytes: upb checks the UTF-8 and copies it once, with no str in between
+        # Bytes, not str: upb checks the UTF-8 and copies it once, with no str in between.
+        history.data = data  # type: ignore[assignment]  # the stub only lists str; upb accepts UTF-8 bytes
         history.sha256 = hashlib.sha256(data).digest()
     for capability_id, entry in state.agent_context_state.entries.items():
         msg.capability_states.add(
