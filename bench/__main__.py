@@ -51,7 +51,7 @@ class Sizes:
     stream_rounds: int = 3
     envelope_sizes: tuple[int, ...] = (10, 1000, 10000)
     envelope_rounds: int = 15
-    envelope_batch_s: float = 0.4
+    envelope_batch_s: float = 0.15
     turns: int = 50
     turn_runs: int = 4
     turn_rounds: int = 21

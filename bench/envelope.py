@@ -10,11 +10,13 @@ Three ways, CPU per message:
   (the server's decode: digest check, `load_state`, count check);
 - `json`: `state.model_dump_json()` then `harness.load_state(...)`.
 
-The three alternate call by call, and each round's ratio is taken on its own sums.
+Each round runs a short batch of each, in one of the six orders; the ratio reported is the median of
+the per-round ratios.
 """
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,7 +36,7 @@ from threadline.v1 import state_pb2
 from harness import HarnessState, load_state
 from server.mapping.state import state_from_pb, state_to_pb
 
-from .measure import interleaved, median, ratio, sync_cpu_per_call
+from .measure import median, ratio, sync_cpu_per_call
 
 __all__ = ("envelope_section", "realistic_history")
 
@@ -115,9 +117,15 @@ def envelope_section(*, sizes: tuple[int, ...], rounds: int, min_batch_s: float)
         for call in calls.values():  # warm-up, and a batch size that runs about `min_batch_s`
             call()
         probe = sync_cpu_per_call(calls["pydantic_ai"], 3).cpu_s
-        batch = max(2, int(min_batch_s / max(probe, 1e-6)))
-        # Call by call, each variant in turn, so all three see the same moments of a noisy machine.
-        measured = [interleaved(calls, batch) for _ in range(rounds)]
+        batch = max(1, int(min_batch_s / max(probe, 1e-6)))
+        # A short batch of each variant in turn, in every order in turn: what a call costs depends on
+        # what ran just before it (the garbage it left, the memory it returned), so no variant always
+        # follows the same one; `sync_cpu_per_call` collects garbage before each batch.
+        orders = list(itertools.permutations(calls))
+        measured = [
+            {name: sync_cpu_per_call(calls[name], batch) for name in orders[index % len(orders)]}
+            for index in range(rounds)
+        ]
         per_message = {
             name: round(median([m[name].cpu_s for m in measured]) / count * 1e6, 3) for name in calls
         }

@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,6 @@ from .proc import ServerProcess
 __all__ = (
     "Cost",
     "cpu_per_call",
-    "interleaved",
     "median",
     "median_ratio",
     "ratio",
@@ -61,21 +60,6 @@ def sync_cpu_per_call(call: Callable[[], Any], n: int) -> Cost:
     for _ in range(n):
         call()
     return Cost((time.process_time() - cpu) / n, (time.perf_counter() - wall) / n)
-
-
-def interleaved(calls: Mapping[str, Callable[[], Any]], n: int) -> dict[str, Cost]:
-    """Call every one of `calls` in turn, `n` times over; this process's CPU and wall time per call of each."""
-    gc.collect()
-    cpu = dict.fromkeys(calls, 0.0)
-    wall = dict.fromkeys(calls, 0.0)
-    clock, timer = time.process_time, time.perf_counter
-    for _ in range(n):
-        for name, call in calls.items():
-            started_cpu, started_wall = clock(), timer()
-            call()
-            cpu[name] += clock() - started_cpu
-            wall[name] += timer() - started_wall
-    return {name: Cost(cpu[name] / n, wall[name] / n) for name in calls}
 
 
 async def server_cpu_per_call(server: ServerProcess, call: Callable[[], Awaitable[Any]], n: int) -> Cost:
