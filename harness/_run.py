@@ -20,11 +20,10 @@ from pydantic_ai.exceptions import AgentRunError, ModelHTTPError, RunCancelled, 
 from pydantic_ai.messages import ModelMessage, ModelResponse, UserContent
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
-from pydantic_ai.tools import DeferredToolResults, ToolDenied
+from pydantic_ai.tools import DeferredToolResults
 from pydantic_ai.usage import RunUsage, UsageLimits
 from pydantic_graph import End
 
-from ._history import pending_calls
 from ._prepare import (
     PartTracker,
     close_calls,
@@ -36,7 +35,7 @@ from ._prepare import (
 from ._tooling import INTERRUPTED_TOOL_RESULT, RunTooling
 from .capability_state import CapabilityStateStore
 from .context import AgentContext, RunBindings
-from .deferred import DeferredToolRequests, DeferredToolResume, preflight_resume
+from .deferred import DeferredToolRequests, DeferredToolResume, find_unresolved_calls, preflight_resume
 from .errors import ErrorCode, FailureCode, HarnessError, InputError, RunCleanupError, RunError, StateError
 from .events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, numbered_event, utc_now
 from .results import HarnessRunResult, SafeFailure
@@ -314,9 +313,6 @@ class HarnessRunStream(Generic[OutputT]):
         if resume is not None and not resume.recovery:
             native_results = resume.model_results()
             self._tooling.resume = resume
-            self._tooling.resume_results_failed = frozenset(
-                call_id for call_id, value in native_results.calls.items() if isinstance(value, ToolFailed)
-            )
         else:
             history, native_results = self._plan_recovery(history, resume)
         self._native_results = native_results
@@ -326,39 +322,20 @@ class HarnessRunStream(Generic[OutputT]):
         self, history: list[ModelMessage], retained: DeferredToolResume | None
     ) -> tuple[list[ModelMessage], DeferredToolResults | None]:
         """Decide what happens to the last response's unresolved calls (SPEC §2.5.2, §2.5.6)."""
-        last = next((m for m in reversed(history) if isinstance(m, ModelResponse)), None)
-        if last is None or (last.state == "suspended" and retained is None):
+        unresolved = find_unresolved_calls(history, retained)
+        self._tooling.resume = retained  # phase B checks the retained requests (§2.7.6)
+        if not unresolved.calls:
             return history, None
-        pending = {call.tool_call_id: call for call in pending_calls(history)}
-        facts_calls: dict[str, Any] = {}
-        facts_denials: dict[str, ToolDenied] = {}
-        if retained is not None:
-            self._tooling.resume = retained
-            for call_id, value in retained.results.calls.items():
-                facts_calls[call_id] = value
-            for call_id, approval in retained.results.approvals.items():
-                if approval is False:
-                    facts_denials[call_id] = ToolDenied()
-                elif isinstance(approval, ToolDenied):
-                    facts_denials[call_id] = approval
-            self._tooling.resume_results_failed = frozenset(
-                call_id for call_id, value in facts_calls.items() if isinstance(value, ToolFailed)
-            )
-            for call_id in (*facts_calls, *facts_denials):
-                if call_id not in pending:
-                    raise StateError(
-                        f"A retained deferred result answers {call_id!r}, which is not an unanswered call.",
-                        code=ErrorCode.DEFERRED_STATE_INVALID,
-                        details={"tool_call_id": call_id},
-                    )
+        facts = unresolved.facts
         open_calls = {
-            cid: call for cid, call in pending.items() if cid not in facts_calls and cid not in facts_denials
+            call.tool_call_id: call
+            for call in unresolved.calls
+            if call.tool_call_id not in facts.calls and call.tool_call_id not in facts.approvals
         }
-        if not pending:
-            return history, None
-        if self._mode == "never" and not facts_calls and not facts_denials:
+        if self._mode == "never" and not facts.calls and not facts.approvals:
             return close_calls(history, list(open_calls.values())), None
-        results = DeferredToolResults(calls=dict(facts_calls), approvals=dict(facts_denials))
+        # The facts' metadata stays out: a call answered by a fact never runs, so no tool would read it.
+        results = DeferredToolResults(calls=facts.calls, approvals=facts.approvals)
         if self._mode == "never":
             for cid in open_calls:
                 results.calls[cid] = ToolFailed(INTERRUPTED_TOOL_RESULT)

@@ -31,8 +31,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_ai.toolsets.prefixed import PrefixedToolset
 from pydantic_ai.toolsets.renamed import RenamedToolset
 
-from .deferred import DEFERRED_FUNCTION_ID_METADATA_KEY as DEFERRED_FUNCTION_ID_KEY
-from .deferred import DeferredToolResume, identity_for
+from .deferred import DeferredToolResume, PendingDeferredItem, identity_for
 from .errors import DefinitionError, ErrorCode
 from .tools import is_recovery_retryable
 
@@ -70,8 +69,6 @@ class RunTooling:
     """Unresolved calls (no retained fact) to be replayed or answered unknown at the first step."""
     resume: DeferredToolResume | None = None
     """The batch whose requests phase B checks (a normal resume, or the retained batch of recovery)."""
-    resume_results_failed: frozenset[str] = frozenset()
-    """Pending call IDs answered by `ToolFailed` (rule 11's exception for absent tools)."""
     native_results: MutableMapping[str, Any] | None = None
     """The first `CallToolsNode`'s per-call results, edited in place at the first step."""
     replay_ids: set[str] = field(default_factory=set)
@@ -113,38 +110,33 @@ class RunTooling:
 
     async def _check_surface(self, ctx: RunContext[Any], tools: Mapping[str, ToolsetTool[Any]]) -> None:
         assert self.resume is not None
-        requests = self.resume.requests
-        metadata = requests.metadata
-        for category, items in (("calls", requests.calls), ("approvals", requests.approvals)):
-            for item in items:
-                call = item.target_call
-                tool = tools.get(call.tool_name)
-                identity = await _identity(ctx, call.tool_name, tool) if tool is not None else None
-                if tool is not None and identity != item.target_identity:
-                    self._mismatch(call, "the tool's identity changed")
-                kind = tool.tool_def.kind if tool is not None else None
-                if category == "calls":
-                    function_id = metadata.get(call.tool_call_id, {}).get(DEFERRED_FUNCTION_ID_KEY)
-                    if tool is None:
-                        if function_id is None and call.tool_call_id in self.resume_results_failed:
-                            continue
-                        self._mismatch(call, "the tool is no longer available")
-                    elif kind == "external":
-                        if function_id is not None:
-                            self._mismatch(call, "a function's deferred call is now an external tool")
-                    elif kind in ("function", "unapproved"):
-                        if function_id != identity:
-                            self._mismatch(call, "the call was not deferred by this function tool")
-                    else:
-                        self._mismatch(call, f"a {kind} tool cannot answer a deferred call")
-                elif kind not in ("function", "unapproved"):
-                    self._mismatch(call, "the approved tool is absent or cannot be approved")
+        for item in self.resume.pending_items():
+            tool = tools.get(item.tool_name)
+            identity = await _identity(ctx, item.tool_name, tool) if tool is not None else None
+            if tool is not None and identity != item.target_identity:
+                self._mismatch(item, "the tool's identity changed")
+            kind = tool.tool_def.kind if tool is not None else None
+            if item.category == "calls":
+                if tool is None:
+                    if item.function_id is None and item.answered_with_failure:
+                        continue
+                    self._mismatch(item, "the tool is no longer available")
+                elif kind == "external":
+                    if item.function_id is not None:
+                        self._mismatch(item, "a function's deferred call is now an external tool")
+                elif kind in ("function", "unapproved"):
+                    if item.function_id != identity:
+                        self._mismatch(item, "the call was not deferred by this function tool")
+                else:
+                    self._mismatch(item, f"a {kind} tool cannot answer a deferred call")
+            elif kind not in ("function", "unapproved"):
+                self._mismatch(item, "the approved tool is absent or cannot be approved")
 
-    def _mismatch(self, call: ToolCallPart, why: str) -> None:
+    def _mismatch(self, item: PendingDeferredItem, why: str) -> None:
         self.surface_error = DefinitionError(
-            f"Deferred tool call {call.tool_call_id!r} ({call.tool_name}) no longer fits this run's tools: {why}.",
+            f"Deferred tool call {item.tool_call_id!r} ({item.tool_name}) no longer fits this run's tools: {why}.",
             code=ErrorCode.DEFERRED_SURFACE_MISMATCH,
-            details={"tool_call_id": call.tool_call_id, "tool_name": call.tool_name},
+            details={"tool_call_id": item.tool_call_id, "tool_name": item.tool_name},
         )
         raise self.surface_error
 

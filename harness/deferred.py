@@ -22,9 +22,9 @@ deep copies, so a caller mutating what it passed in or got back never changes a 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn, NotRequired, TypeAlias
+from typing import Any, Literal, NoReturn, NotRequired, TypeAlias, TypeVar
 from urllib.parse import quote
 
 from pydantic import ConfigDict, StrictBool, TypeAdapter, ValidationError, with_config
@@ -176,16 +176,23 @@ _REQUESTS_ADAPTER: TypeAdapter[_RequestsDoc] = TypeAdapter(_RequestsDoc)
 _RESUME_ADAPTER: TypeAdapter[_ResumeDoc] = TypeAdapter(_ResumeDoc)
 
 
-def _errors_detail(error: ValidationError) -> dict[str, JsonValue]:
-    errors: list[JsonValue] = [
-        {
-            "loc": [str(p) if not isinstance(p, int) else p for p in e["loc"]],
-            "type": e["type"],
-            "msg": e["msg"],
-        }
-        for e in error.errors(include_url=False, include_context=False, include_input=False)
-    ]
-    return {"errors": errors}
+_DocT = TypeVar("_DocT")
+
+
+def _validated(validate: Callable[[Any], _DocT], data: object, code: ErrorCode, what: str) -> _DocT:
+    """`validate(data)`; the one failure shape of every loader: `RunError(code)`, `{"errors": [...]}`."""
+    try:
+        return validate(data)
+    except ValidationError as error:
+        errors: list[JsonValue] = [
+            {
+                "loc": [str(p) if not isinstance(p, int) else p for p in e["loc"]],
+                "type": e["type"],
+                "msg": e["msg"],
+            }
+            for e in error.errors(include_url=False, include_context=False, include_input=False)
+        ]
+        raise RunError(f"{what} JSON is invalid.", code=code, details={"errors": errors}) from None
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -419,27 +426,23 @@ class DeferredToolRequests:
         Raises:
             RunError: `deferred_request_invalid` with `{"errors": [...]}` when the document does not validate.
         """
-        try:
-            doc = _REQUESTS_ADAPTER.validate_json(data)
-        except ValidationError as error:
-            raise RunError(
-                "Deferred tool requests JSON is invalid.",
-                code=ErrorCode.DEFERRED_REQUEST_INVALID,
-                details=_errors_detail(error),
-            ) from None
+        doc = _validated(
+            _REQUESTS_ADAPTER.validate_json,
+            data,
+            ErrorCode.DEFERRED_REQUEST_INVALID,
+            "Deferred tool requests",
+        )
         return cls._from_doc(doc)
 
     @classmethod
     def from_jsonable(cls, data: object) -> DeferredToolRequests:
         """Load `to_jsonable()` output (same rules as `from_json`)."""
-        try:
-            doc = _REQUESTS_ADAPTER.validate_python(data)
-        except ValidationError as error:
-            raise RunError(
-                "Deferred tool requests JSON is invalid.",
-                code=ErrorCode.DEFERRED_REQUEST_INVALID,
-                details=_errors_detail(error),
-            ) from None
+        doc = _validated(
+            _REQUESTS_ADAPTER.validate_python,
+            data,
+            ErrorCode.DEFERRED_REQUEST_INVALID,
+            "Deferred tool requests",
+        )
         return cls._from_doc(doc)
 
     @classmethod
@@ -762,14 +765,9 @@ class DeferredToolResume:
         Raises:
             RunError: `deferred_resume_invalid` with `{"errors": [...]}` when the document does not validate.
         """
-        try:
-            doc = _RESUME_ADAPTER.validate_json(data)
-        except ValidationError as error:
-            raise RunError(
-                "Deferred resume JSON is invalid.",
-                code=ErrorCode.DEFERRED_RESUME_INVALID,
-                details=_errors_detail(error),
-            ) from None
+        doc = _validated(
+            _RESUME_ADAPTER.validate_json, data, ErrorCode.DEFERRED_RESUME_INVALID, "Deferred resume"
+        )
         return cls(DeferredToolRequests._from_doc(doc["requests"]), doc["results"], doc["recovery"])
 
     def __eq__(self, other: object) -> bool:
