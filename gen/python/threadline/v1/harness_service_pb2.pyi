@@ -62,6 +62,15 @@ class StreamRunRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SPEC_FIELD_NUMBER: _builtins.int
+    MAX_EVENTS_PER_MESSAGE_FIELD_NUMBER: _builtins.int
+    max_events_per_message: _builtins.int
+    """How many events one response may carry. Default 0, which means 1: every response carries
+    exactly one event, in `event`. Above 1: every response carries its events in `events`, one or
+    more, and the server packs events that are ready at once into one response (it never holds
+    an event back to fill one), which saves a message per event on fast streams. The server
+    takes at most 256, and starts a new response once one holds about 256 KiB of events (an
+    event larger than that travels alone). SDKs set it and hand the host one event at a time.
+    """
     @_builtins.property
     def spec(self) -> _run_pb2.RunSpec:
         """What to run. Required."""
@@ -70,10 +79,11 @@ class StreamRunRequest(_message.Message):
         self,
         *,
         spec: _run_pb2.RunSpec | None = ...,
+        max_events_per_message: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_events_per_message", b"max_events_per_message", "spec", b"spec"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -86,18 +96,26 @@ class StreamRunResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def event(self) -> _events_pb2.RunEvent:
-        """The next event of the run."""
+        """The next event of the run, when the request's `max_events_per_message` is 0 or 1."""
+
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_events_pb2.RunEvent]:
+        """The next events of the run, in order, when the request's `max_events_per_message` is above
+        1; `event` is then unset.
+        """
 
     def __init__(
         self,
         *,
         event: _events_pb2.RunEvent | None = ...,
+        events: _abc.Iterable[_events_pb2.RunEvent] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "events", b"events"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -86,9 +86,16 @@ func (ToolCategory) EnumDescriptor() ([]byte, []int) {
 type StreamRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What to run. Required.
-	Spec          *RunSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Spec *RunSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// How many events one response may carry. Default 0, which means 1: every response carries
+	// exactly one event, in `event`. Above 1: every response carries its events in `events`, one or
+	// more, and the server packs events that are ready at once into one response (it never holds
+	// an event back to fill one), which saves a message per event on fast streams. The server
+	// takes at most 256, and starts a new response once one holds about 256 KiB of events (an
+	// event larger than that travels alone). SDKs set it and hand the host one event at a time.
+	MaxEventsPerMessage uint32 `protobuf:"varint,2,opt,name=max_events_per_message,json=maxEventsPerMessage,proto3" json:"max_events_per_message,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *StreamRunRequest) Reset() {
@@ -128,11 +135,21 @@ func (x *StreamRunRequest) GetSpec() *RunSpec {
 	return nil
 }
 
+func (x *StreamRunRequest) GetMaxEventsPerMessage() uint32 {
+	if x != nil {
+		return x.MaxEventsPerMessage
+	}
+	return 0
+}
+
 // One message of the `StreamRun` stream.
 type StreamRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The next event of the run.
-	Event         *RunEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// The next event of the run, when the request's `max_events_per_message` is 0 or 1.
+	Event *RunEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// The next events of the run, in order, when the request's `max_events_per_message` is above
+	// 1; `event` is then unset.
+	Events        []*RunEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -170,6 +187,13 @@ func (*StreamRunResponse) Descriptor() ([]byte, []int) {
 func (x *StreamRunResponse) GetEvent() *RunEvent {
 	if x != nil {
 		return x.Event
+	}
+	return nil
+}
+
+func (x *StreamRunResponse) GetEvents() []*RunEvent {
+	if x != nil {
+		return x.Events
 	}
 	return nil
 }
@@ -1111,11 +1135,13 @@ var File_threadline_v1_harness_service_proto protoreflect.FileDescriptor
 
 const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\n" +
-	"#threadline/v1/harness_service.proto\x12\rthreadline.v1\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\">\n" +
+	"#threadline/v1/harness_service.proto\x12\rthreadline.v1\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\"s\n" +
 	"\x10StreamRunRequest\x12*\n" +
-	"\x04spec\x18\x01 \x01(\v2\x16.threadline.v1.RunSpecR\x04spec\"B\n" +
+	"\x04spec\x18\x01 \x01(\v2\x16.threadline.v1.RunSpecR\x04spec\x123\n" +
+	"\x16max_events_per_message\x18\x02 \x01(\rR\x13maxEventsPerMessage\"s\n" +
 	"\x11StreamRunResponse\x12-\n" +
-	"\x05event\x18\x01 \x01(\v2\x17.threadline.v1.RunEventR\x05event\"8\n" +
+	"\x05event\x18\x01 \x01(\v2\x17.threadline.v1.RunEventR\x05event\x12/\n" +
+	"\x06events\x18\x02 \x03(\v2\x17.threadline.v1.RunEventR\x06events\"8\n" +
 	"\n" +
 	"RunRequest\x12*\n" +
 	"\x04spec\x18\x01 \x01(\v2\x16.threadline.v1.RunSpecR\x04spec\"?\n" +
@@ -1231,43 +1257,44 @@ var file_threadline_v1_harness_service_proto_goTypes = []any{
 var file_threadline_v1_harness_service_proto_depIdxs = []int32{
 	19, // 0: threadline.v1.StreamRunRequest.spec:type_name -> threadline.v1.RunSpec
 	20, // 1: threadline.v1.StreamRunResponse.event:type_name -> threadline.v1.RunEvent
-	19, // 2: threadline.v1.RunRequest.spec:type_name -> threadline.v1.RunSpec
-	21, // 3: threadline.v1.RunResponse.result:type_name -> threadline.v1.RunResult
-	22, // 4: threadline.v1.NewStateRequest.message_history:type_name -> threadline.v1.MessageHistory
-	23, // 5: threadline.v1.NewStateRequest.capability_states:type_name -> threadline.v1.CapabilityState
-	24, // 6: threadline.v1.NewStateRequest.environment_states:type_name -> threadline.v1.EnvironmentState
-	25, // 7: threadline.v1.NewStateResponse.state:type_name -> threadline.v1.HarnessState
-	25, // 8: threadline.v1.ForkStateRequest.state:type_name -> threadline.v1.HarnessState
-	25, // 9: threadline.v1.ForkStateResponse.state:type_name -> threadline.v1.HarnessState
-	25, // 10: threadline.v1.ValidateStateRequest.state:type_name -> threadline.v1.HarnessState
-	25, // 11: threadline.v1.ValidateStateResponse.state:type_name -> threadline.v1.HarnessState
-	26, // 12: threadline.v1.RemainingDeferredRequest.resume:type_name -> threadline.v1.DeferredToolResume
-	25, // 13: threadline.v1.RemainingDeferredRequest.state:type_name -> threadline.v1.HarnessState
-	26, // 14: threadline.v1.RemainingDeferredResponse.remaining:type_name -> threadline.v1.DeferredToolResume
-	15, // 15: threadline.v1.GetServerInfoResponse.history_formats:type_name -> threadline.v1.HistoryFormat
-	16, // 16: threadline.v1.GetServerInfoResponse.agents:type_name -> threadline.v1.AgentInfo
-	18, // 17: threadline.v1.GetServerInfoResponse.limits:type_name -> threadline.v1.ServerLimits
-	17, // 18: threadline.v1.AgentInfo.tools:type_name -> threadline.v1.ToolInfo
-	0,  // 19: threadline.v1.ToolInfo.category:type_name -> threadline.v1.ToolCategory
-	1,  // 20: threadline.v1.HarnessService.StreamRun:input_type -> threadline.v1.StreamRunRequest
-	3,  // 21: threadline.v1.HarnessService.Run:input_type -> threadline.v1.RunRequest
-	5,  // 22: threadline.v1.HarnessService.NewState:input_type -> threadline.v1.NewStateRequest
-	7,  // 23: threadline.v1.HarnessService.ForkState:input_type -> threadline.v1.ForkStateRequest
-	9,  // 24: threadline.v1.HarnessService.ValidateState:input_type -> threadline.v1.ValidateStateRequest
-	11, // 25: threadline.v1.HarnessService.RemainingDeferred:input_type -> threadline.v1.RemainingDeferredRequest
-	13, // 26: threadline.v1.HarnessService.GetServerInfo:input_type -> threadline.v1.GetServerInfoRequest
-	2,  // 27: threadline.v1.HarnessService.StreamRun:output_type -> threadline.v1.StreamRunResponse
-	4,  // 28: threadline.v1.HarnessService.Run:output_type -> threadline.v1.RunResponse
-	6,  // 29: threadline.v1.HarnessService.NewState:output_type -> threadline.v1.NewStateResponse
-	8,  // 30: threadline.v1.HarnessService.ForkState:output_type -> threadline.v1.ForkStateResponse
-	10, // 31: threadline.v1.HarnessService.ValidateState:output_type -> threadline.v1.ValidateStateResponse
-	12, // 32: threadline.v1.HarnessService.RemainingDeferred:output_type -> threadline.v1.RemainingDeferredResponse
-	14, // 33: threadline.v1.HarnessService.GetServerInfo:output_type -> threadline.v1.GetServerInfoResponse
-	27, // [27:34] is the sub-list for method output_type
-	20, // [20:27] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	20, // 2: threadline.v1.StreamRunResponse.events:type_name -> threadline.v1.RunEvent
+	19, // 3: threadline.v1.RunRequest.spec:type_name -> threadline.v1.RunSpec
+	21, // 4: threadline.v1.RunResponse.result:type_name -> threadline.v1.RunResult
+	22, // 5: threadline.v1.NewStateRequest.message_history:type_name -> threadline.v1.MessageHistory
+	23, // 6: threadline.v1.NewStateRequest.capability_states:type_name -> threadline.v1.CapabilityState
+	24, // 7: threadline.v1.NewStateRequest.environment_states:type_name -> threadline.v1.EnvironmentState
+	25, // 8: threadline.v1.NewStateResponse.state:type_name -> threadline.v1.HarnessState
+	25, // 9: threadline.v1.ForkStateRequest.state:type_name -> threadline.v1.HarnessState
+	25, // 10: threadline.v1.ForkStateResponse.state:type_name -> threadline.v1.HarnessState
+	25, // 11: threadline.v1.ValidateStateRequest.state:type_name -> threadline.v1.HarnessState
+	25, // 12: threadline.v1.ValidateStateResponse.state:type_name -> threadline.v1.HarnessState
+	26, // 13: threadline.v1.RemainingDeferredRequest.resume:type_name -> threadline.v1.DeferredToolResume
+	25, // 14: threadline.v1.RemainingDeferredRequest.state:type_name -> threadline.v1.HarnessState
+	26, // 15: threadline.v1.RemainingDeferredResponse.remaining:type_name -> threadline.v1.DeferredToolResume
+	15, // 16: threadline.v1.GetServerInfoResponse.history_formats:type_name -> threadline.v1.HistoryFormat
+	16, // 17: threadline.v1.GetServerInfoResponse.agents:type_name -> threadline.v1.AgentInfo
+	18, // 18: threadline.v1.GetServerInfoResponse.limits:type_name -> threadline.v1.ServerLimits
+	17, // 19: threadline.v1.AgentInfo.tools:type_name -> threadline.v1.ToolInfo
+	0,  // 20: threadline.v1.ToolInfo.category:type_name -> threadline.v1.ToolCategory
+	1,  // 21: threadline.v1.HarnessService.StreamRun:input_type -> threadline.v1.StreamRunRequest
+	3,  // 22: threadline.v1.HarnessService.Run:input_type -> threadline.v1.RunRequest
+	5,  // 23: threadline.v1.HarnessService.NewState:input_type -> threadline.v1.NewStateRequest
+	7,  // 24: threadline.v1.HarnessService.ForkState:input_type -> threadline.v1.ForkStateRequest
+	9,  // 25: threadline.v1.HarnessService.ValidateState:input_type -> threadline.v1.ValidateStateRequest
+	11, // 26: threadline.v1.HarnessService.RemainingDeferred:input_type -> threadline.v1.RemainingDeferredRequest
+	13, // 27: threadline.v1.HarnessService.GetServerInfo:input_type -> threadline.v1.GetServerInfoRequest
+	2,  // 28: threadline.v1.HarnessService.StreamRun:output_type -> threadline.v1.StreamRunResponse
+	4,  // 29: threadline.v1.HarnessService.Run:output_type -> threadline.v1.RunResponse
+	6,  // 30: threadline.v1.HarnessService.NewState:output_type -> threadline.v1.NewStateResponse
+	8,  // 31: threadline.v1.HarnessService.ForkState:output_type -> threadline.v1.ForkStateResponse
+	10, // 32: threadline.v1.HarnessService.ValidateState:output_type -> threadline.v1.ValidateStateResponse
+	12, // 33: threadline.v1.HarnessService.RemainingDeferred:output_type -> threadline.v1.RemainingDeferredResponse
+	14, // 34: threadline.v1.HarnessService.GetServerInfo:output_type -> threadline.v1.GetServerInfoResponse
+	28, // [28:35] is the sub-list for method output_type
+	21, // [21:28] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_harness_service_proto_init() }

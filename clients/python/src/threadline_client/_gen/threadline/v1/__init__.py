@@ -2237,6 +2237,18 @@ class StreamRunRequest(betterproto2.Message):
     What to run. Required.
     """
 
+    max_events_per_message: "typing.Annotated[int, pydantic.Field(ge=0, le=2**32 - 1)]" = betterproto2.field(
+        2, betterproto2.TYPE_UINT32
+    )
+    """
+    How many events one response may carry. Default 0, which means 1: every response carries
+    exactly one event, in `event`. Above 1: every response carries its events in `events`, one or
+    more, and the server packs events that are ready at once into one response (it never holds
+    an event back to fill one), which saves a message per event on fast streams. The server
+    takes at most 256, and starts a new response once one holds about 256 KiB of events (an
+    event larger than that travels alone). SDKs set it and hand the host one event at a time.
+    """
+
 
 default_message_pool.register_message("threadline.v1", "StreamRunRequest", StreamRunRequest)
 
@@ -2249,7 +2261,13 @@ class StreamRunResponse(betterproto2.Message):
 
     event: "RunEvent | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
-    The next event of the run.
+    The next event of the run, when the request's `max_events_per_message` is 0 or 1.
+    """
+
+    events: "list[RunEvent]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The next events of the run, in order, when the request's `max_events_per_message` is above
+    1; `event` is then unset.
     """
 
 
