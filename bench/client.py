@@ -25,7 +25,7 @@ from typing import Any
 import grpc
 from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2
 
-from .wire import BARE_METHOD, PROMPT
+from .wire import BARE_METHOD, PER_MESSAGE, PROMPT, events_of
 
 OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
 
@@ -52,7 +52,9 @@ def _emit(value: dict[str, Any]) -> None:
 
 async def _stream_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dict[str, Any]:
     deltas = int(options["deltas"])
-    request = harness_service_pb2.StreamRunRequest(spec=_spec("stream", str(deltas)))
+    request = harness_service_pb2.StreamRunRequest(
+        spec=_spec("stream", str(deltas)), max_events_per_message=PER_MESSAGE
+    )
     if options.get("bare"):
         call = _bare(channel)
     else:
@@ -62,7 +64,8 @@ async def _stream_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> di
     async def one() -> None:
         for _ in range(int(options["repeat"])):
             async for response in call(request):
-                counts[response.event.WhichOneof("event") or ""] += 1
+                for event in events_of(response):
+                    counts[event.WhichOneof("event") or ""] += 1
 
     started = time.perf_counter()
     await asyncio.gather(*(one() for _ in range(int(options["streams"]))))
@@ -71,7 +74,9 @@ async def _stream_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> di
 
 async def _runs_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dict[str, Any]:
     stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
-    request = harness_service_pb2.StreamRunRequest(spec=_spec("scenario", PROMPT))
+    request = harness_service_pb2.StreamRunRequest(
+        spec=_spec("scenario", PROMPT), max_events_per_message=PER_MESSAGE
+    )
     outcomes: Counter[str] = Counter()
     details: dict[str, str] = {}
     latencies: list[float] = []
@@ -81,8 +86,9 @@ async def _runs_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dict
         status = "no_result"
         try:
             async for response in stub.StreamRun(request, timeout=float(options.get("timeout", 600))):
-                if response.event.WhichOneof("event") == "result":
-                    status = run_pb2.RunStatus.Name(response.event.result.status)
+                for event in events_of(response):
+                    if event.WhichOneof("event") == "result":
+                        status = run_pb2.RunStatus.Name(event.result.status)
         except grpc.aio.AioRpcError as error:
             status = f"error:{error.code().name}"
             details[status] = error.details() or ""
@@ -103,7 +109,9 @@ async def _runs_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dict
 
 async def _idle_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dict[str, Any]:
     runs = int(options["runs"])
-    request = harness_service_pb2.StreamRunRequest(spec=_spec("idle", str(options["hold_s"])))
+    request = harness_service_pb2.StreamRunRequest(
+        spec=_spec("idle", str(options["hold_s"])), max_events_per_message=PER_MESSAGE
+    )
     if options.get("bare"):
         call = _bare(channel)
     else:
@@ -117,13 +125,13 @@ async def _idle_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dict
         status = "no_result"
         try:
             async for response in call(request):
-                kind = response.event.WhichOneof("event")
-                if response.event.sequence == 0:  # `run_started` (the bare stream's first message)
-                    started_runs += 1
-                    if started_runs == runs:
-                        all_started.set()
-                if kind == "result":
-                    status = run_pb2.RunStatus.Name(response.event.result.status)
+                for event in events_of(response):
+                    if event.sequence == 0:  # `run_started` (the bare stream's first message)
+                        started_runs += 1
+                        if started_runs == runs:
+                            all_started.set()
+                    if event.WhichOneof("event") == "result":
+                        status = run_pb2.RunStatus.Name(event.result.status)
         except asyncio.CancelledError:
             status = "cancelled_by_client"
         except grpc.aio.AioRpcError as error:

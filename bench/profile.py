@@ -29,6 +29,7 @@ from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2
 from .agents import PROMPT, scenario
 from .proc import ServerProcess
 from .thread import build_thread
+from .wire import PER_MESSAGE
 
 WORKLOADS = ("run", "stream_run", "deltas", "turn", "in_process")
 
@@ -56,7 +57,9 @@ async def _server_workload(name: str, seconds: float, out: Path) -> None:
                     return await stub.Run(request)
 
             else:
-                stream_request = harness_service_pb2.StreamRunRequest(spec=spec)
+                stream_request = harness_service_pb2.StreamRunRequest(
+                    spec=spec, max_events_per_message=PER_MESSAGE
+                )
 
                 async def call() -> object:
                     return [r async for r in stub.StreamRun(stream_request)]

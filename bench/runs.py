@@ -1,9 +1,10 @@
-"""(a) One run, four ways: plain pydantic-ai, the harness in-process, gRPC `Run`, gRPC `StreamRun`.
+"""(a) One run, five ways: plain pydantic-ai, the harness in-process, gRPC `Run`, gRPC `StreamRun`.
 
 The run is `bench.agents.scenario` on a new thread: 3 model requests, 2 calls to a plain local tool,
 a streamed answer. pydantic-ai runs it with `Agent.run_stream_events` (every event consumed), the
 harness with `ExecutableAgent.stream` (every item consumed), the server with `Run` and with
-`StreamRun` (every event read) from this process over loopback. Cost is CPU per run: this process's
+`StreamRun` (every event read) from this process over loopback; `StreamRun` as the SDKs call it
+(`max_events_per_message` 64: events ready at once share a message) and with one event per message. Cost is CPU per run: this process's
 for the in-process variants, the server process's for the gRPC ones (the client's is not counted).
 """
 
@@ -18,10 +19,11 @@ from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2
 from .agents import PROMPT, native_agent, scenario, scenario_model
 from .measure import Cost, cpu_per_call, median_ratio, server_cpu_per_call, summary
 from .proc import ServerProcess
+from .wire import PER_MESSAGE, events_of
 
 __all__ = ("run_section",)
 
-VARIANTS = ("pydantic_ai", "in_process", "grpc_run", "grpc_stream_run")
+VARIANTS = ("pydantic_ai", "in_process", "grpc_run", "grpc_stream_run", "grpc_stream_run_single")
 
 
 async def run_section(
@@ -33,8 +35,10 @@ async def run_section(
     stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
     spec = run_pb2.RunSpec(agent="scenario", text=PROMPT)
     run_request = harness_service_pb2.RunRequest(spec=spec)
-    stream_request = harness_service_pb2.StreamRunRequest(spec=spec)
-    events = {"pydantic_ai": 0, "in_process": 0, "grpc_stream_run": 0}
+    stream_request = harness_service_pb2.StreamRunRequest(spec=spec, max_events_per_message=PER_MESSAGE)
+    single_request = harness_service_pb2.StreamRunRequest(spec=spec)
+    events = {"pydantic_ai": 0, "in_process": 0, "grpc_stream_run": 0, "grpc_stream_run_single": 0}
+    messages = {"grpc_stream_run": 0, "grpc_stream_run_single": 0}
 
     async def pydantic_ai() -> None:
         async with native.run_stream_events(PROMPT) as stream:
@@ -51,20 +55,28 @@ async def run_section(
         assert response.result.status == run_pb2.RUN_STATUS_COMPLETED
 
     async def grpc_stream_run() -> None:
-        async for _ in stub.StreamRun(stream_request):
-            events["grpc_stream_run"] += 1
+        async for response in stub.StreamRun(stream_request):
+            events["grpc_stream_run"] += len(events_of(response))
+            messages["grpc_stream_run"] += 1
+
+    async def grpc_stream_run_single() -> None:
+        async for _ in stub.StreamRun(single_request):
+            events["grpc_stream_run_single"] += 1
+            messages["grpc_stream_run_single"] += 1
 
     calls: dict[str, tuple[Callable[[], Awaitable[None]], bool]] = {
         "pydantic_ai": (pydantic_ai, False),
         "in_process": (in_process, False),
         "grpc_run": (grpc_run, True),
         "grpc_stream_run": (grpc_stream_run, True),
+        "grpc_stream_run_single": (grpc_stream_run_single, True),
     }
     for call, _ in calls.values():  # warm-up: imports, schema builds, connections
         for _ in range(3):
             await call()
-    for key in events:
-        events[key] = 0
+    for counts in (events, messages):
+        for key in counts:
+            counts[key] = 0
     measured: list[dict[str, Cost]] = []
     for index in range(rounds):
         costs: dict[str, Cost] = {}
@@ -76,16 +88,21 @@ async def run_section(
             )
         measured.append(costs)
     per_run_events = {key: value / (runs * rounds) for key, value in events.items()}
+    per_run_messages = {key: value / (runs * rounds) for key, value in messages.items()}
     return {
         "runs_per_round": runs,
         "rounds": rounds,
         "events_per_run": per_run_events,
+        "messages_per_run": per_run_messages,
         "cost": {name: summary(measured, name) for name in VARIANTS},
         "ratios": {
             "in_process_over_pydantic_ai": median_ratio(measured, "in_process", "pydantic_ai"),
             "run_over_pydantic_ai": median_ratio(measured, "grpc_run", "pydantic_ai"),
             "stream_run_over_pydantic_ai": median_ratio(measured, "grpc_stream_run", "pydantic_ai"),
             "stream_run_over_in_process": median_ratio(measured, "grpc_stream_run", "in_process"),
+            "stream_run_single_over_in_process": median_ratio(
+                measured, "grpc_stream_run_single", "in_process"
+            ),
             "run_over_in_process": median_ratio(measured, "grpc_run", "in_process"),
         },
     }

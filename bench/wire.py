@@ -6,7 +6,10 @@ second and never load pydantic-ai.
 
 from __future__ import annotations
 
-__all__ = ("BARE_METHOD", "DELTA", "PROMPT")
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ("BARE_METHOD", "DELTA", "PER_MESSAGE", "PROMPT", "events_of")
 
 PROMPT = "Compare the alpha and beta release notes and tell me which one to ship."
 """The user prompt of every `scenario` turn."""
@@ -16,3 +19,11 @@ DELTA = "abcdefgh"
 
 BARE_METHOD = "/bench.Bare/Stream"
 """The bare grpcio server's one method (`bench.bare`)."""
+
+PER_MESSAGE = 64
+"""`StreamRunRequest.max_events_per_message` as the SDKs send it by default."""
+
+
+def events_of(response: Any) -> Sequence[Any]:
+    """The events of one `StreamRunResponse`, whichever form it carries them in."""
+    return response.events if len(response.events) else (response.event,)

@@ -55,9 +55,17 @@ def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
     assert {"cpu", "cores", "python", "pydantic_ai", "grpcio"} <= set(report["machine"])
 
     runs = report["sections"]["a_runs"]
-    assert set(runs["cost"]) == {"pydantic_ai", "in_process", "grpc_run", "grpc_stream_run"}
+    assert set(runs["cost"]) == {
+        "pydantic_ai",
+        "in_process",
+        "grpc_run",
+        "grpc_stream_run",
+        "grpc_stream_run_single",
+    }
     # The server streams exactly the harness's items, one message each.
     assert runs["events_per_run"]["grpc_stream_run"] == runs["events_per_run"]["in_process"]
+    assert runs["events_per_run"]["grpc_stream_run_single"] == runs["events_per_run"]["in_process"]
+    assert runs["messages_per_run"]["grpc_stream_run"] <= runs["events_per_run"]["grpc_stream_run"]
     levels = report["sections"]["e_concurrency"]["levels"]
     assert [level["completed"] for level in levels] == [level["concurrent_runs"] for level in levels]
     idle = report["sections"]["e_idle_memory"]
