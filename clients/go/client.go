@@ -24,6 +24,9 @@ const (
 	// own default (`--max-message-bytes`). gRPC's default of 4 MiB would refuse a result whose
 	// state carries a long history.
 	DefaultMaxMessageBytes = 64 << 20
+	// DefaultMaxEventsPerMessage is how many events one StreamRun response may carry unless
+	// WithMaxEventsPerMessage says otherwise.
+	DefaultMaxEventsPerMessage = 64
 )
 
 // Option configures a Client in Dial.
@@ -35,6 +38,7 @@ type options struct {
 	timeout     time.Duration
 	runTimeout  time.Duration
 	maxMessage  int
+	maxEvents   uint32
 	dialOptions []grpc.DialOption
 }
 
@@ -75,6 +79,15 @@ func WithMaxMessageBytes(n int) Option {
 	return func(o *options) { o.maxMessage = n }
 }
 
+// WithMaxEventsPerMessage sets how many events one StreamRun response may carry (default
+// DefaultMaxEventsPerMessage). The server packs events that are ready at once into one response
+// and never holds an event back to fill one, so a reader that falls behind gets fewer, larger
+// messages. 0 or 1 turns packing off; the server takes at most 256. RunStream hands out one
+// event at a time either way.
+func WithMaxEventsPerMessage(n uint32) Option {
+	return func(o *options) { o.maxEvents = n }
+}
+
 // WithDialOptions passes extra options to grpc.NewClient, e.g. interceptors or message size
 // limits. They are applied after the SDK's own.
 func WithDialOptions(opts ...grpc.DialOption) Option {
@@ -87,13 +100,19 @@ type Client struct {
 	svc        threadlinev1.HarnessServiceClient
 	timeout    time.Duration
 	runTimeout time.Duration
+	maxEvents  uint32
 }
 
 // Dial creates a client for the server at addr ("host:port"). Like grpc.NewClient it does not
 // connect yet: the first call does, so an unreachable server shows up as that call's
 // codes.Unavailable error.
 func Dial(addr string, opts ...Option) (*Client, error) {
-	o := options{timeout: DefaultTimeout, runTimeout: DefaultRunTimeout, maxMessage: DefaultMaxMessageBytes}
+	o := options{
+		timeout:    DefaultTimeout,
+		runTimeout: DefaultRunTimeout,
+		maxMessage: DefaultMaxMessageBytes,
+		maxEvents:  DefaultMaxEventsPerMessage,
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -120,6 +139,7 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 		svc:        threadlinev1.NewHarnessServiceClient(conn),
 		timeout:    o.timeout,
 		runTimeout: o.runTimeout,
+		maxEvents:  o.maxEvents,
 	}, nil
 }
 

@@ -14,6 +14,10 @@ import (
 // conforming server never does.
 var ErrNoResult = errors.New("threadline: run stream ended without a result")
 
+// ErrNoEvent reports a StreamRun response that carried no event, which a conforming server never
+// sends. It ends the stream and cancels the run.
+var ErrNoEvent = errors.New("threadline: run stream response carried no event")
+
 // RunStream is a streamed run, read like a bufio.Scanner:
 //
 //	s := c.StreamRun(ctx, spec)
@@ -26,20 +30,24 @@ var ErrNoResult = errors.New("threadline: run stream ended without a result")
 //
 // The end of the stream is not an error: Err is nil after the terminal result arrived. Receive
 // and Close must not be called concurrently.
+//
+// Receive hands out one event at a time, also when the server packed several into one response
+// (WithMaxEventsPerMessage).
 type RunStream struct {
-	cancel context.CancelFunc
-	stream grpc.ServerStreamingClient[threadlinev1.StreamRunResponse]
-	msg    *RunEvent
-	result *RunResult
-	err    error
-	done   bool
+	cancel  context.CancelFunc
+	stream  grpc.ServerStreamingClient[threadlinev1.StreamRunResponse]
+	pending []*RunEvent // the events of the last response that Receive has not handed out yet
+	msg     *RunEvent
+	result  *RunResult
+	err     error
+	done    bool
 }
 
 // StreamRun starts spec and returns its event stream. An error starting the call is reported by
 // the stream's Err, after the first Receive returns false.
 func (c *Client) StreamRun(ctx context.Context, spec *RunSpec) *RunStream {
 	ctx, cancel := withDefaultTimeout(ctx, c.runTimeout)
-	stream, err := c.svc.StreamRun(ctx, &threadlinev1.StreamRunRequest{Spec: spec})
+	stream, err := c.svc.StreamRun(ctx, &threadlinev1.StreamRunRequest{Spec: spec, MaxEventsPerMessage: c.maxEvents})
 	s := &RunStream{cancel: cancel, stream: stream}
 	if err != nil {
 		s.finish(wrap(err))
@@ -53,20 +61,32 @@ func (s *RunStream) Receive() bool {
 	if s.done {
 		return false
 	}
-	resp, err := s.stream.Recv()
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			if s.result == nil {
-				s.finish(ErrNoResult)
+	if len(s.pending) > 0 {
+		s.msg, s.pending = s.pending[0], s.pending[1:]
+	} else {
+		resp, err := s.stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				if s.result == nil {
+					s.finish(ErrNoResult)
+				} else {
+					s.finish(nil)
+				}
 			} else {
-				s.finish(nil)
+				s.finish(wrap(err))
 			}
-		} else {
-			s.finish(wrap(err))
+			return false
 		}
-		return false
+		// One event in `event` (packing off), else one or more in `events`.
+		if ev := resp.GetEvent(); ev != nil {
+			s.msg = ev
+		} else if events := resp.GetEvents(); len(events) > 0 {
+			s.msg, s.pending = events[0], events[1:]
+		} else {
+			s.finish(ErrNoEvent)
+			return false
+		}
 	}
-	s.msg = resp.GetEvent()
 	if r := s.msg.GetResult(); r != nil {
 		s.result = r
 	}
@@ -102,5 +122,6 @@ func (s *RunStream) Close() error {
 func (s *RunStream) finish(err error) {
 	s.done = true
 	s.err = err
+	s.pending = nil
 	s.cancel()
 }
