@@ -29,6 +29,7 @@ import {
   type GetServerInfoResponse,
   HarnessService,
   type NewStateRequestSchema,
+  type StreamRunResponse,
 } from "./gen/threadline/v1/harness_service_pb.js";
 import { type RunResult, type RunSpec, RunSpecSchema } from "./gen/threadline/v1/run_pb.js";
 import type { HarnessState } from "./gen/threadline/v1/state_pb.js";
@@ -37,6 +38,11 @@ import type { HarnessState } from "./gen/threadline/v1/state_pb.js";
 export const DEFAULT_TIMEOUT_MS = 30_000;
 /** The deadline of `run` and `streamRun` unless one is given. */
 export const DEFAULT_RUN_TIMEOUT_MS = 10 * 60_000;
+/** How many events one `streamRun` response may carry unless the client says otherwise. */
+export const DEFAULT_MAX_EVENTS_PER_MESSAGE = 64;
+
+/** The largest value the contract's `uint32 max_events_per_message` can carry. */
+const MAX_UINT32 = 0xffff_ffff;
 
 /** How to reach the server. */
 export interface ThreadlineClientOptions {
@@ -50,6 +56,15 @@ export interface ThreadlineClientOptions {
   runTimeoutMs?: number;
   /** Extra Connect interceptors, run after the one that adds the token. */
   interceptors?: Interceptor[];
+  /**
+   * How many events one `streamRun` response may carry (default `DEFAULT_MAX_EVENTS_PER_MESSAGE`),
+   * sent as `StreamRunRequest.max_events_per_message`. The server packs events that are ready at
+   * once into one response and never holds one back, so a fast stream takes fewer messages; the
+   * SDK still yields one event at a time. 0 or 1 turns packing off; the server takes at most 256
+   * (a larger value means 256). An integer from 0 to 2^32 - 1, else `createThreadlineClient` throws
+   * a `RangeError`.
+   */
+  maxEventsPerMessage?: number;
 }
 
 /** Options of a single call. */
@@ -121,8 +136,13 @@ export interface ThreadlineClient {
   close(): void;
 }
 
-/** Create a client of the server at `baseUrl`. The connection opens on the first call. */
+/**
+ * Create a client of the server at `baseUrl`. The connection opens on the first call.
+ *
+ * @throws RangeError when `maxEventsPerMessage` is not an integer from 0 to 2^32 - 1.
+ */
 export function createThreadlineClient(options: ThreadlineClientOptions): ThreadlineClient {
+  const maxEventsPerMessage = checkMaxEventsPerMessage(options.maxEventsPerMessage);
   const baseUrl = normalizeBaseUrl(options.baseUrl);
   const sessionManager = new Http2SessionManager(baseUrl);
   const interceptors: Interceptor[] = [];
@@ -145,7 +165,7 @@ export function createThreadlineClient(options: ThreadlineClientOptions): Thread
     service,
 
     streamRun(spec, callOptions) {
-      return streamEvents(service, toRunSpec(spec), connectOptions(callOptions, runTimeout));
+      return streamEvents(service, toRunSpec(spec), maxEventsPerMessage, connectOptions(callOptions, runTimeout));
     },
 
     async run(spec, callOptions) {
@@ -209,6 +229,7 @@ export async function collectRun(events: AsyncIterable<RunEvent>): Promise<{ eve
 async function* streamEvents(
   service: Client<typeof HarnessService>,
   spec: RunSpec,
+  maxEventsPerMessage: number,
   options: ConnectCallOptions,
 ): AsyncGenerator<RunEvent, void, undefined> {
   // Connect's stream iterator has no `return()`, so leaving the loop early would leave the run
@@ -224,22 +245,39 @@ async function* streamEvents(
   } else {
     signal?.addEventListener("abort", forward, { once: true });
   }
-  const responses = service.streamRun({ spec }, { ...options, signal: controller.signal })[Symbol.asyncIterator]();
+  const responses = service
+    .streamRun({ spec, maxEventsPerMessage }, { ...options, signal: controller.signal })
+    [Symbol.asyncIterator]();
   let finished = false;
   try {
     for (;;) {
-      const next = await responses.next();
+      let next: IteratorResult<StreamRunResponse>;
+      try {
+        next = await responses.next();
+      } catch (err) {
+        finished = true;
+        throw ThreadlineError.from(err);
+      }
       if (next.done === true) {
         finished = true;
         return;
       }
-      if (next.value.event !== undefined) {
-        yield next.value.event;
+      // One event in `event` (packing off), or one or more in `events` (packing on).
+      const { event, events } = next.value;
+      const received = event !== undefined ? [event] : events;
+      if (received.length === 0) {
+        // A broken contract: `finally` cancels the run like any other early exit.
+        throw missing("StreamRunResponse.event (or events)");
+      }
+      for (const item of received) {
+        // Once the caller aborts, it gets no more events: not the rest of a packed response, nor
+        // responses Connect has already buffered (it would hand those out before it noticed).
+        if (controller.signal.aborted) {
+          throw ThreadlineError.from(ConnectError.from(controller.signal.reason, Code.Canceled));
+        }
+        yield item;
       }
     }
-  } catch (err) {
-    finished = true;
-    throw ThreadlineError.from(err);
   } finally {
     signal?.removeEventListener("abort", forward);
     if (!finished) {
@@ -288,7 +326,25 @@ async function call<T>(promise: Promise<T>): Promise<T> {
 
 function required<T>(value: T | undefined, what: string): T {
   if (value === undefined) {
-    throw ThreadlineError.from(new ConnectError(`the server sent no ${what}`, Code.Internal));
+    throw missing(what);
+  }
+  return value;
+}
+
+/** The error for a response that lacks what the contract says it carries. */
+function missing(what: string): ThreadlineError {
+  return ThreadlineError.from(new ConnectError(`the server sent no ${what}`, Code.Internal));
+}
+
+function checkMaxEventsPerMessage(value: number | undefined): number {
+  if (value === undefined) {
+    return DEFAULT_MAX_EVENTS_PER_MESSAGE;
+  }
+  if (!Number.isInteger(value) || value < 0 || value > MAX_UINT32) {
+    const got = typeof value === "number" ? String(value) : JSON.stringify(value);
+    throw new RangeError(
+      `maxEventsPerMessage must be an integer from 0 to ${MAX_UINT32} (0 or 1 = one event per message), got ${got}`,
+    );
   }
   return value;
 }

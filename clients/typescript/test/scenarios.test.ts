@@ -11,12 +11,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
+import { isMessage } from "@bufbuild/protobuf";
+import type { Interceptor } from "@connectrpc/connect";
+
 import {
   Code,
+  DEFAULT_MAX_EVENTS_PER_MESSAGE,
   DeferredKind,
   type RunEvent,
   type RunResult,
   RunStatus,
+  StreamRunRequestSchema,
+  StreamRunResponseSchema,
   SuspendReason,
   type ThreadlineClient,
   ThreadlineError,
@@ -67,6 +73,67 @@ function localTime(args: unknown): string {
 function output(result: RunResult): unknown {
   assert.equal(result.status, RunStatus.COMPLETED, `run ended ${RunStatus[result.status]}: ${result.failure?.message}`);
   return JSON.parse(result.outputJson);
+}
+
+/** What one client sent and received on its `StreamRun` calls, as a Connect interceptor saw it. */
+interface StreamRunTrace {
+  /** Each request's `max_events_per_message`. */
+  readonly requested: number[];
+  /** Each response, in order: the field its events came in and how many. */
+  readonly responses: { field: "event" | "events"; count: number }[];
+}
+
+/** A client of the suite's server whose `StreamRun` calls are traced on the wire. */
+function tracedClient(maxEventsPerMessage?: number): { traced: ThreadlineClient; trace: StreamRunTrace } {
+  const trace: StreamRunTrace = { requested: [], responses: [] };
+  const tracer: Interceptor = (next) => async (request) => {
+    if (!request.stream || request.method.name !== "StreamRun") {
+      return next(request);
+    }
+    const sent = request.message;
+    const response = await next({
+      ...request,
+      message: (async function* () {
+        for await (const message of sent) {
+          if (isMessage(message, StreamRunRequestSchema)) trace.requested.push(message.maxEventsPerMessage);
+          yield message;
+        }
+      })(),
+    });
+    if (!response.stream) {
+      return response;
+    }
+    const received = response.message;
+    return {
+      ...response,
+      message: (async function* () {
+        for await (const message of received) {
+          if (isMessage(message, StreamRunResponseSchema)) {
+            const packed = message.event === undefined;
+            trace.responses.push({ field: packed ? "events" : "event", count: packed ? message.events.length : 1 });
+          }
+          yield message;
+        }
+      })(),
+    };
+  };
+  const traced = createThreadlineClient({
+    baseUrl: server.baseUrl,
+    token: process.env["THREADLINE_TOKEN"],
+    interceptors: [tracer],
+    ...(maxEventsPerMessage === undefined ? {} : { maxEventsPerMessage }),
+  });
+  return { traced, trace };
+}
+
+/** Check a whole stream: sequence numbers 0, 1, 2, … and exactly one result, last. */
+function assertWholeStream(events: RunEvent[]): void {
+  assert.deepEqual(
+    events.map((e) => e.sequence),
+    events.map((_, i) => BigInt(i)),
+  );
+  assert.equal(events.at(-1)?.event.case, "result");
+  assert.equal(events.filter((e) => e.event.case === "result").length, 1);
 }
 
 function stateOf(result: RunResult) {
@@ -306,6 +373,126 @@ describe("streaming", () => {
       assert.equal(err.code, Code.DeadlineExceeded);
       return true;
     });
+  });
+});
+
+describe("packed events", () => {
+  /** The demo agent echoes this as "You said: " + it, in 8-character text deltas: about 2,000 events. */
+  const LONG_PROMPT = "x".repeat(16_000);
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  test("every streamRun sends maxEventsPerMessage: DEFAULT_MAX_EVENTS_PER_MESSAGE, else the client's", async () => {
+    assert.equal(DEFAULT_MAX_EVENTS_PER_MESSAGE, 64);
+    for (const [configured, sent] of [
+      [undefined, 64],
+      [0, 0],
+      [7, 7],
+      [1000, 1000],
+    ] as const) {
+      const { traced, trace } = tracedClient(configured);
+      try {
+        for (const prompt of ["hello", "lookup grpc"]) {
+          assertWholeStream((await collectRun(traced.streamRun({ prompt }))).events);
+        }
+        assert.deepEqual(trace.requested, [sent, sent], `maxEventsPerMessage: ${configured}`);
+        // The server takes at most 256, and 0 means one event per response, in `event`.
+        const most = sent === 0 ? 1 : Math.min(sent, 256);
+        assert.ok(trace.responses.every((r) => r.count <= most && r.field === (sent > 1 ? "events" : "event")));
+      } finally {
+        traced.close();
+      }
+    }
+  });
+
+  test("packed responses give the host the same events as one event per response", async () => {
+    const runs = [];
+    for (const maxEventsPerMessage of [undefined, 0]) {
+      const { traced, trace } = tracedClient(maxEventsPerMessage);
+      try {
+        const { events, result } = await collectRun(traced.streamRun({ prompt: "lookup grpc", checkpoints: true }));
+        assertWholeStream(events);
+        assert.match(String(output(result)), /gRPC is a remote procedure call framework/);
+        runs.push({ events, trace });
+      } finally {
+        traced.close();
+      }
+    }
+    const [packed, single] = runs;
+    assert.ok(packed && single);
+    assert.deepEqual(
+      packed.events.map((e) => e.event.case),
+      single.events.map((e) => e.event.case),
+    );
+    // Both wire forms were really used: `events` when packing is on, `event` when it is off.
+    assert.ok(packed.trace.responses.every((r) => r.field === "events" && r.count >= 1));
+    assert.equal(
+      packed.trace.responses.reduce((sum, r) => sum + r.count, 0),
+      packed.events.length,
+    );
+    assert.ok(single.trace.responses.every((r) => r.field === "event"));
+    assert.equal(single.trace.responses.length, single.events.length);
+  });
+
+  test("a paused reader gets every event of a long echo, in order", async (t) => {
+    const { traced, trace } = tracedClient();
+    try {
+      const stream = traced.streamRun({ prompt: LONG_PROMPT })[Symbol.asyncIterator]();
+      const events: RunEvent[] = [];
+      const first = await stream.next();
+      assert.equal(first.done, false);
+      events.push(first.value!);
+      // Meanwhile the server runs ahead as far as HTTP/2 flow control lets it, and packs the
+      // events that wait for the stream.
+      await sleep(1_000);
+      for (let next = await stream.next(); next.done !== true; next = await stream.next()) {
+        events.push(next.value);
+      }
+      assertWholeStream(events);
+      // The text part's first chunk comes in its `partStart`, the rest in `partDelta`s.
+      const text = events.map(({ event }) =>
+        event.case === "partStart" ? event.value.content : event.case === "partDelta" ? event.value.contentDelta : "",
+      );
+      assert.equal(text.join(""), `You said: ${LONG_PROMPT}`);
+      const last = events.at(-1)?.event;
+      assert.ok(last?.case === "result");
+      assert.equal(output(last.value), `You said: ${LONG_PROMPT}`);
+      assert.ok(trace.responses.every((r) => r.count >= 1 && r.count <= DEFAULT_MAX_EVENTS_PER_MESSAGE));
+      // How much was packed depends on how far flow control let the server run ahead.
+      const most = Math.max(...trace.responses.map((r) => r.count));
+      t.diagnostic(`${events.length} events in ${trace.responses.length} responses, at most ${most} in one`);
+    } finally {
+      traced.close();
+    }
+  });
+
+  test("after an abort no more events arrive, packed or not", async () => {
+    for (const maxEventsPerMessage of [undefined, 0]) {
+      const { traced } = tracedClient(maxEventsPerMessage);
+      const controller = new AbortController();
+      const seen: RunEvent[] = [];
+      try {
+        await assert.rejects(
+          (async () => {
+            for await (const event of traced.streamRun({ prompt: LONG_PROMPT }, { signal: controller.signal })) {
+              seen.push(event);
+              if (seen.length === 1) {
+                await sleep(300); // events pile up: packed on the server, buffered in the client
+              } else {
+                controller.abort();
+              }
+            }
+          })(),
+          (err: unknown) => {
+            assert.ok(err instanceof ThreadlineError);
+            assert.equal(err.code, Code.Canceled);
+            return true;
+          },
+        );
+        assert.equal(seen.length, 2, `maxEventsPerMessage: ${maxEventsPerMessage}`);
+      } finally {
+        traced.close();
+      }
+    }
   });
 });
 

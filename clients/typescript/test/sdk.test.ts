@@ -1,4 +1,5 @@
-// Offline tests of the SDK's own code: the state codec, the resume helpers and `ThreadlineError`.
+// Offline tests of the SDK's own code: the state codec, the resume helpers, `ThreadlineError` and
+// the client's options.
 // Everything that needs a server is in scenarios.test.ts.
 
 import assert from "node:assert/strict";
@@ -22,6 +23,7 @@ import {
   approve,
   callFailed,
   callResult,
+  createThreadlineClient,
   decodeMessage,
   decodeState,
   deny,
@@ -181,6 +183,26 @@ test("ThreadlineError.from turns anything else into Unknown or Canceled without 
   assert.equal(reasonOf(undefined), "");
 });
 
+test("maxEventsPerMessage must be an integer from 0 to 2^32 - 1", () => {
+  // Creating a client opens no connection, so no server is needed.
+  for (const maxEventsPerMessage of [0, 1, 64, 256, 1000, 2 ** 32 - 1]) {
+    createThreadlineClient({ baseUrl: "127.0.0.1:1", maxEventsPerMessage }).close();
+  }
+  for (const [maxEventsPerMessage, shown] of [
+    [-1, "-1"],
+    [1.5, "1.5"],
+    [Number.NaN, "NaN"],
+    [Number.POSITIVE_INFINITY, "Infinity"],
+    [2 ** 32, "4294967296"],
+    ["64" as unknown as number, '"64"'],
+  ] as const) {
+    assert.throws(() => createThreadlineClient({ baseUrl: "127.0.0.1:1", maxEventsPerMessage }), {
+      name: "RangeError",
+      message: `maxEventsPerMessage must be an integer from 0 to 4294967295 (0 or 1 = one event per message), got ${shown}`,
+    });
+  }
+});
+
 test("the package exports exactly its public surface plus the generated contract", () => {
   const generated = [deferredPb, eventsPb, servicePb, runPb, statePb].flatMap((module) => Object.keys(module));
   for (const name of generated) {
@@ -192,6 +214,7 @@ test("the package exports exactly its public surface plus the generated contract
   // A change here is a change of the public API: review it as one.
   assert.deepEqual(own, [
     "Code",
+    "DEFAULT_MAX_EVENTS_PER_MESSAGE",
     "DEFAULT_RUN_TIMEOUT_MS",
     "DEFAULT_TIMEOUT_MS",
     "THREADLINE_ERROR_DOMAIN",
