@@ -1,4 +1,5 @@
-"""The SDK's own logic, offline: proto3 JSON, state persistence, resume helpers, errors, exports."""
+"""The SDK's own logic, offline: proto3 JSON, state persistence, resume helpers, errors, exports,
+and how `RunStream` unpacks `StreamRun` responses."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ import datetime
 import json
 import pickle
 import sys
+from collections.abc import AsyncIterator
 
+import anyio
 import grpclib.const
 import grpclib.exceptions
 import pytest
 import threadline_client as tl
 from google.rpc import error_details_pb2
 from threadline_client import v1
-from threadline_client._client import _parse_target
+from threadline_client._client import Client, _parse_target
 from threadline_client._errors import translate
 from threadline_client._protojson import json_name
 
@@ -237,3 +240,94 @@ def test_bad_targets() -> None:
         _parse_target(":50051")
     with pytest.raises(ValueError):
         _parse_target("ftp://host:1")
+
+
+@pytest.mark.parametrize("value", [0, 1, 64, 256, 2**32 - 1])
+def test_max_events_per_message_accepts_uint32_values(value: int) -> None:
+    Client("127.0.0.1:1", max_events_per_message=value)
+
+
+@pytest.mark.parametrize("value", [-1, 2**32, 1.5, "64", True, None])
+def test_max_events_per_message_rejects_anything_else(value: object) -> None:
+    with pytest.raises(ValueError, match="max_events_per_message"):
+        Client("127.0.0.1:1", max_events_per_message=value)  # type: ignore[arg-type]  # on purpose
+
+
+# --- RunStream over responses in either form -----------------------------------------------------
+
+
+def _event(sequence: int, *, last: bool = False) -> tl.RunEvent:
+    if last:
+        return tl.RunEvent(sequence=sequence, result=tl.RunResult(status=tl.RunStatus.COMPLETED))
+    return tl.RunEvent(sequence=sequence, part_delta=v1.PartDelta(content_delta=f"d{sequence}"))
+
+
+async def _responses(*responses: v1.StreamRunResponse) -> AsyncIterator[v1.StreamRunResponse]:
+    for response in responses:
+        yield response
+
+
+@pytest.mark.anyio
+async def test_run_stream_yields_single_and_packed_events_one_at_a_time_in_order() -> None:
+    stream = tl.RunStream(
+        _responses(
+            v1.StreamRunResponse(event=_event(0)),
+            v1.StreamRunResponse(events=[_event(1), _event(2), _event(3)]),
+            v1.StreamRunResponse(events=[_event(4)]),
+            v1.StreamRunResponse(event=_event(5)),
+            v1.StreamRunResponse(events=[_event(6), _event(7, last=True)]),
+        )
+    )
+    seen: list[int] = []
+    async for event in stream:
+        seen.append(event.sequence)
+        # The result is set when the host reads the result event, not when its response arrives.
+        assert (stream.result is not None) == (event.sequence == 7)
+    assert seen == list(range(8))
+    assert stream.result == tl.RunResult(status=tl.RunStatus.COMPLETED)
+    assert await stream.collect() is stream.result  # finished: nothing more to read
+
+
+@pytest.mark.anyio
+async def test_run_stream_rejects_a_response_without_events() -> None:
+    stream = tl.RunStream(_responses(v1.StreamRunResponse(events=[_event(0)]), v1.StreamRunResponse()))
+    assert (await anext(stream)).sequence == 0
+    with pytest.raises(tl.ThreadlineError) as caught:
+        await anext(stream)
+    assert caught.value.status == tl.StatusCode.INTERNAL
+    assert "StreamRunResponse.event" in caught.value.message
+
+
+@pytest.mark.anyio
+async def test_run_stream_aclose_drops_the_unread_rest_of_a_packed_response() -> None:
+    stream = tl.RunStream(_responses(v1.StreamRunResponse(events=[_event(0), _event(1), _event(2)])))
+    assert (await anext(stream)).sequence == 0
+    await stream.aclose()
+    with pytest.raises(StopAsyncIteration):
+        await anext(stream)
+
+
+@pytest.mark.anyio
+async def test_run_stream_refuses_a_second_reader_while_one_waits() -> None:
+    arrived = anyio.Event()
+
+    async def responses() -> AsyncIterator[v1.StreamRunResponse]:
+        await arrived.wait()
+        yield v1.StreamRunResponse(events=[_event(0), _event(1, last=True)])
+
+    stream = tl.RunStream(responses())
+    first: list[tl.RunEvent] = []
+
+    async def read_one() -> None:
+        first.append(await anext(stream))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_one)
+        await anyio.wait_all_tasks_blocked()
+        with pytest.raises(RuntimeError, match="already being read"):
+            await anext(stream)
+        arrived.set()
+    # The guard is released once the first read returns; the buffered event is next.
+    assert [e.sequence for e in first] == [0]
+    assert [e.sequence async for e in stream] == [1]
+    assert stream.result is not None

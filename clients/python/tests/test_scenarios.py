@@ -8,13 +8,18 @@ state, `client:<name> {json}` calls a client tool the host declared, and anythin
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import grpclib.client
+import grpclib.config
+import grpclib.events
 import pytest
 import threadline_client as tl
 from threadline_client import v1
+from threadline_client._client import _parse_target
 
 pytestmark = pytest.mark.anyio
 
@@ -279,6 +284,132 @@ async def test_a_call_deadline_raises_deadline_exceeded(client: tl.Client) -> No
     with pytest.raises(tl.ThreadlineError) as caught:
         await client.run(tl.RunSpec(text="sleep 10"), timeout=0.5)
     assert caught.value.status == tl.StatusCode.DEADLINE_EXCEEDED
+
+
+# --- packed streams (StreamRunRequest.max_events_per_message) ------------------------------------
+
+
+async def test_packed_stream_yields_what_one_event_per_message_does(
+    client: tl.Client, server_addr: str, server_token: str | None
+) -> None:
+    spec = tl.RunSpec(text="lookup threadline", checkpoints=True)
+    single = tl.Client(server_addr, token=server_token, timeout=60.0, max_events_per_message=0)
+    async with single, single.stream_run(spec) as one_stream:
+        one_each = [event async for event in one_stream]
+    async with client.stream_run(spec) as stream:  # the default: up to 64 per response
+        packed = [event async for event in stream]
+
+    assert [tl.event_case(e) for e in packed] == [tl.event_case(e) for e in one_each]
+    for events in (one_each, packed):
+        assert [e.sequence for e in events] == list(range(len(events)))
+        assert tl.event_case(events[-1]) == "result"
+        assert [tl.event_case(e) for e in events].count("result") == 1
+    assert stream.result is not None and stream.result is packed[-1].result
+    assert one_each[-1].result is not None
+    assert tl.output(stream.result) == tl.output(one_each[-1].result)
+
+
+LONG_PROMPT = "x" * 16_000
+"""Echoed back as "You said: " + prompt: the first characters in `part_start`, then ~2 000 deltas."""
+
+
+def _echoed_text(events: list[tl.RunEvent]) -> str:
+    return "".join(
+        (e.part_start.content if e.part_start else "") + (e.part_delta.content_delta if e.part_delta else "")
+        for e in events
+    )
+
+
+async def test_a_paused_reader_gets_every_event_once_and_in_order(client: tl.Client) -> None:
+    async with client.stream_run(tl.RunSpec(text=LONG_PROMPT)) as stream:
+        events = [await anext(stream)]
+        await anyio.sleep(1)  # the server may pack what it produces meanwhile
+        events += [event async for event in stream]
+
+    assert [e.sequence for e in events] == list(range(len(events)))
+    assert tl.event_case(events[-1]) == "result" and stream.result is events[-1].result
+    assert _echoed_text(events) == "You said: " + LONG_PROMPT
+    assert tl.output(stream.result) == "You said: " + LONG_PROMPT
+
+
+async def test_a_paused_reader_behind_a_small_receive_window(
+    server_addr: str, server_token: str | None
+) -> None:
+    """A stream that really falls behind: the server fills whole responses while nobody reads.
+
+    grpclib's default 4 MiB receive window holds this whole run, so the server is never held back.
+    `Client` cannot pass a channel `Configuration`, so this builds the `RunStream` on a grpclib
+    channel with the smallest window HTTP/2 allows, and counts the responses on the way in.
+    """
+    host, port, _ = _parse_target(server_addr)
+    window = grpclib.config.Configuration(
+        http2_connection_window_size=65_535, http2_stream_window_size=65_535
+    )
+    channel = grpclib.client.Channel(host, port, config=window)
+    sizes: list[int] = []
+
+    async def counted(responses: AsyncIterator[v1.StreamRunResponse]) -> AsyncIterator[v1.StreamRunResponse]:
+        async for response in responses:
+            sizes.append(len(response.events) if response.event is None else 1)
+            yield response
+
+    request = v1.StreamRunRequest(spec=tl.RunSpec(text=LONG_PROMPT), max_events_per_message=64)
+    metadata = {"authorization": f"Bearer {server_token}"} if server_token else None
+    try:
+        calls = v1.HarnessServiceStub(channel).stream_run(request, timeout=60.0, metadata=metadata)
+        async with tl.RunStream(counted(calls)) as stream:
+            events = [await anext(stream)]
+            await anyio.sleep(1)
+            events += [event async for event in stream]
+    finally:
+        channel.close()
+
+    assert sum(sizes) == len(events)
+    assert max(sizes) == 64, "responses queued behind the window fill up to the limit"
+    assert [e.sequence for e in events] == list(range(len(events)))
+    assert tl.event_case(events[-1]) == "result" and stream.result is events[-1].result
+    assert _echoed_text(events) == "You said: " + LONG_PROMPT
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "sent"),
+    [
+        ({}, 64),
+        ({"max_events_per_message": 0}, 0),
+        ({"max_events_per_message": 1}, 1),
+        ({"max_events_per_message": 300}, 300),
+    ],
+    ids=["default", "zero", "one", "above-the-server-limit"],
+)
+async def test_stream_run_sends_max_events_per_message(
+    server_addr: str, server_token: str | None, kwargs: dict[str, int], sent: int
+) -> None:
+    """What goes on the wire, seen through grpclib's own channel events."""
+    requests: list[Any] = []
+    responses: list[v1.StreamRunResponse] = []
+
+    async def on_send(event: grpclib.events.SendMessage) -> None:
+        requests.append(event.message)
+
+    async def on_receive(event: grpclib.events.RecvMessage) -> None:
+        responses.append(event.message)
+
+    async with tl.Client(server_addr, token=server_token, timeout=60.0, **kwargs) as client:
+        channel = client._channel  # the SDK's real connection; grpclib reports every message on it
+        assert channel is not None
+        grpclib.events.listen(channel, grpclib.events.SendMessage, on_send)
+        grpclib.events.listen(channel, grpclib.events.RecvMessage, on_receive)
+        result = await client.stream_run(tl.RunSpec(text="hello there, several words")).collect()
+
+    assert result.status == tl.RunStatus.COMPLETED
+    (request,) = requests
+    assert isinstance(request, v1.StreamRunRequest)
+    assert request.max_events_per_message == sent
+    assert responses
+    if sent > 1:  # the server answers in the form the request asked for
+        assert all(r.event is None and r.events for r in responses)
+    else:
+        assert all(r.event is not None and not r.events for r in responses)
 
 
 # --- envelopes and versions ----------------------------------------------------------------------

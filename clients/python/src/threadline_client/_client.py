@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import ssl
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -45,6 +46,9 @@ DEFAULT_TARGET: Final = "127.0.0.1:50051"
 """Where `threadline serve` listens by default."""
 DEFAULT_TIMEOUT: Final = 30.0
 """Seconds a call may take unless the client or the call says otherwise; nothing waits forever."""
+_DEFAULT_MAX_EVENTS_PER_MESSAGE: Final = 64
+"""How many events one `StreamRun` response may carry unless the client says otherwise."""
+_MAX_UINT32: Final = 2**32 - 1  # the field is a uint32 on the wire
 
 
 class _Unset(enum.Enum):
@@ -110,6 +114,13 @@ class Client:
             `h2`), or `None`/`False` for plaintext (loopback and trusted networks only).
         timeout: Default deadline of every call, in seconds, runs included; `None` = no deadline.
             A call can override it with its own `timeout=`.
+        max_events_per_message: How many events one `stream_run` response may carry
+            (`StreamRunRequest.max_events_per_message`). The server packs only events that are
+            already waiting when the reader falls behind, so nothing is delayed; the stream still
+            yields one event at a time. 0 or 1 turns packing off; the server takes at most 256.
+
+    Raises:
+        ValueError: `max_events_per_message` is not a non-negative int (up to 2**32 - 1).
     """
 
     def __init__(
@@ -119,8 +130,18 @@ class Client:
         token: str | None = None,
         tls: bool | ssl.SSLContext | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
+        max_events_per_message: int = _DEFAULT_MAX_EVENTS_PER_MESSAGE,
     ) -> None:
         self._host, self._port, https = _parse_target(target)
+        if (
+            isinstance(max_events_per_message, bool)
+            or not isinstance(max_events_per_message, int)
+            or not 0 <= max_events_per_message <= _MAX_UINT32
+        ):
+            raise ValueError(
+                f"max_events_per_message must be a non-negative int, got {max_events_per_message!r}"
+            )
+        self._max_events_per_message = max_events_per_message
         if tls is None and https:
             tls = True
         if isinstance(tls, ssl.SSLContext):
@@ -207,10 +228,9 @@ class Client:
                 or the run's core fails after it started (no `result` event then).
         """
         stub = self._connect()
+        request = StreamRunRequest(spec=spec, max_events_per_message=self._max_events_per_message)
         return RunStream(
-            stub.stream_run(
-                StreamRunRequest(spec=spec), timeout=self._deadline(timeout), metadata=self._metadata or None
-            )
+            stub.stream_run(request, timeout=self._deadline(timeout), metadata=self._metadata or None)
         )
 
     async def run(self, spec: RunSpec, *, timeout: Timeout = _UNSET) -> RunResult:
@@ -363,12 +383,15 @@ class Client:
 class RunStream:
     """The events of one `StreamRun` call; iterate it once.
 
+    It yields one event at a time, in `sequence` order, whether a response carried a single
+    `event` or several packed in `events` (the rest of a packed response waits here until read).
     Use it as `async with` to close the call (and cancel the run) as soon as the block exits, even
     when the loop stopped early. `result` holds the terminal `RunResult` once it has arrived.
     """
 
     def __init__(self, responses: AsyncIterator[StreamRunResponse]) -> None:
         self._responses = responses
+        self._pending: deque[RunEvent] = deque()  # the unread rest of a packed response
         self._iterating = False
         self._done = False
         self.result: RunResult | None = None
@@ -382,6 +405,16 @@ class RunStream:
             raise StopAsyncIteration
         if self._iterating:
             raise RuntimeError("this RunStream is already being read")
+        if self._pending:
+            event = self._pending.popleft()
+        else:
+            event = await self._receive()
+        if event.result is not None:
+            self.result = event.result
+        return event
+
+    async def _receive(self) -> RunEvent:
+        """The first event of the next response; the others it packed wait in `_pending`."""
         self._iterating = True
         try:
             response = await anext(self._responses)
@@ -393,12 +426,12 @@ class RunStream:
             _raise_translated(exc)
         finally:
             self._iterating = False
-        event = response.event
-        if event is None:  # pragma: no cover - the server always sets it
-            raise _missing("StreamRunResponse.event")
-        if event.result is not None:
-            self.result = event.result
-        return event
+        if response.event is not None:
+            return response.event
+        if not response.events:
+            raise _missing("StreamRunResponse.event or .events")
+        self._pending.extend(response.events[1:])
+        return response.events[0]
 
     async def collect(self) -> RunResult:
         """Read the remaining events and return the terminal result."""
@@ -411,6 +444,7 @@ class RunStream:
     async def aclose(self) -> None:
         """Stop reading; an unfinished run is cancelled on the server. Idempotent."""
         self._done = True
+        self._pending.clear()
         close = getattr(self._responses, "aclose", None)
         if close is not None:
             try:
