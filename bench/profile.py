@@ -35,7 +35,8 @@ WORKLOADS = ("run", "stream_run", "deltas", "turn", "in_process")
 
 
 async def _server_workload(name: str, seconds: float, out: Path) -> None:
-    spy = os.environ.get("PY_SPY") or shutil.which("py-spy")
+    beside = Path(sys.executable).with_name("py-spy")  # installed into the same venv
+    spy = os.environ.get("PY_SPY") or shutil.which("py-spy") or (str(beside) if beside.exists() else None)
     if spy is None:
         raise SystemExit("py-spy is not installed: `pip install py-spy`, or set PY_SPY to its path")
     with ServerProcess() as server:
