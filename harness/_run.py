@@ -228,10 +228,25 @@ class HarnessRunStream(Generic[OutputT]):
         if self._closed:
             return
         self._closed = True
-        if self._gen is not None:
-            await self._gen.aclose()  # type: ignore[attr-defined]
-        if self._shutdown_history is None and self.result is None:
-            self._shutdown_history = self._normalized(self._committed(), force_close=False)
+        try:
+            if self._gen is not None:
+                await self._gen.aclose()  # type: ignore[attr-defined]
+        except Exception as error:
+            # Closing a run that did not finish tears the native run down (its capabilities' hooks,
+            # its toolsets' exits); a failure there is a cleanup failure (SPEC §2.2.6). A cancellation
+            # or interrupt in flight keeps propagating, noting what else failed.
+            in_flight = exc[1] if len(exc) > 1 else None
+            if isinstance(in_flight, BaseException) and not isinstance(in_flight, Exception):
+                in_flight.add_note(f"Harness cleanup also failed: {type(error).__name__}")
+                return
+            raise RunCleanupError(
+                "Harness run cleanup failed.",
+                outcome=cast("HarnessRunResult[object] | None", self.outcome),
+                causes=(error,),
+            ) from error
+        finally:
+            if self._shutdown_history is None and self.result is None:
+                self._shutdown_history = self._normalized(self._committed(), force_close=False)
 
     def __aiter__(self) -> HarnessRunStream[OutputT]:
         if self._aiter_taken:
@@ -443,7 +458,8 @@ class HarnessRunStream(Generic[OutputT]):
             terminal = _Terminal(
                 "cancelled", self._normalized(self._messages_after(cancelled), force_close=False)
             )
-        except UsageLimitExceeded:
+        except UsageLimitExceeded as error:
+            self._raise_if_outcome(candidate, error)
             terminal = self._failed(
                 SafeFailure(
                     code=FailureCode.USAGE_LIMIT_EXCEEDED,
@@ -451,11 +467,13 @@ class HarnessRunStream(Generic[OutputT]):
                     retry_hint="dependency_change",
                 )
             )
-        except HarnessError:
+        except HarnessError as error:
+            self._raise_if_outcome(candidate, error)
             if self._tooling.tool_failure is None:
                 raise
             terminal = self._tool_failed()
         except AgentRunError as error:
+            self._raise_if_outcome(candidate, error)
             for item in self._model_request_failed(error):
                 yield item
             details: dict[str, Any] = {"exception_type": type(error).__name__}
@@ -470,13 +488,7 @@ class HarnessRunStream(Generic[OutputT]):
                 )
             )
         except Exception as error:
-            if candidate is not None:
-                self.outcome = candidate
-                raise RunCleanupError(
-                    "Harness run failed after producing an outcome.",
-                    outcome=cast("HarnessRunResult[object]", candidate),
-                    causes=(error,),
-                ) from None
+            self._raise_if_outcome(candidate, error)
             if self._tooling.surface_error is not None:
                 raise self._tooling.surface_error from None
             if self._tooling.tool_failure is None:
@@ -486,6 +498,21 @@ class HarnessRunStream(Generic[OutputT]):
         self.result = result_obj
         self.outcome = result_obj
         yield HarnessRunResultEvent(self.thread_id, self.run_id, self._sequence, utc_now(), result_obj)
+
+    def _raise_if_outcome(self, candidate: HarnessRunResult[OutputT] | None, error: Exception) -> None:
+        """Raise `RunCleanupError` when the run failed after its outcome existed (SPEC §2.2.6).
+
+        Such a failure (a capability's `after_run`, a toolset's exit) gets no terminal of its own and
+        no terminal event: the outcome travels on the error, as a candidate only.
+        """
+        if candidate is None:
+            return
+        self.outcome = candidate
+        raise RunCleanupError(
+            "Harness run failed after producing an outcome.",
+            outcome=cast("HarnessRunResult[object]", candidate),
+            causes=(error,),
+        ) from error
 
     def _messages_after(self, error: BaseException) -> list[ModelMessage]:
         messages = getattr(error, "all_messages", None)
