@@ -9,7 +9,7 @@ reports it as the `google.rpc.ErrorInfo` reason `code.upper()`. The tree::
         ├── InputError (ValueError)  the caller's input is wrong
         ├── StateError               a state is unsupported, invalid or unavailable
         ├── RunError                 the run machinery was misused, or a resume does not correlate
-        └── RunCleanupError          a run produced an outcome but could not deliver it cleanly
+        └── RunCleanupError          a run's teardown failed; its outcome, if any, is only a candidate
 """
 
 from __future__ import annotations
