@@ -104,7 +104,12 @@ class ThreadlineServer:
         """The bound port, once started."""
         interceptors = [BearerTokenInterceptor(config.token)] if config.token else []
         self._server = grpc.aio.server(options=config.grpc_options(), interceptors=interceptors)
-        service = HarnessService(registry, self.runs, max_message_bytes=config.max_message_bytes)
+        service = HarnessService(
+            registry,
+            self.runs,
+            max_message_bytes=config.max_message_bytes,
+            pack_window_s=config.pack_window_ms / 1000,
+        )
         harness_service_pb2_grpc.add_HarnessServiceServicer_to_server(service, self._server)
         self._health = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)

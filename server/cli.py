@@ -17,6 +17,7 @@ from .config import (
     DEFAULT_HOST,
     DEFAULT_MAX_CONCURRENT_RUNS,
     DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_PACK_WINDOW_MS,
     DEFAULT_PORT,
     ConfigError,
     ServerConfig,
@@ -92,6 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long an unanswered keepalive ping is tolerated",
     )
     serve.add_argument(
+        "--pack-window-ms",
+        type=float,
+        default=DEFAULT_PACK_WINDOW_MS,
+        metavar="MS",
+        help="for hosts that let events share a message (max_events_per_message > 1): how long the next "
+        "response of a stream in a burst may wait for more events (0 = never wait)",
+    )
+    serve.add_argument(
         "--drain-grace",
         type=float,
         default=10.0,
@@ -130,6 +139,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         tls_key=args.tls_key,
         insecure=args.insecure,
         drain_grace_s=args.drain_grace,
+        pack_window_ms=args.pack_window_ms,
     )
 
 

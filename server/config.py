@@ -14,6 +14,7 @@ __all__ = (
     "DEFAULT_HOST",
     "DEFAULT_MAX_CONCURRENT_RUNS",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_PACK_WINDOW_MS",
     "DEFAULT_PORT",
     "UNACCEPTED_CALL_WAIT_S",
     "ConfigError",
@@ -23,6 +24,7 @@ __all__ = (
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 50051
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+DEFAULT_PACK_WINDOW_MS = 1.0
 """64 MiB: long histories travel whole in every request, so grpc's 4 MiB default is too small."""
 DEFAULT_MAX_CONCURRENT_RUNS = 256
 UNACCEPTED_CALL_WAIT_S = 300
@@ -59,6 +61,8 @@ class ServerConfig:
     """Allow a non-loopback bind with neither TLS nor token (e.g. behind a trusted proxy)."""
     drain_grace_s: float = 10.0
     """On SIGTERM, how long cancelled runs get to send their CANCELLED result before the server stops."""
+    pack_window_ms: float = DEFAULT_PACK_WINDOW_MS
+    """How long a packing stream's next response may wait for more events in a burst (`server.outbox`)."""
 
     @property
     def tls(self) -> bool:
@@ -87,6 +91,8 @@ class ServerConfig:
             raise ConfigError("--max-message-bytes must be positive.")
         if self.max_concurrent_runs <= 0:
             raise ConfigError("--max-concurrent-runs must be positive.")
+        if not 0 <= self.pack_window_ms <= 1000:
+            raise ConfigError("--pack-window-ms must be between 0 and 1000.")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("--tls-cert and --tls-key must be given together.")
         if self.token is not None and not self.token.strip():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
@@ -37,6 +38,7 @@ from harness import (
 from harness.errors import JsonValue
 
 from .agents import AgentRegistry, ToolCategory
+from .config import DEFAULT_PACK_WINDOW_MS
 from .errors import ServerError, ServerReason, at_field, field_of
 from .mapping.checkpoints import CheckpointDeltas
 from .mapping.deferred import resume_from_pb, resume_to_pb
@@ -51,6 +53,7 @@ from .mapping.state import (
     state_to_json,
     state_to_pb,
 )
+from .outbox import Outbox
 from .runlog import LOGGER, log_run
 from .runs import ActiveRuns
 
@@ -65,23 +68,6 @@ _CATEGORIES: dict[ToolCategory, harness_service_pb2.ToolCategory.ValueType] = {
 }
 
 RunItem = HarnessEvent | HarnessRunResultEvent[Any]
-
-
-_AHEAD = 16
-"""How many responses a streamed run may produce before the stream has taken them."""
-
-_MAX_EVENTS_PER_MESSAGE = 256
-"""The most events one response carries, whatever `StreamRunRequest.max_events_per_message` asks."""
-
-_BATCH_BYTES = 256 * 1024
-"""A response holding this many bytes of events takes no more (a larger event travels alone)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _End:
-    """The last item of a streamed run's responses: how its run ended (`None` = with its result)."""
-
-    error: BaseException | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +98,18 @@ def _malformed_thread_id(error: ValidationError) -> StateError:
 class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
     """The gRPC face of the core for the agents in `registry`."""
 
-    def __init__(self, registry: AgentRegistry, runs: ActiveRuns, *, max_message_bytes: int) -> None:
+    def __init__(
+        self,
+        registry: AgentRegistry,
+        runs: ActiveRuns,
+        *,
+        max_message_bytes: int,
+        pack_window_s: float = DEFAULT_PACK_WINDOW_MS / 1000,
+    ) -> None:
         self._registry = registry
         self._runs = runs
         self._max_message_bytes = max_message_bytes
+        self._pack_window_s = pack_window_s
 
     # -- runs -----------------------------------------------------------------------------------------
     async def StreamRun(
@@ -127,23 +121,15 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             spec = request.spec
             base = spec.previous_state.message_history.data if spec.HasField("previous_state") else "[]"
             deltas = CheckpointDeltas(base.encode())
-        # The run produces its responses in a task of its own, up to `_AHEAD` ahead of the stream:
-        # grpc.aio waits for each message's write to complete before asking for the next, and with
-        # nothing else to do the event loop would sleep and be woken by grpc's poller thread for
-        # every single event (bench/: 8 % of a 3-request StreamRun's server CPU, 17 % per text delta).
-        queue: asyncio.Queue[harness_service_pb2.StreamRunResponse | _End] = asyncio.Queue()
-        room = asyncio.Semaphore(_AHEAD)
-        per_message = min(request.max_events_per_message, _MAX_EVENTS_PER_MESSAGE)
-        producer = asyncio.create_task(self._produce(call, context, deltas, queue, room, per_message))
+        fill = functools.partial(self._fill, call=call, deltas=deltas)
+        outbox: Outbox[RunItem | _Checkpoint] = Outbox(
+            fill, per_message=request.max_events_per_message, window_s=self._pack_window_s
+        )
+        producer = asyncio.create_task(self._produce(call, context, outbox))
         try:
-            while True:
-                response = await queue.get()
-                if isinstance(response, _End):
-                    if response.error is not None:
-                        raise response.error
-                    return
-                room.release()
+            while (response := await outbox.take()) is not None:
                 yield response
+                outbox.sent()
         finally:
             # The client went away, or the stream ended: the run is closed here and now.
             if not producer.done():
@@ -155,66 +141,29 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         self,
         call: RunCall,
         context: grpc.aio.ServicerContext[Any, Any],
-        deltas: CheckpointDeltas | None,
-        queue: asyncio.Queue[harness_service_pb2.StreamRunResponse | _End],
-        room: asyncio.Semaphore,
-        per_message: int,
+        outbox: Outbox[RunItem | _Checkpoint],
     ) -> None:
-        """Run `call`, turning each item into `StreamRun` responses; the last queue item is an `_End`.
-
-        With `per_message` above 1, an event joins the newest response while that one still waits in
-        `queue` (the stream has not taken it) and has room; otherwise it starts a new response. So
-        events are packed only when the stream is behind, and none waits for a response to fill.
-        """
-        sequence = 0
-        batch: harness_service_pb2.StreamRunResponse | None = None  # the newest response, if batching
-        batch_bytes = 0
+        """Run `call` into `outbox` (in a task of its own: `server.outbox` says why), then end it."""
         try:
             # `aclosing`: when the stream is cancelled, the run is closed here and now, not whenever
             # the garbage collector finalises a suspended generator.
             async with aclosing(self._execute(call, context, checkpoints=call.checkpoints)) as items:
                 async for item in items:
-                    if (
-                        batch is not None
-                        and queue.qsize()
-                        and len(batch.events) < per_message
-                        and batch_bytes < _BATCH_BYTES
-                    ):
-                        event = batch.events.add()
-                        self._fill(event, item, call, deltas, sequence)
-                        sequence += 1
-                        batch_bytes += event.ByteSize()
-                        if batch_bytes <= _BATCH_BYTES:
-                            continue
-                        # Too big to join: it starts a response of its own below.
-                        moved = harness_service_pb2.StreamRunResponse()
-                        moved.events.add().CopyFrom(event)
-                        del batch.events[-1]
-                        response, batch, batch_bytes = moved, moved, moved.events[0].ByteSize()
-                    else:
-                        response = harness_service_pb2.StreamRunResponse()
-                        if per_message > 1:
-                            event = response.events.add()
-                            self._fill(event, item, call, deltas, sequence)
-                            batch, batch_bytes = response, event.ByteSize()
-                        else:
-                            self._fill(response.event, item, call, deltas, sequence)
-                        sequence += 1
-                    await room.acquire()
-                    queue.put_nowait(response)
+                    await outbox.add(item)
         except BaseException as error:
             # Aborts (their status is already on `context`) and crashes end the stream in its own task.
-            queue.put_nowait(_End(error))
+            outbox.end(error)
             raise
-        queue.put_nowait(_End(None))
+        outbox.end()
 
     @staticmethod
     def _fill(
         event: events_pb2.RunEvent,
         item: RunItem | _Checkpoint,
+        sequence: int,
+        *,
         call: RunCall,
         deltas: CheckpointDeltas | None,
-        sequence: int,
     ) -> None:
         """Write `item` into the empty `event` as the stream's `sequence`-th event."""
         if type(item) is HarnessEvent:  # nearly every item: fill the event in place

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-from conftest import RunningServer
+from conftest import RunningServer, StartServer
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 from threadline.v1 import events_pb2, harness_service_pb2, harness_service_pb2_grpc, run_pb2
 
@@ -115,3 +115,41 @@ async def test_an_event_too_large_to_share_a_response_travels_alone(stub: Stub) 
             assert sum(e.ByteSize() for e in response.events) <= BATCH_BYTES
             assert all(e.ByteSize() <= BATCH_BYTES for e in response.events)
     assert any(len(r.events) > 1 for r in received), "small events are still packed"
+
+
+async def test_a_burst_is_packed_while_a_quiet_stream_sends_at_once(stub: Stub) -> None:
+    # Read promptly: the echo's deltas come in a burst, faster than the 1 ms default pack window.
+    burst = await responses(stub, run_pb2.RunSpec(text="w" * 4_000), per_message=64)
+    assert len(burst) < len(flattened(burst)) / 2
+    # The `sleep` tool holds the run 0.3 s: the stream goes quiet, so its next event is not held
+    # for the events after it.
+    quiet = await responses(stub, run_pb2.RunSpec(text="sleep 0.3"), per_message=64)
+    calls = [i for i, r in enumerate(quiet) if any(case(e) == "tool_call" for e in r.events)]
+    results = [i for i, r in enumerate(quiet) if any(case(e) == "tool_result" for e in r.events)]
+    assert calls and results and calls[0] < results[0]
+
+
+async def test_a_wide_pack_window_holds_a_burst_that_pauses(start_server: StartServer) -> None:
+    running = await start_server(pack_window_ms=1000)
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
+        received = await responses(stub, run_pb2.RunSpec(text="sleep 0.3"), per_message=64)
+    # Everything after `run_started` falls inside the 1 s window: it waits, and packs.
+    assert len(received) <= 3
+    events = flattened(received)
+    assert [e.sequence for e in events] == list(range(len(events)))
+    assert case(events[-1]) == "result"
+
+
+async def test_without_a_pack_window_a_prompt_reader_gets_more_messages(
+    stub: Stub, start_server: StartServer
+) -> None:
+    running = await start_server(pack_window_ms=0)
+    spec = run_pb2.RunSpec(text="v" * 4_000)
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        unwindowed = await responses(
+            harness_service_pb2_grpc.HarnessServiceStub(channel), spec, per_message=64
+        )
+    windowed = await responses(stub, spec, per_message=64)
+    assert len(flattened(unwindowed)) == len(flattened(windowed))
+    assert len(windowed) < len(unwindowed)

@@ -249,6 +249,7 @@ def test_help_explains_every_flag() -> None:
         "--tls-key",
         "--insecure",
         "--drain-grace",
+        "--pack-window-ms",
     ):
         assert flag in result.stdout
     assert "256" in result.stdout and "127.0.0.1" in result.stdout and "50051" in result.stdout
@@ -301,3 +302,9 @@ def test_token_from_environment_allows_a_non_loopback_bind(serve_process) -> Non
     running: ServeProcess = serve_process("--host", "0.0.0.0", env={"THREADLINE_TOKEN": "from-env"})
     assert running.address.startswith("0.0.0.0:")
     assert running.stop() == 0
+
+
+def test_a_pack_window_outside_0_to_1000_ms_refuses_to_start() -> None:
+    result = run_cli("serve", "--port", "0", "--pack-window-ms", "-1")
+    assert result.returncode == 2
+    assert "--pack-window-ms must be between 0 and 1000" in result.stderr and result.stdout == ""

@@ -36,10 +36,12 @@ export type StreamRunRequest = Message<"threadline.v1.StreamRunRequest"> & {
   /**
    * How many events one response may carry. Default 0, which means 1: every response carries
    * exactly one event, in `event`. Above 1: every response carries its events in `events`, one or
-   * more, and the server packs events that are ready at once into one response (it never holds
-   * an event back to fill one), which saves a message per event on fast streams. The server
-   * takes at most 256, and starts a new response once one holds about 256 KiB of events (an
-   * event larger than that travels alone). SDKs set it and hand the host one event at a time.
+   * more, and the server packs events that are ready at once into one response, which saves a
+   * message per event on fast streams. In a burst (the previous response went out less than the
+   * server's pack window ago, 1 ms by default) the next response waits out the rest of the window
+   * for more events; otherwise it goes at once. The server takes at most 256, and starts a new
+   * response once one holds about 256 KiB of events (an event larger than that travels alone).
+   * SDKs set it and hand the host one event at a time.
    *
    * @generated from field: uint32 max_events_per_message = 2;
    */
