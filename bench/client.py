@@ -60,16 +60,18 @@ async def _stream_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> di
     else:
         call = harness_service_pb2_grpc.HarnessServiceStub(channel).StreamRun
     counts: Counter[str] = Counter()
+    messages = [0]
 
     async def one() -> None:
         for _ in range(int(options["repeat"])):
             async for response in call(request):
+                messages[0] += 1
                 for event in events_of(response):
                     counts[event.WhichOneof("event") or ""] += 1
 
     started = time.perf_counter()
     await asyncio.gather(*(one() for _ in range(int(options["streams"]))))
-    return {"wall_s": time.perf_counter() - started, "events": dict(counts)}
+    return {"wall_s": time.perf_counter() - started, "events": dict(counts), "messages": messages[0]}
 
 
 async def _runs_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dict[str, Any]:

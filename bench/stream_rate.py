@@ -1,8 +1,10 @@
 """(b) Text deltas per second: StreamRun of the `stream` agent against a bare grpcio.aio stream.
 
-Both servers send the same number of messages of the same size to the same clients: `processes`
-client processes (`bench.client`), each with `streams` concurrent calls repeated `repeat` times.
-Two rates are reported for each: messages per wall second, and messages per second of *server CPU*
+The bare server sends one message per event, as many events of the same size as StreamRun sends,
+to the same clients: `processes` client processes (`bench.client`), each with `streams` concurrent
+calls repeated `repeat` times; StreamRun is asked for packed events as the SDKs ask
+(`max_events_per_message` 64), and both the events and the messages it sent are reported.
+Two rates are reported for each: events per wall second, and events per second of *server CPU*
 (the rate one server process sustains with a core to itself). On a 2-core machine shared by the
 clients, the second is the server's capacity and the target's ratio; the first shows what these
 clients saw. For reference, the same deltas in-process: plain pydantic-ai (`Agent.iter` and
@@ -46,9 +48,11 @@ def _measure(pid_cpu: Any, helpers: list[Helper]) -> dict[str, float]:
     for helper in helpers:
         helper.close()
     deltas = sum(r["events"].get("part_delta", 0) for r in results)
-    messages = sum(sum(r["events"].values()) for r in results)
+    events = sum(sum(r["events"].values()) for r in results)
+    messages = sum(r["messages"] for r in results)
     return {
         "text_deltas": deltas,
+        "events": events,
         "messages": messages,
         "wall_s": wall_s,
         "server_cpu_s": cpu_s,
@@ -137,6 +141,10 @@ async def stream_section(
         "stream_run": {key: round(med("stream_run", key), 2) for key in keys},
         "bare_grpc": {key: round(med("bare", key), 2) for key in keys},
         "text_deltas_per_variant": measured[0]["stream_run"]["text_deltas"],
+        "events_per_variant": {
+            "stream_run": measured[0]["stream_run"]["events"],
+            "bare_grpc": measured[0]["bare"]["events"],
+        },
         "messages_per_variant": {
             "stream_run": measured[0]["stream_run"]["messages"],
             "bare_grpc": measured[0]["bare"]["messages"],
