@@ -6,7 +6,7 @@
 Workloads: `run` and `stream_run` (section a's run through `Run` / `StreamRun`), `deltas` (StreamRun of
 2 000 text deltas, section b), `turn` (the 50th turn of a thread through `Run`, section d), and
 `in_process` (section a's run on the harness, no server). Server workloads are driven from this
-process while `py-spy record` (not a project dependency: `pip install py-spy`, or set `PY_SPY`)
+process while `py-spy record` (in the `dev` extra; `PY_SPY` names another binary)
 samples the server, native frames included (`sendmsg`, `epoll_wait`); the output is a speedscope
 JSON file by default, or a flame graph SVG with `--out x.svg`.
 """

@@ -85,3 +85,23 @@ def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
 def test_smoke_run_refuses_to_overwrite_the_committed_results() -> None:
     with pytest.raises(SystemExit):
         main(["--smoke"])
+
+
+@pytest.mark.parametrize(("workload", "suffix"), [("stream_run", ".json"), ("in_process", ".txt")])
+def test_profile_writes_a_profile_of_a_workload(tmp_path: Path, workload: str, suffix: str) -> None:
+    out = tmp_path / f"profile{suffix}"
+    finished = subprocess.run(
+        [sys.executable, "-m", "bench.profile", workload, "--seconds", "1", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    if suffix == ".json":  # py-spy's speedscope file: samples of the server's own frames
+        profile = json.loads(out.read_text())
+        names = {frame["name"] for frame in profile["shared"]["frames"]}
+        assert sum(len(p["samples"]) for p in profile["profiles"]) > 0
+        assert "HarnessService._produce" in names
+    else:  # pyinstrument's text report of the harness in this process
+        assert "_events" in out.read_text()
