@@ -32,7 +32,10 @@ var ErrNoEvent = errors.New("threadline: run stream response carried no event")
 // and Close must not be called concurrently.
 //
 // Receive hands out one event at a time, also when the server packed several into one response
-// (WithMaxEventsPerMessage).
+// (WithMaxEventsPerMessage). A checkpoint candidate sent as a delta (CHECKPOINT_FORM_DELTA)
+// arrives with its state's history data rebuilt and checked against the state's SHA-256, its
+// history_delta left in place; a delta that does not rebuild ends the stream with
+// ErrCheckpointDelta.
 type RunStream struct {
 	cancel  context.CancelFunc
 	stream  grpc.ServerStreamingClient[threadlinev1.StreamRunResponse]
@@ -41,14 +44,21 @@ type RunStream struct {
 	result  *RunResult
 	err     error
 	done    bool
+	history candidateHistory // the base of the next delta checkpoint candidate
 }
 
 // StreamRun starts spec and returns its event stream. An error starting the call is reported by
 // the stream's Err, after the first Receive returns false.
+//
+// When spec asks for checkpoints and leaves CheckpointForm unspecified, StreamRun sends
+// CHECKPOINT_FORM_DELTA (spec itself is not changed), so each candidate carries only what the run
+// added to the history. RunStream rebuilds every such candidate's history before handing it out:
+// hosts see complete states either way. An explicit CheckpointForm is sent as given.
 func (c *Client) StreamRun(ctx context.Context, spec *RunSpec) *RunStream {
 	ctx, cancel := withDefaultTimeout(ctx, c.runTimeout)
+	spec = withDeltaCheckpoints(spec)
 	stream, err := c.svc.StreamRun(ctx, &threadlinev1.StreamRunRequest{Spec: spec, MaxEventsPerMessage: c.maxEvents})
-	s := &RunStream{cancel: cancel, stream: stream}
+	s := &RunStream{cancel: cancel, stream: stream, history: candidateHistory{base: firstHistoryBase(spec)}}
 	if err != nil {
 		s.finish(wrap(err))
 	}
@@ -61,8 +71,9 @@ func (s *RunStream) Receive() bool {
 	if s.done {
 		return false
 	}
+	var ev *RunEvent
 	if len(s.pending) > 0 {
-		s.msg, s.pending = s.pending[0], s.pending[1:]
+		ev, s.pending = s.pending[0], s.pending[1:]
 	} else {
 		resp, err := s.stream.Recv()
 		if err != nil {
@@ -78,15 +89,20 @@ func (s *RunStream) Receive() bool {
 			return false
 		}
 		// One event in `event` (packing off), else one or more in `events`.
-		if ev := resp.GetEvent(); ev != nil {
-			s.msg = ev
-		} else if events := resp.GetEvents(); len(events) > 0 {
-			s.msg, s.pending = events[0], events[1:]
-		} else {
-			s.finish(ErrNoEvent)
-			return false
+		if ev = resp.GetEvent(); ev == nil {
+			events := resp.GetEvents()
+			if len(events) == 0 {
+				s.finish(ErrNoEvent)
+				return false
+			}
+			ev, s.pending = events[0], events[1:]
 		}
 	}
+	if err := s.history.complete(ev); err != nil {
+		s.finish(err)
+		return false
+	}
+	s.msg = ev
 	if r := s.msg.GetResult(); r != nil {
 		s.result = r
 	}

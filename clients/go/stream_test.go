@@ -19,12 +19,15 @@ import (
 // are ready at once into one response, and RunStream hands them out one at a time.
 
 // wire records the StreamRun messages a client sends and receives, through a stream interceptor
-// (WithDialOptions), so a test can see the requests and responses themselves.
+// (WithDialOptions), so a test can see the requests and responses themselves, as they were on
+// the wire.
 type wire struct {
 	requests  []*threadlinev1.StreamRunRequest
 	responses []*threadlinev1.StreamRunResponse
 	// drop, when set, empties every response it returns true for after it arrived.
 	drop func(n int) bool
+	// edit, when set, may change every response after it arrived (and after drop).
+	edit func(resp *threadlinev1.StreamRunResponse)
 }
 
 func (w *wire) option() threadline.Option {
@@ -56,7 +59,11 @@ func (s *recordedStream) RecvMsg(m any) error {
 		if s.wire.drop != nil && s.wire.drop(len(s.wire.responses)) {
 			proto.Reset(resp)
 		}
-		s.wire.responses = append(s.wire.responses, resp)
+		if s.wire.edit != nil {
+			s.wire.edit(resp)
+		}
+		// A copy: RunStream completes delta checkpoint candidates in place.
+		s.wire.responses = append(s.wire.responses, proto.CloneOf(resp))
 	}
 	return err
 }

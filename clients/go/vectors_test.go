@@ -233,3 +233,57 @@ func snake(name string) string {
 	}
 	return b.String()
 }
+
+// TestCheckpointDeltaVector rebuilds the history of the golden delta candidate from its
+// documented base, the history of `state_full` (the state the recorded stream continued).
+func TestCheckpointDeltaVector(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "tests", "vectors")
+	if _, err := os.Stat(filepath.Join(dir, "checkpoint_delta.binpb")); os.IsNotExist(err) {
+		t.Skip("no checkpoint_delta vector yet")
+	}
+	read := func(name string, m proto.Message) {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := threadline.Unmarshal(data, m, threadline.Binary); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var base threadline.HarnessState
+	var ev threadline.RunEvent
+	read("state_full.binpb", &base)
+	read("checkpoint_delta.binpb", &ev)
+
+	state := ev.GetCheckpointCandidate().GetState()
+	if d := ev.GetCheckpointCandidate().GetHistoryDelta(); d == nil || state.GetMessageHistory().GetData() != "" {
+		t.Fatalf("the vector is not a delta candidate: %v", ev.GetCheckpointCandidate())
+	}
+	data, err := threadline.RebuildHistory(base.GetMessageHistory().GetData(), &ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := messageCount(t, data); n != state.GetMessageHistory().GetMessageCount() {
+		t.Errorf("%d messages rebuilt, message_count %d", n, state.GetMessageHistory().GetMessageCount())
+	}
+
+	// The rebuilt state is one the server accepts.
+	complete := proto.CloneOf(state)
+	complete.MessageHistory.Data = data
+	c, ctx := newClient(t)
+	if _, err := c.ValidateState(ctx, complete); err != nil {
+		t.Errorf("ValidateState of the rebuilt candidate: %v", err)
+	}
+
+	// From any other base it does not rebuild.
+	for _, other := range []string{"[]", " " + base.GetMessageHistory().GetData()} {
+		if _, err := threadline.RebuildHistory(other, &ev); !errors.Is(err, threadline.ErrCheckpointDelta) {
+			t.Errorf("rebuilt from a %d-byte base: err %v, want ErrCheckpointDelta", len(other), err)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+package threadline
+
+// RebuildHistory lets the tests of package threadline_test rebuild a delta checkpoint
+// candidate's history outside a stream (the golden vector).
+var RebuildHistory = rebuildHistory
