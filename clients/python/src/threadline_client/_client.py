@@ -9,6 +9,8 @@ awaits a call cancels the RPC and, for runs, the run on the server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
 import enum
 import ssl
 from collections import deque
@@ -19,9 +21,11 @@ from typing import Final, NoReturn, Self
 
 import grpclib.client
 
+from ._checkpoints import HistoryDeltaError, HistoryRebuilder, delta_base
 from ._errors import StatusCode, ThreadlineError, translate
 from ._gen.threadline.v1 import (
     CapabilityState,
+    CheckpointForm,
     DeferredToolResume,
     EnvironmentState,
     ForkStateRequest,
@@ -219,18 +223,29 @@ class Client:
         `async for event in client.stream_run(spec)` works too; leaving the loop early cancels
         the run (the stream closes when it is garbage-collected, or at once inside `async with`).
 
+        With `spec.checkpoints` set and `spec.checkpoint_form` left unspecified, the run asks for
+        `CHECKPOINT_FORM_DELTA` (on a copy of `spec`), so candidates travel as history deltas and
+        add up to what the run adds instead of its square. Either way every `checkpoint_candidate`
+        the stream yields holds a complete state: the stream rebuilds each delta's
+        `message_history.data` and checks it against `message_history.sha256` first. An explicit
+        `CHECKPOINT_FORM_FULL` or `CHECKPOINT_FORM_DELTA` is sent as given.
+
         Args:
             spec: What to run.
             timeout: Deadline of the whole run in seconds; default the client's.
 
         Raises:
             ThreadlineError: While iterating, when the server rejects the run before it starts
-                or the run's core fails after it started (no `result` event then).
+                or the run's core fails after it started (no `result` event then); with
+                `StatusCode.INTERNAL` when a candidate's delta does not rebuild its history.
         """
         stub = self._connect()
+        if spec.checkpoints and spec.checkpoint_form == CheckpointForm.UNSPECIFIED:
+            spec = _with_form(spec, CheckpointForm.DELTA)
         request = StreamRunRequest(spec=spec, max_events_per_message=self._max_events_per_message)
         return RunStream(
-            stub.stream_run(request, timeout=self._deadline(timeout), metadata=self._metadata or None)
+            stub.stream_run(request, timeout=self._deadline(timeout), metadata=self._metadata or None),
+            spec=spec,
         )
 
     async def run(self, spec: RunSpec, *, timeout: Timeout = _UNSET) -> RunResult:
@@ -387,10 +402,22 @@ class RunStream:
     `event` or several packed in `events` (the rest of a packed response waits here until read).
     Use it as `async with` to close the call (and cancel the run) as soon as the block exits, even
     when the loop stopped early. `result` holds the terminal `RunResult` once it has arrived.
+
+    A checkpoint candidate that arrives as a `history_delta` (CHECKPOINT_FORM_DELTA) is yielded
+    with its `message_history.data` rebuilt and checked against its `sha256`; `history_delta`
+    stays in place. A delta that does not rebuild (wrong digest, `keep_bytes` beyond its base) ends
+    the stream and cancels the call with a `StatusCode.INTERNAL` `ThreadlineError`.
+
+    Args:
+        responses: The call's responses (`HarnessServiceStub.stream_run`).
+        spec: The spec the call sent; its `previous_state` is the base of the first delta
+            candidate. `None` = a run sent without a previous state.
     """
 
-    def __init__(self, responses: AsyncIterator[StreamRunResponse]) -> None:
+    def __init__(self, responses: AsyncIterator[StreamRunResponse], *, spec: RunSpec | None = None) -> None:
         self._responses = responses
+        self._spec = spec
+        self._history: HistoryRebuilder | None = None  # made at the first delta candidate
         self._pending: deque[RunEvent] = deque()  # the unread rest of a packed response
         self._iterating = False
         self._done = False
@@ -409,6 +436,17 @@ class RunStream:
             event = self._pending.popleft()
         else:
             event = await self._receive()
+        candidate = event.checkpoint_candidate
+        if candidate is not None and candidate.history_delta is not None:
+            if self._history is None:
+                self._history = HistoryRebuilder(delta_base(self._spec))
+            try:
+                self._history.rebuild(candidate.state, candidate.history_delta)
+            except HistoryDeltaError as exc:
+                await self._abandon()
+                raise _protocol_error(
+                    f"the checkpoint candidate at sequence {event.sequence} does not rebuild: {exc}"
+                ) from None
         if event.result is not None:
             self.result = event.result
         return event
@@ -452,6 +490,11 @@ class RunStream:
             except Exception as exc:
                 _raise_translated(exc)
 
+    async def _abandon(self) -> None:
+        """Cancel the call after a protocol error, which is the error the host then sees."""
+        with contextlib.suppress(ThreadlineError):
+            await self.aclose()
+
     async def __aenter__(self) -> Self:
         return self
 
@@ -464,6 +507,14 @@ class RunStream:
         await self.aclose()
 
 
+def _with_form(spec: RunSpec, form: CheckpointForm) -> RunSpec:
+    """A shallow copy of the host's spec with another `checkpoint_form`; the host's stays as it was."""
+    sent = copy.copy(spec)
+    sent._unknown_fields = spec._unknown_fields  # copy.copy drops the fields of a newer contract
+    sent.checkpoint_form = form
+    return sent
+
+
 def _raise_translated(exc: Exception) -> NoReturn:
     translated = translate(exc)
     if translated is None:
@@ -472,4 +523,9 @@ def _raise_translated(exc: Exception) -> NoReturn:
 
 
 def _missing(what: str) -> ThreadlineError:
-    return ThreadlineError(StatusCode.INTERNAL, f"the server's response has no {what}")
+    return _protocol_error(f"the server's response has no {what}")
+
+
+def _protocol_error(message: str) -> ThreadlineError:
+    """The server broke the contract; nothing the host sent or can retry differently."""
+    return ThreadlineError(StatusCode.INTERNAL, message)
