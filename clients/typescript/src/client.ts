@@ -22,7 +22,8 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { CallOptions as ConnectCallOptions, Client, Interceptor } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 
-import { ThreadlineError } from "./errors.js";
+import { CandidateHistories } from "./checkpoints.js";
+import { ThreadlineError, protocolError } from "./errors.js";
 import type { DeferredToolResume } from "./gen/threadline/v1/deferred_pb.js";
 import type { RunEvent } from "./gen/threadline/v1/events_pb.js";
 import {
@@ -31,7 +32,7 @@ import {
   type NewStateRequestSchema,
   type StreamRunResponse,
 } from "./gen/threadline/v1/harness_service_pb.js";
-import { type RunResult, type RunSpec, RunSpecSchema } from "./gen/threadline/v1/run_pb.js";
+import { CheckpointForm, type RunResult, type RunSpec, RunSpecSchema } from "./gen/threadline/v1/run_pb.js";
 import type { HarnessState } from "./gen/threadline/v1/state_pb.js";
 
 /** The deadline of a unary call (everything but `run` and `streamRun`) unless one is given. */
@@ -109,6 +110,11 @@ export interface ThreadlineClient {
    * Run the agent and stream its events, for `for await`. Events come in order; the last one is
    * the terminal `result` (`event.event.case === "result"`). Breaking out of the loop cancels the
    * run. A run that fails before it starts (or whose core fails after) throws `ThreadlineError`.
+   *
+   * With `checkpoints` and no `checkpointForm`, the SDK asks for `CheckpointForm.DELTA` (`spec`
+   * itself is not changed) and rebuilds each candidate's history before yielding it, so every
+   * `checkpointCandidate` carries a complete state whatever the form; a candidate that does not
+   * rebuild to its `sha256` ends the stream with a `Code.Internal` `ThreadlineError`.
    */
   streamRun(spec: RunInput, options?: CallOptions): AsyncIterable<RunEvent>;
   /** Run the agent and return only its terminal result. */
@@ -165,7 +171,7 @@ export function createThreadlineClient(options: ThreadlineClientOptions): Thread
     service,
 
     streamRun(spec, callOptions) {
-      return streamEvents(service, toRunSpec(spec), maxEventsPerMessage, connectOptions(callOptions, runTimeout));
+      return streamEvents(service, toStreamRunSpec(spec), maxEventsPerMessage, connectOptions(callOptions, runTimeout));
     },
 
     async run(spec, callOptions) {
@@ -245,6 +251,8 @@ async function* streamEvents(
   } else {
     signal?.addEventListener("abort", forward, { once: true });
   }
+  // Read the first candidate's base now, as the request is about to carry it.
+  const histories = new CandidateHistories(spec);
   const responses = service
     .streamRun({ spec, maxEventsPerMessage }, { ...options, signal: controller.signal })
     [Symbol.asyncIterator]();
@@ -275,6 +283,8 @@ async function* streamEvents(
         if (controller.signal.aborted) {
           throw ThreadlineError.from(ConnectError.from(controller.signal.reason, Code.Canceled));
         }
+        // A candidate that does not rebuild throws, and `finally` cancels the run.
+        histories.complete(item);
         yield item;
       }
     }
@@ -299,6 +309,19 @@ function toRunSpec(input: RunInput): RunSpec {
     ...rest,
     prompt: typeof prompt === "string" ? { case: "text", value: prompt } : prompt,
   });
+}
+
+/**
+ * `toRunSpec` for `streamRun`: checkpoints come as CHECKPOINT_FORM_DELTA unless the host chose a
+ * form, since the SDK rebuilds them anyway. `toRunSpec` always returns a new object (the spread
+ * below), so setting the form leaves the host's own spec as it was.
+ */
+function toStreamRunSpec(input: RunInput): RunSpec {
+  const spec = toRunSpec(input);
+  if (spec.checkpoints && spec.checkpointForm === CheckpointForm.UNSPECIFIED) {
+    spec.checkpointForm = CheckpointForm.DELTA;
+  }
+  return spec;
 }
 
 function connectOptions(options: CallOptions | undefined, defaultTimeoutMs: number): ConnectCallOptions {
@@ -333,7 +356,7 @@ function required<T>(value: T | undefined, what: string): T {
 
 /** The error for a response that lacks what the contract says it carries. */
 function missing(what: string): ThreadlineError {
-  return ThreadlineError.from(new ConnectError(`the server sent no ${what}`, Code.Internal));
+  return protocolError(`the server sent no ${what}`);
 }
 
 function checkMaxEventsPerMessage(value: number | undefined): number {

@@ -106,3 +106,12 @@ export function codeName(code: Code): string {
   }
   return name.replace(/[A-Z]/g, (letter, index: number) => (index === 0 ? "" : "_") + letter.toLowerCase());
 }
+
+/**
+ * The error for a server that broke the contract: a response without what it must carry, or a
+ * checkpoint candidate whose history does not rebuild. `Code.Internal`, as if the server had said
+ * so. Not public (the package exports only the names `index.ts` lists).
+ */
+export function protocolError(message: string): ThreadlineError {
+  return ThreadlineError.from(new ConnectError(message, Code.Internal));
+}

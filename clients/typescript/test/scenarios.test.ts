@@ -6,20 +6,25 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { isMessage } from "@bufbuild/protobuf";
+import { create, isMessage } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 
 import {
+  type CheckpointCandidate,
+  CheckpointForm,
   Code,
   DEFAULT_MAX_EVENTS_PER_MESSAGE,
   DeferredKind,
+  type HarnessState,
   type RunEvent,
   type RunResult,
+  RunSpecSchema,
   RunStatus,
   StreamRunRequestSchema,
   StreamRunResponseSchema,
@@ -39,7 +44,7 @@ import {
   resumeWith,
 } from "../src/index.js";
 import { SERVER_ADDR, type TestServer, startServer } from "./server.js";
-import { VECTORS_DIR, checkVector, manifest, unlistedFiles } from "./vectors.js";
+import { VECTORS_DIR, checkDeltaVector, checkVector, manifest, unlistedFiles } from "./vectors.js";
 
 let server: TestServer;
 let client: ThreadlineClient;
@@ -79,23 +84,40 @@ function output(result: RunResult): unknown {
 interface StreamRunTrace {
   /** Each request's `max_events_per_message`. */
   readonly requested: number[];
+  /** Each request's `spec.checkpoint_form`. */
+  readonly forms: CheckpointForm[];
+  /** Each call's signal: aborted once the SDK cancelled the call. */
+  readonly signals: AbortSignal[];
   /** Each response, in order: the field its events came in and how many. */
   readonly responses: { field: "event" | "events"; count: number }[];
+  /** Each checkpoint candidate as it came on the wire, before the SDK rebuilt anything. */
+  readonly candidates: { sequence: bigint; data: string; delta?: { keepBytes: bigint; append: string } }[];
 }
 
-/** A client of the suite's server whose `StreamRun` calls are traced on the wire. */
-function tracedClient(maxEventsPerMessage?: number): { traced: ThreadlineClient; trace: StreamRunTrace } {
-  const trace: StreamRunTrace = { requested: [], responses: [] };
+/**
+ * A client of the suite's server whose `StreamRun` calls are traced on the wire.
+ *
+ * @param tamper - Changes each received event after it is traced, to play a broken server.
+ */
+function tracedClient(
+  maxEventsPerMessage?: number,
+  tamper?: (event: RunEvent) => void,
+): { traced: ThreadlineClient; trace: StreamRunTrace } {
+  const trace: StreamRunTrace = { requested: [], forms: [], signals: [], responses: [], candidates: [] };
   const tracer: Interceptor = (next) => async (request) => {
     if (!request.stream || request.method.name !== "StreamRun") {
       return next(request);
     }
+    trace.signals.push(request.signal);
     const sent = request.message;
     const response = await next({
       ...request,
       message: (async function* () {
         for await (const message of sent) {
-          if (isMessage(message, StreamRunRequestSchema)) trace.requested.push(message.maxEventsPerMessage);
+          if (isMessage(message, StreamRunRequestSchema)) {
+            trace.requested.push(message.maxEventsPerMessage);
+            trace.forms.push(message.spec?.checkpointForm ?? CheckpointForm.UNSPECIFIED);
+          }
           yield message;
         }
       })(),
@@ -111,6 +133,17 @@ function tracedClient(maxEventsPerMessage?: number): { traced: ThreadlineClient;
           if (isMessage(message, StreamRunResponseSchema)) {
             const packed = message.event === undefined;
             trace.responses.push({ field: packed ? "events" : "event", count: packed ? message.events.length : 1 });
+            for (const event of message.event === undefined ? message.events : [message.event]) {
+              if (event.event.case === "checkpointCandidate") {
+                const { state, historyDelta } = event.event.value;
+                trace.candidates.push({
+                  sequence: event.sequence,
+                  data: state?.messageHistory?.data ?? "",
+                  ...(historyDelta && { delta: { keepBytes: historyDelta.keepBytes, append: historyDelta.append } }),
+                });
+              }
+              tamper?.(event);
+            }
           }
           yield message;
         }
@@ -496,6 +529,208 @@ describe("packed events", () => {
   });
 });
 
+describe("checkpoint candidates", () => {
+  /** The checkpoint candidates among `events`, in order. */
+  function candidatesOf(events: RunEvent[]): { sequence: bigint; candidate: CheckpointCandidate }[] {
+    return events.flatMap(({ sequence, event }) =>
+      event.case === "checkpointCandidate" ? [{ sequence, candidate: event.value }] : [],
+    );
+  }
+
+  /**
+   * Check that a candidate the host got holds a complete state: its history hashes to its
+   * `sha256` and holds `message_count` messages, and the server accepts the state as it is.
+   */
+  async function assertComplete(candidate: CheckpointCandidate): Promise<HarnessState> {
+    const state = candidate.state;
+    assert.ok(state?.messageHistory);
+    const { data, sha256, messageCount } = state.messageHistory;
+    assert.ok(createHash("sha256").update(data, "utf8").digest().equals(sha256), "the history matches its sha256");
+    assert.equal(BigInt((JSON.parse(data) as unknown[]).length), messageCount);
+    const validated = await client.validateState(state);
+    assert.equal(validated.state.messageHistory?.data, data);
+    return state;
+  }
+
+  const utf8Length = (text: string) => Buffer.byteLength(text, "utf8");
+
+  test("with checkpoints, streamRun asks for CHECKPOINT_FORM_DELTA and yields complete states", async () => {
+    const { traced, trace } = tracedClient();
+    try {
+      const spec = { prompt: "lookup grpc", checkpoints: true };
+      const { events, result } = await collectRun(traced.streamRun(spec));
+      assertWholeStream(events);
+      assert.match(String(output(result)), /gRPC is a remote procedure call framework/);
+      // The request asked for deltas; the host's spec object is as it was.
+      assert.deepEqual(trace.forms, [CheckpointForm.DELTA]);
+      assert.deepEqual(spec, { prompt: "lookup grpc", checkpoints: true });
+
+      // On the wire every candidate's history came as a delta, the first on `[]` (no previous state).
+      assert.equal(trace.candidates.length, 4);
+      assert.ok(trace.candidates.every((c) => c.data === "" && c.delta !== undefined));
+      assert.ok(trace.candidates[0]!.delta!.keepBytes <= 2n);
+      // The host got every one of them whole, delta still attached.
+      const candidates = candidatesOf(events);
+      assert.deepEqual(
+        candidates.map((c) => c.sequence),
+        trace.candidates.map((c) => c.sequence),
+      );
+      const states: HarnessState[] = [];
+      for (const { candidate } of candidates) {
+        assert.ok(candidate.historyDelta);
+        states.push(await assertComplete(candidate));
+      }
+      // Each delta carried only what its history added to the one before.
+      for (const [i, c] of trace.candidates.entries()) {
+        const before = i === 0 ? "[]" : states[i - 1]!.messageHistory!.data;
+        const data = states[i]!.messageHistory!.data;
+        assert.equal(Number(c.delta!.keepBytes) + utf8Length(c.delta!.append), utf8Length(data));
+        assert.ok(utf8Length(c.delta!.append) <= utf8Length(data) - utf8Length(before) + 1);
+      }
+
+      // A candidate continues the thread like a result's state.
+      const last = states.at(-1)!;
+      const next = await traced.run({ prompt: "hello again", previousState: last });
+      assert.equal(next.threadId, result.threadId);
+      assert.equal(output(next), "You said: hello again");
+      assert.equal(stateOf(next).messageHistory?.messageCount, last.messageHistory!.messageCount + 2n);
+
+      // A spec given as a `RunSpec` message is not changed either.
+      const message = create(RunSpecSchema, { prompt: { case: "text", value: "hello" }, checkpoints: true });
+      assertWholeStream((await collectRun(traced.streamRun(message))).events);
+      assert.equal(message.checkpointForm, CheckpointForm.UNSPECIFIED);
+      assert.deepEqual(trace.forms, [CheckpointForm.DELTA, CheckpointForm.DELTA]);
+    } finally {
+      traced.close();
+    }
+  });
+
+  test("a continued thread's first candidate is rebuilt from the previous state's history", async () => {
+    const previous = stateOf(await client.run({ prompt: "count" }));
+    const { traced, trace } = tracedClient();
+    try {
+      const { events, result } = await collectRun(
+        traced.streamRun({ prompt: "count", previousState: previous, checkpoints: true }),
+      );
+      assertWholeStream(events);
+      assert.equal(result.threadId, previous.threadId);
+      assert.deepEqual(trace.forms, [CheckpointForm.DELTA]);
+      const first = trace.candidates[0];
+      assert.ok(first?.delta);
+      assert.equal(first.data, "");
+      // The first delta edits the previous history, which is far more than `[]`.
+      const before = Buffer.from(previous.messageHistory!.data, "utf8");
+      const keep = Number(first.delta.keepBytes);
+      assert.ok(keep > 2 && keep <= before.length, `keep_bytes ${keep} of ${before.length}`);
+
+      const candidates = candidatesOf(events);
+      const states: HarnessState[] = [];
+      for (const { candidate } of candidates) states.push(await assertComplete(candidate));
+      const rebuilt = states[0]!.messageHistory!.data;
+      assert.deepEqual(Buffer.from(rebuilt, "utf8").subarray(0, keep), before.subarray(0, keep));
+      const earlier = JSON.parse(previous.messageHistory!.data) as unknown[];
+      assert.deepEqual((JSON.parse(rebuilt) as unknown[]).slice(0, earlier.length), earlier);
+      // Everything but the history came whole too: the counter the previous run left at 1.
+      assert.deepEqual(
+        states[0]!.capabilityStates.map((c) => [c.capabilityId, JSON.parse(c.dataJson)]),
+        previous.capabilityStates.map((c) => [c.capabilityId, JSON.parse(c.dataJson)]),
+      );
+
+      // The last candidate continues the thread.
+      const next = await traced.run({ prompt: "hello again", previousState: states.at(-1)! });
+      assert.equal(next.threadId, previous.threadId);
+      assert.equal(output(next), "You said: hello again");
+    } finally {
+      traced.close();
+    }
+  });
+
+  test("an explicit checkpointForm is sent as given", async () => {
+    const { traced, trace } = tracedClient();
+    try {
+      for (const checkpointForm of [CheckpointForm.FULL, CheckpointForm.DELTA]) {
+        const before = trace.candidates.length;
+        const spec = { prompt: "lookup grpc", checkpoints: true, checkpointForm };
+        const { events } = await collectRun(traced.streamRun(spec));
+        assertWholeStream(events);
+        assert.equal(trace.forms.at(-1), checkpointForm);
+        const wire = trace.candidates.slice(before);
+        const candidates = candidatesOf(events);
+        assert.equal(wire.length, 4);
+        assert.equal(candidates.length, 4);
+        for (const [i, { candidate }] of candidates.entries()) {
+          const state = await assertComplete(candidate);
+          if (checkpointForm === CheckpointForm.FULL) {
+            // Whole on the wire, and handed over as it came.
+            assert.equal(wire[i]!.delta, undefined);
+            assert.equal(candidate.historyDelta, undefined);
+            assert.equal(wire[i]!.data, state.messageHistory!.data);
+          } else {
+            assert.equal(wire[i]!.data, "");
+            assert.ok(candidate.historyDelta);
+          }
+        }
+      }
+      // Without checkpoints the form is left unset.
+      assertWholeStream((await collectRun(traced.streamRun({ prompt: "hello" }))).events);
+      assert.equal(trace.forms.at(-1), CheckpointForm.UNSPECIFIED);
+      assert.equal(trace.forms.length, 3);
+    } finally {
+      traced.close();
+    }
+  });
+
+  test("a candidate that does not rebuild ends the stream with Code.Internal, naming its sequence", async () => {
+    // Each breakage, played on the second candidate, and the end of the error it must give.
+    const breakages: [string, (candidate: CheckpointCandidate) => void][] = [
+      [
+        "whose rebuilt message_history.data does not match its sha256",
+        (c) => void (c.state!.messageHistory!.sha256[0]! ^= 1),
+      ],
+      [
+        "whose history_delta.keep_bytes \\d+ exceeds the \\d+ bytes of its base",
+        (c) => void (c.historyDelta!.keepBytes += 1_000_000n),
+      ],
+    ];
+    for (const [why, breakage] of breakages) {
+      let seen = 0;
+      let broken: bigint | undefined;
+      const { traced, trace } = tracedClient(undefined, (event) => {
+        if (event.event.case === "checkpointCandidate" && ++seen === 2) {
+          broken = event.sequence;
+          breakage(event.event.value);
+        }
+      });
+      const events: RunEvent[] = [];
+      try {
+        await assert.rejects(
+          (async () => {
+            for await (const event of traced.streamRun({ prompt: "lookup grpc", checkpoints: true })) {
+              events.push(event);
+            }
+          })(),
+          (err: unknown) => {
+            assert.ok(err instanceof ThreadlineError);
+            assert.equal(err.code, Code.Internal);
+            assert.equal(err.reason, "");
+            const expected = `^\\[internal\\] the server sent a checkpoint candidate \\(sequence ${broken}\\) ${why}$`;
+            assert.match(err.message, new RegExp(expected));
+            return true;
+          },
+        );
+        // The host got every event before the broken candidate, and not that one; the run was cancelled.
+        assert.ok(broken !== undefined);
+        assert.equal(events.at(-1)?.sequence, broken - 1n);
+        assert.equal(candidatesOf(events).length, 1);
+        assert.equal(trace.signals.length, 1);
+        assert.equal(trace.signals[0]?.aborted, true);
+      } finally {
+        traced.close();
+      }
+    }
+  });
+});
+
 describe("errors", () => {
   test("a state with an unsupported schema_version is rejected with SCHEMA_VERSION_UNSUPPORTED", async () => {
     const state = stateOf(await client.run({ prompt: "hello" }));
@@ -624,6 +859,9 @@ describe("golden vectors", { skip: existsSync(VECTORS_DIR) ? false : `${VECTORS_
       checkVector(name, typeName);
     });
   }
+  test("checkpoint_delta rebuilds from state_full's history to its sha256", () => {
+    checkDeltaVector();
+  });
   test("the manifest names every vector file", () => {
     assert.ok(manifest().length > 0);
     assert.deepEqual(unlistedFiles(), []);

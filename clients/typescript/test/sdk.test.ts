@@ -3,11 +3,13 @@
 // Everything that needs a server is in scenarios.test.ts.
 
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { test } from "node:test";
 
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 
+import { CandidateHistories } from "../src/checkpoints.js";
 import * as deferredPb from "../src/gen/threadline/v1/deferred_pb.js";
 import * as eventsPb from "../src/gen/threadline/v1/events_pb.js";
 import * as servicePb from "../src/gen/threadline/v1/harness_service_pb.js";
@@ -181,6 +183,126 @@ test("ThreadlineError.from turns anything else into Unknown or Canceled without 
   aborted.abort();
   assert.equal(ThreadlineError.from(aborted.signal.reason).code, Code.Canceled);
   assert.equal(reasonOf(undefined), "");
+});
+
+/** A checkpoint candidate event whose history is `data`, sent as a delta on `base` or whole. */
+function candidate(sequence: number, data: string, delta?: { base: string; keep?: number }) {
+  const bytes = Buffer.from(data, "utf8");
+  const keep = delta?.keep ?? commonPrefix(Buffer.from(delta?.base ?? "", "utf8"), bytes);
+  return create(eventsPb.RunEventSchema, {
+    sequence: BigInt(sequence),
+    event: {
+      case: "checkpointCandidate",
+      value: {
+        state: {
+          schemaVersion: "1",
+          threadId: "thr_sdktest1",
+          messageHistory: {
+            format: "pydantic-ai.model-messages+json",
+            formatVersion: "1",
+            data: delta === undefined ? data : "",
+            messageCount: BigInt((JSON.parse(data) as unknown[]).length),
+            sha256: createHash("sha256").update(bytes).digest(),
+          },
+        },
+        historyDelta: delta && { keepBytes: BigInt(keep), append: bytes.subarray(keep).toString("utf8") },
+      },
+    },
+  });
+}
+
+/** The bytes `data` shares with `base` at its start, as the server counts them (whole characters). */
+function commonPrefix(base: Buffer, data: Buffer): number {
+  let keep = 0;
+  while (keep < base.length && keep < data.length && base[keep] === data[keep]) keep++;
+  while (keep > 0 && keep < data.length && (data[keep]! & 0xc0) === 0x80) keep--;
+  return keep;
+}
+
+function historyOf(event: eventsPb.RunEvent): string | undefined {
+  return event.event.case === "checkpointCandidate" ? event.event.value.state?.messageHistory?.data : undefined;
+}
+
+test("delta candidates are rebuilt in UTF-8 bytes, each from the one before", () => {
+  const spec = create(runPb.RunSpecSchema, { prompt: { case: "text", value: "hi" }, checkpoints: true });
+  const histories = new CandidateHistories(spec);
+  // No previous state: the first base is `[]`.
+  // The last two differ inside a character (é = C3 A9, è = C3 A8): the delta keeps whole ones.
+  const steps = ["[]", '["Déjà"]', '["Déjà","vu — ✓"]', '["Déjà","vu — ✓","🧵"]', '["Déjà","vé"]', '["Déjà","vè"]'];
+  let base = "[]";
+  steps.forEach((data, i) => {
+    const event = candidate(i, data, { base });
+    histories.complete(event);
+    assert.equal(historyOf(event), data);
+    // The delta stays, for a host that wants to see it.
+    assert.ok(event.event.case === "checkpointCandidate" && event.event.value.historyDelta);
+    base = data;
+  });
+  // Other events pass untouched.
+  const other = create(eventsPb.RunEventSchema, { sequence: 9n, event: { case: "runStarted", value: {} } });
+  histories.complete(other);
+  assert.equal(other.event.case, "runStarted");
+});
+
+test("the first delta applies to the previous state's history as sent; a full candidate is the next base", () => {
+  const previous = '[{"kind":"request"}]';
+  const histories = new CandidateHistories(
+    create(runPb.RunSpecSchema, {
+      previousState: { threadId: "thr_sdktest1", messageHistory: { data: previous } },
+      checkpoints: true,
+    }),
+  );
+  const first = candidate(1, '[{"kind":"request"},{"kind":"response"}]', { base: previous });
+  histories.complete(first);
+  assert.equal(historyOf(first), '[{"kind":"request"},{"kind":"response"}]');
+  const full = candidate(2, '["whole"]');
+  histories.complete(full);
+  assert.equal(historyOf(full), '["whole"]');
+  const next = candidate(3, '["whole","more"]', { base: '["whole"]' });
+  histories.complete(next);
+  assert.equal(historyOf(next), '["whole","more"]');
+  // A previous state without a history sent empty data: that is the base.
+  const empty = new CandidateHistories(create(runPb.RunSpecSchema, { previousState: { threadId: "thr_x" } }));
+  const fromEmpty = candidate(4, "[]", { base: "" });
+  empty.complete(fromEmpty);
+  assert.equal(historyOf(fromEmpty), "[]");
+});
+
+test("a candidate that does not rebuild is a Code.Internal protocol error naming its sequence", () => {
+  const spec = create(runPb.RunSpecSchema, {});
+  const check = (message: RegExp) => (err: unknown) => {
+    assert.ok(err instanceof ThreadlineError);
+    assert.equal(err.code, Code.Internal);
+    assert.equal(err.reason, "");
+    assert.match(err.message, message);
+    return true;
+  };
+  // `[]` has 2 bytes.
+  assert.throws(
+    () => new CandidateHistories(spec).complete(candidate(5, '["a"]', { base: "[]", keep: 3 })),
+    check(/^\[internal\] the server sent a checkpoint candidate \(sequence 5\) whose history_delta\.keep_bytes 3 exceeds the 2 bytes of its base$/),
+  );
+  const tampered = candidate(6, '["a"]', { base: "[]" });
+  assert.ok(tampered.event.case === "checkpointCandidate");
+  tampered.event.value.state!.messageHistory!.sha256[0]! ^= 1;
+  assert.throws(
+    () => new CandidateHistories(spec).complete(tampered),
+    check(/^\[internal\] the server sent a checkpoint candidate \(sequence 6\) whose rebuilt message_history\.data does not match its sha256$/),
+  );
+  // The base counts bytes, not UTF-16 units: `["é"]` is 6 bytes, 5 units.
+  const histories = new CandidateHistories(spec);
+  histories.complete(candidate(7, '["é"]'));
+  assert.throws(
+    () => histories.complete(candidate(8, '["é"]', { base: '["é"]', keep: 7 })),
+    check(/keep_bytes 7 exceeds the 6 bytes of its base$/),
+  );
+  const headless = candidate(9, "[]", { base: "[]" });
+  assert.ok(headless.event.case === "checkpointCandidate");
+  headless.event.value.state!.messageHistory = undefined;
+  assert.throws(
+    () => new CandidateHistories(spec).complete(headless),
+    check(/\(sequence 9\) with a history_delta but no state\.message_history$/),
+  );
 });
 
 test("maxEventsPerMessage must be an integer from 0 to 2^32 - 1", () => {

@@ -4,17 +4,19 @@
 // JSON with the original field names; must re-encode to the same parsed JSON value).
 
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 
-import { createRegistry } from "@bufbuild/protobuf";
+import { create, createRegistry } from "@bufbuild/protobuf";
 import type { DescMessage } from "@bufbuild/protobuf";
 
-import { decodeMessage, encodeMessage } from "../src/codec.js";
+import { CandidateHistories } from "../src/checkpoints.js";
+import { decodeMessage, decodeState, encodeMessage } from "../src/codec.js";
 import { file_threadline_v1_deferred } from "../src/gen/threadline/v1/deferred_pb.js";
-import { file_threadline_v1_events } from "../src/gen/threadline/v1/events_pb.js";
+import { RunEventSchema, file_threadline_v1_events } from "../src/gen/threadline/v1/events_pb.js";
 import { file_threadline_v1_harness_service } from "../src/gen/threadline/v1/harness_service_pb.js";
-import { file_threadline_v1_run } from "../src/gen/threadline/v1/run_pb.js";
+import { RunSpecSchema, file_threadline_v1_run } from "../src/gen/threadline/v1/run_pb.js";
 import { file_threadline_v1_state } from "../src/gen/threadline/v1/state_pb.js";
 import { REPO_ROOT } from "./server.js";
 
@@ -62,4 +64,33 @@ export function checkVector(name: string, typeName: string): void {
 
   // Both forms hold the same message.
   assert.deepEqual(encodeMessage(schema, fromJson), bytes, `${name}: the JSON and binary forms differ`);
+}
+
+/**
+ * Rebuild `checkpoint_delta` (both forms) as a stream continuing `state_full` would: its base is
+ * `state_full`'s history data, and the result must match the candidate's `sha256`.
+ */
+export function checkDeltaVector(): void {
+  const previousState = decodeState(new Uint8Array(readFileSync(join(VECTORS_DIR, "state_full.binpb"))));
+  const base = Buffer.from(previousState.messageHistory!.data, "utf8");
+  for (const form of ["binpb", "json"] as const) {
+    const file = join(VECTORS_DIR, `checkpoint_delta.${form}`);
+    const stored = form === "binpb" ? new Uint8Array(readFileSync(file)) : readFileSync(file, "utf8");
+    const event = decodeMessage(RunEventSchema, stored);
+    assert.ok(event.event.case === "checkpointCandidate", `checkpoint_delta.${form} is a checkpoint candidate`);
+    const { state, historyDelta } = event.event.value;
+    assert.ok(state?.messageHistory && historyDelta);
+    assert.equal(state.messageHistory.data, "", `checkpoint_delta.${form} carries its history as a delta only`);
+
+    // The SDK's own rebuild: it throws unless the data matches `sha256`.
+    new CandidateHistories(create(RunSpecSchema, { previousState, checkpoints: true })).complete(event);
+    const data = state.messageHistory.data;
+    assert.ok(createHash("sha256").update(data, "utf8").digest().equals(state.messageHistory.sha256));
+    assert.equal(BigInt((JSON.parse(data) as unknown[]).length), state.messageHistory.messageCount);
+    // Bytes, not characters: the kept prefix is state_full's, and the appended text is not ASCII.
+    const keep = Number(historyDelta.keepBytes);
+    assert.ok(keep > 0 && keep < base.length);
+    assert.deepEqual(Buffer.from(data, "utf8").subarray(0, keep), base.subarray(0, keep));
+    assert.notEqual(Buffer.byteLength(historyDelta.append, "utf8"), historyDelta.append.length);
+  }
 }

@@ -1,0 +1,71 @@
+/**
+ * Checkpoint candidates in CHECKPOINT_FORM_DELTA, made whole before the host sees them.
+ *
+ * Full candidates each repeat the whole history, so a run's candidates together grow with the
+ * square of its length. So `streamRun` asks for CHECKPOINT_FORM_DELTA unless the host chose a form,
+ * and undoes it here: a delta candidate's `message_history.data` is empty, and its `history_delta`
+ * rebuilds it from the previous candidate's (keep a byte prefix, append text). The SDK rebuilds it,
+ * checks it against the candidate's `sha256` and puts it back in the state, so the host gets
+ * complete states either way and the wire carries only what the run added.
+ *
+ * Not public: the client uses it, the tests reach it directly.
+ *
+ * @module
+ */
+
+import { Buffer } from "node:buffer";
+import { createHash } from "node:crypto";
+
+import { protocolError } from "./errors.js";
+import type { RunEvent } from "./gen/threadline/v1/events_pb.js";
+import type { RunSpec } from "./gen/threadline/v1/run_pb.js";
+
+/** The history data of one stream's checkpoint candidates, rebuilt candidate by candidate. */
+export class CandidateHistories {
+  /**
+   * What the next delta applies to: the previous candidate's history data, or for the first one
+   * the previous state's as the host sent it (`[]` without one). Kept as text until a delta needs
+   * its bytes, so full candidates cost nothing.
+   */
+  #base: string | Buffer;
+
+  /** @param spec - The spec the stream was started with: its `previous_state` is the first base. */
+  constructor(spec: RunSpec) {
+    this.#base = spec.previousState === undefined ? "[]" : (spec.previousState.messageHistory?.data ?? "");
+  }
+
+  /**
+   * Complete `event` in place when it is a delta candidate: set its `message_history.data` to the
+   * rebuilt history (`history_delta` stays), and keep that as the next base. Other events pass.
+   *
+   * @throws ThreadlineError with `Code.Internal` when the delta does not fit its base or the
+   *   rebuilt data does not match the candidate's `sha256`.
+   */
+  complete(event: RunEvent): void {
+    if (event.event.case !== "checkpointCandidate") {
+      return;
+    }
+    const { state, historyDelta } = event.event.value;
+    const history = state?.messageHistory;
+    if (historyDelta === undefined) {
+      this.#base = history?.data ?? "";
+      return;
+    }
+    const broken = (why: string) =>
+      protocolError(`the server sent a checkpoint candidate (sequence ${event.sequence}) ${why}`);
+    if (history === undefined) {
+      throw broken("with a history_delta but no state.message_history");
+    }
+    const base = typeof this.#base === "string" ? Buffer.from(this.#base, "utf8") : this.#base;
+    const { keepBytes, append } = historyDelta;
+    if (keepBytes > BigInt(base.length)) {
+      throw broken(`whose history_delta.keep_bytes ${keepBytes} exceeds the ${base.length} bytes of its base`);
+    }
+    const data = Buffer.concat([base.subarray(0, Number(keepBytes)), Buffer.from(append, "utf8")]);
+    if (!createHash("sha256").update(data).digest().equals(history.sha256)) {
+      throw broken("whose rebuilt message_history.data does not match its sha256");
+    }
+    history.data = data.toString("utf8");
+    this.#base = data;
+  }
+}
