@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic_core import from_json
@@ -72,10 +73,9 @@ def state_to_pb(state: HarnessState) -> state_pb2.HarnessState:
 def fill_state(msg: state_pb2.HarnessState, state: HarnessState, *, history_data: bool = True) -> None:
     """`state_to_pb`, written into an empty `msg`; without `history_data`, `data` and `sha256` stay empty.
 
-    Fields are set in place: passing messages to a constructor copies each into its parent.
+    Fields are set in place: passing messages to a constructor copies each into its parent. The
+    repeated fields are read only when the state has entries: an empty one still costs a copy and a loop.
     """
-    data = state.message_history_json()
-    extra = state.extra_fields_json()
     msg.schema_version = state.schema_version
     msg.thread_id = state.thread_id
     history = msg.message_history
@@ -83,23 +83,32 @@ def fill_state(msg: state_pb2.HarnessState, state: HarnessState, *, history_data
     history.format_version = HISTORY_FORMAT_VERSIONS[-1]
     history.message_count = state.message_count()
     if history_data:
+        data = state.message_history_json()
         # Bytes, not str: upb checks the UTF-8 and copies it once, with no str in between.
         history.data = data  # type: ignore[assignment]  # the stub only lists str; upb accepts UTF-8 bytes
         history.sha256 = hashlib.sha256(data).digest()
-    for capability_id, entry in state.agent_context_state.entries.items():
-        msg.capability_states.add(
-            capability_id=capability_id, version=entry.version, data_json=entry.data_json()
-        )
-    for mount_name, env in state.environment_states.items():
-        msg.environment_states.add(
-            mount_name=mount_name,
-            provider_key=env.provider_key,
-            state_version=env.state_version,
-            state_json=env.state_json(),
-        )
-    for ref in state.refs:
-        msg.refs.add(key=ref.key, digest=ref.digest, size=ref.size)
+    entries = state.agent_context_state.entries
+    if entries:
+        add_capability = msg.capability_states.add
+        for capability_id, entry in entries.items():
+            add_capability(capability_id=capability_id, version=entry.version, data_json=entry.data_json())
+    environments = state.environment_states
+    if environments:
+        add_environment = msg.environment_states.add
+        for mount_name, env in environments.items():
+            add_environment(
+                mount_name=mount_name,
+                provider_key=env.provider_key,
+                state_version=env.state_version,
+                state_json=env.state_json(),
+            )
+    refs = state.refs
+    if refs:
+        add_ref = msg.refs.add
+        for ref in refs:
+            add_ref(key=ref.key, digest=ref.digest, size=ref.size)
     # The contract never writes `{}`: no unknown keys is the empty string.
+    extra = state.extra_fields_json()
     if extra != "{}":
         msg.extra_json = extra
 
@@ -171,73 +180,74 @@ def _assemble(msg: state_pb2.HarnessState, field: str) -> tuple[bytes, bytes]:
     if version not in SCHEMA_VERSIONS:
         _reject_version(version, f"{field}.schema_version")
     history = msg.message_history
-    if history.format != HISTORY_FORMAT:
-        raise _unsupported_history("format", history.format, [HISTORY_FORMAT], field)
-    if history.format_version not in HISTORY_FORMAT_VERSIONS:
-        raise _unsupported_history(
-            "format_version", history.format_version, list(HISTORY_FORMAT_VERSIONS), field
-        )
+    history_format = history.format
+    if history_format != HISTORY_FORMAT:
+        raise _unsupported_history("format", history_format, [HISTORY_FORMAT], field)
+    format_version = history.format_version
+    if format_version not in HISTORY_FORMAT_VERSIONS:
+        raise _unsupported_history("format_version", format_version, list(HISTORY_FORMAT_VERSIONS), field)
     data = history.data.encode()
-    if history.sha256:
+    digest = history.sha256
+    if digest:
         computed = hashlib.sha256(data).digest()
-        if computed != history.sha256:
+        if computed != digest:
             raise ServerError(
                 ServerReason.HISTORY_DIGEST_MISMATCH,
                 "message_history.sha256 does not match the SHA-256 of message_history.data.",
-                details={"received": history.sha256.hex(), "computed": computed.hex()},
+                details={"received": digest.hex(), "computed": computed.hex()},
                 field=f"{field}.message_history.sha256",
             )
+    # Most envelopes have no capability, ref, unknown key or mount: an empty repeated field is only
+    # tested, never looped over. The pieces are checked in field order, so the first error is the same.
+    capabilities = msg.capability_states
+    entries = _capabilities(capabilities, field) if capabilities else ""
+    refs = msg.refs
+    stored = _refs(refs) if refs else ""
+    extra = msg.extra_json
+    members = _extra_members(extra, f"{field}.extra_json") if extra else ""
+    environments = msg.environment_states
+    mounts = _environments(environments, field) if environments else ""
+    head = (
+        f'{{"schema_version":{_str(version)},"thread_id":{_str(msg.thread_id)},'
+        f'"agent_context_state":{{"entries":{{{entries}}}}},"refs":[{stored}]{members},'
+        f'"environment_states":{{{mounts}}},"message_history":'
+    )
+    return b"".join((head.encode(), data, b"}")), data
 
-    parts: list[str] = ['{"schema_version":', _str(version), ',"thread_id":', _str(msg.thread_id)]
-    parts.append(',"agent_context_state":{"entries":{')
+
+def _capabilities(capabilities: Iterable[state_pb2.CapabilityState], field: str) -> str:
+    parts: list[str] = []
     seen: set[str] = set()
-    for i, cap in enumerate(msg.capability_states):
+    for i, cap in enumerate(capabilities):
         where = f"{field}.capability_states[{i}]"
         if cap.capability_id in seen:
             raise _invalid(f"Capability {cap.capability_id!r} appears twice.", f"{where}.capability_id")
         seen.add(cap.capability_id)
-        if i:
-            parts.append(",")
-        parts += [
-            _str(cap.capability_id),
-            ':{"version":',
-            _str(cap.version),
-            ',"data":',
-            _one_value(cap.data_json, f"{where}.data_json"),
-            "}",
-        ]
-    parts.append('}},"refs":[')
-    for i, ref in enumerate(msg.refs):
-        if i:
-            parts.append(",")
-        parts += ['{"key":', _str(ref.key), ',"digest":', _str(ref.digest), ',"size":', str(ref.size), "}"]
-    parts.append("]")
-    if msg.extra_json:
-        members = _extra_members(msg.extra_json, f"{field}.extra_json")
-        if members:
-            parts += [",", members]
-    parts.append(',"environment_states":{')
-    seen.clear()
-    for i, env in enumerate(msg.environment_states):
+        data = _one_value(cap.data_json, f"{where}.data_json")
+        parts.append(f'{_str(cap.capability_id)}:{{"version":{_str(cap.version)},"data":{data}}}')
+    return ",".join(parts)
+
+
+def _refs(refs: Iterable[state_pb2.StoredRef]) -> str:
+    return ",".join(
+        f'{{"key":{_str(ref.key)},"digest":{_str(ref.digest)},"size":{ref.size}}}' for ref in refs
+    )
+
+
+def _environments(environments: Iterable[state_pb2.EnvironmentState], field: str) -> str:
+    parts: list[str] = []
+    seen: set[str] = set()
+    for i, env in enumerate(environments):
         where = f"{field}.environment_states[{i}]"
         if env.mount_name in seen:
             raise _invalid(f"Mount {env.mount_name!r} appears twice.", f"{where}.mount_name")
         seen.add(env.mount_name)
-        if i:
-            parts.append(",")
-        parts += [
-            _str(env.mount_name),
-            ':{"provider_key":',
-            _str(env.provider_key),
-            ',"state_version":',
-            _str(env.state_version),
-            ',"state":',
-            _one_value(env.state_json, f"{where}.state_json"),
-            "}",
-        ]
-    parts.append('},"message_history":')
-    head = "".join(parts).encode()
-    return b"".join((head, data, b"}")), data
+        state = _one_value(env.state_json, f"{where}.state_json")
+        parts.append(
+            f'{_str(env.mount_name)}:{{"provider_key":{_str(env.provider_key)},'
+            f'"state_version":{_str(env.state_version)},"state":{state}}}'
+        )
+    return ",".join(parts)
 
 
 # `json.dumps(value, ensure_ascii=False)`, without building a new encoder on every call.
@@ -301,7 +311,7 @@ def _one_value(text: str, field: str) -> str:
 
 
 def _extra_members(text: str, field: str) -> str:
-    """The members of `extra_json` (one JSON object, no known or repeated keys), as text to splice."""
+    """`,` and the members of `extra_json` (one JSON object, no known or repeated keys), or nothing."""
     value = _parse(text, field)
     if not isinstance(value, dict):
         raise _invalid("extra_json must be one JSON object.", field)
@@ -309,7 +319,8 @@ def _extra_members(text: str, field: str) -> str:
     if clash:
         raise _invalid(f"extra_json repeats the envelope field {clash[0]!r}.", field)
     # One parsed object: its members are exactly what lies between the outermost braces.
-    return text.strip()[1:-1].strip()
+    members = text.strip()[1:-1].strip()
+    return f",{members}" if members else ""
 
 
 _PROTO_FIELD = {
