@@ -1008,7 +1008,9 @@ def load_state(data: bytes | bytearray | memoryview | str | Mapping[str, Any]) -
             )
     try:
         # The common case first: a valid state has a supported version, so it needs no separate look.
-        return HarnessState.model_validate_json(data)
+        # The validator itself: `model_validate_json` only forwards to it, at ~1 µs a call.
+        state: HarnessState = HarnessState.__pydantic_validator__.validate_json(data)
+        return state
     except ValidationError as exc:
         failure = exc
     try:
