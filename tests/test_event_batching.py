@@ -120,7 +120,7 @@ async def test_an_event_too_large_to_share_a_response_travels_alone(stub: Stub) 
 async def test_a_burst_is_packed_while_a_quiet_stream_sends_at_once(stub: Stub) -> None:
     # Read promptly: the echo's deltas come in a burst, faster than the 1 ms default pack window.
     burst = await responses(stub, run_pb2.RunSpec(text="w" * 4_000), per_message=64)
-    assert len(burst) < len(flattened(burst)) / 2
+    assert len(burst) < len(flattened(burst)) * 0.8  # ~1/4 on an idle machine; one per event unpacked
     # The `sleep` tool holds the run 0.3 s: the stream goes quiet, so its next event is not held
     # for the events after it.
     quiet = await responses(stub, run_pb2.RunSpec(text="sleep 0.3"), per_message=64)
