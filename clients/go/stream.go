@@ -71,34 +71,11 @@ func (s *RunStream) Receive() bool {
 	if s.done {
 		return false
 	}
-	var ev *RunEvent
-	if len(s.pending) > 0 {
-		ev, s.pending = s.pending[0], s.pending[1:]
-	} else {
-		resp, err := s.stream.Recv()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				if s.result == nil {
-					s.finish(ErrNoResult)
-				} else {
-					s.finish(nil)
-				}
-			} else {
-				s.finish(wrap(err))
-			}
-			return false
-		}
-		// One event in `event` (packing off), else one or more in `events`.
-		if ev = resp.GetEvent(); ev == nil {
-			events := resp.GetEvents()
-			if len(events) == 0 {
-				s.finish(ErrNoEvent)
-				return false
-			}
-			ev, s.pending = events[0], events[1:]
-		}
+	ev, err := s.next()
+	if ev != nil {
+		err = s.history.complete(ev)
 	}
-	if err := s.history.complete(ev); err != nil {
+	if err != nil || ev == nil {
 		s.finish(err)
 		return false
 	}
@@ -107,6 +84,36 @@ func (s *RunStream) Receive() bool {
 		s.result = r
 	}
 	return true
+}
+
+// next returns the next event: the rest of the last packed response first, then the first of the
+// next response. At the end of the stream it returns nil, with ErrNoResult when no result came.
+func (s *RunStream) next() (*RunEvent, error) {
+	if len(s.pending) > 0 {
+		ev := s.pending[0]
+		s.pending = s.pending[1:]
+		return ev, nil
+	}
+	resp, err := s.stream.Recv()
+	if errors.Is(err, io.EOF) {
+		if s.result == nil {
+			return nil, ErrNoResult
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap(err)
+	}
+	// One event in `event` (packing off), else one or more in `events`.
+	if ev := resp.GetEvent(); ev != nil {
+		return ev, nil
+	}
+	events := resp.GetEvents()
+	if len(events) == 0 {
+		return nil, ErrNoEvent
+	}
+	s.pending = events[1:]
+	return events[0], nil
 }
 
 // Msg returns the event the last successful Receive read.
