@@ -24,9 +24,10 @@ __all__ = (
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 50051
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-DEFAULT_PACK_WINDOW_MS = 1.0
 """64 MiB: long histories travel whole in every request, so grpc's 4 MiB default is too small."""
 DEFAULT_MAX_CONCURRENT_RUNS = 256
+DEFAULT_PACK_WINDOW_MS = 1.0
+"""1 ms: far below what a reader can see, and long enough to pack a fast model's burst (`server.outbox`)."""
 UNACCEPTED_CALL_WAIT_S = 300
 """How long grpc keeps a call the busy server has not accepted yet before cancelling it (grpc: 30 s)."""
 

@@ -38,13 +38,12 @@ from harness import (
 from harness.errors import JsonValue
 
 from .agents import AgentRegistry, ToolCategory
-from .config import DEFAULT_PACK_WINDOW_MS
 from .errors import ServerError, ServerReason, at_field, field_of
 from .mapping.checkpoints import CheckpointDeltas
 from .mapping.deferred import resume_from_pb, resume_to_pb
 from .mapping.errors import abort
-from .mapping.events import checkpoint_to_pb, fill_event, result_event_to_pb
-from .mapping.run import RunCall, result_to_pb, run_call_from_pb
+from .mapping.events import fill_checkpoint, fill_event, fill_result_event
+from .mapping.run import RunCall, fill_result, run_call_from_pb
 from .mapping.state import (
     HISTORY_FORMAT,
     HISTORY_FORMAT_VERSIONS,
@@ -104,7 +103,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         runs: ActiveRuns,
         *,
         max_message_bytes: int,
-        pack_window_s: float = DEFAULT_PACK_WINDOW_MS / 1000,
+        pack_window_s: float,
     ) -> None:
         self._registry = registry
         self._runs = runs
@@ -166,17 +165,14 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         deltas: CheckpointDeltas | None,
     ) -> None:
         """Write `item` into the empty `event` as the stream's `sequence`-th event."""
-        if type(item) is HarnessEvent:  # nearly every item: fill the event in place
-            fill_event(event, item, sequence=sequence)
-        elif isinstance(item, _Checkpoint):
-            thread_id, run_id = item.state.thread_id, item.run_id
-            event.CopyFrom(
-                deltas.to_pb(item.state, thread_id=thread_id, run_id=run_id, sequence=sequence)
-                if deltas is not None
-                else checkpoint_to_pb(item.state, thread_id=thread_id, run_id=run_id, sequence=sequence)
-            )
+        if isinstance(item, _Checkpoint):
+            state, thread_id, run_id = item.state, item.state.thread_id, item.run_id
+            if deltas is not None:
+                deltas.fill(event, state, thread_id=thread_id, run_id=run_id, sequence=sequence)
+            else:
+                fill_checkpoint(event, state, thread_id=thread_id, run_id=run_id, sequence=sequence)
         elif isinstance(item, HarnessRunResultEvent):
-            event.CopyFrom(result_event_to_pb(item, sequence=sequence, request_id=call.request_id))
+            fill_result_event(event, item, sequence=sequence, request_id=call.request_id)
         else:
             fill_event(event, item, sequence=sequence)
 
@@ -187,9 +183,9 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         async with aclosing(self._execute(call, context, checkpoints=False)) as items:
             async for item in items:
                 if isinstance(item, HarnessRunResultEvent):
-                    return harness_service_pb2.RunResponse(
-                        result=result_to_pb(item.result, request_id=call.request_id)
-                    )
+                    response = harness_service_pb2.RunResponse()
+                    fill_result(response.result, item.result, request_id=call.request_id)
+                    return response
         raise AssertionError("a run stream always ends with its result or raises")  # pragma: no cover
 
     async def _decode(self, spec: run_pb2.RunSpec, context: grpc.aio.ServicerContext[Any, Any]) -> RunCall:

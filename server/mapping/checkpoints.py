@@ -73,6 +73,21 @@ class CheckpointDeltas:
         occurred_at: datetime | None = None,
     ) -> events_pb2.RunEvent:
         """The candidate event for `state`, its history as a delta on the previous candidate's."""
+        msg = events_pb2.RunEvent()
+        self.fill(msg, state, thread_id=thread_id, run_id=run_id, sequence=sequence, occurred_at=occurred_at)
+        return msg
+
+    def fill(
+        self,
+        msg: events_pb2.RunEvent,
+        state: HarnessState,
+        *,
+        thread_id: str,
+        run_id: str,
+        sequence: int,
+        occurred_at: datetime | None = None,
+    ) -> None:
+        """`to_pb`, written into an empty `msg`."""
         data = state.message_history_json()
         keep = common_prefix(self._base, data)
         if keep < self._hashed:
@@ -82,7 +97,7 @@ class CheckpointDeltas:
         self._hashed = keep
         whole = self._hash.copy()
         whole.update(view[keep:])
-        msg = events_pb2.RunEvent(thread_id=thread_id, run_id=run_id, sequence=sequence)
+        msg.thread_id, msg.run_id, msg.sequence = thread_id, run_id, sequence
         fill_timestamp(msg.occurred_at, occurred_at or datetime.now(UTC))
         candidate = msg.checkpoint_candidate
         fill_state(candidate.state, state, history_data=False)
@@ -90,4 +105,3 @@ class CheckpointDeltas:
         candidate.history_delta.keep_bytes = keep
         candidate.history_delta.append = data[keep:].decode()
         self._base = data
-        return msg

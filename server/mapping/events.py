@@ -38,13 +38,15 @@ from threadline.v1 import events_pb2
 
 from harness import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, HarnessState
 
-from .run import result_to_pb
-from .state import state_to_pb
+from .run import fill_result
+from .state import fill_state
 
 __all__ = (
     "checkpoint_to_pb",
     "event_to_pb",
+    "fill_checkpoint",
     "fill_event",
+    "fill_result_event",
     "fill_timestamp",
     "result_event_to_pb",
     "timestamp_to_pb",
@@ -207,23 +209,41 @@ def checkpoint_to_pb(
     state: HarnessState, *, thread_id: str, run_id: str, sequence: int, occurred_at: datetime | None = None
 ) -> events_pb2.RunEvent:
     """A `CheckpointCandidate` event for a state the run exported mid-stream."""
-    return events_pb2.RunEvent(
-        thread_id=thread_id,
-        run_id=run_id,
-        sequence=sequence,
-        occurred_at=timestamp_to_pb(occurred_at or datetime.now(UTC)),
-        checkpoint_candidate=events_pb2.CheckpointCandidate(state=state_to_pb(state)),
+    msg = events_pb2.RunEvent()
+    fill_checkpoint(
+        msg, state, thread_id=thread_id, run_id=run_id, sequence=sequence, occurred_at=occurred_at
     )
+    return msg
+
+
+def fill_checkpoint(
+    msg: events_pb2.RunEvent,
+    state: HarnessState,
+    *,
+    thread_id: str,
+    run_id: str,
+    sequence: int,
+    occurred_at: datetime | None = None,
+) -> None:
+    """`checkpoint_to_pb`, written into an empty `msg` (the state in place: a history is never copied)."""
+    msg.thread_id, msg.run_id, msg.sequence = thread_id, run_id, sequence
+    fill_timestamp(msg.occurred_at, occurred_at or datetime.now(UTC))
+    fill_state(msg.checkpoint_candidate.state, state)
 
 
 def result_event_to_pb(
     item: HarnessRunResultEvent[Any], *, sequence: int, request_id: str
 ) -> events_pb2.RunEvent:
     """The terminal `result` event."""
-    return events_pb2.RunEvent(
-        thread_id=item.thread_id,
-        run_id=item.run_id,
-        sequence=sequence,
-        occurred_at=timestamp_to_pb(item.occurred_at),
-        result=result_to_pb(item.result, request_id=request_id),
-    )
+    msg = events_pb2.RunEvent()
+    fill_result_event(msg, item, sequence=sequence, request_id=request_id)
+    return msg
+
+
+def fill_result_event(
+    msg: events_pb2.RunEvent, item: HarnessRunResultEvent[Any], *, sequence: int, request_id: str
+) -> None:
+    """`result_event_to_pb`, written into an empty `msg` (the result's state in place)."""
+    msg.thread_id, msg.run_id, msg.sequence = item.thread_id, item.run_id, sequence
+    fill_timestamp(msg.occurred_at, item.occurred_at)
+    fill_result(msg.result, item.result, request_id=request_id)

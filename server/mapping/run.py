@@ -21,9 +21,9 @@ from harness.errors import ErrorCode
 
 from ..errors import at_field
 from .deferred import requests_to_pb, resume_from_pb
-from .state import state_from_pb, state_to_pb
+from .state import fill_state, state_from_pb
 
-__all__ = ("CheckpointForm", "RunCall", "result_to_pb", "run_call_from_pb", "usage_to_pb")
+__all__ = ("CheckpointForm", "RunCall", "fill_result", "result_to_pb", "run_call_from_pb", "usage_to_pb")
 
 
 @dataclass
@@ -223,16 +223,21 @@ def usage_to_pb(usage: RunUsage) -> run_pb2.RunUsage:
 def result_to_pb(result: HarnessRunResult[Any], *, request_id: str) -> run_pb2.RunResult:
     """Encode a terminal result; `state`, `deferred`, `output_json` and `failure` are set exactly when the
     core's result has them."""
-    msg = run_pb2.RunResult(
-        status=_STATUS[result.status],
-        thread_id=result.thread_id,
-        run_id=result.run_id,
-        request_id=request_id,
-        usage=usage_to_pb(result.usage),
-    )
+    msg = run_pb2.RunResult()
+    fill_result(msg, result, request_id=request_id)
+    return msg
+
+
+def fill_result(msg: run_pb2.RunResult, result: HarnessRunResult[Any], *, request_id: str) -> None:
+    """`result_to_pb`, written into an empty `msg` (its state is written in place, never copied)."""
+    msg.status = _STATUS[result.status]
+    msg.thread_id = result.thread_id
+    msg.run_id = result.run_id
+    msg.request_id = request_id
+    msg.usage.CopyFrom(usage_to_pb(result.usage))
     state = result.state
     if state is not None:
-        msg.state.CopyFrom(state_to_pb(state))
+        fill_state(msg.state, state)
     deferred = result.deferred
     if deferred is not None:
         msg.deferred.CopyFrom(requests_to_pb(deferred))
@@ -250,7 +255,6 @@ def result_to_pb(result: HarnessRunResult[Any], *, request_id: str) -> run_pb2.R
                 retry_hint=_RETRY_HINT[failure.retry_hint],
             )
         )
-    return msg
 
 
 def _canonical(value: Any) -> str:
