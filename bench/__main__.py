@@ -31,6 +31,7 @@ from .proc import MAX_CONCURRENT_RUNS, Helper, ServerProcess, machine
 from .runs import run_section
 from .stream_rate import stream_section
 from .thread import build_thread, thread_section
+from .wire import CHANNEL_OPTIONS
 
 LATEST = Path(__file__).resolve().parent / "results" / "latest.json"
 """Where a full run writes its results (committed with the README's numbers)."""
@@ -145,8 +146,7 @@ async def _server_sections(sizes: Sizes, wanted: str, smoke: bool, report: dict[
         bare = Helper("bench.bare").start()
         stack.callback(bare.close)
         bare.wait_ready()
-        options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-        async with grpc.aio.insecure_channel(server.address, options=options) as channel:
+        async with grpc.aio.insecure_channel(server.address, options=CHANNEL_OPTIONS) as channel:
             if "a" in wanted:
                 sections["a_runs"] = await run_section(
                     server, channel, runs=sizes.runs_per_round, rounds=sizes.rounds

@@ -38,6 +38,7 @@ __all__ = (
     "DELTA",
     "PROMPT",
     "idle",
+    "idle_model",
     "lookup",
     "native_agent",
     "rounds",
@@ -99,9 +100,9 @@ def scenario() -> ExecutableAgent[str]:
     return ExecutableAgent(scenario_model(), capabilities=[_notes_capability()], name="scenario")
 
 
-def native_agent(model: FunctionModel | None = None) -> Agent[None, str]:
+def native_agent() -> Agent[None, str]:
     """Plain pydantic-ai with the same scripted model and tool: the baseline of every ratio."""
-    return Agent(model or scenario_model(), tools=[Tool(lookup)])
+    return Agent(scenario_model(), tools=[Tool(lookup)])
 
 
 def _stream_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -118,9 +119,14 @@ async def _idle_script(messages: list[ModelMessage], info: AgentInfo) -> ModelRe
     return ModelResponse(parts=[TextPart("done")])
 
 
+def idle_model() -> FunctionModel:
+    """The `idle` script as a streaming `FunctionModel`: waits `float(prompt)` seconds, then answers."""
+    return scripted_model(_idle_script, model_name="bench-idle")
+
+
 def idle() -> ExecutableAgent[str]:
     """Holds its stream open and idle for `float(prompt)` seconds inside the model request."""
-    return ExecutableAgent(scripted_model(_idle_script, model_name="bench-idle"), name="idle")
+    return ExecutableAgent(idle_model(), name="idle")
 
 
 def _rounds_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -22,8 +22,8 @@ from typing import Any
 import grpc
 from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2, state_pb2
 
-from .agents import PROMPT
 from .measure import ratio
+from .thread import turn_spec
 
 __all__ = ("checkpoint_section", "growth_exponent")
 
@@ -80,11 +80,8 @@ async def checkpoint_section(
     for form, value in _FORMS.items():
         across: list[dict[str, Any]] = []
         for turn in turns:
-            spec = run_pb2.RunSpec(agent="scenario", text=PROMPT, checkpoints=True, checkpoint_form=value)
             previous = states[turn - 1]
-            if previous is not None:
-                spec.previous_state.CopyFrom(previous)
-            sizes = await _stream_bytes(stub, spec)
+            sizes = await _stream_bytes(stub, turn_spec(previous, checkpoints=True, checkpoint_form=value))
             across.append(
                 {
                     "turn": turn,

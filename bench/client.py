@@ -25,9 +25,7 @@ from typing import Any
 import grpc
 from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2
 
-from .wire import BARE_METHOD, PER_MESSAGE, PROMPT, events_of
-
-OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+from .wire import BARE_METHOD, CHANNEL_OPTIONS, PER_MESSAGE, PROMPT, events_of
 
 
 def _spec(agent: str, text: str) -> run_pb2.RunSpec:
@@ -155,7 +153,7 @@ _MODES = {"stream": _stream_mode, "runs": _runs_mode, "idle": _idle_mode}
 
 
 async def main(mode: str, address: str, options: dict[str, Any]) -> None:
-    async with grpc.aio.insecure_channel(address, options=OPTIONS) as channel:
+    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
         await asyncio.wait_for(channel.channel_ready(), timeout=30)
         _emit({"ready": True})
         await _read_line()

@@ -21,19 +21,13 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 from .measure import ratio
-from .proc import Helper, ServerProcess, cpu_seconds, rss
+from .proc import Helper, ServerProcess, cpu_seconds, rss, start_clients
 
 __all__ = ("concurrency_section", "idle_memory_section")
-
-
-def _start(module_args: tuple[str, ...], processes: int) -> list[Helper]:
-    helpers = [Helper("bench.client", module_args).start() for _ in range(processes)]
-    for helper in helpers:
-        helper.wait_ready()
-    return helpers
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -44,21 +38,16 @@ def concurrency_section(server: ServerProcess, *, levels: tuple[int, ...], proce
     results: list[dict[str, Any]] = []
     for level in levels:
         shares = [n for n in _split(level, processes) if n]
-        helpers = [
-            Helper("bench.client", ("runs", server.address, json.dumps({"runs": n}))).start() for n in shares
-        ]
-        for helper in helpers:
-            helper.wait_ready()
+        helpers = start_clients("runs", server.address, [{"runs": n} for n in shares])
         cpu, wall = server.cpu(), time.perf_counter()
         for helper in helpers:
             helper.send()
-        outcomes: dict[str, int] = {}
+        outcomes: Counter[str] = Counter()
         latency_p50: list[float] = []
         latency_max = 0.0
         for helper in helpers:
             result = helper.result()
-            for status, count in result["outcomes"].items():
-                outcomes[status] = outcomes.get(status, 0) + count
+            outcomes.update(result["outcomes"])
             latency_p50.append(result["latency_p50_s"])
             latency_max = max(latency_max, result["latency_max_s"])
             helper.close()
@@ -69,7 +58,7 @@ def concurrency_section(server: ServerProcess, *, levels: tuple[int, ...], proce
                 "concurrent_runs": level,
                 "completed": completed,
                 "errors": level - completed,
-                "outcomes": outcomes,
+                "outcomes": dict(outcomes),
                 "wall_s": round(wall_s, 3),
                 "runs_per_s": round(ratio(completed, wall_s), 2),
                 "server_cpu_ms_per_run": round(cpu_s / level * 1e3, 3),
@@ -94,10 +83,10 @@ def idle_memory_section(
     with contextlib.ExitStack() as stack:
         if server is None:
             server = stack.enter_context(ServerProcess())
-            warm = _start(("runs", server.address, json.dumps({"runs": warmup_runs})), 1)
-            warm[0].send()
-            warm[0].result()
-            warm[0].close()
+            (warm,) = start_clients("runs", server.address, [{"runs": warmup_runs}])
+            warm.send()
+            warm.result()
+            warm.close()
         threadline = _idle_memory(
             server.address,
             server.pid,
@@ -110,10 +99,9 @@ def idle_memory_section(
             bare = Helper("bench.bare").start()
             stack.callback(bare.close)
             bare.wait_ready()
-        assert bare.process is not None
         floor = _idle_memory(
             bare.ready["address"],
-            bare.process.pid,
+            bare.pid,
             idle_runs=idle_runs,
             processes=processes,
             bare=True,
@@ -151,11 +139,7 @@ def _idle_memory(
     """Open `idle_runs` idle streams against `address`; the server's RSS per stream, then cancel them."""
     shares = [n for n in _split(idle_runs, processes) if n]
     options = {"hold_s": 600, "bare": bare}
-    helpers = [
-        Helper("bench.client", ("idle", address, json.dumps({**options, "runs": n}))).start() for n in shares
-    ]
-    for helper in helpers:
-        helper.wait_ready()
+    helpers = start_clients("idle", address, [{**options, "runs": n} for n in shares])
     _quiet(pid, window_s=settle_s)
     before = _settled_rss(pid, settle_s)
     started = time.perf_counter()
@@ -169,10 +153,9 @@ def _idle_memory(
     during = _settled_rss(pid, settle_s)
     for helper in helpers:
         helper.send()
-    outcomes: dict[str, int] = {}
+    outcomes: Counter[str] = Counter()
     for helper in helpers:
-        for status, count in helper.result()["outcomes"].items():
-            outcomes[status] = outcomes.get(status, 0) + count
+        outcomes.update(helper.result()["outcomes"])
         helper.close()
     _quiet(pid, window_s=settle_s)
     after = _settled_rss(pid, settle_s)
@@ -184,7 +167,7 @@ def _idle_memory(
         "rss_open_mib": round(during / 2**20, 2),
         "rss_after_cancel_mib": round(after / 2**20, 2),
         "kib_per_idle_stream": round((during - before) / open_streams / 1024, 2) if open_streams else 0.0,
-        "outcomes_after_cancel": outcomes,
+        "outcomes_after_cancel": dict(outcomes),
     }
 
 

@@ -11,24 +11,21 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 
 from pydantic_ai import Agent
 
-from harness.testing import scripted_model
-
-from .agents import _idle_script, idle
+from .agents import idle, idle_model
 from .proc import cpu_seconds, rss
 
 
 async def _measure(variant: str, runs: int) -> dict[str, float]:
-    import os
-
     pid = os.getpid()
     one: Callable[[str], Awaitable[None]]
     if variant == "pydantic_ai":
-        native: Agent[None, str] = Agent(scripted_model(_idle_script, model_name="bench-idle"))
+        native: Agent[None, str] = Agent(idle_model())
 
         async def one(hold: str) -> None:
             async with native.run_stream_events(hold) as events:

@@ -27,6 +27,7 @@ __all__ = (
     "machine",
     "peak_rss",
     "rss",
+    "start_clients",
     "thread_cpu_seconds",
 )
 
@@ -62,11 +63,16 @@ def thread_cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def _status(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+def _kib_field(path: str, key: str) -> int:
+    """The `key: N kB` line of a `/proc` file, in bytes."""
+    for line in Path(path).read_text().splitlines():
         if line.startswith(key + ":"):
             return int(line.split()[1]) * 1024
     raise KeyError(key)
+
+
+def _status(pid: int, key: str) -> int:
+    return _kib_field(f"/proc/{pid}/status", key)
 
 
 def rss(pid: int) -> int:
@@ -89,7 +95,10 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:  # pragma: no cover - not Linux
         pass
-    memory = _status_file("/proc/meminfo", "MemTotal")
+    try:
+        memory = _kib_field("/proc/meminfo", "MemTotal")
+    except (OSError, KeyError):  # pragma: no cover - not Linux
+        memory = 0
     try:
         load = os.getloadavg()
     except OSError:  # pragma: no cover
@@ -113,16 +122,6 @@ def machine() -> dict[str, Any]:
     }
 
 
-def _status_file(path: str, key: str) -> int:
-    try:
-        for line in Path(path).read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    except OSError:  # pragma: no cover
-        pass
-    return 0
-
-
 def _threadline() -> list[str]:
     script = Path(sys.executable).with_name("threadline")
     return [str(script)] if script.exists() else [sys.executable, "-m", "server.cli"]
@@ -137,13 +136,8 @@ def _drain(stream: Any) -> None:
 class ServerProcess:
     """`threadline serve --port 0` serving the bench agents, as a child process of the benchmark."""
 
-    extra_args: Sequence[str] = ()
-    log_path: Path | None = None
-    """Where the server's stderr (JSON log lines) goes; `None` drops it."""
     process: subprocess.Popen[str] | None = None
     address: str = ""
-    _threads: list[threading.Thread] = field(default_factory=list)
-    _log: Any = None
 
     def __enter__(self) -> ServerProcess:
         agents = [arg for name in AGENTS for arg in ("--agent", f"{name}=bench.agents:{name}")]
@@ -157,31 +151,22 @@ class ServerProcess:
             *agents,
             "--default-agent",
             "scenario",
-            *self.extra_args,
         ]
         # Logs (one JSON line per run start and end) are part of the server's cost; they are read
         # and dropped so the pipe never fills.
-        self._log = open(self.log_path, "w") if self.log_path is not None else None
         self.process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=self._log if self._log is not None else subprocess.PIPE,
-            text=True,
-            bufsize=1,
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
         )
-        assert self.process.stdout is not None
+        assert self.process.stdout is not None and self.process.stderr is not None
         first = self.process.stdout.readline().strip()
         if not first.startswith("listening on "):
             self.process.kill()
-            error = self.process.stderr.read() if self.process.stderr is not None else ""
-            raise RuntimeError(f"threadline serve did not start: {first!r} {error[-2000:]}")
+            raise RuntimeError(
+                f"threadline serve did not start: {first!r} {self.process.stderr.read()[-2000:]}"
+            )
         self.address = first.removeprefix("listening on ")
         for stream in (self.process.stdout, self.process.stderr):
-            if stream is None:
-                continue
-            thread = threading.Thread(target=_drain, args=(stream,), daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            threading.Thread(target=_drain, args=(stream,), daemon=True).start()
         return self
 
     @property
@@ -197,10 +182,6 @@ class ServerProcess:
         """The CPU seconds of the server's live threads, to the nanosecond (`thread_cpu_seconds`)."""
         return thread_cpu_seconds(self.pid)
 
-    def rss(self) -> int:
-        """The server's resident set size now."""
-        return rss(self.pid)
-
     def peak_rss(self) -> int:
         """The server's peak resident set size so far."""
         return peak_rss(self.pid)
@@ -213,8 +194,6 @@ class ServerProcess:
             except subprocess.TimeoutExpired:  # pragma: no cover
                 self.process.kill()
                 self.process.wait()
-        if self._log is not None:
-            self._log.close()
 
 
 @dataclass
@@ -229,6 +208,11 @@ class Helper:
     args: Sequence[str] = ()
     process: subprocess.Popen[str] | None = None
     ready: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
 
     def start(self) -> Helper:
         self.process = subprocess.Popen(
@@ -276,3 +260,11 @@ class Helper:
         for stream in (self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()
+
+
+def start_clients(mode: str, address: str, options: Sequence[dict[str, Any]]) -> list[Helper]:
+    """One `bench.client MODE ADDRESS` process per `options` entry, each started and ready."""
+    helpers = [Helper("bench.client", (mode, address, json.dumps(o))).start() for o in options]
+    for helper in helpers:
+        helper.wait_ready()
+    return helpers

@@ -29,7 +29,7 @@ from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2
 from .agents import PROMPT, scenario
 from .proc import ServerProcess
 from .thread import build_thread
-from .wire import PER_MESSAGE
+from .wire import CHANNEL_OPTIONS, PER_MESSAGE
 
 WORKLOADS = ("run", "stream_run", "deltas", "turn", "in_process")
 
@@ -40,8 +40,7 @@ async def _server_workload(name: str, seconds: float, out: Path) -> None:
     if spy is None:
         raise SystemExit("py-spy is not installed: `pip install py-spy`, or set PY_SPY to its path")
     with ServerProcess() as server:
-        options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-        async with grpc.aio.insecure_channel(server.address, options=options) as channel:
+        async with grpc.aio.insecure_channel(server.address, options=CHANNEL_OPTIONS) as channel:
             stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
             spec = run_pb2.RunSpec(agent="scenario", text=PROMPT)
             if name == "deltas":

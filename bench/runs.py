@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2
 
-from .agents import PROMPT, native_agent, scenario, scenario_model
+from .agents import PROMPT, native_agent, scenario
 from .measure import Cost, cpu_per_call, median_ratio, server_cpu_per_call, summary
 from .proc import ServerProcess
 from .wire import PER_MESSAGE, events_of
@@ -29,8 +29,7 @@ VARIANTS = ("pydantic_ai", "in_process", "grpc_run", "grpc_stream_run", "grpc_st
 async def run_section(
     server: ServerProcess, channel: grpc.aio.Channel, *, runs: int, rounds: int
 ) -> dict[str, Any]:
-    model = scenario_model()
-    native = native_agent(model)
+    native = native_agent()
     agent = scenario()
     stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
     spec = run_pb2.RunSpec(agent="scenario", text=PROMPT)

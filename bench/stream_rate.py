@@ -14,6 +14,7 @@ clients saw. For reference, the same deltas in-process: plain pydantic-ai (`Agen
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pydantic_ai import Agent
@@ -24,7 +25,7 @@ from harness.testing import scripted_model
 
 from .agents import DELTA, stream
 from .measure import cpu_per_call, median, ratio
-from .proc import Helper, ServerProcess
+from .proc import Helper, ServerProcess, cpu_seconds, start_clients
 
 __all__ = ("stream_section",)
 
@@ -32,14 +33,11 @@ __all__ = ("stream_section",)
 def _clients(
     address: str, *, bare: bool, processes: int, streams: int, repeat: int, deltas: int
 ) -> list[Helper]:
-    options = f'{{"bare": {str(bare).lower()}, "streams": {streams}, "repeat": {repeat}, "deltas": {deltas}}}'
-    helpers = [Helper("bench.client", ("stream", address, options)).start() for _ in range(processes)]
-    for helper in helpers:
-        helper.wait_ready()
-    return helpers
+    options = {"bare": bare, "streams": streams, "repeat": repeat, "deltas": deltas}
+    return start_clients("stream", address, [options] * processes)
 
 
-def _measure(pid_cpu: Any, helpers: list[Helper]) -> dict[str, float]:
+def _measure(pid_cpu: Callable[[], float], helpers: list[Helper]) -> dict[str, float]:
     cpu, wall = pid_cpu(), time.perf_counter()
     for helper in helpers:
         helper.send()
@@ -102,9 +100,6 @@ async def stream_section(
     repeat: int,
     rounds: int,
 ) -> dict[str, Any]:
-    bare_pid = bare.process.pid if bare.process is not None else 0
-    from .proc import cpu_seconds
-
     measured: list[dict[str, dict[str, float]]] = []
     shape = {"processes": processes, "streams": streams, "repeat": repeat, "deltas": deltas}
     for index in range(rounds):
@@ -113,7 +108,7 @@ async def stream_section(
         for name in order:
             if name == "bare":
                 helpers = _clients(bare.ready["address"], bare=True, **shape)
-                one[name] = _measure(lambda: cpu_seconds(bare_pid), helpers)
+                one[name] = _measure(lambda: cpu_seconds(bare.pid), helpers)
             else:
                 helpers = _clients(server.address, bare=False, **shape)
                 one[name] = _measure(server.cpu, helpers)

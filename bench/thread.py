@@ -38,7 +38,15 @@ from .measure import (
 )
 from .proc import ServerProcess
 
-__all__ = ("build_thread", "thread_section")
+__all__ = ("build_thread", "thread_section", "turn_spec")
+
+
+def turn_spec(previous: state_pb2.HarnessState | None, **fields: Any) -> run_pb2.RunSpec:
+    """A `scenario` turn continuing from `previous` (a new thread for `None`)."""
+    spec = run_pb2.RunSpec(agent="scenario", text=PROMPT, **fields)
+    if previous is not None:
+        spec.previous_state.CopyFrom(previous)
+    return spec
 
 
 async def build_thread(channel: grpc.aio.Channel, turns: int) -> list[state_pb2.HarnessState | None]:
@@ -46,11 +54,7 @@ async def build_thread(channel: grpc.aio.Channel, turns: int) -> list[state_pb2.
     stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
     states: list[state_pb2.HarnessState | None] = [None]
     for _ in range(turns):
-        spec = run_pb2.RunSpec(agent="scenario", text=PROMPT)
-        previous = states[-1]
-        if previous is not None:
-            spec.previous_state.CopyFrom(previous)
-        response = await stub.Run(harness_service_pb2.RunRequest(spec=spec))
+        response = await stub.Run(harness_service_pb2.RunRequest(spec=turn_spec(states[-1])))
         assert response.result.status == run_pb2.RUN_STATUS_COMPLETED
         states.append(response.result.state)
     return states[:turns]
@@ -76,10 +80,7 @@ async def thread_section(
     new_thread_json = state_to_json(load_state({"schema_version": "1", "thread_id": "thr_bench"}))
 
     def grpc_turn(state: state_pb2.HarnessState | None) -> Callable[[], Awaitable[None]]:
-        spec = run_pb2.RunSpec(agent="scenario", text=PROMPT)
-        if state is not None:
-            spec.previous_state.CopyFrom(state)
-        request = harness_service_pb2.RunRequest(spec=spec)
+        request = harness_service_pb2.RunRequest(spec=turn_spec(state))
 
         async def call() -> None:
             response = await stub.Run(request)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ("BARE_METHOD", "DELTA", "PER_MESSAGE", "PROMPT", "events_of")
+__all__ = ("BARE_METHOD", "CHANNEL_OPTIONS", "DELTA", "PER_MESSAGE", "PROMPT", "events_of")
 
 PROMPT = "Compare the alpha and beta release notes and tell me which one to ship."
 """The user prompt of every `scenario` turn."""
@@ -19,6 +19,9 @@ DELTA = "abcdefgh"
 
 BARE_METHOD = "/bench.Bare/Stream"
 """The bare grpcio server's one method (`bench.bare`)."""
+
+CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+"""Options of every benchmark channel: receive messages up to 64 MiB (grpc's default is 4 MiB)."""
 
 PER_MESSAGE = 64
 """`StreamRunRequest.max_events_per_message` as the SDKs send it by default."""
