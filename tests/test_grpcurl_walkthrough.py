@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, ServeProcess
+from setup_tools import go_bin_dir, setup_tool
 
 DOC = REPO / "docs" / "grpcurl.md"
 _BLOCK = re.compile(r"```sh\n(?P<code>.*?)```\n(?P<notes>(?:<!-- expect(?:-fail)?: .*? -->\n)*)", re.DOTALL)
@@ -44,14 +45,6 @@ def steps() -> list[Step]:
     return result
 
 
-def grpcurl_dir() -> Path | None:
-    """Prefer the Go-installed grpcurl 1.9 (v1 reflection), else the venv's 1.8.6 (v1alpha)."""
-    for candidate in (Path.home() / "go" / "bin" / "grpcurl", REPO / ".venv" / "bin" / "grpcurl"):
-        if candidate.exists():
-            return candidate.parent
-    return None
-
-
 def test_the_doc_has_every_walkthrough_step() -> None:
     codes = "\n".join(step.code for step in steps())
     for needle in (" list", "describe", "StreamRun", "deferred_resume", 'schemaVersion = "2"'):
@@ -59,12 +52,25 @@ def test_the_doc_has_every_walkthrough_step() -> None:
     assert sum(step.should_fail for step in steps()) == 1
 
 
-@pytest.mark.skipif(shutil.which("jq") is None, reason="the walkthrough uses jq")
-@pytest.mark.skipif(grpcurl_dir() is None, reason="no grpcurl binary")
+def test_grpcurl_is_the_one_setup_installs(tmp_path: Path) -> None:
+    """With any GOPATH, the walkthrough runs `$(go env GOPATH)/bin/grpcurl`, as setup.sh installs it."""
+    real = setup_tool("grpcurl")
+    gopath = tmp_path / "gopath"
+    (gopath / "bin").mkdir(parents=True)
+    (gopath / "bin" / "grpcurl").symlink_to(real)
+    env = {**os.environ, "GOPATH": str(gopath)}
+    assert go_bin_dir(env) == gopath / "bin"
+    assert setup_tool("grpcurl", env) == gopath / "bin" / "grpcurl"
+    (gopath / "bin" / "grpcurl").unlink()
+    with pytest.raises(pytest.fail.Exception, match=r"scripts/setup\.sh installs grpcurl there"):
+        setup_tool("grpcurl", env)
+
+
 def test_walkthrough_runs_verbatim(serve_process: Callable[..., ServeProcess], tmp_path: Path) -> None:
+    if shutil.which("jq") is None:
+        pytest.fail("the walkthrough uses jq, which scripts/setup.sh installs (run bash scripts/setup.sh)")
+    bin_dir = setup_tool("grpcurl").parent
     running = serve_process()
-    bin_dir = grpcurl_dir()
-    assert bin_dir is not None
     env = {**os.environ, "ADDR": running.address, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     for index, step in enumerate(steps()):
         done = subprocess.run(
