@@ -6,7 +6,8 @@ at the tail of the history, so its own cost never grows with the thread:
 - `scenario`: the run of sections (a), (d), (e), (f): 3 model requests, 2 calls to a plain local
   tool, then a text answer of about 150 characters streamed in 8-character deltas. `native_agent`
   is the same model and tool on plain pydantic-ai, the baseline of every ratio.
-- `stream`: one model request streaming N text deltas of 8 characters, N from the prompt (b).
+- `stream`: one model request streaming N text deltas of 8 characters, N from the prompt (b);
+  `stream_model` is the same model for plain pydantic-ai, one part of (b)'s limit.
 - `idle`: waits the prompt's number of seconds inside the model request, then answers (e).
 - `rounds`: calls the tool N times in N model requests, N from the prompt, then answers (f).
 """
@@ -45,6 +46,7 @@ __all__ = (
     "scenario",
     "scenario_model",
     "stream",
+    "stream_model",
 )
 
 ANSWER = (
@@ -109,9 +111,14 @@ def _stream_script(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
     return ModelResponse(parts=[TextPart(DELTA * int(_prompt(messages) or "1"))])
 
 
+def stream_model() -> FunctionModel:
+    """The `stream` script as a streaming `FunctionModel`: `int(prompt)` deltas of `DELTA`."""
+    return scripted_model(_stream_script, model_name="bench-stream")
+
+
 def stream() -> ExecutableAgent[str]:
     """One model request streaming `int(prompt)` deltas of `DELTA`."""
-    return ExecutableAgent(scripted_model(_stream_script, model_name="bench-stream"), name="stream")
+    return ExecutableAgent(stream_model(), name="stream")
 
 
 async def _idle_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

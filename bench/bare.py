@@ -2,9 +2,11 @@
 
 `python -m bench.bare` serves one method, `BARE_METHOD` (`/bench.Bare/Stream`), and prints `{"address": ...}` once
 listening; it stops when its stdin closes. Its request is a `StreamRunRequest` whose `spec.text` is
-the number of messages; it answers with that many `StreamRunResponse`s built exactly like StreamRun's
-text deltas (same IDs, sequence, timestamp and 8-character `part_delta`), so both streams carry the
-same number of messages of the same size, and the difference is everything a harness run adds.
+the number of events; it answers with that many events built exactly like StreamRun's text deltas
+(same IDs, sequence, timestamp and 8-character `part_delta`), one `StreamRunResponse` each, so both
+streams carry the same events, and the difference is everything a harness run adds. A `spec.text` of
+`EVENTS/MESSAGES` packs the events into that many messages (`StreamRunResponse.events`, spread
+evenly), as StreamRun packs them for the SDKs: the floor at StreamRun's own packing.
 With `spec.agent == "idle"` it sends one message and then holds the stream open for `spec.text`
 seconds: the floor of what an idle open stream costs in memory.
 """
@@ -43,20 +45,33 @@ async def _stream(
         )
         await asyncio.sleep(float(request.spec.text))
         return
-    count = int(request.spec.text)
+    count_text, _, messages_text = request.spec.text.partition("/")
+    count = int(count_text)
     thread_id = f"thread_{uuid.uuid4().hex}"
     run_id = f"run-{uuid.uuid4().hex}"
-    for sequence in range(count):
+
+    def event(sequence: int) -> events_pb2.RunEvent:
+        return events_pb2.RunEvent(
+            thread_id=thread_id,
+            run_id=run_id,
+            sequence=sequence,
+            occurred_at=_now(),
+            part_delta=events_pb2.PartDelta(
+                part_index=0, kind=events_pb2.PART_KIND_TEXT, content_delta=DELTA
+            ),
+        )
+
+    if not messages_text:  # one event per message
+        for sequence in range(count):
+            yield harness_service_pb2.StreamRunResponse(event=event(sequence))
+        return
+    messages = max(1, min(count, int(messages_text)))
+    for index in range(
+        messages
+    ):  # message `index` holds events [count*index/messages, count*(index+1)/messages)
+        first, end = count * index // messages, count * (index + 1) // messages
         yield harness_service_pb2.StreamRunResponse(
-            event=events_pb2.RunEvent(
-                thread_id=thread_id,
-                run_id=run_id,
-                sequence=sequence,
-                occurred_at=_now(),
-                part_delta=events_pb2.PartDelta(
-                    part_index=0, kind=events_pb2.PART_KIND_TEXT, content_delta=DELTA
-                ),
-            )
+            events=[event(sequence) for sequence in range(first, end)]
         )
 
 

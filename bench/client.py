@@ -6,7 +6,8 @@ grpcio aio client stream reads only about 22k messages/s; TOOLCHAIN §6). The pr
 runs, and prints its results. Modes:
 
 - `stream`: `streams` concurrent calls, each repeated `repeat` times: StreamRun of the `stream` agent
-  with `deltas` text deltas, or the bare server's stream of as many messages (`"bare": true`).
+  with `deltas` text deltas, or the bare server's stream of as many events (`"bare": true`), one per
+  message or, with `"messages": m`, packed into `m` messages per call.
 - `runs`: `runs` concurrent StreamRuns of the `scenario` agent, each read to its result.
 - `idle`: opens `runs` StreamRuns of the `idle` agent (or bare streams that send one message and
   wait, `"bare": true`), prints `{"open": n}` once every one has sent its first event, then, at the
@@ -50,8 +51,9 @@ def _emit(value: dict[str, Any]) -> None:
 
 async def _stream_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dict[str, Any]:
     deltas = int(options["deltas"])
+    text = f"{deltas}/{int(options['messages'])}" if options.get("messages") else str(deltas)
     request = harness_service_pb2.StreamRunRequest(
-        spec=_spec("stream", str(deltas)), max_events_per_message=PER_MESSAGE
+        spec=_spec("stream", text), max_events_per_message=PER_MESSAGE
     )
     if options.get("bare"):
         call = _bare(channel)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import LATEST, TARGETS, main
+from bench.stream_rate import PACKED_REPEAT
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,7 +31,8 @@ def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
         timeout=300,
     )
     assert finished.returncode == 0, finished.stderr[-3000:]
-    assert "stream_run_over_in_process" in finished.stdout  # the printed table
+    for name in ("stream_run_over_in_process", "stream_run_over_limit", "idle_stream_memory_over_limit"):
+        assert name in finished.stdout  # the printed table
 
     report = json.loads(out.read_text())
     assert report["smoke"] is True
@@ -52,6 +54,10 @@ def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
         assert target["value"] == ratios[name]
         assert target["comparison"] in ("<=", ">=")
         assert isinstance(target["met"], bool)
+    # (b) and (e) are also measured against the sum of what their parts cost on their own.
+    for name, threshold in (("stream_run_over_limit", 1.1), ("idle_stream_memory_over_limit", 1.0)):
+        target = report["targets"][name]
+        assert (target["comparison"], target["threshold"]) == ("<=", threshold)
     assert {"cpu", "cores", "python", "pydantic_ai", "grpcio"} <= set(report["machine"])
 
     runs = report["sections"]["a_runs"]
@@ -76,7 +82,15 @@ def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
         assert all(
             row["checkpoint_candidate_count"] > 0 for row in checkpoints["forms"][form]["across_turns"]
         )
-    assert report["sections"]["b_stream"]["text_deltas_per_variant"] > 0
+    stream = report["sections"]["b_stream"]
+    assert stream["text_deltas_per_variant"] > 0
+    events, messages = stream["events_per_variant"], stream["messages_per_variant"]
+    assert messages["bare_grpc"] == events["bare_grpc"]  # one event per message
+    # The packed bare stream: the same events, repeated, sharing messages at StreamRun's packing.
+    assert events["bare_grpc_packed"] == PACKED_REPEAT * events["bare_grpc"]
+    assert messages["bare_grpc_packed"] <= events["bare_grpc_packed"]
+    assert set(stream["in_process_cpu_us_per_delta"]) == {"pydantic_ai", "in_process"}
+    assert "idle_stream_memory_over_limit" in idle["ratios"]
 
     after = LATEST.stat().st_mtime_ns if LATEST.exists() else None
     assert after == before
