@@ -3,12 +3,14 @@
 Unless `THREADLINE_ADDR` names a running server (`host:port`), the session starts
 `<repo root>/.venv/bin/threadline serve --port 0`, reads `listening on <host>:<port>` from its
 first stdout line, and stops it (SIGTERM, then SIGKILL) when the session ends. Its logs go to a
-temporary file whose tail is shown if it fails to start.
+temporary file whose tail is shown if it fails to start; `logged_server` is a server of the session's
+own whose log lines (JSON, one per run start and end) tests can read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import shutil
@@ -16,9 +18,11 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+import anyio
 import pytest
 import threadline_client as tl
 
@@ -44,9 +48,39 @@ def _server_command() -> list[str]:
     return [found, "serve", "--port", "0"]
 
 
+@dataclass(frozen=True)
+class Served:
+    """A `threadline serve` this session started."""
+
+    addr: str
+    """Its `host:port`."""
+    log: IO[str]
+    """The file its stderr goes to."""
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        """Every JSON line the server has logged so far."""
+        # pread leaves the file offset alone, which the server's writes share with this handle.
+        fd = self.log.fileno()
+        text = os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
+        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+    async def run_logged(self, event: str, request_id: str, *, within: float = 30.0) -> dict[str, Any]:
+        """The `event` line (`run_started`, `run_finished`) of the run with `request_id`, once logged.
+
+        Fails when it does not appear `within` seconds (a bound for a broken server, not a measure).
+        """
+        with anyio.move_on_after(within):
+            while True:
+                for line in self.log_lines():
+                    if line.get("event") == event and line.get("request_id") == request_id:
+                        return line
+                await anyio.sleep(0.02)
+        pytest.fail(f"the server logged no {event} of {request_id!r} within {within} s")
+
+
 @contextlib.contextmanager
-def serve(*extra: str) -> Iterator[str]:
-    """Run `threadline serve --port 0 EXTRA...` and yield its `host:port`; stop it on exit."""
+def serve(*extra: str) -> Iterator[Served]:
+    """Run `threadline serve --port 0 EXTRA...` and yield it; stop it on exit."""
     # The server reads a default token from THREADLINE_TOKEN; the suite's servers set theirs explicitly.
     env = {k: v for k, v in os.environ.items() if k != "THREADLINE_TOKEN"}
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as log:
@@ -60,7 +94,7 @@ def serve(*extra: str) -> Iterator[str]:
             text=True,
         )
         try:
-            yield _read_address(process, log)
+            yield Served(_read_address(process, log), log)
         finally:
             _stop(process)
             assert process.stdout is not None
@@ -74,8 +108,15 @@ def server_addr() -> Iterator[str]:
     if given:
         yield given
         return
-    with serve() as addr:
-        yield addr
+    with serve() as served:
+        yield served.addr
+
+
+@pytest.fixture(scope="session")
+def logged_server() -> Iterator[Served]:
+    """A server of the session's own (also with `THREADLINE_ADDR`), whose log tests read."""
+    with serve() as served:
+        yield served
 
 
 @pytest.fixture(scope="session")
@@ -93,7 +134,7 @@ def start_server() -> Iterator[StartServer]:
     with contextlib.ExitStack() as stack:
 
         def start(*args: str) -> str:
-            return stack.enter_context(serve(*args))
+            return stack.enter_context(serve(*args)).addr
 
         yield start
 

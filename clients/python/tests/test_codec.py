@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import pickle
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 
@@ -49,10 +50,24 @@ def test_public_names_are_exactly_all() -> None:
     assert set(tl.__all__) == public - modules
 
 
+_IMPORT_EVERY_MODULE = """
+import json, pkgutil, sys
+import threadline_client
+for module in pkgutil.walk_packages(threadline_client.__path__, "threadline_client."):
+    __import__(module.name)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
 def test_the_sdk_does_not_pull_in_pydantic_ai_or_the_server() -> None:
-    assert "pydantic_ai" not in sys.modules
-    assert "threadline" not in sys.modules
-    assert "harness" not in sys.modules
+    # A fresh interpreter: in this one, other tests (or plugins) may have imported anything.
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_EVERY_MODULE], capture_output=True, text=True, timeout=60, check=True
+    )
+    imported = set(json.loads(done.stdout))
+    assert "threadline_client._client" in imported and "threadline_client.v1" in imported
+    tops = {name.partition(".")[0] for name in imported}
+    assert sorted(tops & {"pydantic_ai", "threadline", "harness", "server"}) == []
 
 
 @pytest.mark.parametrize(

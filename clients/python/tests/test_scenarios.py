@@ -8,9 +8,10 @@ state, `client:<name> {json}` calls a client tool the host declared, and anythin
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import grpclib.client
@@ -24,6 +25,14 @@ from threadline_client._client import _parse_target
 pytestmark = pytest.mark.anyio
 
 VECTORS = Path(__file__).resolve().parents[3] / "tests" / "vectors"
+
+
+class LoggedServer(Protocol):
+    """The `logged_server` fixture of conftest.py: a server whose run log lines the test reads."""
+
+    addr: str
+
+    async def run_logged(self, event: str, request_id: str, *, within: float = ...) -> dict[str, Any]: ...
 
 
 # --- continue and fork ---------------------------------------------------------------------------
@@ -254,20 +263,41 @@ async def test_stream_rejection_raises_while_iterating(client: tl.Client) -> Non
     assert stream.result is None
 
 
-async def test_leaving_a_stream_early_cancels_it(client: tl.Client) -> None:
-    async with client.stream_run(tl.RunSpec(text="sleep 30")) as stream:
-        async for event in stream:
-            assert tl.event_case(event) == "run_started"
-            break
-    # The connection is still usable afterwards.
-    assert (await client.run(tl.RunSpec(text="hello"))).status == tl.RunStatus.COMPLETED
+async def test_leaving_a_stream_early_cancels_it(logged_server: LoggedServer) -> None:
+    request_id = f"leave-early-{uuid.uuid4().hex}"
+    async with tl.Client(logged_server.addr, timeout=60.0) as client:
+        async with client.stream_run(tl.RunSpec(text="sleep 30", request_id=request_id)) as stream:
+            async for event in stream:
+                assert tl.event_case(event) == "run_started"
+                break
+        # The server cancelled the run (it would sleep 30 s and finish "completed" otherwise).
+        finished = await logged_server.run_logged("run_finished", request_id, within=20.0)
+        assert finished["status"] == "client_cancelled"
+        # The connection is still usable afterwards.
+        assert (await client.run(tl.RunSpec(text="hello"))).status == tl.RunStatus.COMPLETED
 
 
-async def test_cancelling_the_caller_cancels_the_call(client: tl.Client) -> None:
-    with anyio.move_on_after(0.5) as scope:
-        await client.run(tl.RunSpec(text="sleep 30"))
-    assert scope.cancelled_caught  # a cancellation stays a cancellation, never a ThreadlineError
-    assert (await client.run(tl.RunSpec(text="hello"))).status == tl.RunStatus.COMPLETED
+async def test_cancelling_the_caller_cancels_the_call(logged_server: LoggedServer) -> None:
+    request_id = f"cancel-caller-{uuid.uuid4().hex}"
+    raised: list[BaseException] = []
+
+    async def call(client: tl.Client) -> None:
+        try:
+            await client.run(tl.RunSpec(text="sleep 30", request_id=request_id))
+        except BaseException as exc:
+            raised.append(exc)
+            raise
+
+    async with tl.Client(logged_server.addr, timeout=60.0) as client:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, client)
+            await logged_server.run_logged("run_started", request_id)  # the run is under way
+            tg.cancel_scope.cancel()
+        # A cancellation stays a cancellation, never a ThreadlineError.
+        assert [type(exc) for exc in raised] == [anyio.get_cancelled_exc_class()]
+        finished = await logged_server.run_logged("run_finished", request_id, within=20.0)
+        assert finished["status"] == "client_cancelled"
+        assert (await client.run(tl.RunSpec(text="hello"))).status == tl.RunStatus.COMPLETED
 
 
 async def test_a_thread_id_chosen_with_new_state(client: tl.Client) -> None:
