@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
+import anyio
 import pytest
 from pydantic import BaseModel
 from pydantic_ai import RunContext, Tool
@@ -18,16 +21,18 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 from harness import (
+    INTERRUPTED_TOOL_RESULT,
     AgentContext,
     DeferredToolResume,
     ExecutableAgent,
     HarnessEvent,
     HarnessExtensionEvent,
     HarnessRunResultEvent,
+    HarnessRunStream,
     HarnessState,
     InputError,
     RunBindings,
@@ -406,21 +411,61 @@ async def test_cancel_mid_text_keeps_visible_text() -> None:
     assert isinstance(tail.parts[0], TextPart) and tail.parts[0].content.startswith("Partial ")
 
 
-async def test_outside_cancellation_propagates_and_leaves_a_checkpoint() -> None:
-    gate = asyncio.Event()
+def shape(messages: Sequence[ModelMessage]) -> list[tuple[Any, ...]]:
+    """Each message as (kind, state, parts), each part as the fields a rule is about."""
+    out: list[tuple[Any, ...]] = []
+    for message in messages:
+        parts: list[tuple[Any, ...]] = []
+        for part in message.parts:
+            if isinstance(part, ToolCallPart):
+                parts.append((part.part_kind, part.tool_name, part.tool_call_id, part.args_as_dict()))
+            elif isinstance(part, ToolReturnPart):
+                parts.append(
+                    (
+                        part.part_kind,
+                        part.tool_name,
+                        part.tool_call_id,
+                        part.content,
+                        part.outcome,
+                        part.metadata,
+                    )
+                )
+            else:
+                parts.append((part.part_kind, getattr(part, "content", None)))
+        out.append((message.kind, message.state, parts))
+    return out
+
+
+def slow_tool_agent(started: asyncio.Event, finished: list[str]) -> ExecutableAgent[str]:
+    """An agent whose one tool call (`slow`, S1) starts, then waits until it is cancelled."""
 
     async def slow(x: str) -> str:
-        gate.set()
-        await asyncio.sleep(30)
+        started.set()
+        await asyncio.Event().wait()  # never set: only cancellation ends it
+        finished.append(x)
         return x
 
     def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if tool_returns(messages):
+            return ModelResponse(parts=[TextPart(f"after: {tool_returns(messages)[-1].content}")])
         return ModelResponse(parts=[ToolCallPart("slow", {"x": "1"}, tool_call_id="S1")])
 
-    executable = ExecutableAgent(
-        scripted_model(script), capabilities=[Capability(id="acme.slow", tools=[slow])]
-    )
-    stream = executable.stream("wait")
+    return ExecutableAgent(scripted_model(script), capabilities=[Capability(id="acme.slow", tools=[slow])])
+
+
+INTERRUPTED_SLOW_CALL = [
+    ("request", "complete", [("user-prompt", "wait")]),
+    ("response", "complete", [("tool-call", "slow", "S1", {"x": "1"})]),
+    ("request", "interrupted", [("tool-return", "slow", "S1", INTERRUPTED_TOOL_RESULT, "failed", None)]),
+]
+"""A run cancelled while `slow` ran (SPEC §2.4 step 3): the call is kept and gets the unknown result."""
+
+
+async def test_outside_cancellation_propagates_and_leaves_a_checkpoint() -> None:
+    """SPEC §2.3.4 (after close: the history normalized per §2.4), §2.4 step 3, §2.5.3."""
+    started = asyncio.Event()
+    finished: list[str] = []
+    stream = slow_tool_agent(started, finished).stream("wait")
 
     async def consume() -> None:
         async with stream:
@@ -428,13 +473,53 @@ async def test_outside_cancellation_propagates_and_leaves_a_checkpoint() -> None
                 pass
 
     task = asyncio.create_task(consume())
-    await gate.wait()
+    await started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     checkpoint = await stream.export_state()
-    assert isinstance(checkpoint.message_history[-1], ModelRequest | ModelResponse)
-    assert stream.result is None
+    assert shape(checkpoint.message_history) == INTERRUPTED_SLOW_CALL
+    assert checkpoint.thread_id == stream.thread_id
+    assert stream.result is None and stream.outcome is None
+    assert finished == []
+
+
+async def test_cancel_while_a_tool_runs_ends_cancelled_with_the_call_closed() -> None:
+    """SPEC §2.3.1 (`cancel()` → `cancelled`), §2.2.5, §2.4 step 3: the running call gets the unknown result."""
+    started = asyncio.Event()
+    finished: list[str] = []
+    agent = slow_tool_agent(started, finished)
+    stream = agent.stream("wait")
+
+    async def cancel_once_the_tool_runs() -> None:
+        await started.wait()
+        stream.cancel()
+
+    kinds: list[str] = []
+    with anyio.fail_after(60):  # a hang guard only: cancellation must end the tool
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel_once_the_tool_runs)
+            async with stream:
+                async for item in stream:
+                    if isinstance(item, HarnessEvent) and not isinstance(item.event, HarnessExtensionEvent):
+                        kinds.append(item.event.event_kind)
+    result = stream.result
+    assert result is not None and result.status == "cancelled"
+    assert result.failure is None and result.output is None and result.deferred is None
+    assert "function_tool_call" in kinds and "function_tool_result" not in kinds
+    assert finished == []
+    assert result.state is not None
+    assert shape(result.state.message_history) == INTERRUPTED_SLOW_CALL
+    assert await stream.export_state() == result.state
+    # The unknown result is an answer: continuing never re-runs the call, even under "always".
+    started.clear()
+    again = await agent.run(previous_state=result.state, tool_recovery="always")
+    assert not started.is_set()
+    assert again.output == f"after: {INTERRUPTED_TOOL_RESULT}"
+    assert again.state is not None
+    assert [(p.tool_call_id, p.content) for p in tool_returns(list(again.state.message_history))] == [
+        ("S1", INTERRUPTED_TOOL_RESULT)
+    ]
 
 
 async def test_input_on_a_provider_suspended_turn_is_refused() -> None:
@@ -486,3 +571,193 @@ async def test_result_new_messages_is_the_suffix() -> None:
     second = await agent.run("two", previous_state=first.state)
     assert len(second.all_messages()) == 4
     assert len(second.new_messages()) == 2
+
+
+async def test_export_during_part_events_ends_before_the_streaming_response() -> None:
+    """SPEC §2.3.4: during a response's part events the export still ends before that response."""
+    executable = ExecutableAgent(scripted_model(one_tool_script, chunk=4), capabilities=[catalog])
+    at_start: HarnessState | None = None
+    part_events: list[int] = []
+    completed: list[HarnessState] = []
+    async with executable.stream("go") as stream:
+        async for item in stream:
+            if not isinstance(item, HarnessEvent):
+                continue
+            export = await stream.export_state()
+            event = item.event
+            if isinstance(event, HarnessExtensionEvent) and event.type == "model_request_started":
+                at_start = export
+                part_events.append(0)
+            elif isinstance(event, HarnessExtensionEvent) and event.type == "model_request_completed":
+                assert at_start is not None
+                completed.append(export)
+                # Committed at last: exactly the response, after what the request was sent with.
+                assert len(export.message_history) == len(at_start.message_history) + 1
+                assert shape(export.message_history[:-1]) == shape(at_start.message_history)
+            elif event.event_kind in ("part_start", "part_delta", "part_end"):
+                assert export == at_start, event
+                part_events[-1] += 1
+    # Two responses (the call, then the answer), each streamed in several part events.
+    assert len(part_events) == 2 and all(n >= 3 for n in part_events), part_events
+    assert [shape(s.message_history)[-1] for s in completed] == [
+        ("response", "complete", [("tool-call", "lookup", "L1", {"key": "a"})]),
+        ("response", "complete", [("text", "got value of a")]),
+    ]
+
+
+async def test_concurrent_next_is_refused_and_the_waiting_consumer_goes_on() -> None:
+    """SPEC §2.3.1: a concurrent `__anext__` → `RunError` `run_stream_concurrent_next`."""
+    model_waiting = asyncio.Event()
+    release = asyncio.Event()
+
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise AssertionError("the run streams")
+
+    async def hold_then_answer(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        model_waiting.set()
+        await release.wait()
+        yield "after the wait"
+
+    stream = ExecutableAgent(FunctionModel(respond, stream_function=hold_then_answer)).stream("hi")
+
+    async def consume() -> list[HarnessEvent | HarnessRunResultEvent[str]]:
+        async with stream:
+            return [item async for item in stream]
+
+    consumer = asyncio.create_task(consume())
+    await model_waiting.wait()  # the consumer's `__anext__` is waiting on the model now
+    with pytest.raises(RunError) as info:
+        await stream.__anext__()
+    assert info.value.code == "run_stream_concurrent_next"
+    release.set()
+    items = await consumer
+    assert [i.sequence for i in items] == list(range(len(items)))
+    assert isinstance(items[-1], HarnessRunResultEvent)
+    assert items[-1].result.status == "completed" and items[-1].result.output == "after the wait"
+
+
+async def test_a_stream_ending_without_a_terminal_result_is_run_result_missing() -> None:
+    """SPEC §2.2.2: `run()` consumes the stream; one that ends without a terminal event → `run_result_missing`.
+
+    The core's own stream always ends with its terminal event, so a host's stream subclass that stops
+    one event short stands in for a stream that ends early.
+    """
+
+    class EndsEarly(HarnessRunStream[str]):
+        async def __anext__(self) -> HarnessEvent | HarnessRunResultEvent[str]:
+            item = await super().__anext__()
+            if isinstance(item, HarnessRunResultEvent):
+                raise StopAsyncIteration
+            return item
+
+    class Agent(ExecutableAgent[str]):
+        def stream(self, input: object = None, **kwargs: Any) -> HarnessRunStream[str]:
+            return EndsEarly(self, input, **kwargs)
+
+    with pytest.raises(RunError) as info:
+        await Agent(scripted_model(echo_script)).run("hi")
+    assert info.value.code == "run_result_missing"
+
+
+# -- pending_deferred_input (SPEC §2.7.5, §1.11) -------------------------------------------------------
+def sms_then_delete_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = tool_returns(messages)
+    if not returns:
+        return ModelResponse(
+            parts=[
+                ToolCallPart("send_sms", {"to": "+1"}, tool_call_id="c1"),
+                ToolCallPart("delete_file", {"path": "a.txt"}, tool_call_id="a1"),
+            ]
+        )
+    return ModelResponse(parts=[TextPart("; ".join(f"{r.tool_call_id}={r.content}" for r in returns))])
+
+
+def sms_and_delete_agent(delete: Any = delete_file) -> ExecutableAgent[str]:
+    """c1 is a function tool's deferred call (external result), a1 needs approval."""
+    tools = [send_sms, Tool(delete, name="delete_file", requires_approval=True)]
+    return ExecutableAgent(
+        scripted_model(sms_then_delete_script), capabilities=[Capability(id="acme.ops", tools=tools)]
+    )
+
+
+def answered(state: HarnessState | None) -> list[tuple[str, str]]:
+    assert state is not None
+    return [(p.tool_call_id, p.content) for p in tool_returns(list(state.message_history))]
+
+
+async def suspended_batch() -> tuple[HarnessState, DeferredToolResume]:
+    first = await sms_and_delete_agent().run("text and delete")
+    assert first.status == "suspended" and first.state is not None and first.deferred is not None
+    results = first.deferred.build_results(calls={"c1": "sent"}, approve_all=True)
+    return first.state, DeferredToolResume(first.deferred, results)
+
+
+async def test_pending_deferred_input_until_the_next_model_request() -> None:
+    """SPEC §2.7.5: the accepted batch not yet in the current history; reconciled at each model request."""
+    state, resume = await suspended_batch()
+    assert sms_and_delete_agent().stream("no resume").pending_deferred_input is None
+    deleted.clear()
+    seen: list[tuple[str, DeferredToolResume | None]] = []
+    async with sms_and_delete_agent().stream(previous_state=state, deferred_resume=resume) as stream:
+        assert stream.pending_deferred_input == resume
+        # Detached: changing what it returned changes nothing.
+        stream.pending_deferred_input.results.calls["c1"] = "forged"  # type: ignore[union-attr]
+        assert stream.pending_deferred_input == resume
+        async for item in stream:
+            if isinstance(item, HarnessEvent):
+                event = item.event
+                kind = event.type if isinstance(event, HarnessExtensionEvent) else event.event_kind
+                seen.append((str(kind), stream.pending_deferred_input))
+    first_request = [kind for kind, _ in seen].index("model_request_started")
+    # Both results were dispatched before the next request, yet the history holds them only from it on.
+    assert {"function_tool_call", "function_tool_result"} <= {kind for kind, _ in seen[:first_request]}
+    assert all(pending == resume for _, pending in seen[:first_request])
+    assert all(pending is None for _, pending in seen[first_request:])
+    assert stream.pending_deferred_input is None
+    assert deleted == ["a.txt"]
+    assert stream.result is not None and stream.result.output == "c1=sent; a1=deleted a.txt"
+
+
+async def test_pending_deferred_input_of_an_interrupted_resume_is_what_recovery_needs() -> None:
+    """SPEC §1.11, §2.4 steps 1 and 3, §2.7.5, §2.7.6: a resume cancelled while the approved action ran.
+
+    c1's external result is already in the history, a1 is not: the remainder is a1 alone, and a1 stays
+    open in the state (no unknown result while input is pending) so that a `recovery=True` resume can
+    answer it. Its positive approval is not reused: under "declared" (unmarked) it gets the unknown result.
+    """
+    state, resume = await suspended_batch()
+    started = asyncio.Event()
+
+    async def slow_delete(path: str) -> str:
+        started.set()
+        await asyncio.Event().wait()  # never set: only cancellation ends it
+        return f"deleted {path}"
+
+    stream = sms_and_delete_agent(slow_delete).stream(previous_state=state, deferred_resume=resume)
+
+    async def cancel_once_the_tool_runs() -> None:
+        await started.wait()
+        stream.cancel()
+
+    with anyio.fail_after(60):  # a hang guard only
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel_once_the_tool_runs)
+            async with stream:
+                async for _ in stream:
+                    pass
+    result = stream.result
+    assert result is not None and result.status == "cancelled" and result.state is not None
+    assert answered(result.state) == [("c1", "sent")]
+    pending = stream.pending_deferred_input
+    assert pending is not None and pending == resume.remaining(result.state.message_history)
+    assert [i.tool_call_id for i in pending.requests.calls] == []
+    assert [i.tool_call_id for i in pending.requests.approvals] == ["a1"]
+    assert pending.results.calls == {} and list(pending.results.approvals) == ["a1"]
+    deleted.clear()
+    recovered = await sms_and_delete_agent().run(
+        previous_state=result.state,
+        deferred_resume=DeferredToolResume(pending.requests, pending.results, recovery=True),
+    )
+    assert recovered.status == "completed"
+    assert deleted == []
+    assert answered(recovered.state) == [("c1", "sent"), ("a1", INTERRUPTED_TOOL_RESULT)]
