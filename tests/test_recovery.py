@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.tools import ToolDefinition, ToolDenied
-from pydantic_ai.toolsets import ExternalToolset
+from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 
 from harness import (
     INTERRUPTED_TOOL_RESULT,
@@ -346,3 +347,162 @@ async def test_undelivered_input_is_kept_and_lifted() -> None:
     # The lifted prompt follows the tool results in the next request.
     assert seen[0][-1] == "user-prompt"
     assert seen[0][:-1] == ["tool-return"]
+
+
+# -- where the mark comes from (SPEC §1.8, §2.6): every way reaches the freshly prepared definition ----
+def fetch(ctx: RunContext[AgentContext], key: str) -> str:
+    return record("fetch", ctx)
+
+
+async def recover_fetch(agent: ExecutableAgent[str], bindings: RunBindings | None = None) -> str:
+    """Recover X1 (`fetch`) under "declared": "replay" if it ran, "unknown" if it got the unknown result."""
+    result = await agent.run(
+        previous_state=single_call_checkpoint("fetch"), tool_recovery="declared", bindings=bindings
+    )
+    assert result.status == "completed"
+    content = returns_by_id(result.state)["X1"].content
+    if content == "fetch ran":
+        assert executed == [("fetch", False)]
+        return "replay"
+    assert content == INTERRUPTED_TOOL_RESULT and executed == []
+    return "unknown"
+
+
+def with_tools(*toolsets: Any, tools: Any = ()) -> ExecutableAgent[str]:
+    return ExecutableAgent(
+        scripted_model(final_script), capabilities=[Capability(id="acme.src", tools=tools, toolsets=toolsets)]
+    )
+
+
+class Catalog:
+    """A capability built from an instance's methods (SPEC §1.8: `recovery_retryable(self.method)`)."""
+
+    def __init__(self) -> None:
+        self.lookups: list[str] = []
+
+    def lookup_record(self, record_id: str) -> str:
+        self.lookups.append(record_id)
+        return f"record {record_id}"
+
+    def write_record(self, record_id: str) -> str:
+        self.lookups.append(f"write {record_id}")
+        return "written"
+
+    def capability(self) -> Capability[AgentContext]:
+        return Capability(
+            id="acme.catalog", tools=[recovery_retryable(self.lookup_record), self.write_record]
+        )
+
+
+async def test_a_marked_bound_method_is_replayed_on_its_instance() -> None:
+    """SPEC §1.8, §2.6: `recovery_retryable(self.method)` marks the method; the unmarked one is not replayed."""
+    catalog = Catalog()
+    agent = ExecutableAgent(scripted_model(final_script), capabilities=[catalog.capability()])
+    checkpoint = HarnessState.new(
+        message_history=[
+            ModelRequest(parts=[UserPromptPart("start")]),
+            ModelResponse(
+                parts=[
+                    ToolCallPart("lookup_record", {"record_id": "r1"}, tool_call_id="L1"),
+                    ToolCallPart("write_record", {"record_id": "r2"}, tool_call_id="W1"),
+                ]
+            ),
+        ]
+    )
+    result = await agent.run(previous_state=checkpoint, tool_recovery="declared")
+    assert result.status == "completed"
+    assert catalog.lookups == ["r1"]
+    returns = returns_by_id(result.state)
+    assert (returns["L1"].content, returns["L1"].outcome) == ("record r1", "success")
+    assert (returns["W1"].content, returns["W1"].outcome) == (INTERRUPTED_TOOL_RESULT, "failed")
+
+
+async def test_a_dynamic_toolset_marks_the_tools_it_builds_for_this_run() -> None:
+    """SPEC §1.8, §2.5.4: marks are read from this run's prepared definitions (after dynamic toolsets).
+
+    The same checkpoint, recovered twice: the dynamic toolset marks `fetch` only when this run's
+    bindings say so, so the saved call alone never decides.
+    """
+
+    def build(ctx: RunContext[AgentContext]) -> FunctionToolset[AgentContext]:
+        tool = recovery_retryable(fetch) if ctx.deps.metadata.get("retry_safe") else Tool(fetch)
+        return FunctionToolset([tool], id="acme.dynamic")
+
+    agent = with_tools(build)
+    assert await recover_fetch(agent, RunBindings.embedded(metadata={"retry_safe": True})) == "replay"
+    executed.clear()
+    assert await recover_fetch(agent, RunBindings.embedded(metadata={"retry_safe": False})) == "unknown"
+
+
+async def test_with_metadata_marks_a_whole_toolset() -> None:
+    """SPEC §2.6: `AbstractToolset.with_metadata(**{RECOVERY_RETRY_SAFE_METADATA_KEY: True})`."""
+    marked = FunctionToolset([fetch], id="acme.fetch").with_metadata(
+        **{RECOVERY_RETRY_SAFE_METADATA_KEY: True}
+    )
+    assert await recover_fetch(with_tools(marked)) == "replay"
+    executed.clear()
+    other = FunctionToolset([fetch], id="acme.fetch").with_metadata(team="search")
+    assert await recover_fetch(with_tools(other)) == "unknown"
+
+
+@pytest.mark.parametrize(("value", "expected"), [(True, "replay"), (1, "unknown"), ("yes", "unknown")])
+async def test_definition_metadata_an_integration_sets_counts_only_as_true(value: Any, expected: str) -> None:
+    """SPEC §1.8, §2.6: the key set on `ToolDefinition.metadata` (here by a prepare function); only `True`."""
+
+    async def prepare(ctx: RunContext[AgentContext], tool_def: ToolDefinition) -> ToolDefinition:
+        return replace(
+            tool_def, metadata={**(tool_def.metadata or {}), RECOVERY_RETRY_SAFE_METADATA_KEY: value}
+        )
+
+    assert await recover_fetch(with_tools(tools=[Tool(fetch, prepare=prepare)])) == expected
+
+
+async def test_an_integrations_marked_external_definition_is_deferred_again() -> None:
+    """SPEC §1.8, §2.5.4: an external tool marked in its `ToolDefinition` is replayed under "declared",
+    and a replayed external tool defers again (`CallDeferred`): the run suspends on the same call.
+    """
+    definition = ToolDefinition(
+        name="fetch",
+        parameters_json_schema={"type": "object", "properties": {"key": {"type": "string"}}},
+        metadata={RECOVERY_RETRY_SAFE_METADATA_KEY: True},
+    )
+    agent = with_tools(ExternalToolset([definition], id="acme.integration"))
+    result = await agent.run(previous_state=single_call_checkpoint("fetch"), tool_recovery="declared")
+    assert result.status == "suspended" and result.deferred is not None
+    assert [(c.tool_call_id, c.target_identity) for c in result.deferred.calls] == [
+        ("X1", "tool/acme.integration/fetch")
+    ]
+    assert result.deferred.approvals == []
+    assert "X1" not in returns_by_id(result.state)
+
+
+async def test_recovery_under_never_consumes_facts_but_not_a_positive_approval() -> None:
+    """SPEC §1.11, §2.7.6: under "never" a retained external result is still consumed, while the
+    batch's positive approval is not reused: that call gets the unknown result and nothing runs.
+    """
+    agent = reference_agent()
+    checkpoint = HarnessState.new(
+        message_history=[
+            ModelRequest(parts=[UserPromptPart("start")]),
+            ModelResponse(
+                parts=[
+                    ToolCallPart("ext", {"key": "k"}, tool_call_id="E1"),
+                    ToolCallPart("sensitive", {"key": "k"}, tool_call_id="S1"),
+                ]
+            ),
+        ]
+    )
+    first = await agent.run(previous_state=checkpoint, tool_recovery="always", bindings=ext_bindings())
+    assert first.status == "suspended" and first.deferred is not None
+    assert [c.tool_call_id for c in first.deferred.calls] == ["E1"]
+    assert [a.tool_call_id for a in first.deferred.approvals] == ["S1"]
+    results = first.deferred.build_results(calls={"E1": "external value"}, approve_all=True)
+    resume = DeferredToolResume(first.deferred, results, recovery=True)
+    result = await agent.run(
+        previous_state=first.state, deferred_resume=resume, tool_recovery="never", bindings=ext_bindings()
+    )
+    assert result.status == "completed"
+    assert executed == []
+    returns = returns_by_id(result.state)
+    assert (returns["E1"].content, returns["E1"].outcome) == ("external value", "success")
+    assert (returns["S1"].content, returns["S1"].outcome) == (INTERRUPTED_TOOL_RESULT, "failed")
