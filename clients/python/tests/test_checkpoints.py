@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import types
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -191,7 +192,7 @@ async def test_a_delta_that_does_not_rebuild_cancels_the_call(
         )
         stream = tl.RunStream(calls, spec=tl.RunSpec(text="lookup grpc"))
         seen: list[str] = []
-        with pytest.raises(tl.ThreadlineError) as caught:
+        with pytest.raises(tl.ProtocolError) as caught:
             async for event in stream:
                 seen.append(tl.event_case(event))
         assert isinstance(calls, types.AsyncGeneratorType)
@@ -203,9 +204,13 @@ async def test_a_delta_that_does_not_rebuild_cancels_the_call(
 
     assert "checkpoint_candidate" not in seen and "result" not in seen
     error = caught.value
-    assert error.status == tl.StatusCode.INTERNAL and error.reason == ""
-    assert "checkpoint candidate at sequence 2" in error.message
-    assert "keeps" in error.message
+    assert isinstance(error, tl.ThreadlineError)
+    assert error.status == tl.StatusCode.INTERNAL and error.reason == "" and error.details == ()
+    assert re.fullmatch(
+        r"the checkpoint candidate at sequence 2 does not rebuild: "
+        r"its history_delta keeps \d+ bytes of a base that has 2",
+        error.message,
+    ), error.message
     assert stream.result is None
 
 
@@ -222,6 +227,10 @@ def _vector() -> tuple[v1.RunEvent, tl.HarnessState]:
     event = v1.RunEvent.parse((VECTORS / "checkpoint_delta.binpb").read_bytes())
     base = tl.load_state((VECTORS / "state_full.binpb").read_bytes())
     return event, base
+
+
+RESULT = v1.StreamRunResponse(event=v1.RunEvent(result=tl.RunResult(status=tl.RunStatus.COMPLETED)))
+"""A terminal result, for recorded streams that must end as a conforming stream does."""
 
 
 class Recorded:
@@ -249,10 +258,10 @@ async def test_the_delta_vector_rebuilds_from_its_documented_base(source: str) -
     assert event.checkpoint_candidate.state is not None
     assert event.checkpoint_candidate.state.message_history is not None
     assert event.checkpoint_candidate.state.message_history.data == ""
-    recorded = Recorded(v1.StreamRunResponse(event=event))
+    recorded = Recorded(v1.StreamRunResponse(event=event), RESULT)
 
     stream = tl.RunStream(recorded(), spec=tl.RunSpec(text="go on", previous_state=base))
-    (got,) = [e async for e in stream]
+    got, _ = [e async for e in stream]
 
     candidate = got.checkpoint_candidate
     assert candidate is not None and candidate.history_delta is not None
@@ -292,10 +301,10 @@ def _broken(how: str) -> tuple[v1.RunEvent, tl.RunSpec]:
 @pytest.mark.parametrize(
     ("how", "says"),
     [
-        ("digest", "does not match message_history.sha256"),
-        ("keep-beyond-base", "keeps 2472 bytes of a base that has 2471"),
-        ("wrong-base", "keeps 2470 bytes of a base that has 2"),
-        ("no-history", "no state.message_history"),
+        ("digest", "its rebuilt history does not match message_history.sha256"),
+        ("keep-beyond-base", "its history_delta keeps 2472 bytes of a base that has 2471"),
+        ("wrong-base", "its history_delta keeps 2470 bytes of a base that has 2"),
+        ("no-history", "its history_delta has no state.message_history to rebuild"),
     ],
 )
 async def test_a_broken_delta_is_a_protocol_error(how: str, says: str) -> None:
@@ -305,12 +314,11 @@ async def test_a_broken_delta_is_a_protocol_error(how: str, says: str) -> None:
     recorded = Recorded(v1.StreamRunResponse(events=[event, after]), v1.StreamRunResponse(event=after))
     stream = tl.RunStream(recorded(), spec=spec)
 
-    with pytest.raises(tl.ThreadlineError) as caught:
+    with pytest.raises(tl.ProtocolError) as caught:
         await anext(stream)
 
-    assert caught.value.status == tl.StatusCode.INTERNAL
-    assert caught.value.message.startswith("the checkpoint candidate at sequence 3 does not rebuild: ")
-    assert says in caught.value.message
+    assert caught.value.status == tl.StatusCode.INTERNAL and caught.value.reason == ""
+    assert caught.value.message == f"the checkpoint candidate at sequence 3 does not rebuild: {says}"
     assert recorded.closed, "the call is ended"
     with pytest.raises(StopAsyncIteration):
         await anext(stream)
@@ -352,7 +360,7 @@ async def test_a_history_that_shrinks_or_is_rewritten_rebuilds_too() -> None:
     previous_data = [base, *histories[:-1]]
     responses = [candidate(i, d, p) for i, (d, p) in enumerate(zip(histories, previous_data, strict=True))]
     previous = tl.HarnessState(thread_id="thread_x", message_history=v1.MessageHistory(data=base))
-    stream = tl.RunStream(Recorded(*responses)(), spec=tl.RunSpec(previous_state=previous))
+    stream = tl.RunStream(Recorded(*responses, RESULT)(), spec=tl.RunSpec(previous_state=previous))
 
     candidates = _candidates([event async for event in stream])
 

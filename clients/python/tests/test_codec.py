@@ -307,10 +307,12 @@ async def test_run_stream_yields_single_and_packed_events_one_at_a_time_in_order
 async def test_run_stream_rejects_a_response_without_events() -> None:
     stream = tl.RunStream(_responses(v1.StreamRunResponse(events=[_event(0)]), v1.StreamRunResponse()))
     assert (await anext(stream)).sequence == 0
-    with pytest.raises(tl.ThreadlineError) as caught:
+    with pytest.raises(tl.ProtocolError) as caught:
         await anext(stream)
-    assert caught.value.status == tl.StatusCode.INTERNAL
-    assert "StreamRunResponse.event" in caught.value.message
+    assert caught.value.status == tl.StatusCode.INTERNAL and caught.value.reason == ""
+    assert caught.value.message == "the server's response has no StreamRunResponse.event or .events"
+    with pytest.raises(StopAsyncIteration):  # the stream is over (and its call closed)
+        await anext(stream)
 
 
 @pytest.mark.anyio

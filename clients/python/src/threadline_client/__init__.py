@@ -30,7 +30,7 @@ from ._deferred import (
     pending,
     resume,
 )
-from ._errors import StatusCode, ThreadlineError
+from ._errors import ProtocolError, StatusCode, ThreadlineError
 from ._gen.threadline.v1 import (
     ClientTool,
     DeferredKind,
@@ -57,6 +57,7 @@ __all__ = (
     "DeferredToolRequests",
     "DeferredToolResume",
     "HarnessState",
+    "ProtocolError",
     "RunEvent",
     "RunResult",
     "RunSpec",

@@ -17,16 +17,13 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
+from ._errors import ProtocolError
 from ._gen.threadline.v1 import HarnessState, HistoryDelta, RunSpec
 
-__all__ = ("HistoryDeltaError", "HistoryRebuilder", "delta_base")
+__all__ = ("HistoryRebuilder", "delta_base")
 
 EMPTY_HISTORY: Final = b"[]"
 """The base of a stream's first candidate when the run was sent no previous state."""
-
-
-class HistoryDeltaError(ValueError):
-    """A candidate's delta does not rebuild a history that matches it (a protocol error)."""
 
 
 def delta_base(spec: RunSpec | None) -> bytes:
@@ -52,21 +49,28 @@ class HistoryRebuilder:
         self._hashed = 0
         """`_hash` covers the first `_hashed` bytes of `_base` (a prefix every later candidate kept)."""
 
-    def rebuild(self, state: HarnessState | None, delta: HistoryDelta) -> None:
+    def rebuild(self, sequence: int, state: HarnessState | None, delta: HistoryDelta) -> None:
         """Fill in `state.message_history.data` from `delta`, and make it the next candidate's base.
 
+        Args:
+            sequence: The candidate event's `sequence`, for the error.
+            state: The candidate's state, whose history data is filled in.
+            delta: The candidate's `history_delta`.
+
         Raises:
-            HistoryDeltaError: The state has no history to fill, `keep_bytes` exceeds the base, or the
+            ProtocolError: The state has no history to fill, `keep_bytes` exceeds the base, or the
                 rebuilt data does not match `message_history.sha256`; the base stays as it was.
         """
+
+        def broken(why: str) -> ProtocolError:
+            return ProtocolError(f"the checkpoint candidate at sequence {sequence} does not rebuild: {why}")
+
         history = state.message_history if state is not None else None
         if history is None:
-            raise HistoryDeltaError("its history_delta has no state.message_history to rebuild")
+            raise broken("its history_delta has no state.message_history to rebuild")
         keep = delta.keep_bytes
         if keep > len(self._base):
-            raise HistoryDeltaError(
-                f"its history_delta keeps {keep} bytes of a base that has {len(self._base)}"
-            )
+            raise broken(f"its history_delta keeps {keep} bytes of a base that has {len(self._base)}")
         appended = delta.append.encode("utf-8")
         if keep < self._hashed:
             self._hash, self._hashed = hashlib.sha256(), 0
@@ -75,11 +79,11 @@ class HistoryRebuilder:
         whole = self._hash.copy()
         whole.update(appended)
         if whole.digest() != history.sha256:
-            raise HistoryDeltaError("its rebuilt history does not match message_history.sha256")
+            raise broken("its rebuilt history does not match message_history.sha256")
         data = self._base[:keep] + appended
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:  # pragma: no cover - a digest the server made over bad UTF-8
-            raise HistoryDeltaError(f"its rebuilt history is not UTF-8: {exc}") from None
+            raise broken(f"its rebuilt history is not UTF-8: {exc}") from None
         history.data = text
         self._base = data  # `_hash` still covers its first `keep` bytes, which it shares with the base

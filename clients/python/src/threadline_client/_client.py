@@ -2,8 +2,9 @@
 
 The connection is a grpclib channel (HTTP/2) opened on first use and closed by `aclose()` or by
 leaving `async with`. Every call has a deadline (the client's `timeout` unless the call names its
-own; `None` waits forever). Each failure surfaces as `ThreadlineError`; cancelling the task that
-awaits a call cancels the RPC and, for runs, the run on the server.
+own; `None` waits forever). Each failure surfaces as `ThreadlineError`: a `ProtocolError` when the
+SDK finds the server's answer breaking the contract. Cancelling the task that awaits a call cancels
+the RPC and, for runs, the run on the server.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Final, NoReturn, Self
+from typing import Any, Final, NoReturn, Self
 
 import grpclib.client
+from grpclib.encoding.proto import ProtoCodec, ProtoStatusDetailsCodec
 
-from ._checkpoints import HistoryDeltaError, HistoryRebuilder, delta_base
-from ._errors import StatusCode, ThreadlineError, translate
+from ._checkpoints import HistoryRebuilder, delta_base
+from ._errors import ProtocolError, ThreadlineError, translate
 from ._gen.threadline.v1 import (
     CapabilityState,
     CheckpointForm,
@@ -72,6 +74,20 @@ class ValidatedState:
     """The envelope as the server re-encoded it; store this form."""
     state_json: str
     """The harness state JSON (SPEC §2.1.2), byte-identical for equal states."""
+
+
+class _Codec(ProtoCodec):
+    """grpclib's protobuf codec, except that a response that does not decode is a `ProtocolError`.
+
+    betterproto2's parser raises whatever the bytes trip (`KeyError`, `EOFError`, `ValueError`, ...)
+    and grpclib passes that on as it is; grpclib resets the call's stream on the way out.
+    """
+
+    def decode(self, data: bytes, message_type: type[Any]) -> Any:  # Any: grpclib's IProtoMessage
+        try:
+            return super().decode(data, message_type)
+        except Exception as exc:
+            raise ProtocolError(f"the server's {message_type.__name__} does not decode: {exc!r}") from exc
 
 
 def _parse_target(target: str) -> tuple[str, int, bool]:
@@ -202,7 +218,14 @@ class Client:
         if self._closed:
             raise RuntimeError("this Client is closed")
         if self._stub is None:
-            self._channel = grpclib.client.Channel(self._host, self._port, ssl=self._tls)
+            self._channel = grpclib.client.Channel(
+                self._host,
+                self._port,
+                ssl=self._tls,
+                codec=_Codec(),
+                # Given a codec, grpclib no longer picks the details codec itself.
+                status_details_codec=ProtoStatusDetailsCodec(),
+            )
             self._stub = HarnessServiceStub(self._channel)
         return self._stub
 
@@ -236,8 +259,10 @@ class Client:
 
         Raises:
             ThreadlineError: While iterating, when the server rejects the run before it starts
-                or the run's core fails after it started (no `result` event then); with
-                `StatusCode.INTERNAL` when a candidate's delta does not rebuild its history.
+                or the run's core fails after it started (no `result` event then).
+            ProtocolError: While iterating, when the server's answer breaks the contract: a
+                candidate's delta does not rebuild its history, a response has no event, or the
+                stream ends without its `result` event.
         """
         stub = self._connect()
         if spec.checkpoints and spec.checkpoint_form == CheckpointForm.UNSPECIFIED:
@@ -260,6 +285,7 @@ class Client:
 
         Raises:
             ThreadlineError: The server rejected the run before it started, or its core failed.
+            ProtocolError: The response breaks the contract (e.g. it has no result).
         """
         stub = self._connect()
         try:
@@ -406,7 +432,8 @@ class RunStream:
     A checkpoint candidate that arrives as a `history_delta` (CHECKPOINT_FORM_DELTA) is yielded
     with its `message_history.data` rebuilt and checked against its `sha256`; `history_delta`
     stays in place. A delta that does not rebuild (wrong digest, `keep_bytes` beyond its base) ends
-    the stream and cancels the call with a `StatusCode.INTERNAL` `ThreadlineError`.
+    the stream and cancels the call with a `ProtocolError`; so does a response without events. A
+    stream that ends without its `result` event raises `ProtocolError` where it ends.
 
     Args:
         responses: The call's responses (`HarnessServiceStub.stream_run`).
@@ -441,12 +468,10 @@ class RunStream:
             if self._history is None:
                 self._history = HistoryRebuilder(delta_base(self._spec))
             try:
-                self._history.rebuild(candidate.state, candidate.history_delta)
-            except HistoryDeltaError as exc:
+                self._history.rebuild(event.sequence, candidate.state, candidate.history_delta)
+            except ProtocolError:
                 await self._abandon()
-                raise _protocol_error(
-                    f"the checkpoint candidate at sequence {event.sequence} does not rebuild: {exc}"
-                ) from None
+                raise
         if event.result is not None:
             self.result = event.result
         return event
@@ -458,6 +483,8 @@ class RunStream:
             response = await anext(self._responses)
         except StopAsyncIteration:
             self._done = True
+            if self.result is None:
+                raise ProtocolError("the stream ended without its terminal result") from None
             raise
         except Exception as exc:
             self._done = True
@@ -467,16 +494,22 @@ class RunStream:
         if response.event is not None:
             return response.event
         if not response.events:
+            await self._abandon()
             raise _missing("StreamRunResponse.event or .events")
         self._pending.extend(response.events[1:])
         return response.events[0]
 
     async def collect(self) -> RunResult:
-        """Read the remaining events and return the terminal result."""
+        """Read the remaining events and return the terminal result.
+
+        Raises:
+            ThreadlineError: As iterating does (`ProtocolError` when the stream ends without a result).
+            RuntimeError: The stream was closed, or an error ended it, before its result.
+        """
         async for _ in self:
             pass
-        if self.result is None:  # pragma: no cover - the stream ends with an error status instead
-            raise _missing("the terminal result event")
+        if self.result is None:
+            raise RuntimeError("this RunStream ended before its result (closed, or ended by an error)")
         return self.result
 
     async def aclose(self) -> None:
@@ -517,15 +550,11 @@ def _with_form(spec: RunSpec, form: CheckpointForm) -> RunSpec:
 
 def _raise_translated(exc: Exception) -> NoReturn:
     translated = translate(exc)
-    if translated is None:
+    if translated is None or translated is exc:
         raise exc
     raise translated from exc
 
 
-def _missing(what: str) -> ThreadlineError:
-    return _protocol_error(f"the server's response has no {what}")
-
-
-def _protocol_error(message: str) -> ThreadlineError:
-    """The server broke the contract; nothing the host sent or can retry differently."""
-    return ThreadlineError(StatusCode.INTERNAL, message)
+def _missing(what: str) -> ProtocolError:
+    """A response without a field the contract requires."""
+    return ProtocolError(f"the server's response has no {what}")

@@ -1,4 +1,4 @@
-"""The one error a host catches: `ThreadlineError`.
+"""The one error a host catches: `ThreadlineError`, and its kind `ProtocolError`.
 
 ```
 Exception
@@ -7,6 +7,8 @@ Exception
        .reason               ErrorInfo reason, e.g. "SCHEMA_VERSION_UNSUPPORTED"; "" without one
        .metadata             ErrorInfo metadata (str -> str); {} without one
        .field_violations     BadRequest (field, description) pairs; () without one
+       └── ProtocolError     the SDK found the server's answer breaking the contract:
+                             status INTERNAL, reason "", message says what broke
 ```
 
 A run that started and then failed is not an error: it is a `RunResult` with status FAILED. A
@@ -14,7 +16,11 @@ A run that started and then failed is not an error: it is a `RunResult` with sta
 (bad envelope, unsupported version, invalid resume), the run's core raised, the deadline expired,
 or the server could not be reached (`StatusCode.UNAVAILABLE`, reason "").
 
-Branch on `reason` (stable, listed in the server's README catalogue), never on `message`.
+Branch on `reason` (stable, listed in the server's README catalogue), never on `message`. A
+`ProtocolError` is no status the server sent: the SDK raises it when the server's answer breaks the
+contract (a stream that ends without its terminal result, a checkpoint delta that does not rebuild,
+a response without a field the contract requires, a message that does not decode). Catch it before
+`ThreadlineError` to tell the two apart; retrying the same call will not help.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import grpclib.exceptions
 # for unregistered types).
 from google.rpc import error_details_pb2
 
-__all__ = ("StatusCode", "ThreadlineError")
+__all__ = ("ProtocolError", "StatusCode", "ThreadlineError")
 
 ERROR_DOMAIN = "threadline"
 """The ErrorInfo domain the server uses for its own reasons."""
@@ -144,6 +150,28 @@ def _rebuild(
     )
 
 
+class ProtocolError(ThreadlineError):
+    """The server's answer broke the contract; the SDK found it, the server sent no such status.
+
+    Always `StatusCode.INTERNAL` (as gRPC reports a protocol violation) with an empty `reason` and
+    no details; `message` says what broke, e.g. "the stream ended without its terminal result".
+    A conforming server never causes one, so it points to a bug in the server (or in something
+    between the two), not in the request.
+
+    Args:
+        message: What broke.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(StatusCode.INTERNAL, message)
+
+    def __repr__(self) -> str:
+        return f"ProtocolError(message={self.message!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ProtocolError, (self.message,))
+
+
 def from_grpc_error(exc: grpclib.exceptions.GRPCError) -> ThreadlineError:
     """Translate grpclib's error, unpacking ErrorInfo and BadRequest from the status details."""
     reason = domain = ""
@@ -182,7 +210,8 @@ def translate(exc: BaseException) -> ThreadlineError | None:
     if isinstance(exc, grpclib.exceptions.StreamTerminatedError):
         return ThreadlineError(StatusCode.UNAVAILABLE, f"the stream was terminated: {exc}")
     if isinstance(exc, grpclib.exceptions.ProtocolError):
-        return ThreadlineError(StatusCode.INTERNAL, f"gRPC protocol error: {exc}")
+        # grpclib found the response breaking gRPC itself (HTTP status, content type, framing).
+        return ProtocolError(f"the server's response breaks the gRPC protocol: {exc}")
     if isinstance(exc, OSError):
         # Connection refused, reset, unreachable, TLS failures (ssl.SSLError is an OSError).
         return ThreadlineError(StatusCode.UNAVAILABLE, f"cannot reach the server: {exc}")
