@@ -1,8 +1,8 @@
 """Building, starting, draining and stopping the grpc.aio server.
 
 The server carries `HarnessService` plus what generic tooling expects of any gRPC server: health
-(`grpc.health.v1`) and reflection under both the v1 and the v1alpha names (grpcio-reflection only
-registers v1alpha; the messages are wire-identical, so one servicer serves both, TOOLCHAIN §4).
+(`grpc.health.v1`) and reflection under both the v1 and the v1alpha names, describing every listed
+service with the contract's comments (`server/reflection.py`).
 Health and reflection stay open when a token is required: they reveal nothing a host could misuse.
 """
 
@@ -17,13 +17,13 @@ from typing import Any
 import grpc
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection, reflection_pb2
 from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc
 
 from .agents import AgentRegistry
 from .config import ServerConfig
 from .errors import ServerError, ServerReason
 from .mapping.errors import to_status
+from .reflection import add_reflection
 from .runlog import log_run
 from .runs import ActiveRuns
 from .service import HarnessService
@@ -32,7 +32,6 @@ __all__ = ("ThreadlineServer", "serve")
 
 SERVICE_NAME = harness_service_pb2.DESCRIPTOR.services_by_name["HarnessService"].full_name
 _PROTECTED_PREFIX = f"/{SERVICE_NAME}/"
-_REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
 
 
 def _denied_handler(
@@ -117,16 +116,7 @@ class ThreadlineServer:
 
     def _add_reflection(self) -> None:
         health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
-        names = (SERVICE_NAME, health_name, reflection.SERVICE_NAME, _REFLECTION_V1)
-        reflection.enable_server_reflection(names, self._server)
-        info = grpc.stream_stream_rpc_method_handler(
-            reflection.aio.ReflectionServicer(names).ServerReflectionInfo,
-            request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
-            response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
-        )
-        self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(_REFLECTION_V1, {"ServerReflectionInfo": info}),)
-        )
+        add_reflection(self._server, (SERVICE_NAME, health_name))
 
     @property
     def address(self) -> str:
