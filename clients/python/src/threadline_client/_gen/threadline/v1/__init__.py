@@ -25,7 +25,6 @@ __all__ = (
     "GetServerInfoRequest",
     "GetServerInfoResponse",
     "HarnessServiceStub",
-    "HarnessServiceSyncStub",
     "HarnessState",
     "HistoryDelta",
     "HistoryFormat",
@@ -77,11 +76,10 @@ __all__ = (
 
 import datetime
 import typing
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import betterproto2
-import grpc
 import pydantic
 from betterproto2 import grpclib as betterproto2_grpclib
 from pydantic import model_validator
@@ -2656,111 +2654,6 @@ class ValidateStateResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("threadline.v1", "ValidateStateResponse", ValidateStateResponse)
-
-
-class HarnessServiceSyncStub:
-    """
-    Runs Pydantic AI harness threads for a host. The server is stateless between runs: the host
-    keeps each thread's state envelope, picks the checkpoint to continue, answers deferred tool
-    calls and starts the next run, so any replica can serve any run.
-
-    Typical order of calls: `GetServerInfo` once; `NewState` (or no previous state) to start a
-    thread; `StreamRun` (or `Run`) with the latest state; when a run suspends, answer its
-    `deferred` batch in the next run's `deferred_resume`; `ForkState` to branch.
-
-    Errors before a run starts (bad request, bad envelope, unsupported version, invalid resume) are
-    gRPC statuses carrying `google.rpc.ErrorInfo` (domain "threadline", `reason` e.g.
-    SCHEMA_VERSION_UNSUPPORTED) and, where a field is at fault, `google.rpc.BadRequest`. Failures
-    after a run started are data: a FAILED `RunResult`.
-    """
-
-    def __init__(self, channel: grpc.Channel):
-        self._channel = channel
-
-    def stream_run(self, message: "StreamRunRequest") -> "Iterator[StreamRunResponse]":
-        """
-        Runs the agent and streams its events: `run_started` first, then model, tool and lifecycle
-        events, and one terminal `result` last. Cancelling the call (or its deadline expiring)
-        cancels the run and ends the RPC without a result.
-        """
-
-        yield from self._channel.unary_stream(
-            "/threadline.v1.HarnessService/StreamRun",
-            StreamRunRequest.SerializeToString,
-            StreamRunResponse.FromString,
-        )(message)
-
-    def run(self, message: "RunRequest") -> "RunResponse":
-        """
-        Runs the agent like `StreamRun` and returns only the terminal result.
-        """
-
-        return self._channel.unary_unary(
-            "/threadline.v1.HarnessService/Run",
-            RunRequest.SerializeToString,
-            RunResponse.FromString,
-        )(message)
-
-    def new_state(self, message: "NewStateRequest") -> "NewStateResponse":
-        """
-        Creates the envelope of a new thread, e.g. to choose its thread ID before the first run.
-        """
-
-        return self._channel.unary_unary(
-            "/threadline.v1.HarnessService/NewState",
-            NewStateRequest.SerializeToString,
-            NewStateResponse.FromString,
-        )(message)
-
-    def fork_state(self, message: "ForkStateRequest") -> "ForkStateResponse":
-        """
-        Branches a thread from a checkpoint the host chose: a new thread ID with the same history,
-        capability state, refs and extra keys; environment states are cleared.
-        """
-
-        return self._channel.unary_unary(
-            "/threadline.v1.HarnessService/ForkState",
-            ForkStateRequest.SerializeToString,
-            ForkStateResponse.FromString,
-        )(message)
-
-    def validate_state(self, message: "ValidateStateRequest") -> "ValidateStateResponse":
-        """
-        Validates an envelope (or a harness state JSON) exactly as a run would, and returns both
-        forms. An invalid state is an error status (e.g. INVALID_ARGUMENT STATE_INVALID).
-        """
-
-        return self._channel.unary_unary(
-            "/threadline.v1.HarnessService/ValidateState",
-            ValidateStateRequest.SerializeToString,
-            ValidateStateResponse.FromString,
-        )(message)
-
-    def remaining_deferred(self, message: "RemainingDeferredRequest") -> "RemainingDeferredResponse":
-        """
-        Returns the part of an accepted deferred resume that a checkpoint's history has not yet
-        incorporated, so a host can store it beside each checkpoint it publishes.
-        """
-
-        return self._channel.unary_unary(
-            "/threadline.v1.HarnessService/RemainingDeferred",
-            RemainingDeferredRequest.SerializeToString,
-            RemainingDeferredResponse.FromString,
-        )(message)
-
-    def get_server_info(self, message: "GetServerInfoRequest | None" = None) -> "GetServerInfoResponse":
-        """
-        Describes what this server supports: state versions, history formats, agents, limits.
-        """
-
-        if message is None:
-            message = GetServerInfoRequest()
-
-        return self._channel.unary_unary(
-            "/threadline.v1.HarnessService/GetServerInfo",
-            GetServerInfoRequest.SerializeToString,
-            GetServerInfoResponse.FromString,
-        )(message)
 
 
 class HarnessServiceStub(betterproto2_grpclib.ServiceStub):
