@@ -3,6 +3,15 @@
 Pure Python on pydantic-ai; no gRPC. SPEC.md (shared) is the behaviour this package implements.
 """
 
+from ._json import JsonValue
+from ._loading import (
+    CapabilityStatePart,
+    EnvironmentStatePart,
+    StoredRefPart,
+    check_schema_version,
+    load_state,
+    load_state_parts,
+)
 from ._run import HarnessRunStream, ToolRecovery
 from ._tooling import INTERRUPTED_TOOL_RESULT
 from .agent import ExecutableAgent
@@ -21,14 +30,7 @@ from .errors import (
 )
 from .events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent
 from .results import HarnessRunResult, RunStatus, SafeFailure
-from .state import (
-    AgentContextStateSnapshot,
-    CapabilityState,
-    EnvironmentState,
-    HarnessState,
-    StoredRef,
-    load_state,
-)
+from .state import AgentContextStateSnapshot, CapabilityState, EnvironmentState, HarnessState, StoredRef
 
 __all__ = [
     "CLIENT_TOOLSET_ID",
@@ -36,12 +38,14 @@ __all__ = [
     "AgentContext",
     "AgentContextStateSnapshot",
     "CapabilityState",
+    "CapabilityStatePart",
     "ClientTool",
     "DeferredToolCall",
     "DeferredToolRequests",
     "DeferredToolResume",
     "DefinitionError",
     "EnvironmentState",
+    "EnvironmentStatePart",
     "ErrorCode",
     "ExecutableAgent",
     "FailureCode",
@@ -54,6 +58,7 @@ __all__ = [
     "HarnessState",
     "InputError",
     "InstanceIdentity",
+    "JsonValue",
     "RunBindings",
     "RunCleanupError",
     "RunError",
@@ -61,7 +66,10 @@ __all__ = [
     "SafeFailure",
     "StateError",
     "StoredRef",
+    "StoredRefPart",
     "ToolRecovery",
+    "check_schema_version",
     "client_tools_capability",
     "load_state",
+    "load_state_parts",
 ]

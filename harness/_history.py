@@ -29,8 +29,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
-from ._json import NotFiniteJson, check_finite_json
-from .errors import JsonValue
+from ._json import JsonValue, NotFiniteJson, check_finite_json
 
 __all__ = (
     "InvalidArguments",

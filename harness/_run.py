@@ -24,6 +24,7 @@ from pydantic_ai.tools import DeferredToolResults
 from pydantic_ai.usage import RunUsage, UsageLimits
 from pydantic_graph import End
 
+from ._history_codec import HistoryEncoder
 from ._prepare import (
     PartTracker,
     close_calls,
@@ -39,7 +40,7 @@ from .deferred import DeferredToolRequests, DeferredToolResume, find_unresolved_
 from .errors import ErrorCode, FailureCode, HarnessError, InputError, RunCleanupError, RunError, StateError
 from .events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, numbered_event, utc_now
 from .results import HarnessRunResult, SafeFailure
-from .state import HarnessState, HistoryEncoder
+from .state import HarnessState
 
 if TYPE_CHECKING:
     from .agent import ExecutableAgent

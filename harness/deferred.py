@@ -41,8 +41,8 @@ from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 from typing_extensions import TypedDict
 
 from . import _history
-from ._json import NotFiniteJson, canonical_json, check_finite_json
-from .errors import ErrorCode, JsonValue, RunError, StateError
+from ._json import JsonValue, NotFiniteJson, canonical_json, check_finite_json
+from .errors import ErrorCode, RunError, StateError
 
 __all__ = (
     "DEFERRED_FUNCTION_ID_METADATA_KEY",

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Literal
 
+from ._json import JsonValue
+
 if TYPE_CHECKING:
     from .results import HarnessRunResult
 
@@ -34,9 +36,6 @@ __all__ = (
     "RunError",
     "StateError",
 )
-
-JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
-"""Finite JSON, as Python values."""
 
 RetryHint = Literal["none", "new_run", "dependency_change"]
 """What a host may do after a failure: nothing, a new run, or a new run once a dependency changed."""

@@ -16,8 +16,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_ai.messages import AgentStreamEvent
 
-from ._json import NotFiniteJson, canonical_json, check_finite_json
-from .errors import JsonValue
+from ._json import JsonValue, NotFiniteJson, canonical_json, check_finite_json
 from .results import HarnessRunResult
 
 __all__ = ("ExtensionKind", "HarnessEvent", "HarnessExtensionEvent", "HarnessRunResultEvent")

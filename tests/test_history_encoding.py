@@ -25,7 +25,7 @@ from pydantic_ai.models.function import AgentInfo
 from strategies import messages
 
 from harness import ExecutableAgent, HarnessState, load_state
-from harness.state import HistoryEncoder, _encode_history
+from harness._history_codec import HistoryEncoder, encode_history
 from harness.testing import scripted_model
 
 pytestmark = pytest.mark.anyio
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.anyio
 @given(messages())
 @settings(max_examples=60, deadline=None)
 def test_encoding_in_pieces_is_the_native_dump(history: list[ModelMessage]) -> None:
-    encoded = _encode_history(history)
+    encoded = encode_history(history)
     assert encoded.json == ModelMessagesTypeAdapter.dump_json(history)
     assert encoded.count == len(history)
     if history:
@@ -114,4 +114,4 @@ def test_a_run_finds_where_the_last_loaded_message_starts(history: list[ModelMes
     taken, encoded = loaded._history_for_run()
     encoder = HistoryEncoder(encoded, taken)
     assert encoder._encoded is not None
-    assert encoder._encoded.last_start == _encode_history(history).last_start
+    assert encoder.last_start == encode_history(history).last_start

@@ -209,11 +209,19 @@ def test_digest_mismatch() -> None:
     assert status_code_for(error.reason) == grpc.StatusCode.INVALID_ARGUMENT
 
 
-@pytest.mark.parametrize("count", [0, 1, 3, -1])
+@pytest.mark.parametrize("count", [1, 3, -1])
 def test_count_mismatch(count: int) -> None:
     error = rejects(envelope(message_count=count))
     assert isinstance(error, ServerError) and error.reason == ServerReason.HISTORY_DIGEST_MISMATCH
     assert error.field == "spec.previous_state.message_history.message_count"
+
+
+def test_message_count_is_optional() -> None:
+    """0 means "not given", like an empty sha256: a host that builds a history need not count it."""
+    state = sample_state()
+    assert state.message_count() > 0
+    assert state_from_pb(envelope(message_count=0)) == state
+    assert state_from_pb(envelope(message_count=0, sha256=b"")) == state
 
 
 @pytest.mark.parametrize(
@@ -244,19 +252,25 @@ def test_history_cannot_smuggle_top_level_keys() -> None:
             "capability_states[0].data_json",
         ),
         (lambda m: setattr(m.capability_states[0], "data_json", ""), "capability_states[0].data_json"),
-        (lambda m: setattr(m.capability_states[0], "version", ""), "capability_states"),
-        (lambda m: setattr(m.capability_states[0], "capability_id", "  "), "capability_states"),
+        (lambda m: setattr(m.capability_states[0], "version", ""), "capability_states[0].version"),
+        (
+            lambda m: setattr(m.capability_states[0], "capability_id", "  "),
+            "capability_states[0].capability_id",
+        ),
         (lambda m: m.capability_states.append(m.capability_states[0]), "capability_states[1].capability_id"),
-        (lambda m: setattr(m.environment_states[0], "provider_key", "Docker"), "environment_states"),
+        (
+            lambda m: setattr(m.environment_states[0], "provider_key", "Docker"),
+            "environment_states[0].provider_key",
+        ),
         (lambda m: setattr(m.environment_states[0], "state_json", "[1,"), "environment_states[0].state_json"),
         (lambda m: m.environment_states.append(m.environment_states[0]), "environment_states[1].mount_name"),
         (lambda m: setattr(m, "extra_json", "[1]"), "extra_json"),
         (lambda m: setattr(m, "extra_json", '{"thread_id":"thr_x1"}'), "extra_json"),
         (lambda m: setattr(m, "extra_json", '{"a":1,"a":2}'), "extra_json"),
         (lambda m: setattr(m, "extra_json", '{"a":1}, "b": 2'), "extra_json"),
-        (lambda m: m.refs.add(key="k", digest="XYZ", size=1), "refs[0]"),
-        (lambda m: m.refs.add(key="", digest="ab" * 32, size=1), "refs[0]"),
-        (lambda m: m.refs.add(key="k", digest="ab" * 32, size=-1), "refs[0]"),
+        (lambda m: m.refs.add(key="k", digest="XYZ", size=1), "refs[0].digest"),
+        (lambda m: m.refs.add(key="", digest="ab" * 32, size=1), "refs[0].key"),
+        (lambda m: m.refs.add(key="k", digest="ab" * 32, size=-1), "refs[0].size"),
     ],
 )
 def test_invalid_fields_are_state_invalid(mutate: Any, field: str) -> None:
@@ -457,7 +471,7 @@ DESIGN_TABLE = {
     "DEFERRED_RESUME_INVALID DEFERRED_REQUEST_INVALID DEFERRED_REQUEST_DUPLICATE "
     "DEFERRED_REQUEST_CATEGORY_OVERLAP DEFERRED_REQUESTS_EMPTY DEFERRED_METADATA_INVALID "
     "DEFERRED_RESULTS_INCOMPLETE DEFERRED_APPROVAL_INVALID DEFERRED_RESULTS_INVALID FORK_THREAD_ID_CONFLICT "
-    "CLIENT_TOOL_INVALID AGENT_UNKNOWN HISTORY_DIGEST_MISMATCH",
+    "CLIENT_TOOL_INVALID AGENT_UNKNOWN HISTORY_DIGEST_MISMATCH REQUEST_UNDECODABLE",
     grpc.StatusCode.FAILED_PRECONDITION: "SCHEMA_VERSION_UNSUPPORTED HISTORY_FORMAT_UNSUPPORTED STATE_STORE_MISSING "
     "DEFERRED_STATE_REQUIRED DEFERRED_REQUEST_MISSING DEFERRED_REQUEST_COMPLETED DEFERRED_REQUEST_MISMATCH "
     "DEFERRED_STATE_INVALID DEFERRED_SURFACE_MISMATCH",

@@ -26,8 +26,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from harness.errors import ErrorCode, StateError
-from harness.state import (
+from harness import (
     AgentContextStateSnapshot,
     CapabilityState,
     EnvironmentState,
@@ -35,6 +34,7 @@ from harness.state import (
     StoredRef,
     load_state,
 )
+from harness.errors import ErrorCode, StateError
 
 TS = datetime(2026, 1, 1, tzinfo=UTC)
 HEX = "0123456789abcdef" * 2
