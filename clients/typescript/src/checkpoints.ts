@@ -16,7 +16,7 @@
 import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
 
-import { protocolError } from "./errors.js";
+import { ProtocolError } from "./errors.js";
 import type { RunEvent } from "./gen/threadline/v1/events_pb.js";
 import type { RunSpec } from "./gen/threadline/v1/run_pb.js";
 
@@ -38,8 +38,8 @@ export class CandidateHistories {
    * Complete `event` in place when it is a delta candidate: set its `message_history.data` to the
    * rebuilt history (`history_delta` stays), and keep that as the next base. Other events pass.
    *
-   * @throws ThreadlineError with `Code.Internal` when the delta does not fit its base or the
-   *   rebuilt data does not match the candidate's `sha256`.
+   * @throws ProtocolError when the candidate has no history to rebuild, the delta does not fit its
+   *   base, or the rebuilt data does not match the candidate's `sha256`; the base stays as it was.
    */
   complete(event: RunEvent): void {
     if (event.event.case !== "checkpointCandidate") {
@@ -52,18 +52,18 @@ export class CandidateHistories {
       return;
     }
     const broken = (why: string) =>
-      protocolError(`the server sent a checkpoint candidate (sequence ${event.sequence}) ${why}`);
+      new ProtocolError(`the checkpoint candidate at sequence ${event.sequence} does not rebuild: ${why}`);
     if (history === undefined) {
-      throw broken("with a history_delta but no state.message_history");
+      throw broken("its history_delta has no state.message_history to rebuild");
     }
     const base = typeof this.#base === "string" ? Buffer.from(this.#base, "utf8") : this.#base;
     const { keepBytes, append } = historyDelta;
     if (keepBytes > BigInt(base.length)) {
-      throw broken(`whose history_delta.keep_bytes ${keepBytes} exceeds the ${base.length} bytes of its base`);
+      throw broken(`its history_delta keeps ${keepBytes} bytes of a base that has ${base.length}`);
     }
     const data = Buffer.concat([base.subarray(0, Number(keepBytes)), Buffer.from(append, "utf8")]);
     if (!createHash("sha256").update(data).digest().equals(history.sha256)) {
-      throw broken("whose rebuilt message_history.data does not match its sha256");
+      throw broken("its rebuilt history does not match message_history.sha256");
     }
     history.data = data.toString("utf8");
     this.#base = data;

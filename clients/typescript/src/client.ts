@@ -10,8 +10,9 @@
  * ```
  *
  * Every method takes an options object last (`signal`, `timeoutMs`, `headers`) and rejects with a
- * `ThreadlineError`. Nothing waits forever by default: unary calls get `DEFAULT_TIMEOUT_MS` and runs
- * `DEFAULT_RUN_TIMEOUT_MS` unless the client or the call says otherwise.
+ * `ThreadlineError` (a `ProtocolError` when the server's answer breaks the contract). Nothing
+ * waits forever by default: unary calls get `DEFAULT_TIMEOUT_MS` and runs `DEFAULT_RUN_TIMEOUT_MS`
+ * unless the client or the call says otherwise.
  *
  * @module
  */
@@ -23,7 +24,7 @@ import type { CallOptions as ConnectCallOptions, Client, Interceptor } from "@co
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 
 import { CandidateHistories } from "./checkpoints.js";
-import { ThreadlineError, protocolError } from "./errors.js";
+import { ProtocolError, ThreadlineError } from "./errors.js";
 import type { DeferredToolResume } from "./gen/threadline/v1/deferred_pb.js";
 import type { RunEvent } from "./gen/threadline/v1/events_pb.js";
 import {
@@ -44,6 +45,9 @@ export const DEFAULT_MAX_EVENTS_PER_MESSAGE = 64;
 
 /** The largest value the contract's `uint32 max_events_per_message` can carry. */
 const MAX_UINT32 = 0xffff_ffff;
+
+/** The message of the `ProtocolError` for a stream that ended without its terminal result. */
+const STREAM_WITHOUT_RESULT = "the stream ended without its terminal result";
 
 /** How to reach the server. */
 export interface ThreadlineClientOptions {
@@ -109,12 +113,13 @@ export interface ThreadlineClient {
   /**
    * Run the agent and stream its events, for `for await`. Events come in order; the last one is
    * the terminal `result` (`event.event.case === "result"`). Breaking out of the loop cancels the
-   * run. A run that fails before it starts (or whose core fails after) throws `ThreadlineError`.
+   * run. A run that fails before it starts (or whose core fails after) throws `ThreadlineError`;
+   * a stream that ends without its `result`, or a response without events, throws `ProtocolError`.
    *
    * With `checkpoints` and no `checkpointForm`, the SDK asks for `CheckpointForm.DELTA` (`spec`
    * itself is not changed) and rebuilds each candidate's history before yielding it, so every
    * `checkpointCandidate` carries a complete state whatever the form; a candidate that does not
-   * rebuild to its `sha256` ends the stream with a `Code.Internal` `ThreadlineError`.
+   * rebuild to its `sha256` ends the stream (and cancels the run) with a `ProtocolError`.
    */
   streamRun(spec: RunInput, options?: CallOptions): AsyncIterable<RunEvent>;
   /** Run the agent and return only its terminal result. */
@@ -217,8 +222,8 @@ export function createThreadlineClient(options: ThreadlineClientOptions): Thread
 /**
  * Read a whole streamed run: every event in order, and the terminal result.
  *
- * @throws ThreadlineError when the stream ends without a result (the server's own error status is
- *   thrown as it is).
+ * @throws ProtocolError when the stream ends without a result (the server's own error status is
+ *   thrown as it is, as a `ThreadlineError`).
  */
 export async function collectRun(events: AsyncIterable<RunEvent>): Promise<{ events: RunEvent[]; result: RunResult }> {
   const seen: RunEvent[] = [];
@@ -229,7 +234,10 @@ export async function collectRun(events: AsyncIterable<RunEvent>): Promise<{ eve
       result = event.event.value;
     }
   }
-  return { events: seen, result: required(result, "the stream's result event") };
+  if (result === undefined) {
+    throw new ProtocolError(STREAM_WITHOUT_RESULT);
+  }
+  return { events: seen, result };
 }
 
 async function* streamEvents(
@@ -257,6 +265,7 @@ async function* streamEvents(
     .streamRun({ spec, maxEventsPerMessage }, { ...options, signal: controller.signal })
     [Symbol.asyncIterator]();
   let finished = false;
+  let sawResult = false;
   try {
     for (;;) {
       let next: IteratorResult<StreamRunResponse>;
@@ -268,6 +277,9 @@ async function* streamEvents(
       }
       if (next.done === true) {
         finished = true;
+        if (!sawResult) {
+          throw new ProtocolError(STREAM_WITHOUT_RESULT);
+        }
         return;
       }
       // One event in `event` (packing off), or one or more in `events` (packing on).
@@ -275,7 +287,7 @@ async function* streamEvents(
       const received = event !== undefined ? [event] : events;
       if (received.length === 0) {
         // A broken contract: `finally` cancels the run like any other early exit.
-        throw missing("StreamRunResponse.event (or events)");
+        throw missing("StreamRunResponse.event or .events");
       }
       for (const item of received) {
         // Once the caller aborts, it gets no more events: not the rest of a packed response, nor
@@ -285,6 +297,7 @@ async function* streamEvents(
         }
         // A candidate that does not rebuild throws, and `finally` cancels the run.
         histories.complete(item);
+        sawResult ||= item.event.case === "result";
         yield item;
       }
     }
@@ -355,8 +368,8 @@ function required<T>(value: T | undefined, what: string): T {
 }
 
 /** The error for a response that lacks what the contract says it carries. */
-function missing(what: string): ThreadlineError {
-  return protocolError(`the server sent no ${what}`);
+function missing(what: string): ProtocolError {
+  return new ProtocolError(`the server's response has no ${what}`);
 }
 
 function checkMaxEventsPerMessage(value: number | undefined): number {

@@ -9,6 +9,11 @@
  * call, an expired deadline, grpc's own message-size limit) have an empty `reason`; branch on
  * `code` for those.
  *
+ * A `ProtocolError` is the kind of `ThreadlineError` the SDK throws itself when the server's answer
+ * breaks the contract (a stream without its terminal result, a checkpoint delta that does not
+ * rebuild, a response without a required field): `Code.Internal`, no reason, and a message that
+ * says what broke. `err instanceof ProtocolError` tells it from a status the server sent.
+ *
  * Failures after a run has started are not errors: they arrive as a FAILED `RunResult`.
  *
  * @module
@@ -56,7 +61,8 @@ export class ThreadlineError extends Error {
   /** The `ConnectError` this error was made from. */
   override readonly cause: ConnectError;
 
-  private constructor(cause: ConnectError) {
+  /** Use `ThreadlineError.from`; subclasses pass the `ConnectError` they stand for. */
+  protected constructor(cause: ConnectError) {
     const info = cause.findDetails(ErrorInfoSchema)[0];
     const reason = info?.reason ?? "";
     super(`[${codeName(cause.code)}${reason ? ` ${reason}` : ""}] ${cause.rawMessage}`);
@@ -108,10 +114,23 @@ export function codeName(code: Code): string {
 }
 
 /**
- * The error for a server that broke the contract: a response without what it must carry, or a
- * checkpoint candidate whose history does not rebuild. `Code.Internal`, as if the server had said
- * so. Not public (the package exports only the names `index.ts` lists).
+ * The server's answer broke the contract, and the SDK found it: the server sent no such status.
+ *
+ * Always `Code.Internal` (as Connect reports protocol violations) with an empty `reason`, no
+ * details, and a `rawMessage` saying what broke, e.g. "the stream ended without its terminal
+ * result". A conforming server never causes one, so retrying will not help: it points to a bug in
+ * the server or in something between the two.
+ *
+ * @example
+ * try { await client.run(spec); } catch (err) {
+ *   if (err instanceof ProtocolError) report(err.rawMessage); // else: a status the server sent
+ * }
  */
-export function protocolError(message: string): ThreadlineError {
-  return ThreadlineError.from(new ConnectError(message, Code.Internal));
+export class ProtocolError extends ThreadlineError {
+  override name = "ProtocolError";
+
+  /** @param message - What broke. */
+  constructor(message: string) {
+    super(new ConnectError(message, Code.Internal));
+  }
 }

@@ -4,7 +4,8 @@
  * - `createThreadlineClient` — the client (`streamRun`, `run`, state operations, server info).
  * - `approve`, `deny`, `callResult`, … and `resumeWith` — answers to a suspended run.
  * - `encodeState` / `decodeState` — store an envelope as protobuf bytes or proto3 JSON.
- * - `ThreadlineError` — every failure, with the server's `reason` and `metadata`.
+ * - `ThreadlineError` — every failure, with the server's `reason` and `metadata`; `ProtocolError` —
+ *   the kind the SDK throws itself when the server's answer breaks the contract.
  * - The contract's generated messages and enums (`threadline.v1`), re-exported as they are.
  *
  * @module
@@ -40,7 +41,7 @@ export {
   resumeWith,
 } from "./deferred.js";
 export type { Answer, AnswerOptions, ApproveOptions, CallRef, PendingCall } from "./deferred.js";
-export { Code, THREADLINE_ERROR_DOMAIN, ThreadlineError, codeName, reasonOf } from "./errors.js";
+export { Code, ProtocolError, THREADLINE_ERROR_DOMAIN, ThreadlineError, codeName, reasonOf } from "./errors.js";
 export type { FieldViolation } from "./errors.js";
 
 export * from "./gen/threadline/v1/deferred_pb.js";

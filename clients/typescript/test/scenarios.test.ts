@@ -24,6 +24,8 @@ import {
   type HarnessState,
   type RunEvent,
   type RunResult,
+  NewStateResponseSchema,
+  RunResponseSchema,
   RunSpecSchema,
   RunStatus,
   StreamRunRequestSchema,
@@ -43,6 +45,7 @@ import {
   pendingCalls,
   resumeWith,
 } from "../src/index.js";
+import { isProtocolError } from "./checks.js";
 import { SERVER_ADDR, type TestServer, startServer } from "./server.js";
 import { VECTORS_DIR, checkDeltaVector, checkVector, manifest, unlistedFiles } from "./vectors.js";
 
@@ -680,15 +683,15 @@ describe("checkpoint candidates", () => {
     }
   });
 
-  test("a candidate that does not rebuild ends the stream with Code.Internal, naming its sequence", async () => {
+  test("a candidate that does not rebuild ends the stream with a ProtocolError, naming its sequence", async () => {
     // Each breakage, played on the second candidate, and the end of the error it must give.
     const breakages: [string, (candidate: CheckpointCandidate) => void][] = [
       [
-        "whose rebuilt message_history.data does not match its sha256",
+        "its rebuilt history does not match message_history\\.sha256",
         (c) => void (c.state!.messageHistory!.sha256[0]! ^= 1),
       ],
       [
-        "whose history_delta.keep_bytes \\d+ exceeds the \\d+ bytes of its base",
+        "its history_delta keeps \\d+ bytes of a base that has \\d+",
         (c) => void (c.historyDelta!.keepBytes += 1_000_000n),
       ],
     ];
@@ -709,14 +712,8 @@ describe("checkpoint candidates", () => {
               events.push(event);
             }
           })(),
-          (err: unknown) => {
-            assert.ok(err instanceof ThreadlineError);
-            assert.equal(err.code, Code.Internal);
-            assert.equal(err.reason, "");
-            const expected = `^\\[internal\\] the server sent a checkpoint candidate \\(sequence ${broken}\\) ${why}$`;
-            assert.match(err.message, new RegExp(expected));
-            return true;
-          },
+          (err: unknown) =>
+            isProtocolError(new RegExp(`^the checkpoint candidate at sequence ${broken} does not rebuild: ${why}$`))(err),
         );
         // The host got every event before the broken candidate, and not that one; the run was cancelled.
         assert.ok(broken !== undefined);
@@ -732,6 +729,68 @@ describe("checkpoint candidates", () => {
 });
 
 describe("errors", () => {
+  /** A client whose interceptor hands the SDK each of the server's responses through `change`. */
+  function tampered(change: (response: AsyncIterable<unknown> | object) => AsyncIterable<unknown> | object) {
+    return createThreadlineClient({
+      baseUrl: server.baseUrl,
+      token: process.env["THREADLINE_TOKEN"],
+      maxEventsPerMessage: 0, // one event per response, so a cut falls between two events
+      interceptors: [
+        (next) => async (request) => {
+          const response = await next(request);
+          return response.stream
+            ? { ...response, message: change(response.message) as AsyncIterable<never> }
+            : { ...response, message: change(response.message) as never };
+        },
+      ],
+    });
+  }
+
+  test("a stream that ends without its result is a ProtocolError", async () => {
+    // The real server's stream, ended before the response that carries the result (as a proxy
+    // cutting the call cleanly would).
+    const cut = tampered((received) =>
+      (async function* () {
+        for await (const message of received as AsyncIterable<unknown>) {
+          if (isMessage(message, StreamRunResponseSchema) && message.event?.event.case === "result") {
+            return;
+          }
+          yield message;
+        }
+      })(),
+    );
+    const seen: string[] = [];
+    try {
+      await assert.rejects(
+        (async () => {
+          for await (const event of cut.streamRun({ prompt: "lookup grpc" })) {
+            seen.push(event.event.case ?? "");
+          }
+        })(),
+        isProtocolError("the stream ended without its terminal result"),
+      );
+      assert.equal(seen[0], "runStarted");
+      assert.ok(seen.includes("toolResult") && !seen.includes("result"));
+      await assert.rejects(collectRun(cut.streamRun({ prompt: "hello" })), isProtocolError("the stream ended without its terminal result"));
+    } finally {
+      cut.close();
+    }
+  });
+
+  test("a response without a field the contract requires is a ProtocolError", async () => {
+    const stripped = tampered((message) => {
+      if (isMessage(message, RunResponseSchema)) message.result = undefined;
+      if (isMessage(message, NewStateResponseSchema)) message.state = undefined;
+      return message;
+    });
+    try {
+      await assert.rejects(stripped.run({ prompt: "hello" }), isProtocolError("the server's response has no RunResponse.result"));
+      await assert.rejects(stripped.newState(), isProtocolError("the server's response has no NewStateResponse.state"));
+    } finally {
+      stripped.close();
+    }
+  });
+
   test("a state with an unsupported schema_version is rejected with SCHEMA_VERSION_UNSUPPORTED", async () => {
     const state = stateOf(await client.run({ prompt: "hello" }));
     const future = { ...state, schemaVersion: "999" };

@@ -1,5 +1,5 @@
 // Offline tests of the SDK's own code: the state codec, the resume helpers, `ThreadlineError` and
-// the client's options.
+// `ProtocolError`, the checkpoint rebuilder, and the client's options.
 // Everything that needs a server is in scenarios.test.ts.
 
 import assert from "node:assert/strict";
@@ -21,6 +21,7 @@ import {
   DeferredKind,
   DeferredToolRequestsSchema,
   HarnessStateSchema,
+  ProtocolError,
   ThreadlineError,
   approve,
   callFailed,
@@ -35,6 +36,7 @@ import {
   reasonOf,
   resumeWith,
 } from "../src/index.js";
+import { isProtocolError } from "./checks.js";
 
 const state = create(HarnessStateSchema, {
   schemaVersion: "1",
@@ -268,41 +270,57 @@ test("the first delta applies to the previous state's history as sent; a full ca
   assert.equal(historyOf(fromEmpty), "[]");
 });
 
-test("a candidate that does not rebuild is a Code.Internal protocol error naming its sequence", () => {
+test("a ProtocolError is a ThreadlineError with Code.Internal, no reason, and what broke", () => {
+  const err = new ProtocolError("the stream ended without its terminal result");
+  isProtocolError("the stream ended without its terminal result")(err);
+  assert.equal(ThreadlineError.from(err), err);
+  assert.equal(reasonOf(err), "");
+  // A status the server sent is a ThreadlineError, never a ProtocolError, even when it is INTERNAL.
+  const sent = ThreadlineError.from(new ConnectError("The server failed unexpectedly; see its logs.", Code.Internal));
+  assert.equal(sent.code, Code.Internal);
+  assert.ok(!(sent instanceof ProtocolError));
+});
+
+test("a candidate that does not rebuild is a ProtocolError naming its sequence", () => {
   const spec = create(runPb.RunSpecSchema, {});
-  const check = (message: RegExp) => (err: unknown) => {
-    assert.ok(err instanceof ThreadlineError);
-    assert.equal(err.code, Code.Internal);
-    assert.equal(err.reason, "");
-    assert.match(err.message, message);
-    return true;
-  };
+  const broken = (sequence: number, why: string) =>
+    isProtocolError(`the checkpoint candidate at sequence ${sequence} does not rebuild: ${why}`);
   // `[]` has 2 bytes.
   assert.throws(
     () => new CandidateHistories(spec).complete(candidate(5, '["a"]', { base: "[]", keep: 3 })),
-    check(/^\[internal\] the server sent a checkpoint candidate \(sequence 5\) whose history_delta\.keep_bytes 3 exceeds the 2 bytes of its base$/),
+    broken(5, "its history_delta keeps 3 bytes of a base that has 2"),
   );
   const tampered = candidate(6, '["a"]', { base: "[]" });
   assert.ok(tampered.event.case === "checkpointCandidate");
   tampered.event.value.state!.messageHistory!.sha256[0]! ^= 1;
-  assert.throws(
-    () => new CandidateHistories(spec).complete(tampered),
-    check(/^\[internal\] the server sent a checkpoint candidate \(sequence 6\) whose rebuilt message_history\.data does not match its sha256$/),
-  );
-  // The base counts bytes, not UTF-16 units: `["é"]` is 6 bytes, 5 units.
   const histories = new CandidateHistories(spec);
-  histories.complete(candidate(7, '["é"]'));
+  assert.throws(() => histories.complete(tampered), broken(6, "its rebuilt history does not match message_history.sha256"));
+  assert.equal(historyOf(tampered), "", "left as it came");
+  // The base stays as it was, so the right candidate still rebuilds after the broken one.
+  const right = candidate(7, '["a"]', { base: "[]" });
+  histories.complete(right);
+  assert.equal(historyOf(right), '["a"]');
+  // The base counts bytes, not UTF-16 units: `["é"]` is 6 bytes, 5 units.
+  const utf8 = new CandidateHistories(spec);
+  utf8.complete(candidate(7, '["é"]'));
   assert.throws(
-    () => histories.complete(candidate(8, '["é"]', { base: '["é"]', keep: 7 })),
-    check(/keep_bytes 7 exceeds the 6 bytes of its base$/),
+    () => utf8.complete(candidate(8, '["é"]', { base: '["é"]', keep: 7 })),
+    broken(8, "its history_delta keeps 7 bytes of a base that has 6"),
   );
   const headless = candidate(9, "[]", { base: "[]" });
   assert.ok(headless.event.case === "checkpointCandidate");
   headless.event.value.state!.messageHistory = undefined;
   assert.throws(
     () => new CandidateHistories(spec).complete(headless),
-    check(/\(sequence 9\) with a history_delta but no state\.message_history$/),
+    broken(9, "its history_delta has no state.message_history to rebuild"),
   );
+});
+
+test("collectRun of events without a result is a ProtocolError", async () => {
+  async function* withoutResult() {
+    yield create(eventsPb.RunEventSchema, { sequence: 0n, event: { case: "runStarted", value: {} } });
+  }
+  await assert.rejects(sdk.collectRun(withoutResult()), isProtocolError("the stream ended without its terminal result"));
 });
 
 test("maxEventsPerMessage must be an integer from 0 to 2^32 - 1", () => {
@@ -339,6 +357,7 @@ test("the package exports exactly its public surface plus the generated contract
     "DEFAULT_MAX_EVENTS_PER_MESSAGE",
     "DEFAULT_RUN_TIMEOUT_MS",
     "DEFAULT_TIMEOUT_MS",
+    "ProtocolError",
     "THREADLINE_ERROR_DOMAIN",
     "ThreadlineError",
     "approve",

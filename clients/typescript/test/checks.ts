@@ -1,0 +1,29 @@
+// Assertions the suites share.
+
+import assert from "node:assert/strict";
+
+import { Code, ProtocolError, ThreadlineError } from "../src/index.js";
+
+/**
+ * A check for `assert.throws` / `assert.rejects`: a `ProtocolError` with the whole model (a
+ * `ThreadlineError`, `Code.Internal`, no reason or details) whose message is exactly `message`.
+ */
+export function isProtocolError(message: string | RegExp): (err: unknown) => true {
+  return (err: unknown) => {
+    assert.ok(err instanceof ProtocolError, `not a ProtocolError: ${String(err)}`);
+    assert.ok(err instanceof ThreadlineError);
+    assert.equal(err.name, "ProtocolError");
+    assert.equal(err.code, Code.Internal);
+    assert.equal(err.reason, "");
+    assert.equal(err.domain, "");
+    assert.deepEqual(err.metadata, {});
+    assert.deepEqual(err.fieldViolations, []);
+    if (typeof message === "string") {
+      assert.equal(err.rawMessage, message);
+    } else {
+      assert.match(err.rawMessage, message);
+    }
+    assert.equal(err.message, `[internal] ${err.rawMessage}`);
+    return true;
+  };
+}
