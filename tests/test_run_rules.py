@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 from pydantic import ValidationError
 from pydantic_ai import Tool
@@ -15,7 +17,15 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import (
+    AgentInfo,
+    DeltaThinkingCalls,
+    DeltaThinkingPart,
+    DeltaToolCall,
+    DeltaToolCalls,
+    FunctionModel,
+)
+from pydantic_ai.tools import ToolApproved
 from pydantic_ai.usage import RunUsage
 
 from harness import (
@@ -24,6 +34,7 @@ from harness import (
     ExecutableAgent,
     HarnessEvent,
     HarnessExtensionEvent,
+    HarnessRunResult,
     HarnessState,
 )
 from harness.testing import scripted_model
@@ -159,3 +170,128 @@ async def test_a_resume_needs_a_previous_state() -> None:
     with pytest.raises(RunError) as info:
         await agent_with("acme.files").run(deferred_resume=resume)
     assert info.value.code == "deferred_state_required"
+
+
+# -- ToolApproved.override_args at dispatch (SPEC §1.10, §2.7.4 step 13) ----------------------------------
+ran_with: list[str] = []
+
+
+def delete_recorded(path: str) -> str:
+    ran_with.append(path)
+    return f"deleted {path}"
+
+
+def answer_with_the_result(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = [
+        p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+    ]
+    if not returns:
+        return ModelResponse(parts=[ToolCallPart("delete_file", {"path": "a.txt"}, tool_call_id="D1")])
+    return ModelResponse(parts=[TextPart(f"{returns[-1].outcome}")])
+
+
+async def resume_with_override(
+    override_args: dict[str, object],
+) -> tuple[HarnessRunResult[str], ToolReturnPart]:
+    tool = Tool(delete_recorded, name="delete_file", requires_approval=True)
+    agent = ExecutableAgent(
+        scripted_model(answer_with_the_result), capabilities=[Capability(id="acme.files", tools=[tool])]
+    )
+    first = await agent.run("delete a.txt")
+    assert first.deferred is not None
+    results = first.deferred.build_results(approvals={"D1": ToolApproved(override_args=override_args)})
+    ran_with.clear()
+    second = await agent.run(
+        previous_state=first.state, deferred_resume=DeferredToolResume(first.deferred, results)
+    )
+    assert second.status == "completed" and second.state is not None
+    history = list(second.state.message_history)
+    # History keeps the model's original call whatever the override.
+    [call] = [
+        p for m in history if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, ToolCallPart)
+    ]
+    assert (call.tool_call_id, call.args_as_dict()) == ("D1", {"path": "a.txt"})
+    [answer] = [
+        p for m in history if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+    ]
+    return second, answer
+
+
+async def test_valid_override_args_run_the_call_with_them() -> None:
+    """SPEC §2.7.4 step 13: the call runs with the override while history keeps the original call."""
+    result, answer = await resume_with_override({"path": "b.txt"})
+    assert ran_with == ["b.txt"]
+    assert (answer.tool_call_id, answer.content, answer.outcome) == ("D1", "deleted b.txt", "success")
+    assert result.output == "success"
+
+
+async def test_invalid_override_args_give_the_model_a_retry_result() -> None:
+    """SPEC §2.7.4 step 13: not a rejected resume; validation at dispatch gives the model a retry result."""
+    result, answer = await resume_with_override({"path": 5})
+    assert ran_with == []
+    assert (answer.tool_call_id, answer.outcome) == ("D1", "retried")
+    assert isinstance(answer.content, list)
+    assert [(e["loc"], e["type"]) for e in answer.content] == [(["path"], "string_type")]
+    assert result.output == "retried"
+
+
+# -- a model crash mid-response keeps only the safe parts (SPEC §1.12, §2.4 step 2) -----------------------
+async def crashed_response(*chunks: str | DeltaThinkingCalls | DeltaToolCalls) -> list[ModelMessage]:
+    """Stream `chunks` as the first response, then fail with an HTTP error; return the failed state's history."""
+
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise AssertionError("the run streams")
+
+    async def stream(
+        messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[str | DeltaThinkingCalls | DeltaToolCalls]:
+        for chunk in chunks:
+            yield chunk
+        raise ModelHTTPError(status_code=500, model_name="m", body="connection reset")
+
+    agent = ExecutableAgent(
+        FunctionModel(respond, stream_function=stream),
+        capabilities=[Capability(id="acme.files", tools=[delete_recorded])],
+    )
+    result = await agent.run("hi")
+    assert result.status == "failed" and result.failure is not None
+    assert result.failure.code == "agent_run_failed"
+    assert result.state is not None
+    return list(result.state.message_history)
+
+
+def parts_of(message: ModelMessage) -> list[tuple[str, str | None]]:
+    return [(p.part_kind, getattr(p, "content", None)) for p in message.parts]
+
+
+async def test_a_crash_while_thinking_drops_the_unfinished_thinking() -> None:
+    """SPEC §2.4 step 2: finished thinking (ended by the text after it) and visible text stay; cut-off thinking goes."""
+    history = await crashed_response(
+        {0: DeltaThinkingPart(content="first, plan")},
+        "Partial ",
+        "answer",
+        {2: DeltaThinkingPart(content="then, half a thou")},
+    )
+    assert [parts_of(m) for m in history] == [
+        [("user-prompt", "hi")],
+        [("thinking", "first, plan"), ("text", "Partial answer")],
+    ]
+    assert isinstance(history[-1], ModelResponse) and history[-1].state == "interrupted"
+
+
+async def test_a_crash_while_call_arguments_stream_drops_the_call() -> None:
+    """SPEC §2.4 step 2: a call whose arguments were still streaming is dropped (and so gets no result)."""
+    history = await crashed_response(
+        "Let me ",
+        "delete it.",
+        {1: DeltaToolCall(name="delete_recorded", tool_call_id="H1")},
+        {1: DeltaToolCall(json_args='{"pa')},
+    )
+    assert [parts_of(m) for m in history] == [[("user-prompt", "hi")], [("text", "Let me delete it.")]]
+    assert isinstance(history[-1], ModelResponse) and history[-1].state == "interrupted"
+
+
+async def test_a_crash_with_nothing_safe_removes_the_response() -> None:
+    """SPEC §2.4 step 2: only unfinished thinking was streamed; nothing safe, so the response is removed."""
+    history = await crashed_response({0: DeltaThinkingPart(content="half a thou")})
+    assert [parts_of(m) for m in history] == [[("user-prompt", "hi")]]

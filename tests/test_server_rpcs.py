@@ -201,6 +201,49 @@ async def test_approval_denied_tells_the_model(stub: Stub) -> None:
     assert output(second) == "Tool results: delete_file: Not today."
 
 
+def approve_with(first: run_pb2.RunResult, override_args_json: str) -> deferred_pb2.DeferredToolResume:
+    [approval] = first.deferred.approvals
+    return deferred_pb2.DeferredToolResume(
+        requests=first.deferred,
+        results=deferred_pb2.DeferredToolResults(
+            approvals=[
+                deferred_pb2.ApprovalResult(
+                    tool_call_id=approval.tool_call_id,
+                    approved=deferred_pb2.ToolApproved(override_args_json=override_args_json),
+                )
+            ]
+        ),
+    )
+
+
+def history_calls(result: run_pb2.RunResult) -> list[tuple[str, dict[str, object]]]:
+    """The tool calls in a result's history, with their arguments, from the native JSON."""
+    return [
+        (part["tool_name"], json.loads(part["args"]) if isinstance(part["args"], str) else part["args"])
+        for message in json.loads(result.state.message_history.data)
+        for part in message["parts"]
+        if part["part_kind"] == "tool-call"
+    ]
+
+
+async def test_override_args_are_validated_and_used_at_dispatch(stub: Stub) -> None:
+    """SPEC §2.7.4 step 13 over the wire: `ToolApproved.override_args_json` runs the call with them;
+    invalid ones are no error but a retry result for the model; history keeps the original call.
+    """
+    first = await run(stub, text="delete a.txt")
+    valid = await run(
+        stub, previous_state=first.state, deferred_resume=approve_with(first, '{"path":"b.txt"}')
+    )
+    assert output(valid) == "Tool results: delete_file: Deleted b.txt."
+    assert history_calls(valid) == [("delete_file", {"path": "a.txt"})]
+    invalid = await run(stub, previous_state=first.state, deferred_resume=approve_with(first, '{"path":5}'))
+    answer = output(invalid)
+    assert answer.startswith("Tool results: delete_file: ") and "Deleted" not in answer
+    errors = json.loads(answer.removeprefix("Tool results: delete_file: "))["error"]
+    assert [(e["loc"], e["type"]) for e in errors] == [(["path"], "string_type")]
+    assert history_calls(invalid) == [("delete_file", {"path": "a.txt"})]
+
+
 async def test_remaining_deferred_before_and_after_incorporation(stub: Stub) -> None:
     first = await run(stub, text="delete c.txt")
     [approval] = first.deferred.approvals
