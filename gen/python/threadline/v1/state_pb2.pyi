@@ -131,8 +131,10 @@ class MessageHistory(_message.Message):
     JSON, keys not sorted, never post-processed. `[]` for an empty history. UTF-8 JSON text.
     """
     message_count: _builtins.int
-    """Number of messages in `data`. Always checked: a count that does not match the parsed history
-    fails with INVALID_ARGUMENT HISTORY_DIGEST_MISMATCH. The server always fills it.
+    """Number of messages in `data`. Optional on input, like `sha256`: 0 = not given, and not
+    checked (so a host that builds a history need not count it); when set and not matching the
+    parsed history, the request fails with INVALID_ARGUMENT HISTORY_DIGEST_MISMATCH. The server
+    always fills it.
     """
     sha256: _builtins.bytes
     """SHA-256 of the UTF-8 bytes of `data`, as 32 raw bytes. Optional on input: when present and

@@ -159,8 +159,10 @@ type MessageHistory struct {
 	// The message array exactly as the harness's `model_dump_json()` writes it: native pydantic-ai
 	// JSON, keys not sorted, never post-processed. `[]` for an empty history. UTF-8 JSON text.
 	Data string `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
-	// Number of messages in `data`. Always checked: a count that does not match the parsed history
-	// fails with INVALID_ARGUMENT HISTORY_DIGEST_MISMATCH. The server always fills it.
+	// Number of messages in `data`. Optional on input, like `sha256`: 0 = not given, and not
+	// checked (so a host that builds a history need not count it); when set and not matching the
+	// parsed history, the request fails with INVALID_ARGUMENT HISTORY_DIGEST_MISMATCH. The server
+	// always fills it.
 	MessageCount int64 `protobuf:"varint,4,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
 	// SHA-256 of the UTF-8 bytes of `data`, as 32 raw bytes. Optional on input: when present and
 	// not matching, the request fails with INVALID_ARGUMENT HISTORY_DIGEST_MISMATCH; when empty, it

@@ -132,8 +132,10 @@ export type MessageHistory = Message<"threadline.v1.MessageHistory"> & {
   data: string;
 
   /**
-   * Number of messages in `data`. Always checked: a count that does not match the parsed history
-   * fails with INVALID_ARGUMENT HISTORY_DIGEST_MISMATCH. The server always fills it.
+   * Number of messages in `data`. Optional on input, like `sha256`: 0 = not given, and not
+   * checked (so a host that builds a history need not count it); when set and not matching the
+   * parsed history, the request fails with INVALID_ARGUMENT HISTORY_DIGEST_MISMATCH. The server
+   * always fills it.
    *
    * @generated from field: int64 message_count = 4;
    */

@@ -1368,8 +1368,10 @@ class MessageHistory(betterproto2.Message):
         4, betterproto2.TYPE_INT64
     )
     """
-    Number of messages in `data`. Always checked: a count that does not match the parsed history
-    fails with INVALID_ARGUMENT HISTORY_DIGEST_MISMATCH. The server always fills it.
+    Number of messages in `data`. Optional on input, like `sha256`: 0 = not given, and not
+    checked (so a host that builds a history need not count it); when set and not matching the
+    parsed history, the request fails with INVALID_ARGUMENT HISTORY_DIGEST_MISMATCH. The server
+    always fills it.
     """
 
     sha256: "bytes" = betterproto2.field(5, betterproto2.TYPE_BYTES)
