@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import grpc
 
 from harness import ErrorCode
 from server.errors import ServerReason
-from server.mapping.errors import STATUS_BY_REASON, status_code_for
+from server.mapping.errors import STATUS_BY_CODE, STATUS_BY_REASON, reason_text, status_code_for
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
 
 
 def catalogue() -> dict[str, str]:
@@ -27,17 +30,32 @@ def catalogue() -> dict[str, str]:
     return listed
 
 
+def test_the_table_is_keyed_by_every_enum_member_exactly() -> None:
+    assert set(STATUS_BY_CODE) == set(ErrorCode) | set(ServerReason)
+    assert all(isinstance(key, (ErrorCode, ServerReason)) for key in STATUS_BY_CODE)
+
+
+def test_reasons_are_derived_from_the_enums() -> None:
+    for code in ErrorCode:
+        assert reason_text(code) == code.value.upper()
+        assert STATUS_BY_REASON[code.value.upper()] is STATUS_BY_CODE[code]
+    for reason in ServerReason:
+        assert reason_text(reason) == reason.value == reason.value.upper()
+        assert STATUS_BY_REASON[reason.value] is STATUS_BY_CODE[reason]
+    assert len(STATUS_BY_REASON) == len(STATUS_BY_CODE), "two keys share a reason"
+
+
 def test_every_core_code_and_server_reason_has_a_status() -> None:
     reasons = {code.value.upper() for code in ErrorCode} | {str(reason) for reason in ServerReason}
-    assert reasons == {str(reason) for reason in STATUS_BY_REASON}
+    assert reasons == set(STATUS_BY_REASON)
 
 
 def test_every_reason_is_in_the_readme_catalogue_with_its_status() -> None:
     listed = catalogue()
     for reason, code in STATUS_BY_REASON.items():
-        assert listed.get(str(reason)) == code.name, reason
-        assert status_code_for(str(reason)) is code
-    assert set(listed) == {str(reason) for reason in STATUS_BY_REASON}
+        assert listed.get(reason) == code.name, reason
+        assert status_code_for(reason) is code
+    assert set(listed) == set(STATUS_BY_REASON)
 
 
 def test_server_reasons_are_marked() -> None:
@@ -48,3 +66,25 @@ def test_server_reasons_are_marked() -> None:
 
 def test_unknown_reason_is_internal() -> None:
     assert status_code_for("NOT_A_REASON") is grpc.StatusCode.INTERNAL
+
+
+def test_a_code_without_a_status_stops_the_import_even_under_python_O() -> None:
+    # A new ErrorCode member that nobody gave a row: the module must refuse to load, with `-O` too
+    # (an `assert` would vanish there). The enum is extended in a child interpreter only.
+    script = (
+        "import harness.errors as e, enum\n"
+        "members = {m.name: m.value for m in e.ErrorCode} | {'BRAND_NEW': 'brand_new'}\n"
+        "e.ErrorCode = enum.StrEnum('ErrorCode', members)\n"
+        "try:\n"
+        "    import server.mapping.errors\n"
+        "except RuntimeError as error:\n"
+        "    print(error)\n"
+        "else:\n"
+        "    print('imported')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-O", "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "no gRPC status for" in result.stdout and "BRAND_NEW" in result.stdout, (
+        result.stdout + result.stderr
+    )

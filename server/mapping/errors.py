@@ -1,14 +1,17 @@
 """`HarnessError` / `ServerError` -> gRPC status with `google.rpc.ErrorInfo` (and `BadRequest`).
 
-One table (`STATUS_BY_REASON`) maps every reason to its status code, per DESIGN "Errors". The reason is
-the core's code upper-cased (`code.upper()`) or a `ServerReason`; a reason missing from the table is a
-bug reaching the wire, so it answers INTERNAL. This is the only module that imports `google.rpc`
-(its stubs are untyped; TOOLCHAIN §1).
+One table (`STATUS_BY_CODE`) maps every core `ErrorCode` and every `ServerReason` to its status code,
+per DESIGN "Errors"; the ErrorInfo reason is derived from the key (`code.upper()`, or the
+`ServerReason` itself), so nothing is spelt twice. A reason missing from the table is a bug reaching
+the wire, so it answers INTERNAL; an enum member missing from the table stops the import. This is the
+only module that imports `google.rpc` (its stubs are untyped; TOOLCHAIN §1).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any, NoReturn
 
 import grpc
@@ -22,10 +25,12 @@ from ..errors import ServerError, ServerReason, field_of
 
 __all__ = (
     "DOMAIN",
+    "STATUS_BY_CODE",
     "STATUS_BY_REASON",
     "abort",
     "internal_status",
     "reason_of",
+    "reason_text",
     "status_code_for",
     "to_status",
 )
@@ -34,60 +39,83 @@ DOMAIN = "threadline"
 """`ErrorInfo.domain` of every status the server sends."""
 
 _C = grpc.StatusCode
+_E = ErrorCode
+_S = ServerReason
 
-STATUS_BY_REASON: dict[str, grpc.StatusCode] = {
+STATUS_BY_CODE: Mapping[ErrorCode | ServerReason, grpc.StatusCode] = {
     # INVALID_ARGUMENT: the request itself is wrong.
-    "INPUT_EMPTY": _C.INVALID_ARGUMENT,
-    "INPUT_INVALID": _C.INVALID_ARGUMENT,
-    "TOOL_RECOVERY_INVALID": _C.INVALID_ARGUMENT,
-    "STATE_INVALID": _C.INVALID_ARGUMENT,
-    "DEFERRED_RESUME_INVALID": _C.INVALID_ARGUMENT,
-    "DEFERRED_REQUEST_INVALID": _C.INVALID_ARGUMENT,
-    "DEFERRED_REQUEST_DUPLICATE": _C.INVALID_ARGUMENT,
-    "DEFERRED_REQUEST_CATEGORY_OVERLAP": _C.INVALID_ARGUMENT,
-    "DEFERRED_REQUESTS_EMPTY": _C.INVALID_ARGUMENT,
-    "DEFERRED_METADATA_INVALID": _C.INVALID_ARGUMENT,
-    "DEFERRED_RESULTS_INCOMPLETE": _C.INVALID_ARGUMENT,
-    "DEFERRED_APPROVAL_INVALID": _C.INVALID_ARGUMENT,
-    "DEFERRED_RESULTS_INVALID": _C.INVALID_ARGUMENT,
-    "FORK_THREAD_ID_CONFLICT": _C.INVALID_ARGUMENT,
-    "CLIENT_TOOL_INVALID": _C.INVALID_ARGUMENT,
-    ServerReason.AGENT_UNKNOWN: _C.INVALID_ARGUMENT,
-    ServerReason.HISTORY_DIGEST_MISMATCH: _C.INVALID_ARGUMENT,
+    _E.INPUT_EMPTY: _C.INVALID_ARGUMENT,
+    _E.INPUT_INVALID: _C.INVALID_ARGUMENT,
+    _E.TOOL_RECOVERY_INVALID: _C.INVALID_ARGUMENT,
+    _E.STATE_INVALID: _C.INVALID_ARGUMENT,
+    _E.DEFERRED_RESUME_INVALID: _C.INVALID_ARGUMENT,
+    _E.DEFERRED_REQUEST_INVALID: _C.INVALID_ARGUMENT,
+    _E.DEFERRED_REQUEST_DUPLICATE: _C.INVALID_ARGUMENT,
+    _E.DEFERRED_REQUEST_CATEGORY_OVERLAP: _C.INVALID_ARGUMENT,
+    _E.DEFERRED_REQUESTS_EMPTY: _C.INVALID_ARGUMENT,
+    _E.DEFERRED_METADATA_INVALID: _C.INVALID_ARGUMENT,
+    _E.DEFERRED_RESULTS_INCOMPLETE: _C.INVALID_ARGUMENT,
+    _E.DEFERRED_APPROVAL_INVALID: _C.INVALID_ARGUMENT,
+    _E.DEFERRED_RESULTS_INVALID: _C.INVALID_ARGUMENT,
+    _E.FORK_THREAD_ID_CONFLICT: _C.INVALID_ARGUMENT,
+    _E.CLIENT_TOOL_INVALID: _C.INVALID_ARGUMENT,
+    _S.AGENT_UNKNOWN: _C.INVALID_ARGUMENT,
+    _S.HISTORY_DIGEST_MISMATCH: _C.INVALID_ARGUMENT,
     # FAILED_PRECONDITION: well formed, but not acceptable in this state / by this server.
-    "SCHEMA_VERSION_UNSUPPORTED": _C.FAILED_PRECONDITION,
-    "HISTORY_FORMAT_UNSUPPORTED": _C.FAILED_PRECONDITION,
-    "STATE_STORE_MISSING": _C.FAILED_PRECONDITION,
-    "DEFERRED_STATE_REQUIRED": _C.FAILED_PRECONDITION,
-    "DEFERRED_REQUEST_MISSING": _C.FAILED_PRECONDITION,
-    "DEFERRED_REQUEST_COMPLETED": _C.FAILED_PRECONDITION,
-    "DEFERRED_REQUEST_MISMATCH": _C.FAILED_PRECONDITION,
-    "DEFERRED_STATE_INVALID": _C.FAILED_PRECONDITION,
-    "DEFERRED_SURFACE_MISMATCH": _C.FAILED_PRECONDITION,
+    _E.SCHEMA_VERSION_UNSUPPORTED: _C.FAILED_PRECONDITION,
+    _E.HISTORY_FORMAT_UNSUPPORTED: _C.FAILED_PRECONDITION,
+    _E.STATE_STORE_MISSING: _C.FAILED_PRECONDITION,
+    _E.DEFERRED_STATE_REQUIRED: _C.FAILED_PRECONDITION,
+    _E.DEFERRED_REQUEST_MISSING: _C.FAILED_PRECONDITION,
+    _E.DEFERRED_REQUEST_COMPLETED: _C.FAILED_PRECONDITION,
+    _E.DEFERRED_REQUEST_MISMATCH: _C.FAILED_PRECONDITION,
+    _E.DEFERRED_STATE_INVALID: _C.FAILED_PRECONDITION,
+    _E.DEFERRED_SURFACE_MISMATCH: _C.FAILED_PRECONDITION,
     # RESOURCE_EXHAUSTED
-    "DEFERRED_REQUESTS_TOO_LARGE": _C.RESOURCE_EXHAUSTED,
-    ServerReason.RUN_LIMIT_REACHED: _C.RESOURCE_EXHAUSTED,
+    _E.DEFERRED_REQUESTS_TOO_LARGE: _C.RESOURCE_EXHAUSTED,
+    _S.RUN_LIMIT_REACHED: _C.RESOURCE_EXHAUSTED,
     # UNAUTHENTICATED
-    ServerReason.TOKEN_MISSING: _C.UNAUTHENTICATED,
-    ServerReason.TOKEN_INVALID: _C.UNAUTHENTICATED,
+    _S.TOKEN_MISSING: _C.UNAUTHENTICATED,
+    _S.TOKEN_INVALID: _C.UNAUTHENTICATED,
     # INTERNAL: only reachable through a bug in the server's use of the core. The capability-state and
     # run-machinery codes are listed too, so the table names every `ErrorCode` exactly once.
-    "RUN_RESULT_MISSING": _C.INTERNAL,
-    "RUN_CLEANUP_FAILED": _C.INTERNAL,
-    "RUN_BINDINGS_INVALID": _C.INTERNAL,
-    "PREVIOUS_STATE_INVALID": _C.INTERNAL,
-    "RUN_NOT_ACTIVE": _C.INTERNAL,
-    "RUN_STREAM_REUSED": _C.INTERNAL,
-    "RUN_STREAM_CONCURRENT_NEXT": _C.INTERNAL,
-    "RUN_SUSPENDED": _C.INTERNAL,
-    "RUN_CANCELLED": _C.INTERNAL,
-    "RUN_STATE_UNAVAILABLE": _C.INTERNAL,
-    "CAPABILITY_STATE_ID_INVALID": _C.INTERNAL,
-    "CAPABILITY_STATE_VERSION_INVALID": _C.INTERNAL,
-    "CAPABILITY_STATE_VERSION_UNSUPPORTED": _C.INTERNAL,
-    "CAPABILITY_STATE_INVALID": _C.INTERNAL,
+    _E.RUN_RESULT_MISSING: _C.INTERNAL,
+    _E.RUN_CLEANUP_FAILED: _C.INTERNAL,
+    _E.RUN_BINDINGS_INVALID: _C.INTERNAL,
+    _E.PREVIOUS_STATE_INVALID: _C.INTERNAL,
+    _E.RUN_NOT_ACTIVE: _C.INTERNAL,
+    _E.RUN_STREAM_REUSED: _C.INTERNAL,
+    _E.RUN_STREAM_CONCURRENT_NEXT: _C.INTERNAL,
+    _E.RUN_SUSPENDED: _C.INTERNAL,
+    _E.RUN_CANCELLED: _C.INTERNAL,
+    _E.RUN_STATE_UNAVAILABLE: _C.INTERNAL,
+    _E.CAPABILITY_STATE_ID_INVALID: _C.INTERNAL,
+    _E.CAPABILITY_STATE_VERSION_INVALID: _C.INTERNAL,
+    _E.CAPABILITY_STATE_VERSION_UNSUPPORTED: _C.INTERNAL,
+    _E.CAPABILITY_STATE_INVALID: _C.INTERNAL,
 }
-"""Every reason the server can send -> its gRPC status code (DESIGN "Errors")."""
+"""Every core code and server reason -> its gRPC status code (DESIGN "Errors")."""
+
+
+def reason_text(key: StrEnum) -> str:
+    """The ErrorInfo reason of a code: the core's code upper-cased, or the server reason itself."""
+    return key.value.upper()
+
+
+STATUS_BY_REASON: Mapping[str, grpc.StatusCode] = {
+    reason_text(key): code for key, code in STATUS_BY_CODE.items()
+}
+"""`STATUS_BY_CODE` keyed by the reason as it travels (`"SCHEMA_VERSION_UNSUPPORTED"`)."""
+
+
+def _check_table() -> None:
+    """Refuse to import with a code or reason that has no status (a real check: `-O` keeps it)."""
+    missing = [key for key in (*ErrorCode, *ServerReason) if key not in STATUS_BY_CODE]
+    if missing:
+        raise RuntimeError(f"server.mapping.errors: no gRPC status for {missing}")
+
+
+_check_table()
 
 # The grpc enum value is (int code, name); google.rpc.Status wants the int.
 _INT_CODE: dict[grpc.StatusCode, int] = {code: code.value[0] for code in grpc.StatusCode}
@@ -102,7 +130,7 @@ def reason_of(error: HarnessError | ServerError) -> str:
     """The ErrorInfo reason: a `ServerError`'s own, or the core's code upper-cased."""
     if isinstance(error, ServerError):
         return error.reason
-    return error.code.value.upper()
+    return reason_text(error.code)
 
 
 def _metadata_value(key: str, value: JsonValue) -> str:
@@ -165,11 +193,3 @@ async def abort(
     status = rpc_status.to_status(to_status(error, field=field))
     await context.abort(status.code, status.details, status.trailing_metadata)
     raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
-
-
-def _check_table() -> None:
-    missing = [code for code in ErrorCode if code.value.upper() not in STATUS_BY_REASON]
-    assert not missing, f"ErrorCodes without a status: {missing}"
-
-
-_check_table()
