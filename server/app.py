@@ -16,12 +16,13 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import _async as health_aio
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc
+from grpc_health.v1 import health_pb2
+from threadline.v1 import harness_service_pb2
 
 from .agents import AgentRegistry
 from .config import ServerConfig
 from .errors import ServerError, ServerReason
+from .handlers import add_service
 from .mapping.errors import to_status
 from .reflection import add_reflection
 from .runlog import log_run
@@ -109,9 +110,10 @@ class ThreadlineServer:
             max_message_bytes=config.max_message_bytes,
             pack_window_s=config.pack_window_ms / 1000,
         )
-        harness_service_pb2_grpc.add_HarnessServiceServicer_to_server(service, self._server)
+        # Guarded handlers: an undecodable body answers REQUEST_UNDECODABLE, not UNKNOWN (server/handlers.py).
+        add_service(self._server, service, SERVICE_NAME)
         self._health = health_aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        add_service(self._server, self._health, "grpc.health.v1.Health")
         self._add_reflection()
 
     def _add_reflection(self) -> None:

@@ -2,7 +2,7 @@
 
 The core owns every rule about states, runs and deferred batches; the server adds the few decisions
 that only exist on the wire (an agent name it does not serve, a history digest, its concurrency limit,
-its bearer token). Each carries the same shape as a `HarnessError` (a stable reason, a message, JSON
+its bearer token, a request body that is not protobuf). Each carries the same shape as a `HarnessError` (a stable reason, a message, JSON
 details) plus the request field at fault, so `server.mapping.errors.to_status` reports both kinds alike.
 
 A core error raised while decoding a particular request field can carry that field too: `at_field`
@@ -32,6 +32,8 @@ class ServerReason(StrEnum):
     RUN_LIMIT_REACHED = "RUN_LIMIT_REACHED"
     TOKEN_MISSING = "TOKEN_MISSING"
     TOKEN_INVALID = "TOKEN_INVALID"
+    REQUEST_UNDECODABLE = "REQUEST_UNDECODABLE"
+    """The request body is not a valid protobuf encoding of the method's request message."""
 
 
 class ServerError(Exception):
