@@ -3,13 +3,26 @@
 One table (`STATUS_BY_CODE`) maps every core `ErrorCode` and every `ServerReason` to its status code,
 per DESIGN "Errors"; the ErrorInfo reason is derived from the key (`code.upper()`, or the
 `ServerReason` itself), so nothing is spelt twice. A reason missing from the table is a bug reaching
-the wire, so it answers INTERNAL; an enum member missing from the table stops the import. This is the
-only module that imports `google.rpc` (its stubs are untyped; TOOLCHAIN §1).
+the wire, so it answers INTERNAL; an enum member missing from the table stops the import.
+
+Every text in a status is bounded, because most of it echoes the request (a `schema_version`, a
+thread id, a validation error's location) and gRPC refuses trailers over its metadata limit (8 KiB
+soft, 16 KiB hard by default) with a bare RESOURCE_EXHAUSTED that would hide the reason:
+
+- the message (and the BadRequest description, which repeats it) is cut to `MESSAGE_LIMIT` bytes;
+- each metadata string, each string inside a JSON metadata value and the field path to `ECHO_LIMIT`;
+- a cut text ends with `CUT_MARK`; JSON values nested deeper than `JSON_DEPTH_LIMIT` become `CUT_MARK`;
+- all metadata together stays within `METADATA_LIMIT`: a JSON array or object that does not fit
+  keeps its first entries, stays valid JSON, and `<key>_omitted` says how many entries were left out.
+
+So the whole status stays around 6 KiB whatever the error holds. This is the only module that imports
+`google.rpc` (its stubs are untyped; TOOLCHAIN §1).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, NoReturn
@@ -24,7 +37,12 @@ from harness.errors import ErrorCode, HarnessError, JsonValue
 from ..errors import ServerError, ServerReason, field_of
 
 __all__ = (
+    "CUT_MARK",
     "DOMAIN",
+    "ECHO_LIMIT",
+    "JSON_DEPTH_LIMIT",
+    "MESSAGE_LIMIT",
+    "METADATA_LIMIT",
     "STATUS_BY_CODE",
     "STATUS_BY_REASON",
     "abort",
@@ -121,6 +139,19 @@ _check_table()
 # The grpc enum value is (int code, name); google.rpc.Status wants the int.
 _INT_CODE: dict[grpc.StatusCode, int] = {code: code.value[0] for code in grpc.StatusCode}
 
+MESSAGE_LIMIT = 512
+"""Most UTF-8 bytes of a status message (and of the BadRequest description that repeats it)."""
+ECHO_LIMIT = 256
+"""Most UTF-8 bytes of one metadata string, one string inside a JSON metadata value, or a field path."""
+METADATA_LIMIT = 2048
+"""Most UTF-8 bytes of all ErrorInfo metadata keys and values together."""
+JSON_DEPTH_LIMIT = 8
+"""JSON metadata nested deeper than this is replaced by `CUT_MARK` (details are shallow by design)."""
+CUT_MARK = "…[cut]"
+"""Ends every text the bounds shortened, and stands for a JSON value nested too deep."""
+
+_MARK_BYTES = len(CUT_MARK.encode())
+
 
 def status_code_for(reason: str) -> grpc.StatusCode:
     """The status code of a reason; INTERNAL for one the table does not list (a bug, never a guess)."""
@@ -134,20 +165,134 @@ def reason_of(error: HarnessError | ServerError) -> str:
     return reason_text(error.code)
 
 
-def _metadata_value(key: str, value: JsonValue) -> str:
-    if isinstance(value, str):
-        return value
-    if key == "supported" and isinstance(value, list):
-        return ",".join(item if isinstance(item, str) else _canonical(item) for item in value)
-    return _canonical(value)
+def _clean(text: str) -> str:
+    """`text`, a lone surrogate (possible from a decoded JSON escape) replaced by U+FFFD: proto needs UTF-8."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
+
+
+def _size(text: str) -> int:
+    return len(_clean(text).encode())
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text` in at most `limit` UTF-8 bytes (a character boundary), ending with `CUT_MARK` if shortened."""
+    text = _clean(text)
+    if len(text) * 4 <= limit:  # fast path: cannot be over the limit
+        return text
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    if limit < _MARK_BYTES:
+        return ""
+    return data[: limit - _MARK_BYTES].decode("utf-8", "ignore") + CUT_MARK
 
 
 def _canonical(value: JsonValue) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
+def _bounded_json(value: Any, depth: int = 1) -> JsonValue:
+    """A copy of `value` with each string cut to `ECHO_LIMIT` and nesting cut at `JSON_DEPTH_LIMIT`.
+
+    Anything that is not finite JSON (a bug in whoever built the details, but the error path must
+    not fail) becomes its bounded `repr`.
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return _cut(value, ECHO_LIMIT)
+    if isinstance(value, int):
+        # Python refuses to print ints over 4 300 digits; no detail needs one anywhere near that.
+        return value if value.bit_length() <= 256 else CUT_MARK
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, (list, tuple, dict)):
+        if depth >= JSON_DEPTH_LIMIT:
+            return CUT_MARK
+        if isinstance(value, dict):
+            return {_cut(str(key), ECHO_LIMIT): _bounded_json(item, depth + 1) for key, item in value.items()}
+        return [_bounded_json(item, depth + 1) for item in value]
+    return _cut(repr(value), ECHO_LIMIT)
+
+
+def _fit_json(value: JsonValue, limit: int) -> tuple[str, int]:
+    """Canonical JSON of `value` in at most `limit` bytes, and how many top-level entries were left out.
+
+    An array or object keeps its first entries (an object in key order, as canonical JSON writes it)
+    and stays valid JSON; a scalar that does not fit becomes `CUT_MARK` as a JSON string.
+    """
+    text = _canonical(value)
+    if _size(text) <= limit:
+        return text, 0
+    if isinstance(value, list):
+        kept: list[JsonValue] = []
+        used = 2  # "[]"
+        for item in value:
+            cost = _size(_canonical(item)) + (1 if kept else 0)
+            if used + cost > limit:
+                break
+            kept.append(item)
+            used += cost
+        return _canonical(kept), len(value) - len(kept)
+    if isinstance(value, dict):
+        kept_items: dict[str, JsonValue] = {}
+        used = 2  # "{}"
+        for key in sorted(value):
+            cost = _size(_canonical({key: value[key]})) - 2 + (1 if kept_items else 0)
+            if used + cost > limit:
+                break
+            kept_items[key] = value[key]
+            used += cost
+        return _canonical(kept_items), len(value) - len(kept_items)
+    mark = _canonical(CUT_MARK)
+    return (mark if _size(mark) <= limit else ""), 0
+
+
+_KEY_LIMIT = 64
+"""Most UTF-8 bytes of a metadata key (the core's keys are short identifiers)."""
+_MIN_ROOM = 96
+"""Metadata room below which no further key is added: a key, its `_omitted` count and a marked value."""
+
+
+def _metadata(details: Mapping[str, JsonValue]) -> dict[str, str]:
+    """ErrorInfo metadata for `details`: strings as they are, `supported` comma-separated, else JSON; bounded."""
+    metadata: dict[str, str] = {}
+    budget = METADATA_LIMIT
+    for raw_key, value in details.items():
+        key = _cut(str(raw_key), _KEY_LIMIT)
+        room = budget - _size(key)
+        if room < _MIN_ROOM:
+            break
+        if isinstance(value, str):
+            metadata[key] = _cut(value, min(room, ECHO_LIMIT))
+        elif key == "supported" and isinstance(value, list):
+            joined = ",".join(
+                item if isinstance(item, str) else _canonical(_bounded_json(item)) for item in value
+            )
+            metadata[key] = _cut(joined, min(room, ECHO_LIMIT))
+        else:
+            bounded = _bounded_json(value)
+            text, omitted = _fit_json(bounded, room)
+            if omitted:  # make room for the count too
+                count_key = f"{key}_omitted"
+                entries = len(bounded) if isinstance(bounded, (list, dict)) else 0
+                text, omitted = _fit_json(bounded, room - _size(count_key) - len(str(entries)))
+                metadata[count_key] = str(omitted)
+                budget -= _size(count_key) + len(str(omitted))
+            metadata[key] = text
+        budget = budget - _size(key) - _size(metadata[key])
+    return metadata
+
+
 def to_status(error: HarnessError | ServerError, *, field: str | None = None) -> status_pb2.Status:
     """The rich status for an error: code from the table, ErrorInfo, and BadRequest when a field is at fault.
+
+    Every echoed text is bounded (see the module docstring), so the status fits any gRPC client's
+    metadata limit.
 
     Args:
         error: A core error or a server error.
@@ -159,19 +304,16 @@ def to_status(error: HarnessError | ServerError, *, field: str | None = None) ->
     """
     reason = reason_of(error)
     code = status_code_for(reason)
-    info = error_details_pb2.ErrorInfo(
-        reason=reason,
-        domain=DOMAIN,
-        metadata={key: _metadata_value(key, value) for key, value in error.details.items()},
-    )
-    status = status_pb2.Status(code=_INT_CODE[code], message=error.message)
+    message = _cut(error.message, MESSAGE_LIMIT)
+    info = error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=_metadata(error.details))
+    status = status_pb2.Status(code=_INT_CODE[code], message=message)
     status.details.add().Pack(info)
     field = field if field is not None else field_of(error)
     if field is not None:
         bad_request = error_details_pb2.BadRequest(
             field_violations=[
                 error_details_pb2.BadRequest.FieldViolation(
-                    field=field, description=error.message, reason=reason
+                    field=_cut(field, ECHO_LIMIT), description=message, reason=reason
                 )
             ]
         )
