@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 
 	threadlinev1 "github.com/threadline-dev/threadline/clients/go/gen/threadline/v1"
 )
@@ -15,10 +14,11 @@ import (
 // every delta candidate's `message_history.data` before handing it out, so hosts still see
 // complete states.
 
-// ErrCheckpointDelta reports a checkpoint candidate whose `history_delta` does not rebuild its
-// history: `keep_bytes` beyond the base's length, or rebuilt data whose SHA-256 is not the
-// state's `message_history.sha256`. A conforming server never sends one. It ends the stream and
-// cancels the run; the error's text names the candidate's sequence.
+// ErrCheckpointDelta is what errors.Is matches in the *ProtocolError of a checkpoint candidate
+// whose `history_delta` does not rebuild its history: no `state.message_history` to rebuild,
+// `keep_bytes` beyond the base's length, or rebuilt data whose SHA-256 is not the state's
+// `message_history.sha256`. A conforming server never sends one. It ends the stream and cancels
+// the run; the error's message names the candidate's sequence.
 var ErrCheckpointDelta = errors.New("threadline: checkpoint candidate's history delta does not rebuild its history")
 
 // emptyHistory is the base of a stream's first delta candidate when the spec has no previous state.
@@ -53,19 +53,25 @@ func firstHistoryBase(spec *RunSpec) string {
 
 // rebuildHistory returns the `message_history.data` of ev's checkpoint candidate, whose
 // `history_delta` edits base, after checking it against the state's digest. ev must be a
-// candidate with a history delta.
+// candidate with a history delta. The error is a *ProtocolError matching ErrCheckpointDelta.
 func rebuildHistory(base string, ev *RunEvent) (string, error) {
+	broken := func(why string, args ...any) error {
+		return protocolError(ErrCheckpointDelta, "the checkpoint candidate at sequence %d does not rebuild: "+why,
+			append([]any{ev.GetSequence()}, args...)...)
+	}
 	cc := ev.GetCheckpointCandidate()
+	history := cc.GetState().GetMessageHistory()
+	if history == nil {
+		return "", broken("its history_delta has no state.message_history to rebuild")
+	}
 	keep := cc.GetHistoryDelta().GetKeepBytes()
 	if keep > uint64(len(base)) {
-		return "", fmt.Errorf("%w: the candidate at sequence %d keeps %d bytes of a %d-byte base",
-			ErrCheckpointDelta, ev.GetSequence(), keep, len(base))
+		return "", broken("its history_delta keeps %d bytes of a base that has %d", keep, len(base))
 	}
 	data := base[:keep] + cc.GetHistoryDelta().GetAppend()
 	sum := sha256.Sum256([]byte(data))
-	if want := cc.GetState().GetMessageHistory().GetSha256(); !bytes.Equal(sum[:], want) {
-		return "", fmt.Errorf("%w: the candidate at sequence %d rebuilds to %d bytes with SHA-256 %x, but its state says %x",
-			ErrCheckpointDelta, ev.GetSequence(), len(data), sum, want)
+	if !bytes.Equal(sum[:], history.GetSha256()) {
+		return "", broken("its rebuilt history does not match message_history.sha256")
 	}
 	return data, nil
 }
@@ -91,8 +97,7 @@ func (h *candidateHistory) complete(ev *RunEvent) error {
 	if err != nil {
 		return err
 	}
-	// A matching digest means the state and its history are present.
-	cc.GetState().GetMessageHistory().Data = data
+	cc.GetState().GetMessageHistory().Data = data // rebuildHistory checked that it is there
 	h.base = data
 	return nil
 }

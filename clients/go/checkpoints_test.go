@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -224,20 +223,32 @@ func TestFirstDeltaCandidateEditsThePreviousState(t *testing.T) {
 func TestBrokenDeltaEndsTheStream(t *testing.T) {
 	// The server never sends a delta that does not rebuild; the interceptor breaks the second
 	// candidate.
-	for name, breakDelta := range map[string]func(d *threadlinev1.HistoryDelta){
-		"keep_bytes beyond the base": func(d *threadlinev1.HistoryDelta) { d.KeepBytes += 1 << 20 },
-		"digest mismatch":            func(d *threadlinev1.HistoryDelta) { d.Append += " " },
+	for name, tc := range map[string]struct {
+		breakDelta func(d *threadlinev1.HistoryDelta)
+		why        func(keep uint64, base int) string // the end of the error's message
+	}{
+		"keep_bytes beyond the base": {
+			func(d *threadlinev1.HistoryDelta) { d.KeepBytes += 1 << 20 },
+			func(keep uint64, base int) string {
+				return fmt.Sprintf("its history_delta keeps %d bytes of a base that has %d", keep, base)
+			},
+		},
+		"digest mismatch": {
+			func(d *threadlinev1.HistoryDelta) { d.Append += " " },
+			func(uint64, int) string { return "its rebuilt history does not match message_history.sha256" },
+		},
 	} {
 		for _, n := range []uint32{0, threadline.DefaultMaxEventsPerMessage} {
 			t.Run(fmt.Sprint(name, "/", n), func(t *testing.T) {
 				var broken *threadline.RunEvent
+				var keep uint64 // the broken delta's keep_bytes
 				seen := 0
 				w := wire{edit: func(resp *threadlinev1.StreamRunResponse) {
 					for _, ev := range append([]*threadline.RunEvent{resp.GetEvent()}, resp.GetEvents()...) {
 						if d := ev.GetCheckpointCandidate().GetHistoryDelta(); d != nil {
 							if seen++; seen == 2 {
-								breakDelta(d)
-								broken = ev
+								tc.breakDelta(d)
+								broken, keep = ev, d.GetKeepBytes()
 							}
 						}
 					}
@@ -252,12 +263,12 @@ func TestBrokenDeltaEndsTheStream(t *testing.T) {
 				if broken == nil {
 					t.Fatal("no second delta candidate arrived")
 				}
-				err := s.Err()
-				if !errors.Is(err, threadline.ErrCheckpointDelta) || s.Result() != nil {
-					t.Fatalf("err %v, result %v: want ErrCheckpointDelta", err, s.Result())
-				}
-				if want := fmt.Sprintf("sequence %d ", broken.GetSequence()); !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not name the candidate's sequence %d", err, broken.GetSequence())
+				// The base is the first candidate's history.
+				base := candidates(events)[0].GetCheckpointCandidate().GetState().GetMessageHistory().GetData()
+				checkProtocolError(t, s.Err(), threadline.ErrCheckpointDelta, fmt.Sprintf(
+					"the checkpoint candidate at sequence %d does not rebuild: %s", broken.GetSequence(), tc.why(keep, len(base))))
+				if s.Result() != nil {
+					t.Errorf("result %v after the error", s.Result())
 				}
 				// Every event before the broken candidate was handed out, the first candidate complete.
 				if uint64(len(events)) != broken.GetSequence() || s.Msg() != events[len(events)-1] {

@@ -155,13 +155,17 @@ func (c *Client) Service() threadlinev1.HarnessServiceClient {
 }
 
 // Run runs spec and returns only the terminal result. A run that fails after it started is not an
-// error: check result.GetStatus(). Errors before the run starts are *Error values.
+// error: check result.GetStatus(). Errors before the run starts are *Error values; a response
+// without its result is a *ProtocolError.
 func (c *Client) Run(ctx context.Context, spec *RunSpec) (*RunResult, error) {
 	ctx, cancel := withDefaultTimeout(ctx, c.runTimeout)
 	defer cancel()
 	resp, err := c.svc.Run(ctx, &threadlinev1.RunRequest{Spec: spec})
 	if err != nil {
 		return nil, wrap(err)
+	}
+	if resp.GetResult() == nil {
+		return nil, missing("RunResponse.result")
 	}
 	return resp.GetResult(), nil
 }
@@ -176,6 +180,9 @@ func (c *Client) NewState(ctx context.Context, threadID string) (*HarnessState, 
 	if err != nil {
 		return nil, wrap(err)
 	}
+	if resp.GetState() == nil {
+		return nil, missing("NewStateResponse.state")
+	}
 	return resp.GetState(), nil
 }
 
@@ -188,6 +195,9 @@ func (c *Client) ForkState(ctx context.Context, state *HarnessState, threadID st
 	resp, err := c.svc.ForkState(ctx, &threadlinev1.ForkStateRequest{State: state, ThreadId: threadID})
 	if err != nil {
 		return nil, wrap(err)
+	}
+	if resp.GetState() == nil {
+		return nil, missing("ForkStateResponse.state")
 	}
 	return resp.GetState(), nil
 }
@@ -223,6 +233,9 @@ func (c *Client) validate(ctx context.Context, req *threadlinev1.ValidateStateRe
 	if err != nil {
 		return nil, wrap(err)
 	}
+	if resp.GetState() == nil {
+		return nil, missing("ValidateStateResponse.state")
+	}
 	return &ValidatedState{State: resp.GetState(), JSON: resp.GetStateJson()}, nil
 }
 
@@ -247,6 +260,11 @@ func (c *Client) ServerInfo(ctx context.Context) (*threadlinev1.GetServerInfoRes
 		return nil, wrap(err)
 	}
 	return resp, nil
+}
+
+// missing is the *ProtocolError of a response without a field the contract requires.
+func missing(field string) *ProtocolError {
+	return protocolError(nil, "the server's response has no %s", field)
 }
 
 // withDefaultTimeout bounds ctx by d unless ctx already has a deadline or d is zero.

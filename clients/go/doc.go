@@ -19,7 +19,10 @@
 //
 // Errors from the server are *[Error] values carrying the gRPC code and the ErrorInfo reason
 // (e.g. [ReasonSchemaVersionUnsupported]); [ReasonOf] and [CodeOf] read them through wrapping.
-// Failures after a run started are not errors: they are a FAILED [RunResult].
+// When the server's answer breaks the contract (a stream without its result, a checkpoint delta
+// that does not rebuild), the SDK returns a *[ProtocolError]: a kind of *[Error] with
+// codes.Internal and no reason. Failures after a run started are not errors: they are a FAILED
+// [RunResult].
 //
 // The messages are the generated types of package
 // github.com/threadline-dev/threadline/clients/go/gen/threadline/v1; the common ones are

@@ -2,6 +2,7 @@ package threadline
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"unicode"
@@ -174,6 +175,50 @@ func CodeOf(err error) codes.Code {
 		return e.Code()
 	}
 	return codes.Unknown
+}
+
+// ProtocolError reports that the server's answer broke the contract: the SDK found it, and the
+// server sent no such status. A stream that ended without its terminal result, a response
+// without events or without a field the contract requires, a checkpoint delta that does not
+// rebuild to its SHA-256: a conforming server never causes one, so retrying will not help; it
+// points to a bug in the server or in something between the two.
+//
+// It is a kind of *Error: its code is codes.Internal (as gRPC reports protocol violations), it has
+// no reason, metadata or details, and Message says what broke. It wraps that *Error, so
+// errors.As(err, &e) with an *Error, CodeOf, ReasonOf and status.Code treat it like any other;
+// errors.As with a *ProtocolError tells the two apart. errors.Is also matches ErrNoResult,
+// ErrNoEvent or ErrCheckpointDelta when that is what broke.
+type ProtocolError struct {
+	err  *Error
+	kind error // ErrNoResult, ErrNoEvent, ErrCheckpointDelta, or nil
+}
+
+// protocolError returns a *ProtocolError of kind (nil for none) whose message is format's.
+func protocolError(kind error, format string, args ...any) *ProtocolError {
+	return &ProtocolError{err: &Error{status: status.New(codes.Internal, fmt.Sprintf(format, args...))}, kind: kind}
+}
+
+// Error returns "internal: <message>", as an *Error without a reason writes itself.
+func (e *ProtocolError) Error() string { return e.err.Error() }
+
+// Code returns codes.Internal.
+func (e *ProtocolError) Code() codes.Code { return e.err.Code() }
+
+// Message returns what broke, e.g. "the stream ended without its terminal result".
+func (e *ProtocolError) Message() string { return e.err.Message() }
+
+// Reason returns "": the server sent no ErrorInfo.
+func (e *ProtocolError) Reason() string { return "" }
+
+// GRPCStatus returns the codes.Internal status the error stands for, so status.Code works on it.
+func (e *ProtocolError) GRPCStatus() *status.Status { return e.err.GRPCStatus() }
+
+// Unwrap returns the *Error it is, and the sentinel of what broke if there is one.
+func (e *ProtocolError) Unwrap() []error {
+	if e.kind == nil {
+		return []error{e.err}
+	}
+	return []error{e.err, e.kind}
 }
 
 // wrap returns err as an *Error, keeping a nil error nil.

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
 
+	"google.golang.org/grpc"
+
 	threadline "github.com/threadline-dev/threadline/clients/go"
+	threadlinev1 "github.com/threadline-dev/threadline/clients/go/gen/threadline/v1"
 )
 
 // The examples run against the server of the test run (serverAddr, e.g. "127.0.0.1:50051"),
@@ -156,6 +160,62 @@ func ExampleReasonOf() {
 	// Output:
 	// FailedPrecondition SCHEMA_VERSION_UNSUPPORTED
 	// 999 1
+}
+
+// A host tells the SDK's own findings (*ProtocolError: the server's answer broke the contract)
+// from the statuses the server sent (*Error). Here a stream is cut before its result, as a broken
+// proxy might do it: cutBeforeResult is a grpc stream interceptor of this file.
+func ExampleProtocolError() {
+	c, err := threadline.Dial(serverAddr, threadline.WithDialOptions(cutBeforeResult))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	s := c.StreamRun(context.Background(), &threadline.RunSpec{Prompt: threadline.Text("hello")})
+	defer s.Close()
+	for s.Receive() {
+	}
+	err = s.Err()
+
+	var protocolErr *threadline.ProtocolError
+	var serverErr *threadline.Error
+	switch {
+	case errors.As(err, &protocolErr): // first: a *ProtocolError is also an *Error
+		fmt.Println("the server broke the contract:", protocolErr.Message())
+	case errors.As(err, &serverErr):
+		fmt.Println("the server said:", serverErr.Code(), serverErr.Reason())
+	}
+	fmt.Println(threadline.CodeOf(err), threadline.ReasonOf(err) == "", errors.Is(err, threadline.ErrNoResult))
+	// Output:
+	// the server broke the contract: the stream ended without its terminal result
+	// Internal true true
+}
+
+// cutBeforeResult ends every stream cleanly (io.EOF) where the server sends a result, so the
+// stream ends without one.
+var cutBeforeResult = grpc.WithStreamInterceptor(
+	func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		return &resultCut{ClientStream: s}, err
+	})
+
+type resultCut struct{ grpc.ClientStream }
+
+func (s *resultCut) RecvMsg(m any) error {
+	if err := s.ClientStream.RecvMsg(m); err != nil {
+		return err
+	}
+	resp, ok := m.(*threadlinev1.StreamRunResponse)
+	if !ok {
+		return nil
+	}
+	for _, ev := range append([]*threadline.RunEvent{resp.GetEvent()}, resp.GetEvents()...) {
+		if ev.GetResult() != nil {
+			return io.EOF
+		}
+	}
+	return nil
 }
 
 func ExampleMarshalState() {

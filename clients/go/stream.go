@@ -10,12 +10,12 @@ import (
 	threadlinev1 "github.com/threadline-dev/threadline/clients/go/gen/threadline/v1"
 )
 
-// ErrNoResult reports a stream that ended cleanly without its terminal RunResult event, which a
-// conforming server never does.
+// ErrNoResult is what errors.Is matches in the *ProtocolError of a stream that ended cleanly
+// without its terminal RunResult event, which a conforming server never does.
 var ErrNoResult = errors.New("threadline: run stream ended without a result")
 
-// ErrNoEvent reports a StreamRun response that carried no event, which a conforming server never
-// sends. It ends the stream and cancels the run.
+// ErrNoEvent is what errors.Is matches in the *ProtocolError of a StreamRun response that carried
+// no event, which a conforming server never sends. It ends the stream and cancels the run.
 var ErrNoEvent = errors.New("threadline: run stream response carried no event")
 
 // RunStream is a streamed run, read like a bufio.Scanner:
@@ -34,8 +34,8 @@ var ErrNoEvent = errors.New("threadline: run stream response carried no event")
 // Receive hands out one event at a time, also when the server packed several into one response
 // (WithMaxEventsPerMessage). A checkpoint candidate sent as a delta (CHECKPOINT_FORM_DELTA)
 // arrives with its state's history data rebuilt and checked against the state's SHA-256, its
-// history_delta left in place; a delta that does not rebuild ends the stream with
-// ErrCheckpointDelta.
+// history_delta left in place; a delta that does not rebuild ends the stream with a
+// *ProtocolError (errors.Is ErrCheckpointDelta).
 type RunStream struct {
 	cancel  context.CancelFunc
 	stream  grpc.ServerStreamingClient[threadlinev1.StreamRunResponse]
@@ -87,7 +87,8 @@ func (s *RunStream) Receive() bool {
 }
 
 // next returns the next event: the rest of the last packed response first, then the first of the
-// next response. At the end of the stream it returns nil, with ErrNoResult when no result came.
+// next response. At the end of the stream it returns nil, with a *ProtocolError (ErrNoResult)
+// when no result came.
 func (s *RunStream) next() (*RunEvent, error) {
 	if len(s.pending) > 0 {
 		ev := s.pending[0]
@@ -97,7 +98,7 @@ func (s *RunStream) next() (*RunEvent, error) {
 	resp, err := s.stream.Recv()
 	if errors.Is(err, io.EOF) {
 		if s.result == nil {
-			return nil, ErrNoResult
+			return nil, protocolError(ErrNoResult, "the stream ended without its terminal result")
 		}
 		return nil, nil
 	}
@@ -110,7 +111,7 @@ func (s *RunStream) next() (*RunEvent, error) {
 	}
 	events := resp.GetEvents()
 	if len(events) == 0 {
-		return nil, ErrNoEvent
+		return nil, protocolError(ErrNoEvent, "the server's response has no StreamRunResponse.event or .events")
 	}
 	s.pending = events[1:]
 	return events[0], nil
@@ -128,7 +129,7 @@ func (s *RunStream) Result() *RunResult {
 
 // Err returns the error that ended the stream, or nil when it ended with its result. If the run
 // failed after it started, the server may end the stream with an error status instead of a
-// result; that is an *Error here.
+// result; that is an *Error here. A *ProtocolError means the server's answer broke the contract.
 func (s *RunStream) Err() error {
 	return s.err
 }

@@ -2,8 +2,8 @@ package threadline_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +28,10 @@ type wire struct {
 	drop func(n int) bool
 	// edit, when set, may change every response after it arrived (and after drop).
 	edit func(resp *threadlinev1.StreamRunResponse)
+	// cut, when set, ends the stream cleanly (io.EOF) in place of every response it returns
+	// true for, as a proxy that cut the call would; the call itself goes on until RunStream
+	// cancels it.
+	cut func(resp *threadlinev1.StreamRunResponse) bool
 }
 
 func (w *wire) option() threadline.Option {
@@ -55,6 +59,10 @@ func (s *recordedStream) SendMsg(m any) error {
 
 func (s *recordedStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
+	if resp, ok := m.(*threadlinev1.StreamRunResponse); ok && err == nil && s.wire.cut != nil && s.wire.cut(resp) {
+		proto.Reset(resp)
+		return io.EOF
+	}
 	if resp, ok := m.(*threadlinev1.StreamRunResponse); ok && err == nil {
 		if s.wire.drop != nil && s.wire.drop(len(s.wire.responses)) {
 			proto.Reset(resp)
@@ -225,8 +233,9 @@ func TestResponseWithoutEventEndsTheStream(t *testing.T) {
 			for s.Receive() {
 				received++
 			}
-			if !errors.Is(s.Err(), threadline.ErrNoEvent) || s.Result() != nil {
-				t.Fatalf("err %v, result %v: want ErrNoEvent", s.Err(), s.Result())
+			checkProtocolError(t, s.Err(), threadline.ErrNoEvent, "the server's response has no StreamRunResponse.event or .events")
+			if s.Result() != nil {
+				t.Errorf("result %v after the error", s.Result())
 			}
 			first := max(len(w.responses[0].GetEvents()), 1)
 			if len(w.responses) != 2 || received != first {
