@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Check the contract the way CI does: lint, formatting, freshly generated code, and (from the second
-# commit that has proto/ on) no breaking change against the previous commit. Exits non-zero on the
+# commit that has proto/ on) no breaking change against the previous commit (scripts/check_breaking.sh). Exits non-zero on the
 # first failure. Run scripts/setup.sh first.
 set -euo pipefail
 
@@ -35,14 +35,5 @@ if [ -n "$untracked" ]; then
   exit 1
 fi
 
-# On the commit that adds the contract, HEAD~1 has no proto/ and `buf breaking` would fail with
-# "had no .proto files" (TOOLCHAIN §3); with no HEAD~1 at all (a shallow or one-commit clone)
-# there is nothing to compare either.
-if git rev-parse --verify --quiet 'HEAD~1^{commit}' >/dev/null &&
-  [ -n "$(git ls-tree -d HEAD~1 proto 2>/dev/null)" ]; then
-  step "buf breaking --against .git#ref=HEAD~1"
-  buf breaking --against '.git#ref=HEAD~1'
-else
-  step "buf breaking skipped: HEAD~1 is missing or has no proto/"
-fi
+bash scripts/check_breaking.sh
 step "contract OK"

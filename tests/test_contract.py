@@ -6,6 +6,9 @@ checks hold for the files themselves, not for any generated copy.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -56,3 +59,122 @@ def test_the_history_digests_are_both_optional_on_input(
     for comment in (count, digest):
         assert "HISTORY_DIGEST_MISMATCH" in comment
         assert comment.endswith("The server always fills it.")
+
+
+# -- per-language file options --------------------------------------------------------------------
+
+GO_MODULE = "github.com/threadline-dev/threadline/clients/go"
+GO_PACKAGE = f"{GO_MODULE}/gen/threadline/v1;threadlinev1"
+FILE_OPTIONS: dict[str, str | bool] = {
+    "csharp_namespace": "Threadline.V1",
+    "go_package": GO_PACKAGE,
+    "java_multiple_files": True,
+    "java_package": "dev.threadline.v1",
+    "objc_class_prefix": "TLN",
+    "php_namespace": "Threadline\\V1",
+    "ruby_package": "Threadline::V1",
+}
+OUTER_CLASSNAMES = {
+    "threadline/v1/deferred.proto": "DeferredProto",
+    "threadline/v1/events.proto": "EventsProto",
+    "threadline/v1/harness_service.proto": "HarnessServiceProto",
+    "threadline/v1/run.proto": "RunProto",
+    "threadline/v1/state.proto": "StateProto",
+}
+
+
+def test_every_file_sets_the_per_language_options(
+    contract: dict[str, descriptor_pb2.FileDescriptorProto],
+) -> None:
+    """A Java/Kotlin host gets top-level classes in `dev.threadline.v1`, and so on per language."""
+    assert set(contract) == set(OUTER_CLASSNAMES)
+    for name, file in contract.items():
+        options = file.options
+        for option, value in FILE_OPTIONS.items():
+            assert options.HasField(option), f"{name} sets no {option}"
+            assert getattr(options, option) == value, f"{name}: {option}"
+        # Each file's own outer class, never clashing with a message: `StateProto`, not `State`.
+        assert options.java_outer_classname == OUTER_CLASSNAMES[name]
+        assert options.java_outer_classname not in {m.name for m in file.message_type}
+
+
+def test_go_package_is_the_go_sdks_generated_package() -> None:
+    assert f"module {GO_MODULE}\n" in (REPO / "clients/go/go.mod").read_text()
+    import_path, package = GO_PACKAGE.split(";")
+    generated = REPO / "clients/go" / import_path.removeprefix(f"{GO_MODULE}/")
+    for go_file in sorted(generated.glob("*.pb.go")):
+        assert f"\npackage {package}\n" in go_file.read_text(), go_file
+
+
+def test_buf_gen_does_not_override_the_files_options() -> None:
+    """No managed mode: the SDKs are generated exactly as a host generating from the files would."""
+    assert "managed:" not in (REPO / "buf.gen.yaml").read_text()
+
+
+# -- the breaking check waives the options' introduction once, and nothing else -------------------
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+
+
+def check_breaking(repo: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
+        ["bash", str(REPO / "scripts" / "check_breaking.sh")],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, path
+    path.write_text(text.replace(old, new))
+
+
+def test_the_breaking_check_waives_only_the_options_introduction(tmp_path: Path) -> None:
+    """Against a baseline without file options, setting them passes and any other break fails;
+    against a baseline with them, changing one fails like every FILE rule."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copy(REPO / "buf.yaml", repo)
+    shutil.copytree(REPO / "third_party", repo / "third_party")
+    shutil.copytree(REPO / "proto", repo / "proto")
+    protos = sorted((repo / "proto").rglob("*.proto"))
+    with_options = {p: p.read_text() for p in protos}
+    for path in protos:  # the baseline: the contract before it set its file options
+        path.write_text(re.sub(r"(?m)^option \w+ = .*;\n", "", with_options[path]))
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "baseline without file options")
+    for path in protos:
+        path.write_text(with_options[path])
+    git(repo, "commit", "-q", "-am", "set the file options")
+
+    done = check_breaking(repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "waiving FILE_SAME_* of the file options HEAD~1 predates" in done.stdout
+
+    state = repo / "proto/threadline/v1/state.proto"
+    edit(state, "  bytes sha256 = 5;\n", "")
+    done = check_breaking(repo)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "(FIELD_NO_DELETE)" in done.stdout
+    assert "(FILE_SAME_" not in done.stdout
+
+    state.write_text(with_options[state])
+    git(repo, "commit", "-q", "--allow-empty", "-m", "a later commit: the baseline now sets the options")
+    edit(state, 'option java_package = "dev.threadline.v1";', 'option java_package = "com.example.v1";')
+    done = check_breaking(repo)
+    assert done.returncode != 0
+    assert "waiving" not in done.stdout
+    assert 'File option "java_package" changed from "dev.threadline.v1" to "com.example.v1"' in done.stdout

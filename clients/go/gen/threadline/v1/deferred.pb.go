@@ -948,8 +948,8 @@ const file_threadline_v1_deferred_proto_rawDesc = "" +
 	"\x19DEFERRED_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DEFERRED_KIND_APPROVAL\x10\x01\x12\x1a\n" +
 	"\x16DEFERRED_KIND_EXTERNAL\x10\x02\x12\x1a\n" +
-	"\x16DEFERRED_KIND_QUESTION\x10\x03B\xc7\x01\n" +
-	"\x11com.threadline.v1B\rDeferredProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TXX\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xe2\x02\x19Threadline\\V1\\GPBMetadata\xea\x02\x0eThreadline::V1b\x06proto3"
+	"\x16DEFERRED_KIND_QUESTION\x10\x03B\xab\x01\n" +
+	"\x11dev.threadline.v1B\rDeferredProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3"
 
 var (
 	file_threadline_v1_deferred_proto_rawDescOnce sync.Once

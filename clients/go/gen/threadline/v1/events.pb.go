@@ -1286,8 +1286,8 @@ const file_threadline_v1_events_proto_rawDesc = "" +
 	"\x13TOOL_OUTCOME_FAILED\x10\x02\x12\x17\n" +
 	"\x13TOOL_OUTCOME_DENIED\x10\x03\x12\x1c\n" +
 	"\x18TOOL_OUTCOME_INTERRUPTED\x10\x04\x12\x18\n" +
-	"\x14TOOL_OUTCOME_RETRIED\x10\x05B\xc5\x01\n" +
-	"\x11com.threadline.v1B\vEventsProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TXX\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xe2\x02\x19Threadline\\V1\\GPBMetadata\xea\x02\x0eThreadline::V1b\x06proto3"
+	"\x14TOOL_OUTCOME_RETRIED\x10\x05B\xa9\x01\n" +
+	"\x11dev.threadline.v1B\vEventsProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3"
 
 var (
 	file_threadline_v1_events_proto_rawDescOnce sync.Once

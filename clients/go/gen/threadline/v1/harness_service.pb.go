@@ -1210,8 +1210,8 @@ const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\tForkState\x12\x1f.threadline.v1.ForkStateRequest\x1a .threadline.v1.ForkStateResponse\x12Z\n" +
 	"\rValidateState\x12#.threadline.v1.ValidateStateRequest\x1a$.threadline.v1.ValidateStateResponse\x12f\n" +
 	"\x11RemainingDeferred\x12'.threadline.v1.RemainingDeferredRequest\x1a(.threadline.v1.RemainingDeferredResponse\x12Z\n" +
-	"\rGetServerInfo\x12#.threadline.v1.GetServerInfoRequest\x1a$.threadline.v1.GetServerInfoResponseB\xcd\x01\n" +
-	"\x11com.threadline.v1B\x13HarnessServiceProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TXX\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xe2\x02\x19Threadline\\V1\\GPBMetadata\xea\x02\x0eThreadline::V1b\x06proto3"
+	"\rGetServerInfo\x12#.threadline.v1.GetServerInfoRequest\x1a$.threadline.v1.GetServerInfoResponseB\xb1\x01\n" +
+	"\x11dev.threadline.v1B\x13HarnessServiceProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3"
 
 var (
 	file_threadline_v1_harness_service_proto_rawDescOnce sync.Once

@@ -1563,8 +1563,8 @@ const file_threadline_v1_run_proto_rawDesc = "" +
 	"\x16RETRY_HINT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fRETRY_HINT_NONE\x10\x01\x12\x16\n" +
 	"\x12RETRY_HINT_NEW_RUN\x10\x02\x12 \n" +
-	"\x1cRETRY_HINT_DEPENDENCY_CHANGE\x10\x03B\xc2\x01\n" +
-	"\x11com.threadline.v1B\bRunProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TXX\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xe2\x02\x19Threadline\\V1\\GPBMetadata\xea\x02\x0eThreadline::V1b\x06proto3"
+	"\x1cRETRY_HINT_DEPENDENCY_CHANGE\x10\x03B\xa6\x01\n" +
+	"\x11dev.threadline.v1B\bRunProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3"
 
 var (
 	file_threadline_v1_run_proto_rawDescOnce sync.Once

@@ -477,9 +477,9 @@ const file_threadline_v1_state_proto_rawDesc = "" +
 	"\tStoredRef\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x12\n" +
-	"\x04size\x18\x03 \x01(\x03R\x04sizeB\xc4\x01\n" +
-	"\x11com.threadline.v1B\n" +
-	"StateProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TXX\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xe2\x02\x19Threadline\\V1\\GPBMetadata\xea\x02\x0eThreadline::V1b\x06proto3"
+	"\x04size\x18\x03 \x01(\x03R\x04sizeB\xa8\x01\n" +
+	"\x11dev.threadline.v1B\n" +
+	"StateProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3"
 
 var (
 	file_threadline_v1_state_proto_rawDescOnce sync.Once
