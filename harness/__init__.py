@@ -12,6 +12,7 @@ from ._loading import (
     load_state,
     load_state_parts,
 )
+from ._resume_checks import check_remaining
 from ._run import HarnessRunStream, ToolRecovery
 from ._tooling import INTERRUPTED_TOOL_RESULT
 from .agent import ExecutableAgent
@@ -68,6 +69,7 @@ __all__ = [
     "StoredRef",
     "StoredRefPart",
     "ToolRecovery",
+    "check_remaining",
     "check_schema_version",
     "client_tools_capability",
     "load_state",

@@ -35,6 +35,7 @@ __all__ = (
     "InvalidArguments",
     "answered_call_ids",
     "arguments_equal",
+    "called_ids",
     "duplicate_call_ids",
     "last_response",
     "last_response_index",
@@ -98,6 +99,17 @@ def answered_call_ids(messages: Sequence[ModelMessage], after: int) -> set[str]:
             if isinstance(part, ToolReturnPart | RetryPromptPart):
                 answered.add(part.tool_call_id)
     return answered
+
+
+def called_ids(messages: Sequence[ModelMessage]) -> set[str]:
+    """The IDs of every `ToolCallPart` any `ModelResponse` of `messages` holds."""
+    return {
+        part.tool_call_id
+        for message in messages
+        if isinstance(message, ModelResponse)
+        for part in message.parts
+        if isinstance(part, ToolCallPart)
+    }
 
 
 def pending_calls(messages: Sequence[ModelMessage]) -> list[ToolCallPart]:

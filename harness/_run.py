@@ -33,10 +33,13 @@ from ._prepare import (
     normalize,
     set_system_prompt,
 )
+from ._recovery_input import find_unresolved_calls
+from ._resume_checks import preflight_resume
+from ._suspension import suspended_batch
 from ._tooling import INTERRUPTED_TOOL_RESULT, RunTooling
 from .capability_state import CapabilityStateStore
 from .context import AgentContext, RunBindings
-from .deferred import DeferredToolRequests, DeferredToolResume, find_unresolved_calls, preflight_resume
+from .deferred import DeferredToolRequests, DeferredToolResume
 from .errors import ErrorCode, FailureCode, HarnessError, InputError, RunCleanupError, RunError, StateError
 from .events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, numbered_event, utc_now
 from .results import HarnessRunResult, SafeFailure
@@ -563,25 +566,8 @@ class HarnessRunStream(Generic[OutputT]):
                     )
                 )
             history = ensure_input(history, self._run_input, since=0)
-            return _Terminal("suspended", history, deferred=await self._export_deferred(output))
+            return _Terminal("suspended", history, deferred=await suspended_batch(output, self._tooling))
         return _Terminal("completed", history, output=output)
-
-    async def _export_deferred(self, native: NativeDeferredToolRequests) -> DeferredToolRequests:
-        identities: dict[str, str] = {}
-        function_ids: dict[str, str] = {}
-        for call in (*native.calls, *native.approvals):
-            identity = await self._tooling.identity(call.tool_name)
-            if identity is None:
-                raise RunError(
-                    f"The deferred call {call.tool_call_id!r} has no tool identity.",
-                    code=ErrorCode.DEFERRED_REQUEST_MISSING,
-                    details={"tool_call_id": call.tool_call_id},
-                )
-            identities[call.tool_call_id] = identity
-        for call in native.calls:
-            if self._tooling.tool_kind(call.tool_name) in ("function", "unapproved"):
-                function_ids[call.tool_call_id] = identities[call.tool_call_id]
-        return DeferredToolRequests.from_native(native, identities=identities, function_ids=function_ids)
 
     def _failed(self, failure: SafeFailure) -> _Terminal:
         return _Terminal("failed", self._normalized(self._committed(), force_close=False), failure=failure)

@@ -31,11 +31,28 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_ai.toolsets.prefixed import PrefixedToolset
 from pydantic_ai.toolsets.renamed import RenamedToolset
 
-from .deferred import DeferredToolResume, PendingDeferredItem, identity_for
+from .deferred import (
+    DEFERRED_FUNCTION_ID_METADATA_KEY,
+    DeferredCategory,
+    DeferredToolKind,
+    DeferredToolResume,
+    identity_for,
+    item_id,
+    stored_items,
+    stored_metadata,
+    stored_resume,
+)
 from .errors import DefinitionError, ErrorCode
 from .tools import is_recovery_retryable
 
-__all__ = ("INTERRUPTED_TOOL_RESULT", "HarnessCapability", "RunTooling", "ToolFailure")
+__all__ = (
+    "INTERRUPTED_TOOL_RESULT",
+    "HarnessCapability",
+    "PendingDeferredItem",
+    "RunTooling",
+    "ToolFailure",
+    "pending_items",
+)
 
 INTERRUPTED_TOOL_RESULT = (
     "No tool result was recorded because execution was interrupted. The operation may have partially or "
@@ -46,6 +63,26 @@ INTERRUPTED_TOOL_RESULT = (
 DEFERRAL_UNAVAILABLE = "Deferred tool interaction is unavailable for this Run."
 
 ToolRecovery = str  # "declared" | "never" | "always", checked at construction
+
+
+@dataclass(frozen=True, slots=True)
+class PendingDeferredItem:
+    """One item of a resume batch as phase B (§2.7.4 steps 10-12) and tool recovery see it."""
+
+    tool_call_id: str
+    """The model call ID."""
+    tool_name: str
+    """The target call's tool name (the name on the current surface)."""
+    category: DeferredCategory
+    """`"calls"` (external result or question) or `"approvals"`."""
+    kind: DeferredToolKind
+    """`"approval"`, `"question"` or `"external"`."""
+    target_identity: str
+    """Identity of the tool that deferred the call; a present tool must have exactly this identity."""
+    function_id: str | None
+    """`DEFERRED_FUNCTION_ID_METADATA_KEY` of a call deferred by a function tool; `None` otherwise."""
+    answered_with_failure: bool
+    """The answer is a `ToolFailed` (an absent tool without function ID may be answered so, step 11)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +147,7 @@ class RunTooling:
 
     async def _check_surface(self, ctx: RunContext[Any], tools: Mapping[str, ToolsetTool[Any]]) -> None:
         assert self.resume is not None
-        for item in self.resume.pending_items():
+        for item in pending_items(self.resume):
             tool = tools.get(item.tool_name)
             identity = await _identity(ctx, item.tool_name, tool) if tool is not None else None
             if tool is not None and identity != item.target_identity:
@@ -183,6 +220,37 @@ class RunTooling:
             raise ApprovalRequired()
         if tool_def.kind == "external":
             raise CallDeferred()
+
+
+def pending_items(resume: DeferredToolResume) -> tuple[PendingDeferredItem, ...]:
+    """Each item of `resume` with what phase B checks: category, kind, target identity, function ID.
+
+    Call it on a resume that passed `preflight_resume` (items are then well formed).
+    """
+    requests, results, _ = stored_resume(resume)
+    calls, approvals = stored_items(requests)
+    metadata = stored_metadata(requests)
+    items: list[PendingDeferredItem] = []
+    for category, group in (("calls", calls), ("approvals", approvals)):
+        for item in group:
+            call_id = item_id(item)
+            function_id = None
+            if category == "calls":
+                recorded = metadata.get(call_id, {}).get(DEFERRED_FUNCTION_ID_METADATA_KEY)
+                function_id = recorded if isinstance(recorded, str) else None
+            answer = (results.calls if category == "calls" else results.approvals).get(call_id)
+            items.append(
+                PendingDeferredItem(
+                    tool_call_id=call_id,
+                    tool_name=item.target_call.tool_name,
+                    category="calls" if category == "calls" else "approvals",
+                    kind=requests.kind(call_id),
+                    target_identity=item.target_identity,
+                    function_id=function_id,
+                    answered_with_failure=isinstance(answer, ToolFailed),
+                )
+            )
+    return tuple(items)
 
 
 def _is_native_control(error: BaseException) -> bool:

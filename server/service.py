@@ -32,6 +32,7 @@ from harness import (
     HarnessState,
     RunBindings,
     StateError,
+    check_remaining,
     client_tools_capability,
     load_state,
 )
@@ -346,10 +347,11 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         try:
             resume = resume_from_pb(request.resume, field="resume")
             state = state_from_pb(request.state, field="state")
+            # Checked as a run checks a recovery resume: what a host publishes must resume later.
+            remaining = check_remaining(resume, state.message_history)
         except (HarnessError, ServerError) as error:
-            await abort(context, error)
+            await abort(context, error, field=field_of(error) or "resume")
             raise  # pragma: no cover
-        remaining = resume.remaining(state.message_history)
         response = harness_service_pb2.RemainingDeferredResponse()
         if remaining is not None:
             response.remaining.CopyFrom(resume_to_pb(remaining))

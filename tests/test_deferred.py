@@ -25,15 +25,17 @@ from pydantic_ai.tools import DeferredToolRequests as NativeRequests
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 
 from harness import _history
+from harness._recovery_input import find_unresolved_calls
+from harness._resume_checks import check_remaining, preflight_resume
+from harness._suspension import export_requests
+from harness._tooling import pending_items
 from harness.deferred import (
     DEFERRED_FUNCTION_ID_METADATA_KEY,
     NO_PENDING_RESPONSE_MESSAGE,
     DeferredToolCall,
     DeferredToolRequests,
     DeferredToolResume,
-    find_unresolved_calls,
     identity_for,
-    preflight_resume,
 )
 from harness.errors import ErrorCode, RunError, StateError
 
@@ -160,7 +162,7 @@ def test_from_native_merges_metadata_and_kinds() -> None:
         metadata={"c1": {"channel": "sms"}, "a1": {DEFERRED_FUNCTION_ID_METADATA_KEY: "forged", "why": "x"}},
         _kinds={"c1": "question"},
     )
-    requests = DeferredToolRequests.from_native(
+    requests = export_requests(
         native,
         {"c1": SMS, "e1": "tool/ext/ext", "a1": "tool/native/delete"},
         {"c1": SMS, "a1": "tool/native/delete"},
@@ -185,15 +187,12 @@ def test_from_native_merges_metadata_and_kinds() -> None:
 
 def test_from_native_needs_identities_and_checks() -> None:
     native = NativeRequests(calls=[call("c1")])
-    assert code_of(lambda: DeferredToolRequests.from_native(native, {}, {}))[:2] == (
+    assert code_of(lambda: export_requests(native, {}, {}))[:2] == (
         ErrorCode.DEFERRED_REQUEST_MISSING,
         {"tool_call_id": "c1"},
     )
     empty = NativeRequests()
-    assert (
-        code_of(lambda: DeferredToolRequests.from_native(empty, {}, {}))[0]
-        is ErrorCode.DEFERRED_REQUESTS_EMPTY
-    )
+    assert code_of(lambda: export_requests(empty, {}, {}))[0] is ErrorCode.DEFERRED_REQUESTS_EMPTY
 
 
 def test_build_results() -> None:
@@ -370,6 +369,56 @@ def test_preflight_3_recovery_filters_and_drops() -> None:
     assert preflight_resume(resume, done) is None
     code, _, message = code_of(lambda: preflight_resume(resume, [ModelRequest(parts=[UserPromptPart("x")])]))
     assert (code, message) == (ErrorCode.DEFERRED_REQUEST_MISSING, NO_PENDING_RESPONSE_MESSAGE)
+
+
+def test_preflight_3_recovery_refuses_a_call_the_model_never_made() -> None:
+    """A forged ID is refused in a recovery resume as in a normal one (ours; issue 10, item 10).
+
+    A batch superseded by a later response is still dropped (SPEC §2.7.5): its calls were made.
+    """
+    requests, messages = batch()
+    forged = DeferredToolRequests(calls=[item("c1"), item("zz")])
+    native = forged.build_results(calls={"c1": "x", "zz": "y"})
+    for recovery in (True, False):
+        code, details, _ = code_of(
+            lambda recovery=recovery: preflight_resume(DeferredToolResume(forged, native, recovery), messages)
+        )
+        assert (code, details) == (ErrorCode.DEFERRED_REQUEST_MISSING, {"tool_call_id": "zz"})
+    superseded = [*messages, ModelRequest(parts=[UserPromptPart("on")]), ModelResponse(parts=[call("n1")])]
+    resume = DeferredToolResume(requests, requests.build_results(calls={"c1": "x"}, approve_all=True), True)
+    assert preflight_resume(resume, superseded) is None
+
+
+def test_check_remaining_checks_like_a_recovery_resume() -> None:
+    """What `RemainingDeferred` answers is a batch a later resume accepts (issue 10, item 5)."""
+    requests, messages = batch()
+    native = requests.build_results(calls={"c1": "x"}, approve_all=True)
+    resume = DeferredToolResume(requests, native)
+    answered = [*messages, ModelRequest(parts=[ret("c1")])]
+    left = check_remaining(resume, answered)
+    assert left is not None and left.recovery is False and left.requests.tool_call_ids() == ["a1"]
+    assert check_remaining(resume, [*answered, ModelResponse(parts=[TextPart("bye")])]) is None
+    no_response = [ModelRequest(parts=[UserPromptPart("x")])]
+    assert code_of(lambda: check_remaining(resume, no_response))[0] is ErrorCode.DEFERRED_REQUEST_MISSING
+    bad_metadata = DeferredToolResume(
+        DeferredToolRequests(calls=[item("c1")], metadata={"c1": {"a": float("nan")}}),
+        DeferredToolResults(calls={"c1": "x"}),
+    )
+    assert code_of(lambda: check_remaining(bad_metadata, messages))[0] is ErrorCode.DEFERRED_METADATA_INVALID
+    incomplete = DeferredToolResume(requests, DeferredToolResults(calls={"c1": "x"}))
+    assert code_of(lambda: check_remaining(incomplete, messages))[0] is ErrorCode.DEFERRED_RESULTS_INCOMPLETE
+    other_args = DeferredToolResume(
+        DeferredToolRequests(calls=[item("c1", args={"to": "elsewhere"})]),
+        DeferredToolResults(calls={"c1": "x"}),
+    )
+    assert code_of(lambda: check_remaining(other_args, messages))[0] is ErrorCode.DEFERRED_REQUEST_MISMATCH
+    forged = DeferredToolResume(
+        DeferredToolRequests(calls=[item("zz")]), DeferredToolResults(calls={"zz": 1})
+    )
+    assert code_of(lambda: check_remaining(forged, messages))[:2] == (
+        ErrorCode.DEFERRED_REQUEST_MISSING,
+        {"tool_call_id": "zz"},
+    )
 
 
 def _requests_case(name: str) -> DeferredToolRequests:
@@ -581,7 +630,7 @@ def test_pending_items() -> None:
     resume = DeferredToolResume(
         requests, requests.build_results(calls={"c1": ToolFailed("x")}, approve_all=True)
     )
-    first, second = resume.pending_items()
+    first, second = pending_items(resume)
     assert (first.tool_call_id, first.category, first.kind, first.function_id) == (
         "c1",
         "calls",

@@ -269,6 +269,40 @@ async def test_remaining_deferred_before_and_after_incorporation(stub: Stub) -> 
     assert not done.HasField("remaining")
 
 
+async def test_remaining_deferred_checks_the_batch_as_a_resume_does(stub: Stub) -> None:
+    """Typed errors, never UNKNOWN (issue 10, item 5): no response, bad metadata, a forged call ID."""
+    first = await run(stub, text="delete c.txt")
+    [approval] = first.deferred.approvals
+    answer = deferred_pb2.ApprovalResult(
+        tool_call_id=approval.tool_call_id, approved=deferred_pb2.ToolApproved()
+    )
+    resume = deferred_pb2.DeferredToolResume(
+        requests=first.deferred, results=deferred_pb2.DeferredToolResults(approvals=[answer])
+    )
+    fresh = await stub.NewState(harness_service_pb2.NewStateRequest())
+    bad_metadata = deferred_pb2.DeferredToolResume()
+    bad_metadata.CopyFrom(resume)
+    bad_metadata.requests.approvals[0].metadata_json = '{"a":NaN}'
+    forged = deferred_pb2.DeferredToolResume()
+    forged.CopyFrom(resume)
+    forged.requests.approvals[0].tool_call_id = forged.results.approvals[0].tool_call_id = "never-made"
+    unanswered = deferred_pb2.DeferredToolResume(requests=first.deferred)
+    cases = [
+        (resume, fresh.state, grpc.StatusCode.FAILED_PRECONDITION, "DEFERRED_REQUEST_MISSING"),
+        (bad_metadata, first.state, grpc.StatusCode.INVALID_ARGUMENT, "DEFERRED_METADATA_INVALID"),
+        (forged, first.state, grpc.StatusCode.FAILED_PRECONDITION, "DEFERRED_REQUEST_MISSING"),
+        (unanswered, first.state, grpc.StatusCode.INVALID_ARGUMENT, "DEFERRED_RESULTS_INCOMPLETE"),
+    ]
+    for batch, state, code, reason in cases:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.RemainingDeferred(
+                harness_service_pb2.RemainingDeferredRequest(resume=batch, state=state)
+            )
+        assert (caught.value.code(), error_info(caught.value).reason) == (code, reason), (
+            caught.value.details()
+        )
+
+
 WEATHER = run_pb2.ClientTool(
     name="get_weather",
     description="The weather in a city.",

@@ -1,0 +1,107 @@
+"""The batch a run suspends with (SPEC §2.7.3): native deferred requests become the harness's own.
+
+Each call and approval carries the identity of the tool it called, captured from the run's latest
+tool surface; a call a *function* tool deferred also records that tool's identity, which phase B of a
+later resume checks. The batch passes the request checks of §2.7.4 step 4 before anyone sees it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, NoReturn
+
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
+
+from ._json import JsonValue
+from ._resume_checks import check_requests
+from ._tooling import RunTooling
+from .deferred import DEFERRED_FUNCTION_ID_METADATA_KEY, DeferredToolCall, DeferredToolRequests
+from .errors import ErrorCode, RunError
+
+__all__ = ("export_requests", "suspended_batch")
+
+
+def _fail(code: ErrorCode, message: str, **details: JsonValue) -> NoReturn:
+    raise RunError(message, code=code, details=details)
+
+
+async def suspended_batch(native: NativeDeferredToolRequests, tooling: RunTooling) -> DeferredToolRequests:
+    """The harness batch for what a native run ended with, identities from `tooling`'s latest surface.
+
+    Raises:
+        RunError: `deferred_request_missing` for a call whose tool left the surface, or a step-4 code.
+    """
+    identities: dict[str, str] = {}
+    function_ids: dict[str, str] = {}
+    for call in (*native.calls, *native.approvals):
+        identity = await tooling.identity(call.tool_name)
+        if identity is None:
+            _fail(
+                ErrorCode.DEFERRED_REQUEST_MISSING,
+                f"The deferred call {call.tool_call_id!r} has no tool identity.",
+                tool_call_id=call.tool_call_id,
+            )
+        identities[call.tool_call_id] = identity
+    for call in native.calls:
+        if tooling.tool_kind(call.tool_name) in ("function", "unapproved"):
+            function_ids[call.tool_call_id] = identities[call.tool_call_id]
+    return export_requests(native, identities=identities, function_ids=function_ids)
+
+
+def export_requests(
+    native_requests: NativeDeferredToolRequests,
+    identities: Mapping[str, str],
+    function_ids: Mapping[str, str],
+) -> DeferredToolRequests:
+    """The batch a run suspends with (§2.7.3), checked like a resume's requests (§2.7.4 step 4).
+
+    Args:
+        native_requests: What the native run ended with.
+        identities: `target_identity` of the called tool, by call ID (every item needs one).
+        function_ids: For calls deferred by a *function* tool (`CallDeferred` raised in its body), that
+            tool's identity, by call ID. Recorded as `DEFERRED_FUNCTION_ID_METADATA_KEY` on calls only;
+            entries for approvals are ignored.
+
+    Returns:
+        A detached, checked batch in native order.
+
+    Raises:
+        RunError: `deferred_request_missing` (`{"tool_call_id"}`) for an item without an identity, or
+            any step-4 code.
+    """
+    approval_ids = {part.tool_call_id for part in native_requests.approvals}
+
+    def wrap(part: ToolCallPart) -> DeferredToolCall:
+        identity = identities.get(part.tool_call_id)
+        if identity is None:
+            _fail(
+                ErrorCode.DEFERRED_REQUEST_MISSING,
+                f"No tool identity was captured for deferred call {part.tool_call_id!r}.",
+                tool_call_id=part.tool_call_id,
+            )
+        return DeferredToolCall.of(part, identity)
+
+    calls = [wrap(part) for part in native_requests.calls]
+    approvals = [wrap(part) for part in native_requests.approvals]
+    metadata: dict[str, dict[str, Any]] = {}
+    for item in (*calls, *approvals):
+        call_id = item.tool_call_id
+        # The key is the harness's: a value a tool put there itself would fake a function identity.
+        merged = {
+            key: value
+            for key, value in (native_requests.metadata.get(call_id) or {}).items()
+            if key != DEFERRED_FUNCTION_ID_METADATA_KEY
+        }
+        if call_id not in approval_ids and call_id in function_ids:
+            merged[DEFERRED_FUNCTION_ID_METADATA_KEY] = function_ids[call_id]
+        if merged:
+            metadata[call_id] = merged
+    kinds: dict[str, Literal["question"]] = {
+        key: "question"
+        for key, value in native_requests._kinds.items()  # the only native access to question kinds
+        if value == "question"
+    }
+    requests = DeferredToolRequests(calls=calls, approvals=approvals, metadata=metadata, kinds=kinds)
+    check_requests(requests)
+    return requests
