@@ -95,6 +95,19 @@ def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
     after = LATEST.stat().st_mtime_ns if LATEST.exists() else None
     assert after == before
 
+    # Two results side by side (`bench.compare`): one row per ratio, one column per file.
+    compared = subprocess.run(
+        [sys.executable, "-m", "bench.compare", str(out), str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert compared.returncode == 0, compared.stderr[-3000:]
+    rows = {line.split()[0]: line.split()[1:] for line in compared.stdout.splitlines()[2:] if line.strip()}
+    assert set(ratios) <= set(rows)
+    assert rows["stream_run_over_limit"][:2] == [f"{ratios['stream_run_over_limit']:.3f}"] * 2
+
 
 def test_smoke_run_refuses_to_overwrite_the_committed_results() -> None:
     with pytest.raises(SystemExit):
