@@ -181,14 +181,15 @@ def test_a_4000_character_schema_version_keeps_its_reason(served: LoggedServe, m
 
 
 def test_hundreds_of_validation_errors_are_cut_by_entries(served: LoggedServe) -> None:
+    # The state JSON form reports every invalid capability entry at once (300 errors, ~33 KB).
+    entries = {f"acme.cap{i}": {"version": "", "data": {}} for i in range(300)}
+    state_json = {"schema_version": "1", "thread_id": "a_b", "message_history": []}
+    state_json["agent_context_state"] = {"entries": entries}
     with grpc.insecure_channel(served.address) as channel:
-        state = a_state(channel)
-        for i in range(300):
-            state.capability_states.add(capability_id=f"acme.cap{i}", version="", data_json="{}")
         error = rejected(
             channel,
-            "Run",
-            harness_service_pb2.RunRequest(spec=run_pb2.RunSpec(text="x", previous_state=state)),
+            "ValidateState",
+            harness_service_pb2.ValidateStateRequest(state_json=json.dumps(state_json)),
         )
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
     info = error_info(error)
@@ -196,6 +197,7 @@ def test_hundreds_of_validation_errors_are_cut_by_entries(served: LoggedServe) -
     errors = json.loads(info.metadata["errors"])  # still valid JSON
     assert isinstance(errors, list) and 1 <= len(errors) < 300
     assert all(isinstance(entry, dict) and "loc" in entry for entry in errors)
+    assert "errors_omitted" in info.metadata
     assert len(errors) + int(info.metadata["errors_omitted"]) == 300
     assert trailer_bytes(error) < TRAILER_BUDGET
 
