@@ -3,7 +3,6 @@
 Pure Python on pydantic-ai; no gRPC. SPEC.md (shared) is the behaviour this package implements.
 """
 
-from ._json import JsonValue
 from ._loading import (
     CapabilityStatePart,
     EnvironmentStatePart,
@@ -29,7 +28,14 @@ from .errors import (
     RunError,
     StateError,
 )
-from .events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent
+from .events import (
+    HarnessCheckpointEvent,
+    HarnessEvent,
+    HarnessExtensionEvent,
+    HarnessRunResultEvent,
+    RunItem,
+)
+from .json_text import JsonValue
 from .results import HarnessRunResult, RunStatus, SafeFailure
 from .state import AgentContextStateSnapshot, CapabilityState, EnvironmentState, HarnessState, StoredRef
 
@@ -50,6 +56,7 @@ __all__ = [
     "ErrorCode",
     "ExecutableAgent",
     "FailureCode",
+    "HarnessCheckpointEvent",
     "HarnessError",
     "HarnessEvent",
     "HarnessExtensionEvent",
@@ -63,6 +70,7 @@ __all__ = [
     "RunBindings",
     "RunCleanupError",
     "RunError",
+    "RunItem",
     "RunStatus",
     "SafeFailure",
     "StateError",

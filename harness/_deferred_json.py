@@ -14,8 +14,8 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolResults
 from typing_extensions import TypedDict
 
-from ._json import JsonValue
 from .errors import ErrorCode, RunError
+from .json_text import JsonValue
 
 __all__ = ("REQUESTS_ADAPTER", "RESUME_ADAPTER", "CallDoc", "RequestsDoc", "ResumeDoc", "validated")
 

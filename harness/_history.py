@@ -13,7 +13,6 @@ in any request after the response.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 
@@ -29,7 +28,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
-from ._json import JsonValue, NotFiniteJson, check_finite_json
+from .json_text import JsonTextError, JsonValue, NotFiniteJson, check_finite_json, parse_json
 
 __all__ = (
     "InvalidArguments",
@@ -160,10 +159,9 @@ def parse_arguments(args: object) -> dict[str, JsonValue]:
     value: object
     if isinstance(args, str):
         try:
-            # Standard JSON only: NaN/Infinity literals parse in Python but are not JSON.
-            value = json.loads(args, parse_constant=_refuse_constant)
-        except ValueError as error:
-            raise InvalidArguments(f"arguments are not valid JSON: {error}") from None
+            value = parse_json(args)  # strict and bounded: no NaN, no repeated keys, no deep nesting
+        except JsonTextError as error:
+            raise InvalidArguments(f"arguments are {error}") from None
     else:
         value = args
     if not isinstance(value, dict):
@@ -174,10 +172,6 @@ def parse_arguments(args: object) -> dict[str, JsonValue]:
         raise InvalidArguments(str(error)) from None
     assert isinstance(checked, dict)
     return checked
-
-
-def _refuse_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
 
 
 def arguments_equal(left: JsonValue, right: JsonValue) -> bool:

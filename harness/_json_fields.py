@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema, to_json
 
-from ._json import JsonValue, NotFiniteJson, canonical_json, check_finite_json, json_depth_and_nodes
+from .json_text import JsonValue, NotFiniteJson, canonical_json, check_finite_json, json_depth_and_nodes
 
 __all__ = (
     "ENV_STATE_MAX_BYTES",

@@ -19,9 +19,9 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import from_json
 
 from ._history_codec import INVALID_HISTORY, InvalidHistory, decode_history_json
-from ._json import JsonTextError, JsonValue, NotFiniteJson, check_finite_json, parse_json
 from ._state_model import StateModel
 from .errors import ErrorCode, StateError
+from .json_text import JsonTextError, JsonValue, NotFiniteJson, check_finite_json, parse_json
 from .state import (
     SUPPORTED_SCHEMA_VERSIONS,
     AgentContextStateSnapshot,

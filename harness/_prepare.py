@@ -1,9 +1,10 @@
 """History rewrites before a run starts and after it stops (SPEC §2.2.3, §2.4, §2.5.5, §2.5.7).
 
-Before: lift input left behind unresolved calls, close calls under `"never"` recovery, and put the
-executable's current system prompt in front (a stored prompt is never trusted). After a failed or
-cancelled run: keep only the safe parts of an interrupted response, give unanswered calls the
-unknown result, and make sure the run's own input is in the state exactly once.
+Before: lift input left behind unresolved calls, close calls under `"never"` recovery, put the
+executable's current system prompt in front (a stored prompt is never trusted), and hand pydantic-ai a
+history its own clean-up leaves as it is (`for_native`). After a failed or cancelled run: keep only the
+safe parts of an interrupted response, give unanswered calls the unknown result, and make sure the
+run's own input is in the state exactly once.
 
 All functions take and return lists of native messages and never mutate their input messages.
 """
@@ -13,8 +14,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from pydantic_ai.messages import (
+    _PYDANTIC_AI_METADATA_KEY,  # pyright: ignore[reportPrivateUsage]
     ModelMessage,
     ModelRequest,
     ModelRequestPart,
@@ -33,6 +36,10 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserContent,
     UserPromptPart,
+    _drop_orphaned_tool_results,  # pyright: ignore[reportPrivateUsage]
+    _move_parts_from_between_tool_results,  # pyright: ignore[reportPrivateUsage]
+    _repair_dangling_tool_calls,  # pyright: ignore[reportPrivateUsage]
+    _tool_results_first_sort_key,  # pyright: ignore[reportPrivateUsage]
 )
 
 from ._history import last_response_index, pending_calls
@@ -43,6 +50,7 @@ __all__ = (
     "append_input",
     "close_calls",
     "ensure_input",
+    "for_native",
     "lift_undelivered_input",
     "normalize",
     "set_system_prompt",
@@ -290,3 +298,95 @@ def normalize(
     if (interrupted or force_close) and not deferred_pending:
         history = close_calls(history, pending_calls(history))
     return history
+
+
+# --- the history pydantic-ai receives ---------------------------------------------------------------
+
+
+def for_native(history: list[ModelMessage]) -> list[ModelMessage]:
+    """The history pydantic-ai 2.68's own clean-up (`_clean_message_history`) would make of `history`.
+
+    pydantic-ai cleans every history it is given: drop orphaned tool results, repair dangling calls
+    (the last response's excepted), and merge consecutive requests (and consecutive synthetic
+    responses) into one. Its merge is pairwise, rebuilding the merged parts list at every step, so a
+    host-built history of n consecutive requests costs n² (issue 10: 16 000 prompts, 21 s). This gives
+    the same messages in O(n): the first two passes are pydantic-ai's own, the merge folds each run of
+    consecutive messages once. pydantic-ai's clean-up then finds nothing left to do, and the messages
+    keep their identity (the run's history encoder reuses their bytes). `tests/test_history_shapes.py`
+    checks the equality on random histories, so an upgrade that changes the native rules fails there.
+    """
+    history = _repair_dangling_tool_calls(_drop_orphaned_tool_results(history))
+    out: list[ModelMessage] = []
+    index, count = 0, len(history)
+    while index < count:
+        message = history[index]
+        end = index + 1
+        if isinstance(message, ModelRequest):
+            instructions = message.instructions
+            while end < count and isinstance(nxt := history[end], ModelRequest) and _joins(instructions, nxt):
+                instructions = instructions or nxt.instructions
+                end += 1
+            out.append(_merged_requests(history[index:end]))
+        elif isinstance(message, ModelResponse) and _synthetic(message):
+            while end < count and isinstance(nxt := history[end], ModelResponse) and _synthetic(nxt):
+                end += 1
+            if end - index == 1:
+                out.append(message)
+            else:
+                parts: list[ModelResponsePart] = []
+                for response in history[index:end]:
+                    assert isinstance(response, ModelResponse)
+                    parts.extend(response.parts)
+                out.append(replace(message, parts=parts))
+        else:
+            out.append(message)
+        index = end
+    return out
+
+
+def _joins(instructions: str | None, message: ModelRequest) -> bool:
+    """Whether pydantic-ai merges `message` into a request whose instructions are `instructions`."""
+    return not instructions or not message.instructions or instructions == message.instructions
+
+
+def _synthetic(response: ModelResponse) -> bool:
+    """A response that did not come from an API (pydantic-ai merges consecutive ones)."""
+    return (
+        response.provider_response_id is None
+        and response.provider_name is None
+        and response.model_name is None
+    )
+
+
+def _merged_requests(run: Sequence[ModelMessage]) -> ModelMessage:
+    """One request for a run of requests, as pydantic-ai's pairwise merge builds it.
+
+    A single request only has the parts between its tool results moved after them. For a run, the
+    parts are the first request's (so moved) followed by the others', stable-sorted tool results first:
+    sorting each pairwise concatenation again gives exactly this, because the key has two values.
+    """
+    first = run[0]
+    assert isinstance(first, ModelRequest)
+    head = _move_parts_from_between_tool_results(first)
+    if len(run) == 1:
+        return head
+    parts: list[ModelRequestPart] = list(head.parts)
+    namespace: dict[str, Any] | None = None
+    instructions = None
+    timestamp = None
+    for message in run:
+        assert isinstance(message, ModelRequest)
+        if message is not first:
+            parts.extend(message.parts)
+        own = (message.metadata or {}).get(_PYDANTIC_AI_METADATA_KEY)
+        if isinstance(own, dict):
+            namespace = {**(namespace or {}), **own}
+        instructions = instructions or message.instructions
+        timestamp = message.timestamp or timestamp
+    parts.sort(key=_tool_results_first_sort_key)
+    return ModelRequest(
+        parts=parts,
+        instructions=instructions,
+        timestamp=timestamp,
+        metadata=None if namespace is None else {_PYDANTIC_AI_METADATA_KEY: namespace},
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from pydantic_ai.messages import ModelMessage, ToolCallPart
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
@@ -18,7 +19,18 @@ from . import _history
 from .deferred import DeferredToolResume, stored_resume
 from .errors import ErrorCode, StateError
 
-__all__ = ("UnresolvedCalls", "find_unresolved_calls", "retained_facts")
+__all__ = (
+    "TOOL_RECOVERY_MODES",
+    "ToolRecovery",
+    "UnresolvedCalls",
+    "find_unresolved_calls",
+    "retained_facts",
+)
+
+ToolRecovery = Literal["declared", "never", "always"]
+"""What happens to calls left unanswered in the previous state (SPEC §1.7, §2.5.4)."""
+
+TOOL_RECOVERY_MODES: frozenset[str] = frozenset(get_args(ToolRecovery))
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,6 @@ from pydantic_ai.messages import (
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 
 from . import _history
-from ._json import JsonValue, NotFiniteJson, canonical_json, check_finite_json
 from .deferred import (
     DEFERRED_FUNCTION_ID_METADATA_KEY,
     MAX_DEFERRED_ITEMS,
@@ -45,6 +44,7 @@ from .deferred import (
     stored_resume,
 )
 from .errors import ErrorCode, RunError
+from .json_text import JsonValue, NotFiniteJson, canonical_json, check_finite_json
 
 __all__ = ("check_remaining", "check_requests", "preflight_resume")
 

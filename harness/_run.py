@@ -1,24 +1,34 @@
-"""One harness run as a stream: construction checks, preparation, the native run, the terminal result.
+"""One harness run as a stream: preparation, the native run, the terminal result (SPEC §2.2, §2.3).
 
 The run drives pydantic-ai's `Agent.iter` in the consumer's own task (no background task): each
 node is streamed in turn and its events are yielded in order, with the harness's lifecycle events
-placed around model requests. Cancellation is task cancellation: `stream.cancel()` asks the native
-run to stop and yields a `cancelled` result; a cancellation from outside keeps propagating as
-`CancelledError` after the candidate state has been normalized for `export_state()`.
+placed around model requests and, when asked for, checkpoint candidates after them. Cancellation is
+task cancellation: `stream.cancel()` asks the native run to stop and yields a `cancelled` result; a
+cancellation from outside keeps propagating as `CancelledError` after the candidate state has been
+normalized for `export_state()`. How an exception ends the run is decided in one place,
+`_terminal_for`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, get_args
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
 from pydantic_ai import Agent, CancellationToken
 from pydantic_ai.exceptions import AgentRunError, ModelHTTPError, RunCancelled, ToolFailed, UsageLimitExceeded
-from pydantic_ai.messages import ModelMessage, ModelResponse, UserContent
-from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.messages import (
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
+    ModelMessage,
+    ToolCallPart,
+    UserContent,
+)
+from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
 from pydantic_ai.tools import DeferredToolResults
 from pydantic_ai.usage import RunUsage, UsageLimits
@@ -29,19 +39,30 @@ from ._prepare import (
     PartTracker,
     close_calls,
     ensure_input,
+    for_native,
     lift_undelivered_input,
     normalize,
     set_system_prompt,
+    unknown_result,
 )
-from ._recovery_input import find_unresolved_calls
-from ._resume_checks import preflight_resume
+from ._recovery_input import ToolRecovery, find_unresolved_calls
+from ._run_inputs import check_run_inputs
 from ._suspension import suspended_batch
 from ._tooling import INTERRUPTED_TOOL_RESULT, RunTooling
 from .capability_state import CapabilityStateStore
 from .context import AgentContext, RunBindings
 from .deferred import DeferredToolRequests, DeferredToolResume
-from .errors import ErrorCode, FailureCode, HarnessError, InputError, RunCleanupError, RunError, StateError
-from .events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, numbered_event, utc_now
+from .errors import ErrorCode, FailureCode, HarnessError, RunCleanupError, RunError, StateError
+from .events import (
+    HarnessCheckpointEvent,
+    HarnessEvent,
+    HarnessExtensionEvent,
+    HarnessRunResultEvent,
+    RunItem,
+    numbered_event,
+    redact,
+    utc_now,
+)
 from .results import HarnessRunResult, SafeFailure
 from .state import HarnessState
 
@@ -52,54 +73,11 @@ __all__ = ("HarnessRunStream", "ToolRecovery")
 
 OutputT = TypeVar("OutputT")
 
-ToolRecovery = Literal["declared", "never", "always"]
-"""What happens to calls left unanswered in the previous state (SPEC §1.7)."""
+_CHECKPOINT_AFTER = frozenset({"model_request_started", "model_request_completed"})
+"""The lifecycle events after which `export_state()` has moved (SPEC §2.3.4)."""
 
-_TOOL_RECOVERY_MODES: frozenset[str] = frozenset(get_args(ToolRecovery))
-
-
-def _user_content_types() -> tuple[type, ...]:
-    flat: list[type] = []
-
-    def walk(tp: Any) -> None:
-        args = get_args(tp)
-        if not args:
-            if isinstance(tp, type):
-                flat.append(tp)
-            return
-        for arg in args:
-            walk(arg)
-
-    walk(UserContent)
-    return tuple(flat)
-
-
-_CONTENT_TYPES = _user_content_types()
-
-
-def check_input(value: object) -> str | list[UserContent] | None:
-    """Validate a run's input (SPEC §2.2.2): `None`, a non-empty `str`, or non-empty native content."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if not value:
-            raise InputError("The run input is empty.", code=ErrorCode.INPUT_EMPTY)
-        return value
-    if isinstance(value, bytes | bytearray | memoryview) or not isinstance(value, Sequence):
-        raise InputError(
-            f"The run input must be a str or a sequence of user content, not {type(value).__name__}.",
-            code=ErrorCode.INPUT_INVALID,
-        )
-    items = list(value)
-    if not items:
-        raise InputError("The run input is empty.", code=ErrorCode.INPUT_EMPTY)
-    for item in items:
-        if not isinstance(item, _CONTENT_TYPES) or isinstance(item, bytes):
-            raise InputError(
-                f"The run input holds a {type(item).__name__}, which is not native user content.",
-                code=ErrorCode.INPUT_INVALID,
-            )
-    return items
+_MESSAGE_CHARS = 500
+"""How much of a model-side exception's text a failed result carries."""
 
 
 @dataclass(slots=True)
@@ -119,84 +97,47 @@ class HarnessRunStream(Generic[OutputT]):
     def __init__(
         self,
         executable: ExecutableAgent[OutputT],
-        input: object = None,
+        input: str | Sequence[UserContent] | None = None,
         *,
-        bindings: object = None,
-        previous_state: object = None,
-        tool_recovery: object = "declared",
-        deferred_resume: object = None,
+        bindings: RunBindings | None = None,
+        previous_state: HarnessState | None = None,
+        tool_recovery: ToolRecovery = "declared",
+        deferred_resume: DeferredToolResume | None = None,
         usage: RunUsage | None = None,
         usage_limits: UsageLimits | None = None,
+        checkpoints: bool = False,
     ) -> None:
-        self._prompt = check_input(input)
-        if bindings is None:
-            bindings = RunBindings.embedded()
-        if not isinstance(bindings, RunBindings) or not isinstance(bindings.deferred_tools_supported, bool):
-            raise RunError(
-                "bindings must be RunBindings with a bool deferred_tools_supported.",
-                code=ErrorCode.RUN_BINDINGS_INVALID,
-            )
-        if previous_state is None:
-            state = HarnessState.new()
-        elif isinstance(previous_state, HarnessState):
-            # A state still holding what validation produced is immutable and valid as it is; any other
-            # (e.g. forged with `model_copy(update=...)`) is re-validated from its JSON form and fails here.
-            state = (
-                previous_state
-                if previous_state._is_intact()
-                else HarnessState.model_validate_json(previous_state.model_dump_json())
-            )
-        else:
-            raise RunError(
-                f"previous_state must be a HarnessState, not {type(previous_state).__name__}.",
-                code=ErrorCode.PREVIOUS_STATE_INVALID,
-            )
-        if state.refs:
-            raise StateError(
-                "The previous state references a host state store, which this harness does not have.",
-                code=ErrorCode.STATE_STORE_MISSING,
-            )
-        if not isinstance(tool_recovery, str) or tool_recovery not in _TOOL_RECOVERY_MODES:
-            raise InputError(
-                f"tool_recovery must be one of {sorted(_TOOL_RECOVERY_MODES)}, not {tool_recovery!r}.",
-                code=ErrorCode.TOOL_RECOVERY_INVALID,
-            )
-        history, encoded = state._history_for_run()
-        if (
-            self._prompt is not None
-            and history
-            and isinstance(history[-1], ModelResponse)
-            and history[-1].state == "suspended"
-        ):
-            raise InputError(
-                "New input cannot be given while the history ends in a provider-suspended turn; continue without input first.",
-                code=ErrorCode.INPUT_INVALID,
-                details={"reason": "provider_suspended_turn"},
-            )
-        self._resume: DeferredToolResume | None = None
-        if deferred_resume is not None:
-            # `None` for a fully incorporated `recovery=True` batch: a plain continuation with tool recovery.
-            self._resume = preflight_resume(deferred_resume, history if previous_state is not None else None)
+        inputs = check_run_inputs(
+            input,
+            bindings=bindings,
+            previous_state=previous_state,
+            tool_recovery=tool_recovery,
+            deferred_resume=deferred_resume,
+            checkpoints=checkpoints,
+        )
+        self._prompt = inputs.prompt
+        self._resume = inputs.resume
         self._executable = executable
-        self._bindings: RunBindings = bindings
-        self._state = state
-        self._history = history
-        self._encoder = HistoryEncoder(encoded, history)
-        self._mode = cast(ToolRecovery, tool_recovery)
+        self._bindings = inputs.bindings
+        self._state = inputs.state
+        self._history = inputs.history
+        self._encoder = HistoryEncoder(inputs.encoded, inputs.history)
+        self._mode = inputs.tool_recovery
+        self._checkpoints = inputs.checkpoints
         self._usage_baseline = usage
         self._usage_limits = usage_limits if usage_limits is not None else executable.usage_limits
-        self.thread_id: str = state.thread_id
+        self.thread_id: str = inputs.state.thread_id
         self.run_id: str = f"run-{uuid.uuid4().hex}"
-        self._store = CapabilityStateStore(state.agent_context_state)
+        self._store = CapabilityStateStore(inputs.state.agent_context_state)
         self._tooling = RunTooling(
-            mode=self._mode, deferred_tools_supported=bindings.deferred_tools_supported
+            mode=self._mode, deferred_tools_supported=inputs.bindings.deferred_tools_supported
         )
         self.context = AgentContext(
             run_id=self.run_id,
             thread_id=self.thread_id,
-            instance=bindings.instance,
-            metadata=MappingProxyType(dict(bindings.metadata)),
-            deferred_tools_supported=bindings.deferred_tools_supported,
+            instance=inputs.bindings.instance,
+            metadata=MappingProxyType(dict(inputs.bindings.metadata)),
+            deferred_tools_supported=inputs.bindings.deferred_tools_supported,
             state=self._store,
             _tooling=self._tooling,
             _observer=self,
@@ -205,18 +146,23 @@ class HarnessRunStream(Generic[OutputT]):
         self._tracker = PartTracker()
         self._entered = False
         self._closed = False
-        self._iterating = False
         self._aiter_taken = False
         self._busy = False
         self._sequence = 0
         self._request_index = -1
+        self._in_model_request = False
         self._pending_lifecycle: list[HarnessExtensionEvent] = []
         self._native_run: Any = None
         self._prepared: list[ModelMessage] | None = None
+        self._settled: list[ToolCallPart] = []
         self._run_input: str | list[UserContent] | None = None
-        self._gen: AsyncIterator[HarnessEvent | HarnessRunResultEvent[OutputT]] | None = None
+        self._native_results: DeferredToolResults | None = None
+        self._gen: AsyncIterator[RunItem[OutputT]] | None = None
         self.result: HarnessRunResult[OutputT] | None = None
         self.outcome: HarnessRunResult[OutputT] | None = None
+        self.failure_exception: BaseException | None = None
+        """The exception a `failed` run ended with (a tool's, the model side's), for the host's own logs.
+        Its text is never part of the result."""
         self._shutdown_history: list[ModelMessage] | None = None
 
     # -- context manager and iteration ----------------------------------------------------------------
@@ -258,7 +204,7 @@ class HarnessRunStream(Generic[OutputT]):
         self._aiter_taken = True
         return self
 
-    async def __anext__(self) -> HarnessEvent | HarnessRunResultEvent[OutputT]:
+    async def __anext__(self) -> RunItem[OutputT]:
         if not self._entered or self._closed or self._gen is None:
             raise RunError(
                 "The run stream is not active: enter it with `async with` first.",
@@ -323,28 +269,30 @@ class HarnessRunStream(Generic[OutputT]):
 
     # -- internals ------------------------------------------------------------------------------------
     def _prepare(self) -> None:
-        """History preparation (SPEC §2.2.3): lift input, recover tools, set the system prompt."""
+        """History preparation (SPEC §2.2.3): lift input, recover tools, set the system prompt.
+
+        The result is what pydantic-ai's own clean-up would make of it (`for_native`), so the native run
+        changes nothing and the run's own messages start at `len(self._prepared)`.
+        """
         history, lifted = lift_undelivered_input(self._history)
         own: list[UserContent] = [self._prompt] if isinstance(self._prompt, str) else list(self._prompt or [])
         self._run_input = [*lifted, *own] if lifted else self._prompt
-        native_results: DeferredToolResults | None = None
         resume = self._resume
         if resume is not None and not resume.recovery:
-            native_results = resume.model_results()
+            self._native_results = resume.model_results()
             self._tooling.resume = resume
         else:
-            history, native_results = self._plan_recovery(history, resume)
-        self._native_results = native_results
-        self._prepared = set_system_prompt(history, self._executable.system_prompt)
+            history = self._plan_recovery(history, resume)
+        self._prepared = for_native(set_system_prompt(history, self._executable.system_prompt))
 
     def _plan_recovery(
         self, history: list[ModelMessage], retained: DeferredToolResume | None
-    ) -> tuple[list[ModelMessage], DeferredToolResults | None]:
+    ) -> list[ModelMessage]:
         """Decide what happens to the last response's unresolved calls (SPEC §2.5.2, §2.5.6)."""
         unresolved = find_unresolved_calls(history, retained)
         self._tooling.resume = retained  # phase B checks the retained requests (§2.7.6)
         if not unresolved.calls:
-            return history, None
+            return history
         facts = unresolved.facts
         open_calls = {
             call.tool_call_id: call
@@ -352,7 +300,9 @@ class HarnessRunStream(Generic[OutputT]):
             if call.tool_call_id not in facts.calls and call.tool_call_id not in facts.approvals
         }
         if self._mode == "never" and not facts.calls and not facts.approvals:
-            return close_calls(history, list(open_calls.values())), None
+            # Settled here, in the prepared history (§2.5.5); the stream still tells the host (`_events`).
+            self._settled = list(open_calls.values())
+            return close_calls(history, self._settled)
         # The facts' metadata stays out: a call answered by a fact never runs, so no tool would read it.
         results = DeferredToolResults(calls=facts.calls, approvals=facts.approvals)
         if self._mode == "never":
@@ -362,7 +312,8 @@ class HarnessRunStream(Generic[OutputT]):
             for cid in open_calls:
                 results.approvals[cid] = True  # decided at the first step (replay or unknown)
             self._tooling.recovery_candidates = open_calls
-        return history, results
+        self._native_results = results
+        return history
 
     def _committed(self) -> list[ModelMessage]:
         if self._native_run is not None:
@@ -401,116 +352,147 @@ class HarnessRunStream(Generic[OutputT]):
         self._sequence += 1
         return item
 
-    def _drain_lifecycle(self) -> list[HarnessEvent]:
+    def _lifecycle(self, event: HarnessExtensionEvent) -> list[HarnessEvent | HarnessCheckpointEvent]:
+        """A lifecycle event as items, followed by a checkpoint candidate where the export moved."""
+        items: list[HarnessEvent | HarnessCheckpointEvent] = [self._event(event)]
+        if self._checkpoints and event.type in _CHECKPOINT_AFTER:
+            state = self._state_from(self._committed())
+            items.append(
+                HarnessCheckpointEvent(self.thread_id, self.run_id, self._sequence, utc_now(), state)
+            )
+            self._sequence += 1
+        return items
+
+    def _drain_lifecycle(self) -> list[HarnessEvent | HarnessCheckpointEvent]:
         if not self._pending_lifecycle:
             return []
-        events = [self._event(e) for e in self._pending_lifecycle]
+        items = [item for event in self._pending_lifecycle for item in self._lifecycle(event)]
         self._pending_lifecycle.clear()
-        return events
+        return items
 
     def _streams_model(self) -> bool:
+        """Whether model requests are streamed: pydantic-ai's own test of a model that can stream."""
         model = self._executable.native.model
-        return not (isinstance(model, FunctionModel) and model.stream_function is None)
+        return not isinstance(model, Model) or type(model).request_stream is not Model.request_stream
 
-    async def _events(self) -> AsyncIterator[HarnessEvent | HarnessRunResultEvent[OutputT]]:
+    async def _events(self) -> AsyncIterator[RunItem[OutputT]]:
         yield self._event(HarnessExtensionEvent(kind="lifecycle", payload={"type": "run_started"}))
-        native = self._executable.native
-        terminal: _Terminal | None = None
+        for call in self._settled:  # what `"never"` settled in preparation, as the native path would tell it
+            yield self._event(FunctionToolCallEvent(part=call))
+            yield self._event(FunctionToolResultEvent(part=unknown_result(call)))
         candidate: HarnessRunResult[OutputT] | None = None
-        streams_model = self._streams_model()
         try:
-            async with native.iter(
+            async with self._executable.native.iter(
                 self._run_input,
                 message_history=self._prepared,
                 deferred_tool_results=self._native_results,
                 run_id=self.run_id,
                 conversation_id=self.thread_id,
                 deps=self.context,
-                usage=self._usage_baseline.__class__(**vars(self._usage_baseline))
-                if self._usage_baseline
-                else None,
+                usage=dataclasses.replace(self._usage_baseline) if self._usage_baseline else None,
                 usage_limits=self._usage_limits,
                 capabilities=list(self._bindings.capabilities) or None,
                 cancellation_token=self._token,
             ) as run:
                 self._native_run = run
-                node: Any = run.next_node
-                first_tools_node = True
-                while not isinstance(node, End):
-                    is_request = Agent.is_model_request_node(node)
-                    if Agent.is_call_tools_node(node) and first_tools_node:
-                        first_tools_node = False
-                        if node.tool_call_results is not None:
-                            self._tooling.native_results = node.tool_call_results
-                    if (is_request and streams_model) or Agent.is_call_tools_node(node):
-                        async with node.stream(run.ctx) as events:
-                            async for event in events:
-                                for item in self._drain_lifecycle():
-                                    yield item
-                                if is_request:
-                                    self._tracker.observe(event)
-                                yield self._event(event)
-                    for item in self._drain_lifecycle():
+                # `aclosing`: a host that leaves mid-run closes the node streams before the run itself.
+                async with aclosing(self._drive(run)) as items:
+                    async for item in items:
                         yield item
-                    node = await run.next(node)
-                    if is_request:
-                        yield self._event(self._request_completed())
                 assert run.result is not None
-                terminal = await self._finish(run.result.output)
-                candidate = self._result(terminal)
-        except RunCancelled as cancelled:
-            terminal = _Terminal(
-                "cancelled", self._normalized(self._messages_after(cancelled), force_close=False)
-            )
-        except UsageLimitExceeded as error:
-            self._raise_if_outcome(candidate, error)
-            terminal = self._failed(
-                SafeFailure(
-                    code=FailureCode.USAGE_LIMIT_EXCEEDED,
-                    message="Run usage limit exceeded.",
-                    retry_hint="dependency_change",
-                )
-            )
-        except HarnessError as error:
-            self._raise_if_outcome(candidate, error)
-            if self._tooling.tool_failure is None:
-                raise
-            terminal = self._tool_failed()
-        except AgentRunError as error:
-            self._raise_if_outcome(candidate, error)
-            for item in self._model_request_failed(error):
+                candidate = self._result(await self._finish(run.result.output))
+        except Exception as error:
+            if self._closed:
+                raise  # the host closed the stream early: a teardown failure, reported by `__aexit__`
+            if candidate is not None and not isinstance(error, RunCancelled):
+                self._raise_after_outcome(candidate, error)
+            terminal, events = self._terminal_for(error)
+            for item in events:
                 yield item
+            if candidate is None:
+                candidate = self._result(terminal)
+        self.result = self.outcome = candidate
+        yield HarnessRunResultEvent(self.thread_id, self.run_id, self._sequence, utc_now(), candidate)
+
+    async def _drive(self, run: Any) -> AsyncGenerator[HarnessEvent | HarnessCheckpointEvent, None]:
+        """Stream every node of the native run, with the harness's lifecycle events around requests."""
+        streams_model = self._streams_model()
+        node: Any = run.next_node
+        first_tools_node = True
+        while not isinstance(node, End):
+            is_request = Agent.is_model_request_node(node)
+            is_tools = Agent.is_call_tools_node(node)
+            if is_tools and first_tools_node:
+                first_tools_node = False
+                if node.tool_call_results is not None:
+                    self._tooling.native_results = node.tool_call_results
+            self._in_model_request = is_request
+            if (is_request and streams_model) or is_tools:
+                async with node.stream(run.ctx) as events:
+                    async for event in events:
+                        for item in self._drain_lifecycle():
+                            yield item
+                        if is_request:
+                            self._tracker.observe(event)
+                        yield self._event(event)
+            for item in self._drain_lifecycle():
+                yield item
+            node = await run.next(node)
+            self._in_model_request = False
+            if is_request:
+                for item in self._lifecycle(self._request_completed()):
+                    yield item
+
+    def _terminal_for(
+        self, error: Exception
+    ) -> tuple[_Terminal, list[HarnessEvent | HarnessCheckpointEvent]]:
+        """How an exception out of the native run ends it (SPEC §2.2.5), or re-raise it.
+
+        Cancellation, usage limits, a tool's exception and model-side failures are outcomes with a
+        safe state; anything else (a phase-B mismatch, a bug in a host's capability) propagates.
+        """
+        if isinstance(error, RunCancelled):
+            return _Terminal(
+                "cancelled", self._normalized(self._messages_after(error), force_close=False)
+            ), []
+        if isinstance(error, UsageLimitExceeded):
+            failure = SafeFailure(
+                code=FailureCode.USAGE_LIMIT_EXCEEDED,
+                message="Run usage limit exceeded.",
+                retry_hint="dependency_change",
+            )
+            return self._failed(failure), []
+        if self._tooling.surface_error is not None and not isinstance(error, HarnessError | AgentRunError):
+            raise self._tooling.surface_error from None  # native code wrapped the phase-B failure
+        if self._tooling.tool_failure is not None and not isinstance(error, AgentRunError):
+            return self._tool_failed(), []
+        if isinstance(error, HarnessError):
+            raise error
+        if isinstance(error, AgentRunError) or self._in_model_request:
+            # Model-side failures are data: a provider's HTTP error, a model that cannot count tokens, a
+            # model that raised (issue 10, item 4). The host gets the class and, bounded, the message.
+            self.failure_exception = error
+            events = self._model_request_failed(error)
             details: dict[str, Any] = {"exception_type": type(error).__name__}
             if isinstance(error, ModelHTTPError):
                 details["status_code"] = error.status_code
-            terminal = self._failed(
-                SafeFailure(
-                    code=FailureCode.AGENT_RUN_FAILED,
-                    message="Agent execution failed.",
-                    details=details,
-                    retry_hint="dependency_change",
-                )
+            elif not isinstance(error, AgentRunError):
+                details["exception_message"] = _bounded_message(error)
+            failure = SafeFailure(
+                code=FailureCode.AGENT_RUN_FAILED,
+                message="Agent execution failed.",
+                details=details,
+                retry_hint="dependency_change",
             )
-        except Exception as error:
-            self._raise_if_outcome(candidate, error)
-            if self._tooling.surface_error is not None:
-                raise self._tooling.surface_error from None
-            if self._tooling.tool_failure is None:
-                raise
-            terminal = self._tool_failed()
-        result_obj = candidate if candidate is not None else self._result(terminal)
-        self.result = result_obj
-        self.outcome = result_obj
-        yield HarnessRunResultEvent(self.thread_id, self.run_id, self._sequence, utc_now(), result_obj)
+            return self._failed(failure), events
+        raise error
 
-    def _raise_if_outcome(self, candidate: HarnessRunResult[OutputT] | None, error: Exception) -> None:
-        """Raise `RunCleanupError` when the run failed after its outcome existed (SPEC §2.2.6).
+    def _raise_after_outcome(self, candidate: HarnessRunResult[OutputT], error: Exception) -> None:
+        """Raise `RunCleanupError`: the run failed after its outcome existed (SPEC §2.2.6).
 
         Such a failure (a capability's `after_run`, a toolset's exit) gets no terminal of its own and
         no terminal event: the outcome travels on the error, as a candidate only.
         """
-        if candidate is None:
-            return
         self.outcome = candidate
         raise RunCleanupError(
             "Harness run failed after producing an outcome.",
@@ -537,7 +519,7 @@ class HarnessRunStream(Generic[OutputT]):
             },
         )
 
-    def _model_request_failed(self, error: AgentRunError) -> list[HarnessEvent]:
+    def _model_request_failed(self, error: Exception) -> list[HarnessEvent | HarnessCheckpointEvent]:
         if self._request_index < 0:
             return []
         payload: dict[str, Any] = {
@@ -576,6 +558,7 @@ class HarnessRunStream(Generic[OutputT]):
         failure = self._tooling.tool_failure
         assert failure is not None
         error = failure.error
+        self.failure_exception = error
         if isinstance(error, HarnessError):
             safe = SafeFailure(
                 code=error.code, message=str(error), details=error.details, retry_hint=error.retry_hint
@@ -608,6 +591,12 @@ class HarnessRunStream(Generic[OutputT]):
             output_adapter=self._executable.output_adapter if terminal.status == "completed" else None,
             new_from=len(self._prepared or ()),
         )
+
+
+def _bounded_message(error: BaseException) -> str:
+    text = redact(str(error))
+    assert isinstance(text, str)
+    return text if len(text) <= _MESSAGE_CHARS else f"{text[:_MESSAGE_CHARS]}… (cut)"
 
 
 async def consume(stream: HarnessRunStream[OutputT]) -> HarnessRunResult[OutputT]:

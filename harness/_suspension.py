@@ -13,11 +13,11 @@ from typing import Any, Literal, NoReturn
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
 
-from ._json import JsonValue
 from ._resume_checks import check_requests
 from ._tooling import RunTooling
 from .deferred import DEFERRED_FUNCTION_ID_METADATA_KEY, DeferredToolCall, DeferredToolRequests
 from .errors import ErrorCode, RunError
+from .json_text import JsonValue
 
 __all__ = ("export_requests", "suspended_batch")
 

@@ -26,11 +26,12 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ToolFailed
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import RunContext, ToolApproved, ToolDefinition
-from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
+from pydantic_ai.toolsets import AbstractToolset, ExternalToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_ai.toolsets.prefixed import PrefixedToolset
 from pydantic_ai.toolsets.renamed import RenamedToolset
 
+from ._recovery_input import ToolRecovery
 from .deferred import (
     DEFERRED_FUNCTION_ID_METADATA_KEY,
     DeferredCategory,
@@ -61,8 +62,6 @@ INTERRUPTED_TOOL_RESULT = (
 """The unknown result: what a call whose result was never recorded is answered with (SPEC §2.5.3)."""
 
 DEFERRAL_UNAVAILABLE = "Deferred tool interaction is unavailable for this Run."
-
-ToolRecovery = str  # "declared" | "never" | "always", checked at construction
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +274,16 @@ async def _identity(ctx: RunContext[Any], name: str, tool: ToolsetTool[Any]) -> 
 
 class _HarnessToolset(WrapperToolset[Any]):
     """The outermost toolset of every harness run; delegates the decisions to the run's `RunTooling`."""
+
+    async def _collect_instruction_contributions(self, ctx: RunContext[Any]) -> list[Any]:
+        # pydantic-ai 2.68 gathers toolset instructions through this (private) walk. Without deferred
+        # support the external tools left the surface, so their toolsets' instructions go too (SPEC
+        # §2.7.7): the model must not be told about tools it cannot call.
+        contributions = await super()._collect_instruction_contributions(ctx)
+        tooling = _tooling_of(ctx)
+        if tooling is None or tooling.deferred_tools_supported:
+            return contributions
+        return [c for c in contributions if not isinstance(c.source, ExternalToolset)]
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools = await self.wrapped.get_tools(ctx)

@@ -12,14 +12,18 @@ from typing import Any, Generic, TypeVar, overload
 from pydantic import TypeAdapter
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import UserContent
 from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
 from pydantic_ai.usage import RunUsage, UsageLimits
 
+from ._recovery_input import ToolRecovery
 from ._run import HarnessRunStream, consume
 from ._tooling import HarnessCapability
-from .context import AgentContext
+from .context import AgentContext, RunBindings
+from .deferred import DeferredToolResume
 from .results import HarnessRunResult
+from .state import HarnessState
 
 __all__ = ("ExecutableAgent",)
 
@@ -98,18 +102,21 @@ class ExecutableAgent(Generic[OutputT]):
 
     def stream(
         self,
-        input: object = None,
+        input: str | Sequence[UserContent] | None = None,
         *,
-        bindings: object = None,
-        previous_state: object = None,
-        tool_recovery: object = "declared",
-        deferred_resume: object = None,
+        bindings: RunBindings | None = None,
+        previous_state: HarnessState | None = None,
+        tool_recovery: ToolRecovery = "declared",
+        deferred_resume: DeferredToolResume | None = None,
         usage: RunUsage | None = None,
         usage_limits: UsageLimits | None = None,
+        checkpoints: bool = False,
     ) -> HarnessRunStream[OutputT]:
         """Start a run as a stream: `async with agent.stream(...) as s: async for item in s: ...`.
 
-        Every construction check (SPEC §2.2.2) runs here, synchronously.
+        Every construction check (SPEC §2.2.2) runs here, synchronously; the arguments are those of
+        `run`, plus `checkpoints`: offer a `HarnessCheckpointEvent` after each `model_request_started`
+        and `model_request_completed` event (where `export_state()` moves, SPEC §2.3.4).
         """
         return HarnessRunStream(
             self,
@@ -120,20 +127,24 @@ class ExecutableAgent(Generic[OutputT]):
             deferred_resume=deferred_resume,
             usage=usage,
             usage_limits=usage_limits,
+            checkpoints=checkpoints,
         )
 
     async def run(
         self,
-        input: object = None,
+        input: str | Sequence[UserContent] | None = None,
         *,
-        bindings: object = None,
-        previous_state: object = None,
-        tool_recovery: object = "declared",
-        deferred_resume: object = None,
+        bindings: RunBindings | None = None,
+        previous_state: HarnessState | None = None,
+        tool_recovery: ToolRecovery = "declared",
+        deferred_resume: DeferredToolResume | None = None,
         usage: RunUsage | None = None,
         usage_limits: UsageLimits | None = None,
     ) -> HarnessRunResult[OutputT]:
         """Run to the terminal result. Construction checks raise when awaited, before any model request.
+
+        The parameters are typed for the host; the checks still run for values that are not (each
+        wrong value has its SPEC §2.2.2 code).
 
         Args:
             input: A `str`, a sequence of native user content, or `None` to continue without a prompt.

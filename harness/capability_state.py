@@ -17,8 +17,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ._json import NotFiniteJson, check_finite_json
 from .errors import ErrorCode, StateError
+from .json_text import NotFiniteJson, check_finite_json
 from .state import AgentContextStateSnapshot, CapabilityState
 
 __all__ = ("CapabilityStateStore",)

@@ -7,7 +7,6 @@ core, so an embedding host and the gRPC server give the same answer (`client_too
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ExternalToolset
 
 from .errors import ErrorCode, InputError
+from .json_text import JsonTextError, parse_json
 
 __all__ = ("CLIENT_TOOLSET_ID", "ClientTool", "client_tools_capability")
 
@@ -74,10 +74,10 @@ def client_tools_capability(
         schema: Any = tool.parameters_json_schema
         if isinstance(schema, str):
             try:
-                schema = json.loads(schema) if schema.strip() else {"type": "object", "properties": {}}
-            except ValueError:
+                schema = parse_json(schema) if schema.strip() else {"type": "object", "properties": {}}
+            except JsonTextError as error:
                 raise _invalid(
-                    f"Client tool {tool.name!r} parameters are not JSON.", tool.name, "parameters_json_schema"
+                    f"Client tool {tool.name!r} parameters are {error}.", tool.name, "parameters_json_schema"
                 ) from None
         if not isinstance(schema, dict) or schema.get("type", "object") != "object":
             raise _invalid(

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
 
-from ._json import JsonValue
 from .capability_state import CapabilityStateStore
+from .json_text import JsonValue
 
 __all__ = ("AgentContext", "InstanceIdentity", "RunBindings")
 

@@ -37,8 +37,8 @@ from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 
 from . import _history
 from ._deferred_json import REQUESTS_ADAPTER, RESUME_ADAPTER, CallDoc, RequestsDoc, ResumeDoc, validated
-from ._json import JsonValue
 from .errors import ErrorCode, RunError
+from .json_text import JsonValue
 
 __all__ = (
     "DEFERRED_FUNCTION_ID_METADATA_KEY",

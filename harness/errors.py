@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Literal
 
-from ._json import JsonValue
+from .json_text import JsonValue
 
 if TYPE_CHECKING:
     from .results import HarnessRunResult

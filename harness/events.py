@@ -3,7 +3,10 @@
 `HarnessEvent.event` is either a native pydantic-ai `AgentStreamEvent`, passed through unchanged,
 or a `HarnessExtensionEvent` of the harness itself (this milestone: `kind="lifecycle"` with payload
 types `run_started`, `model_request_started`, `model_request_completed`, `model_request_failed`).
-The last item is the only `HarnessRunResultEvent`.
+The last item is the only `HarnessRunResultEvent`. A stream started with `checkpoints=True` also
+offers a `HarnessCheckpointEvent` (a candidate state, SPEC §2.3.4) after each `model_request_started`
+and `model_request_completed` event: the points where `export_state()` changes. Checkpoint items are
+numbered with the others.
 """
 
 from __future__ import annotations
@@ -11,15 +14,25 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_ai.messages import AgentStreamEvent
 
-from ._json import JsonValue, NotFiniteJson, canonical_json, check_finite_json
+from .json_text import JsonValue, NotFiniteJson, canonical_json, check_finite_json
 from .results import HarnessRunResult
 
-__all__ = ("ExtensionKind", "HarnessEvent", "HarnessExtensionEvent", "HarnessRunResultEvent")
+if TYPE_CHECKING:
+    from .state import HarnessState
+
+__all__ = (
+    "ExtensionKind",
+    "HarnessCheckpointEvent",
+    "HarnessEvent",
+    "HarnessExtensionEvent",
+    "HarnessRunResultEvent",
+    "RunItem",
+)
 
 OutputT = TypeVar("OutputT")
 
@@ -116,6 +129,26 @@ class HarnessEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class HarnessCheckpointEvent:
+    """A candidate state offered mid-run (`stream(..., checkpoints=True)`); persists nothing (SPEC §2.3.4).
+
+    It follows each `model_request_started` event (tool results entered the history) and each
+    `model_request_completed` event (the response was committed): the two points where the export moves.
+    """
+
+    thread_id: str
+    """The thread the run belongs to."""
+    run_id: str
+    """The run that offers it."""
+    sequence: int
+    """Position in the stream, numbered with the other items."""
+    occurred_at: datetime
+    """When it was taken (UTC)."""
+    state: HarnessState
+    """What `export_state()` returned at that point."""
+
+
+@dataclass(frozen=True, slots=True)
 class HarnessRunResultEvent(Generic[OutputT]):
     """The terminal item: emitted once teardown succeeded; nothing follows it."""
 
@@ -160,3 +193,7 @@ def numbered_event(
     _set(item, "occurred_at", datetime.now(UTC))
     _set(item, "event", event)
     return item
+
+
+RunItem = HarnessEvent | HarnessCheckpointEvent | HarnessRunResultEvent[OutputT]
+"""Every item a run stream yields."""

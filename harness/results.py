@@ -11,8 +11,8 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
 from pydantic_ai.usage import RunUsage
 
-from ._json import JsonValue, NotFiniteJson, canonical_json, check_finite_json
 from .errors import ErrorCode, RetryHint, RunError
+from .json_text import JsonValue, NotFiniteJson, canonical_json, check_finite_json
 
 if TYPE_CHECKING:
     from .deferred import DeferredToolRequests

@@ -38,7 +38,6 @@ from ._history_codec import (
     history_json_text,
     read_history,
 )
-from ._json import JsonValue
 from ._json_fields import (
     CanonicalJsonField,
     FiniteJsonField,
@@ -50,6 +49,7 @@ from ._json_fields import (
 )
 from ._state_model import StateModel, read_through
 from .errors import ErrorCode, StateError
+from .json_text import JsonValue
 
 __all__ = (
     "SUPPORTED_SCHEMA_VERSIONS",

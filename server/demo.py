@@ -20,7 +20,6 @@ After tool results arrive, the model answers with a short text that quotes them.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from typing import Any
 
@@ -40,6 +39,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo
 
 from harness import AgentContext, ExecutableAgent
+from harness.json_text import JsonTextError, parse_json
 from harness.testing import scripted_model
 from harness.tools import recovery_retryable
 
@@ -108,7 +108,8 @@ def demo_capability() -> Capability[Any]:
 def _latest_prompt(messages: list[ModelMessage]) -> str:
     for message in reversed(messages):
         if isinstance(message, ModelRequest):
-            for part in message.parts:
+            # The last prompt: a request pydantic-ai merged from several holds them in order.
+            for part in reversed(message.parts):
                 if isinstance(part, UserPromptPart):
                     content = part.content
                     if isinstance(content, str):
@@ -131,8 +132,8 @@ def _chosen_call(prompt: str) -> tuple[str, dict[str, Any]] | None:
     client = re.search(r"client:([A-Za-z_][A-Za-z0-9_.-]*)\s*(\{.*\})?", prompt, re.DOTALL)
     if client:
         try:
-            args = json.loads(client.group(2) or "{}")
-        except ValueError:
+            args = parse_json(client.group(2) or "{}")
+        except JsonTextError:  # not JSON (or too deep): call the tool without arguments
             args = {}
         return client.group(1), args if isinstance(args, dict) else {}
     if "delete" in lowered:

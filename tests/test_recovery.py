@@ -10,6 +10,8 @@ from pydantic_ai import RunContext, Tool
 from pydantic_ai.capabilities import Capability, SetToolMetadata
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import (
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -136,6 +138,31 @@ async def test_reference_case_never() -> None:
         "M1",
     ]
     assert len(result.new_messages()) == 1
+
+
+async def settled_events(mode: str) -> list[tuple[str, str, str | None]]:
+    """The tool call/result events a recovery run streams: (event, call id, outcome)."""
+    seen: list[tuple[str, str, str | None]] = []
+    async with reference_agent().stream(previous_state=reference_checkpoint(), tool_recovery=mode) as stream:
+        async for item in stream:
+            event = getattr(item, "event", None)
+            if isinstance(event, FunctionToolCallEvent):
+                seen.append(("call", event.part.tool_call_id, None))
+            elif isinstance(event, FunctionToolResultEvent):
+                seen.append(("result", event.part.tool_call_id, getattr(event.part, "outcome", None)))
+    return seen
+
+
+@pytest.mark.parametrize("mode", ["never", "declared"])
+async def test_every_mode_tells_a_streaming_host_what_it_settled(mode: str) -> None:
+    """`never` settles the calls in preparation, yet streams them as the native path does (issue 10, item 9)."""
+    seen = await settled_events(mode)
+    unknown = {"never": ["L1", "G1", "S1", "M1"], "declared": ["G1", "S1"]}[mode]
+    for call_id in unknown:
+        assert ("call", call_id, None) in seen
+        assert ("result", call_id, "failed") in seen
+        assert seen.index(("call", call_id, None)) < seen.index(("result", call_id, "failed"))
+    assert "W1" not in {call_id for _, call_id, _ in seen}  # answered before this run: nothing to tell
 
 
 async def test_reference_case_always() -> None:

@@ -29,6 +29,7 @@ from harness import (
     AgentContext,
     DeferredToolResume,
     ExecutableAgent,
+    HarnessCheckpointEvent,
     HarnessEvent,
     HarnessExtensionEvent,
     HarnessRunResultEvent,
@@ -147,6 +148,37 @@ async def test_export_state_boundaries() -> None:
     assert [n for k, n in exports if k == "model_request_completed"] == [2, 4]
     after = await stream.export_state()
     assert after == stream.result.state  # type: ignore[union-attr]
+
+
+async def test_a_checkpoint_stream_offers_a_candidate_where_the_export_moves() -> None:
+    """`stream(..., checkpoints=True)`: a candidate after each request started/completed (SPEC §2.3.4)."""
+    executable = ExecutableAgent(scripted_model(one_tool_script), capabilities=[catalog])
+    order: list[str] = []
+    candidates: list[int] = []
+    async with executable.stream("go", checkpoints=True) as stream:
+        async for item in stream:
+            assert item.sequence == len(order)  # one numbering for every item, gap-free
+            if isinstance(item, HarnessCheckpointEvent):
+                assert item.state == await stream.export_state()
+                assert (item.thread_id, item.run_id) == (stream.thread_id, stream.run_id)
+                candidates.append(len(item.state.message_history))
+                order.append("checkpoint")
+            elif isinstance(item, HarnessEvent) and isinstance(item.event, HarnessExtensionEvent):
+                order.append(str(item.event.type))
+            else:
+                order.append(type(item).__name__)
+    assert candidates == [1, 2, 3, 4]
+    for kind in ("model_request_started", "model_request_completed"):
+        assert all(order[i + 1] == "checkpoint" for i, k in enumerate(order) if k == kind)
+    assert order.count("checkpoint") == 4 and order[-1] == "HarnessRunResultEvent"
+    plain = [item async for item in _items(executable.stream("go"))]
+    assert not any(isinstance(item, HarnessCheckpointEvent) for item in plain)
+
+
+async def _items(stream: HarnessRunStream[Any]) -> AsyncIterator[Any]:
+    async with stream:
+        async for item in stream:
+            yield item
 
 
 async def test_export_state_before_entering_is_run_not_active() -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from pydantic_ai import Tool
+from pydantic_ai import RunContext, Tool
 from pydantic_ai.capabilities import Capability
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import (
@@ -25,7 +26,8 @@ from pydantic_ai.models.function import (
     DeltaToolCalls,
     FunctionModel,
 )
-from pydantic_ai.tools import ToolApproved
+from pydantic_ai.tools import ToolApproved, ToolDefinition
+from pydantic_ai.toolsets import ExternalToolset
 from pydantic_ai.usage import RunUsage
 
 from harness import (
@@ -36,6 +38,7 @@ from harness import (
     HarnessExtensionEvent,
     HarnessRunResult,
     HarnessState,
+    RunBindings,
 )
 from harness.testing import scripted_model
 
@@ -295,3 +298,31 @@ async def test_a_crash_with_nothing_safe_removes_the_response() -> None:
     """SPEC §2.4 step 2: only unfinished thinking was streamed; nothing safe, so the response is removed."""
     history = await crashed_response({0: DeltaThinkingPart(content="half a thou")})
     assert [parts_of(m) for m in history] == [[("user-prompt", "hi")]]
+
+
+class _InstructedExternal(ExternalToolset[Any]):
+    async def get_instructions(self, ctx: RunContext[Any]) -> str:
+        return "Call notify_user to reach the user."
+
+
+async def test_external_toolset_instructions_are_suppressed_without_deferred_support() -> None:
+    """SPEC §2.7.7: without deferred support the model is told nothing about tools it cannot call."""
+    seen: list[str | None] = []
+
+    def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(info.instructions)
+        return ModelResponse(parts=[TextPart("ok")])
+
+    external = _InstructedExternal(
+        [ToolDefinition(name="notify_user", parameters_json_schema={"type": "object", "properties": {}})],
+        id="acme.notify",
+    )
+    agent = ExecutableAgent(
+        scripted_model(script), capabilities=[Capability(toolsets=[external])], instructions="Be brief."
+    )
+    for supported in (True, False):
+        bindings = RunBindings.embedded(deferred_tools_supported=supported)
+        assert (await agent.run("hi", bindings=bindings)).status == "completed"
+    with_support, without = seen
+    assert with_support is not None and "Call notify_user" in with_support and "Be brief." in with_support
+    assert without is not None and "Call notify_user" not in without and "Be brief." in without
