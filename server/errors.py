@@ -34,6 +34,12 @@ class ServerReason(StrEnum):
     TOKEN_INVALID = "TOKEN_INVALID"
     REQUEST_UNDECODABLE = "REQUEST_UNDECODABLE"
     """The request body is not a valid protobuf encoding of the method's request message."""
+    RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
+    """The answer (a run's result or a checkpoint with its state) exceeds `--max-message-bytes`."""
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+    """A bug: the server failed unexpectedly. The log line `request_crashed` or `run_crashed` has the details."""
+    SERVER_SHUTTING_DOWN = "SERVER_SHUTTING_DOWN"
+    """The server is draining after SIGTERM: it starts no run and stops decoding; retry another replica."""
 
 
 class ServerError(Exception):

@@ -11,6 +11,10 @@ stream has not taken it yet. A stream that keeps up would still send one event p
 while it is *hot* (its previous response went out less than `window` ago) the next response waits
 out the rest of that window, and events produced meanwhile join it. A stream that was quiet for
 `window` sends its next event at once: an event waits at most `window`, and only in a burst.
+
+No response may exceed the server's `--max-message-bytes` (grpc would fail the whole stream with an
+untyped RESOURCE_EXHAUSTED after the run): packed responses stay within half of it, and an event that
+alone would not fit raises `ResponseTooLarge` from `add`, which the run's task turns into a typed status.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Generic, TypeVar
 
 from threadline.v1 import events_pb2, harness_service_pb2
 
-__all__ = ("AHEAD", "MAX_EVENTS_PER_MESSAGE", "MESSAGE_EVENT_BYTES", "Outbox")
+__all__ = ("AHEAD", "MAX_EVENTS_PER_MESSAGE", "MESSAGE_EVENT_BYTES", "Outbox", "ResponseTooLarge")
 
 AHEAD = 16
 """How many responses a streamed run may produce before the stream has taken them."""
@@ -33,7 +37,20 @@ MAX_EVENTS_PER_MESSAGE = 256
 MESSAGE_EVENT_BYTES = 256 * 1024
 """A response holding this many bytes of events takes no more (a larger event travels alone)."""
 
+ENVELOPE_BYTES = 64
+"""What a `StreamRunResponse` adds around its events (tags and lengths), generously."""
+
 ItemT = TypeVar("ItemT")
+
+
+class ResponseTooLarge(Exception):
+    """An event that does not fit in one response under the server's message limit."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"a {size}-byte event does not fit the {limit}-byte message limit")
+        self.size = size
+        self.limit = limit
+
 
 Fill = Callable[[events_pb2.RunEvent, ItemT, int], None]
 """Writes an item into an empty `RunEvent` as the stream's event number `sequence`."""
@@ -42,8 +59,10 @@ Fill = Callable[[events_pb2.RunEvent, ItemT, int], None]
 class Outbox(Generic[ItemT]):
     """One streamed run's responses: the run's task `add`s items, the stream `take`s responses."""
 
-    def __init__(self, fill: Fill[ItemT], *, per_message: int, window_s: float) -> None:
+    def __init__(self, fill: Fill[ItemT], *, per_message: int, window_s: float, max_bytes: int) -> None:
         self._fill = fill
+        self._max_bytes = max_bytes
+        self._pack_bytes = min(MESSAGE_EVENT_BYTES, max_bytes // 2)
         self._per_message = min(per_message, MAX_EVENTS_PER_MESSAGE)
         self._window_s = window_s if self._per_message > 1 else 0.0
         self._responses: deque[harness_service_pb2.StreamRunResponse] = deque()
@@ -62,29 +81,34 @@ class Outbox(Generic[ItemT]):
         self._sequence += 1
         response = harness_service_pb2.StreamRunResponse()
         if self._per_message <= 1:
-            self._fill(response.event, item, sequence)
+            self._fits(response.event, item, sequence)
         elif self._responses and self._joins():
             newest = self._responses[-1]
             event = newest.events.add()
-            self._fill(event, item, sequence)
-            size = event.ByteSize()
-            if self._newest_bytes + size <= MESSAGE_EVENT_BYTES:
+            size = self._fits(event, item, sequence)
+            if self._newest_bytes + size <= self._pack_bytes:
                 self._newest_bytes += size
                 return
             response.events.add().CopyFrom(event)  # too large to join: it travels on its own
             del newest.events[-1]
             self._newest_bytes = size
         else:
-            event = response.events.add()
-            self._fill(event, item, sequence)
-            self._newest_bytes = event.ByteSize()
+            self._newest_bytes = self._fits(response.events.add(), item, sequence)
         await self._room.acquire()
         self._responses.append(response)
         self._changed.set()
 
+    def _fits(self, event: events_pb2.RunEvent, item: ItemT, sequence: int) -> int:
+        """Fill `event`; its size, or `ResponseTooLarge` when it could not be sent at all."""
+        self._fill(event, item, sequence)
+        size = event.ByteSize()
+        if size + ENVELOPE_BYTES > self._max_bytes:
+            raise ResponseTooLarge(size + ENVELOPE_BYTES, self._max_bytes)
+        return size
+
     def _joins(self) -> bool:
         newest = self._responses[-1]
-        return len(newest.events) < self._per_message and self._newest_bytes < MESSAGE_EVENT_BYTES
+        return len(newest.events) < self._per_message and self._newest_bytes < self._pack_bytes
 
     def end(self, error: BaseException | None = None) -> None:
         """No more items: the stream ends after the responses already added, with `error` if given."""

@@ -6,9 +6,13 @@ and the host can back off or pick another replica; a queue would hide the overlo
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from harness import HarnessRunStream
+
+from .errors import ServerError, ServerReason
 
 __all__ = ("ActiveRuns",)
 
@@ -26,16 +30,34 @@ class ActiveRuns:
     def __len__(self) -> int:
         return len(self._streams)
 
-    def admit(self, stream: HarnessRunStream[Any]) -> bool:
-        """Count `stream` as running, unless the server is full (or draining)."""
-        if self.draining or len(self._streams) >= self.limit:
-            return False
-        self._streams.add(stream)
-        return True
+    def admit(self, stream: HarnessRunStream[Any]) -> AbstractContextManager[None]:
+        """Count `stream` as running until the returned context exits; refuse it when full or draining.
 
-    def release(self, stream: HarnessRunStream[Any]) -> None:
-        """Stop counting `stream` (idempotent)."""
-        self._streams.discard(stream)
+        Checking and counting happen without an `await` between them, so concurrent calls cannot both
+        take the last place; enter the context at once (`with runs.admit(stream):`).
+
+        Raises:
+            ServerError: `SERVER_SHUTTING_DOWN` while draining, `RUN_LIMIT_REACHED` at the limit.
+        """
+        if self.draining:
+            raise ServerError(
+                ServerReason.SERVER_SHUTTING_DOWN, "The server is shutting down; retry on another replica."
+            )
+        if len(self._streams) >= self.limit:
+            raise ServerError(
+                ServerReason.RUN_LIMIT_REACHED,
+                f"The server already runs its limit of {self.limit} runs; retry later.",
+                details={"limit": self.limit},
+            )
+        self._streams.add(stream)
+        return self._admitted(stream)
+
+    @contextmanager
+    def _admitted(self, stream: HarnessRunStream[Any]) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self._streams.discard(stream)
 
     def drain(self) -> int:
         """Admit nothing more and ask every running run to stop; returns how many were asked.

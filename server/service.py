@@ -1,48 +1,53 @@
 """`HarnessService`: decode the request, call the core, encode the answer, and nothing else.
 
-Every decision (is this state loadable, this resume valid, this client tool acceptable) is a core
-or mapping call; this module only orders them and turns raised errors into statuses. Errors raised
-before a run starts, and core errors raised after `RunStarted`, both end the RPC with a status and
-ErrorInfo (`server.mapping.errors.abort`); a run's own failures arrive as a FAILED `RunResult`.
+Every decision (is this state loadable, this resume valid, this client tool acceptable, where a
+checkpoint falls) is a core or mapping call; this module only orders them and turns raised errors into
+statuses. Errors raised before a run starts, and core errors raised after `RunStarted`, both end the RPC
+with a status and ErrorInfo (`server.mapping.errors.abort`); a run's own failures arrive as a FAILED
+`RunResult`. Anything unexpected is logged with the request's ids and answered `INTERNAL_ERROR`, never
+with its text.
+
+A run reads top to bottom: `_decode` (inline, or off the loop for a large history: `server.decoding`),
+`_started` (fresh bindings, the core's construction checks, admission, the run log), `_events` (the core's
+stream, its errors as statuses), then the answer, which must fit `--max-message-bytes`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import time
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import aclosing
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import AbstractContextManager, aclosing
 from importlib import metadata
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 from pydantic import ValidationError
 from threadline.v1 import events_pb2, harness_service_pb2, harness_service_pb2_grpc, run_pb2
 
 from harness import (
     ErrorCode,
+    HarnessCheckpointEvent,
     HarnessError,
-    HarnessEvent,
-    HarnessExtensionEvent,
     HarnessRunResultEvent,
     HarnessRunStream,
     HarnessState,
+    JsonValue,
     RunBindings,
+    RunItem,
     StateError,
     check_remaining,
     client_tools_capability,
     load_state,
 )
-from harness.errors import JsonValue
 
 from .agents import AgentRegistry, ToolCategory
-from .errors import ServerError, ServerReason, at_field, field_of
+from .decoding import decoded
+from .errors import ServerError, ServerReason, at_field
 from .mapping.checkpoints import CheckpointDeltas
 from .mapping.deferred import resume_from_pb, resume_to_pb
-from .mapping.errors import abort
+from .mapping.errors import abort, reason_of
 from .mapping.events import fill_checkpoint, fill_event, fill_result_event
 from .mapping.run import RunCall, fill_result, run_call_from_pb
 from .mapping.state import (
@@ -53,13 +58,12 @@ from .mapping.state import (
     state_to_json,
     state_to_pb,
 )
-from .outbox import Outbox
-from .runlog import LOGGER, log_run
+from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge
+from .runlog import LOGGER, RunLog
 from .runs import ActiveRuns
 
 __all__ = ("HarnessService",)
 
-_CHECKPOINT_AFTER = frozenset({"model_request_started", "model_request_completed"})
 _CATEGORIES: dict[ToolCategory, harness_service_pb2.ToolCategory.ValueType] = {
     "plain": harness_service_pb2.TOOL_CATEGORY_PLAIN,
     "requires_approval": harness_service_pb2.TOOL_CATEGORY_REQUIRES_APPROVAL,
@@ -67,15 +71,8 @@ _CATEGORIES: dict[ToolCategory, harness_service_pb2.ToolCategory.ValueType] = {
     "recovery_retryable": harness_service_pb2.TOOL_CATEGORY_RECOVERY_RETRYABLE,
 }
 
-RunItem = HarnessEvent | HarnessRunResultEvent[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class _Checkpoint:
-    """A candidate state to send after the event before it (`RunSpec.checkpoints`)."""
-
-    state: HarnessState
-    run_id: str
+Context = grpc.aio.ServicerContext[Any, Any]
+ResponseT = TypeVar("ResponseT", bound=Message)
 
 
 def _server_version() -> str:
@@ -93,6 +90,37 @@ def _malformed_thread_id(error: ValidationError) -> StateError:
     return StateError(
         "The new thread_id is invalid.", code=ErrorCode.STATE_INVALID, details={"errors": errors}
     )
+
+
+def _internal(**ids: str) -> ServerError:
+    return ServerError(
+        ServerReason.INTERNAL_ERROR,
+        "The server failed unexpectedly; its log has the details.",
+        details={key: value for key, value in ids.items() if value},
+    )
+
+
+async def _crashed(context: Context, error: Exception, **fields: str) -> NoReturn:
+    """Log an unexpected exception with the request's ids, and answer INTERNAL_ERROR without internals."""
+    LOGGER.error("request_crashed", exc_info=error, extra={"fields": fields})
+    await abort(context, _internal(**fields))
+
+
+async def _wait_out(task: asyncio.Task[None]) -> None:
+    """Wait until `task` ended. Its own error already reached the stream (`Outbox.end`); a cancellation
+    of the waiting task itself keeps propagating."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise
+    except BaseException:
+        pass
+
+
+def _history_bytes(*states: Any) -> int:
+    return sum(len(state.message_history.data) for state in states)
 
 
 class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
@@ -113,17 +141,19 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
 
     # -- runs -----------------------------------------------------------------------------------------
     async def StreamRun(
-        self, request: harness_service_pb2.StreamRunRequest, context: grpc.aio.ServicerContext[Any, Any]
+        self, request: harness_service_pb2.StreamRunRequest, context: Context
     ) -> AsyncIterator[harness_service_pb2.StreamRunResponse]:
         call = await self._decode(request.spec, context)
-        deltas: CheckpointDeltas | None = None
-        if call.checkpoints and call.checkpoint_form == "delta":
-            spec = request.spec
-            base = spec.previous_state.message_history.data if spec.HasField("previous_state") else "[]"
-            deltas = CheckpointDeltas(base.encode())
-        fill = functools.partial(self._fill, call=call, deltas=deltas)
-        outbox: Outbox[RunItem | _Checkpoint] = Outbox(
-            fill, per_message=request.max_events_per_message, window_s=self._pack_window_s
+        deltas = (
+            CheckpointDeltas(call.delta_base)
+            if call.checkpoints and call.checkpoint_form == "delta"
+            else None
+        )
+        outbox: Outbox[RunItem[Any]] = Outbox(
+            functools.partial(self._fill, call=call, deltas=deltas),
+            per_message=request.max_events_per_message,
+            window_s=self._pack_window_s,
+            max_bytes=self._max_message_bytes,
         )
         producer = asyncio.create_task(self._produce(call, context, outbox))
         try:
@@ -134,22 +164,22 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             # The client went away, or the stream ended: the run is closed here and now.
             if not producer.done():
                 producer.cancel()
-            with contextlib.suppress(BaseException):
-                await producer
+            await _wait_out(producer)
 
-    async def _produce(
-        self,
-        call: RunCall,
-        context: grpc.aio.ServicerContext[Any, Any],
-        outbox: Outbox[RunItem | _Checkpoint],
-    ) -> None:
+    async def _produce(self, call: RunCall, context: Context, outbox: Outbox[RunItem[Any]]) -> None:
         """Run `call` into `outbox` (in a task of its own: `server.outbox` says why), then end it."""
         try:
-            # `aclosing`: when the stream is cancelled, the run is closed here and now, not whenever
-            # the garbage collector finalises a suspended generator.
-            async with aclosing(self._execute(call, context, checkpoints=call.checkpoints)) as items:
-                async for item in items:
-                    await outbox.add(item)
+            stream, admission, log = await self._started(call, context)
+            with admission, log:
+                try:
+                    # `aclosing`: when the stream is cancelled, the run is closed here and now, not
+                    # whenever the garbage collector finalises a suspended generator.
+                    async with aclosing(self._events(stream, log, context)) as items:
+                        async for item in items:
+                            await outbox.add(item)
+                except ResponseTooLarge as error:
+                    log.undelivered(error.size)
+                    await abort(context, self._too_large(error.size, stream, log))
         except BaseException as error:
             # Aborts (their status is already on `context`) and crashes end the stream in its own task.
             outbox.end(error)
@@ -159,105 +189,126 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
     @staticmethod
     def _fill(
         event: events_pb2.RunEvent,
-        item: RunItem | _Checkpoint,
+        item: RunItem[Any],
         sequence: int,
         *,
         call: RunCall,
         deltas: CheckpointDeltas | None,
     ) -> None:
         """Write `item` into the empty `event` as the stream's `sequence`-th event."""
-        if isinstance(item, _Checkpoint):
-            state, thread_id, run_id = item.state, item.state.thread_id, item.run_id
-            if deltas is not None:
-                deltas.fill(event, state, thread_id=thread_id, run_id=run_id, sequence=sequence)
-            else:
-                fill_checkpoint(event, state, thread_id=thread_id, run_id=run_id, sequence=sequence)
+        if isinstance(item, HarnessCheckpointEvent):
+            fill = fill_checkpoint if deltas is None else deltas.fill
+            fill(
+                event,
+                item.state,
+                thread_id=item.thread_id,
+                run_id=item.run_id,
+                sequence=sequence,
+                occurred_at=item.occurred_at,
+            )
         elif isinstance(item, HarnessRunResultEvent):
             fill_result_event(event, item, sequence=sequence, request_id=call.request_id)
         else:
             fill_event(event, item, sequence=sequence)
 
     async def Run(
-        self, request: harness_service_pb2.RunRequest, context: grpc.aio.ServicerContext[Any, Any]
+        self, request: harness_service_pb2.RunRequest, context: Context
     ) -> harness_service_pb2.RunResponse:
         call = await self._decode(request.spec, context)
-        async with aclosing(self._execute(call, context, checkpoints=False)) as items:
-            async for item in items:
-                if isinstance(item, HarnessRunResultEvent):
-                    response = harness_service_pb2.RunResponse()
-                    fill_result(response.result, item.result, request_id=call.request_id)
-                    return response
+        stream, admission, log = await self._started(call, context)
+        with admission, log:
+            async with aclosing(self._events(stream, log, context)) as items:
+                async for item in items:
+                    if isinstance(item, HarnessRunResultEvent):
+                        response = harness_service_pb2.RunResponse()
+                        fill_result(response.result, item.result, request_id=call.request_id)
+                        size = response.ByteSize() + ENVELOPE_BYTES
+                        if size > self._max_message_bytes:
+                            log.undelivered(size)
+                            await abort(context, self._too_large(size, stream, log))
+                        return response
         raise AssertionError("a run stream always ends with its result or raises")  # pragma: no cover
 
-    async def _decode(self, spec: run_pb2.RunSpec, context: grpc.aio.ServicerContext[Any, Any]) -> RunCall:
+    async def _decode(self, spec: run_pb2.RunSpec, context: Context) -> RunCall:
+        """The run call of `spec`, or a status; a large history is decoded off the event loop."""
         try:
-            return run_call_from_pb(spec)
-        except (HarnessError, ServerError) as error:
-            await abort(context, error)
-            raise  # pragma: no cover - abort always raises
-
-    async def _execute(
-        self, call: RunCall, context: grpc.aio.ServicerContext[Any, Any], *, checkpoints: bool
-    ) -> AsyncGenerator[RunItem | _Checkpoint, None]:
-        """Run `call` on the core, yielding its items (and checkpoint candidates when asked)."""
-        try:
-            stream = self._start(call)
-        except (HarnessError, ServerError) as error:
-            await abort(context, error)
-            raise  # pragma: no cover - abort always raises
-        if not self._runs.admit(stream):
-            if self._runs.draining:
-                await context.abort(grpc.StatusCode.UNAVAILABLE, "The server is shutting down.")
-            await abort(
-                context,
-                ServerError(
-                    ServerReason.RUN_LIMIT_REACHED,
-                    f"The server already runs its limit of {self._runs.limit} runs; retry later.",
-                    details={"limit": self._runs.limit},
-                ),
+            return await decoded(
+                functools.partial(self._run_call, spec),
+                history_bytes=_history_bytes(spec.previous_state) if spec.HasField("previous_state") else 0,
+                context=context,
+                runs=self._runs,
             )
-        started = time.monotonic()
-        fields = {"thread_id": stream.thread_id, "run_id": stream.run_id, "request_id": call.request_id}
-        status = "error"
-        log_run("run_started", agent=call.agent or self._registry.default, **fields)
+        except (HarnessError, ServerError) as error:
+            await abort(context, error)
+        except Exception as error:
+            await _crashed(context, error, method="run", request_id=spec.request_id)
+
+    @staticmethod
+    def _run_call(spec: run_pb2.RunSpec, pause: Callable[[], None] | None) -> RunCall:
+        return run_call_from_pb(spec, pause=pause)
+
+    async def _started(
+        self, call: RunCall, context: Context
+    ) -> tuple[HarnessRunStream[Any], AbstractContextManager[None], RunLog]:
+        """The core's stream with fresh bindings, admitted, with its log; or a status."""
+        try:
+            stream = self._stream(call)
+            admission = self._runs.admit(stream)
+        except (HarnessError, ServerError) as error:
+            await abort(context, error)
+        except Exception as error:
+            await _crashed(context, error, method="run", request_id=call.request_id)
+        log = RunLog(
+            agent=call.agent or self._registry.default,
+            thread_id=stream.thread_id,
+            run_id=stream.run_id,
+            request_id=call.request_id,
+        )
+        return stream, admission, log
+
+    async def _events(
+        self, stream: HarnessRunStream[Any], log: RunLog, context: Context
+    ) -> AsyncGenerator[RunItem[Any], None]:
+        """The core's stream items; its errors end the RPC with their status."""
         try:
             async with stream:
                 async for item in stream:
                     if isinstance(item, HarnessRunResultEvent):
-                        status = item.result.status
+                        log.ended(item.result.status)
+                        self._log_failure(stream, log)
                     yield item
-                    if checkpoints and self._is_checkpoint_point(item):
-                        yield _Checkpoint(await stream.export_state(), stream.run_id)
         except HarnessError as error:
-            status = f"error:{error.code}"
+            log.refused(reason_of(error))
             await abort(context, error)
-        except BaseException as error:
-            # A `Run` call closes this generator once it has the result: that is no cancellation.
-            if status not in ("completed", "suspended", "failed", "cancelled"):
-                status = (
-                    "client_cancelled"
-                    if isinstance(error, GeneratorExit | asyncio.CancelledError)
-                    else "error"
-                )
-            if isinstance(error, Exception) and not isinstance(error, grpc.aio.AbortError):
-                status = "internal_error"
-                LOGGER.exception("run_crashed", extra={"fields": fields})
-                await context.abort(grpc.StatusCode.INTERNAL, "The server failed unexpectedly; see its logs.")
+        except grpc.aio.AbortError:
             raise
-        finally:
-            self._runs.release(stream)
-            duration_ms = round((time.monotonic() - started) * 1000, 3)
-            log_run("run_finished", status=status, duration_ms=duration_ms, **fields)
+        except Exception as error:
+            log.crashed(error)
+            await abort(context, _internal(**log.fields))
 
     @staticmethod
-    def _is_checkpoint_point(item: RunItem) -> bool:
-        return (
-            isinstance(item, HarnessEvent)
-            and isinstance(item.event, HarnessExtensionEvent)
-            and item.event.type in _CHECKPOINT_AFTER
+    def _log_failure(stream: HarnessRunStream[Any], log: RunLog) -> None:
+        """A run that failed on an exception (a tool's, the model side's) logs it with the run's ids."""
+        cause = stream.failure_exception
+        if cause is not None:
+            LOGGER.warning("run_failed", exc_info=cause, extra={"fields": log.fields})
+
+    def _too_large(self, size: int, stream: HarnessRunStream[Any], log: RunLog) -> ServerError:
+        result = stream.result
+        return ServerError(
+            ServerReason.RESPONSE_TOO_LARGE,
+            f"The run ended, but its {size}-byte answer exceeds the server's {self._max_message_bytes}-byte "
+            "message limit; it was not sent.",
+            details={
+                "size": size,
+                "limit": self._max_message_bytes,
+                "thread_id": stream.thread_id,
+                "run_id": stream.run_id,
+                "run_status": result.status if result is not None else "running",
+            },
         )
 
-    def _start(self, call: RunCall) -> HarnessRunStream[Any]:
+    def _stream(self, call: RunCall) -> HarnessRunStream[Any]:
         """Fresh bindings for this run only (its client tools), and the core's construction checks."""
         agent = self._registry.get(call.agent)
         if agent is None:
@@ -280,86 +331,116 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             tool_recovery=call.tool_recovery,
             deferred_resume=call.deferred_resume,
             usage_limits=call.usage_limits,
+            checkpoints=call.checkpoints,
         )
-
-    @staticmethod
-    def _fork(source: HarnessState, thread_id: str) -> HarnessState:
-        try:
-            return source.fork(thread_id=thread_id or None)
-        except ValidationError as error:
-            raise at_field(_malformed_thread_id(error), "thread_id") from None
 
     # -- envelopes ------------------------------------------------------------------------------------
-    async def NewState(
-        self, request: harness_service_pb2.NewStateRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> harness_service_pb2.NewStateResponse:
-        # Start from the core's own empty envelope and overlay what the host sent, so the result
-        # goes through `load_state` exactly like a state arriving in a run.
-        envelope = state_to_pb(HarnessState.new())
-        if request.thread_id:
-            envelope.thread_id = request.thread_id
-        if request.HasField("message_history"):
-            envelope.message_history.CopyFrom(request.message_history)
-        envelope.capability_states.extend(request.capability_states)
-        envelope.environment_states.extend(request.environment_states)
+    async def _answer(
+        self,
+        context: Context,
+        method: str,
+        build: Callable[[Callable[[], None] | None], ResponseT],
+        *,
+        history_bytes: int,
+    ) -> ResponseT:
+        """`build(pause)` (off the loop for a large history), its errors as statuses, the answer checked
+        against the message limit."""
         try:
-            state = state_from_pb(envelope, field="")
-        except (HarnessError, ServerError) as error:
-            # The overlay's fields are the request's own top-level fields ("thread_id", ...).
-            await abort(context, error, field=(field_of(error) or "").lstrip(".") or None)
-            raise  # pragma: no cover
-        return harness_service_pb2.NewStateResponse(state=state_to_pb(state))
-
-    async def ForkState(
-        self, request: harness_service_pb2.ForkStateRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> harness_service_pb2.ForkStateResponse:
-        try:
-            source = state_from_pb(request.state, field="state")
-            forked = self._fork(source, request.thread_id)
+            response = await decoded(build, history_bytes=history_bytes, context=context, runs=self._runs)
         except (HarnessError, ServerError) as error:
             await abort(context, error)
-            raise  # pragma: no cover
-        return harness_service_pb2.ForkStateResponse(state=state_to_pb(forked))
+        except Exception as error:
+            await _crashed(context, error, method=method)
+        size = response.ByteSize() + ENVELOPE_BYTES
+        if size > self._max_message_bytes:
+            await abort(
+                context,
+                ServerError(
+                    ServerReason.RESPONSE_TOO_LARGE,
+                    f"The {size}-byte answer exceeds the server's {self._max_message_bytes}-byte message limit.",
+                    details={"size": size, "limit": self._max_message_bytes},
+                ),
+            )
+        return response
+
+    async def NewState(
+        self, request: harness_service_pb2.NewStateRequest, context: Context
+    ) -> harness_service_pb2.NewStateResponse:
+        def build(pause: Callable[[], None] | None) -> harness_service_pb2.NewStateResponse:
+            # Start from the core's own empty envelope and overlay what the host sent, so the result
+            # goes through the core's loading exactly like a state arriving in a run. The overlay's
+            # fields are the request's own top-level fields ("thread_id", ...).
+            envelope = state_to_pb(HarnessState.new())
+            if request.thread_id:
+                envelope.thread_id = request.thread_id
+            if request.HasField("message_history"):
+                envelope.message_history.CopyFrom(request.message_history)
+            envelope.capability_states.extend(request.capability_states)
+            envelope.environment_states.extend(request.environment_states)
+            state = state_from_pb(envelope, field="", pause=pause)
+            return harness_service_pb2.NewStateResponse(state=state_to_pb(state))
+
+        return await self._answer(context, "NewState", build, history_bytes=len(request.message_history.data))
+
+    async def ForkState(
+        self, request: harness_service_pb2.ForkStateRequest, context: Context
+    ) -> harness_service_pb2.ForkStateResponse:
+        def build(pause: Callable[[], None] | None) -> harness_service_pb2.ForkStateResponse:
+            source = state_from_pb(request.state, field="state", pause=pause)
+            try:
+                forked = source.fork(thread_id=request.thread_id or None)
+            except ValidationError as error:
+                raise at_field(_malformed_thread_id(error), "thread_id") from None
+            return harness_service_pb2.ForkStateResponse(state=state_to_pb(forked))
+
+        return await self._answer(context, "ForkState", build, history_bytes=_history_bytes(request.state))
 
     async def ValidateState(
-        self, request: harness_service_pb2.ValidateStateRequest, context: grpc.aio.ServicerContext[Any, Any]
+        self, request: harness_service_pb2.ValidateStateRequest, context: Context
     ) -> harness_service_pb2.ValidateStateResponse:
-        source = request.WhichOneof("source")
-        try:
+        def build(pause: Callable[[], None] | None) -> harness_service_pb2.ValidateStateResponse:
+            source = request.WhichOneof("source")
             if source == "state":
-                state = state_from_pb(request.state, field="state")
+                state = state_from_pb(request.state, field="state", pause=pause)
             elif source == "state_json":
-                state = load_state(request.state_json)
+                try:
+                    state = load_state(request.state_json)
+                except HarnessError as error:
+                    raise at_field(error, "state_json") from None
             else:
-                raise StateError("Set `state` or `state_json`.", code=ErrorCode.STATE_INVALID)
-        except (HarnessError, ServerError) as error:
-            await abort(context, error, field=field_of(error) or source)
-            raise  # pragma: no cover
-        return harness_service_pb2.ValidateStateResponse(
-            state=state_to_pb(state), state_json=state_to_json(state)
-        )
+                raise at_field(
+                    StateError("Set `state` or `state_json`.", code=ErrorCode.STATE_INVALID), "source"
+                )
+            return harness_service_pb2.ValidateStateResponse(
+                state=state_to_pb(state), state_json=state_to_json(state)
+            )
+
+        size = _history_bytes(request.state) if request.HasField("state") else len(request.state_json)
+        return await self._answer(context, "ValidateState", build, history_bytes=size)
 
     async def RemainingDeferred(
-        self,
-        request: harness_service_pb2.RemainingDeferredRequest,
-        context: grpc.aio.ServicerContext[Any, Any],
+        self, request: harness_service_pb2.RemainingDeferredRequest, context: Context
     ) -> harness_service_pb2.RemainingDeferredResponse:
-        try:
+        def build(pause: Callable[[], None] | None) -> harness_service_pb2.RemainingDeferredResponse:
             resume = resume_from_pb(request.resume, field="resume")
-            state = state_from_pb(request.state, field="state")
-            # Checked as a run checks a recovery resume: what a host publishes must resume later.
-            remaining = check_remaining(resume, state.message_history)
-        except (HarnessError, ServerError) as error:
-            await abort(context, error, field=field_of(error) or "resume")
-            raise  # pragma: no cover
-        response = harness_service_pb2.RemainingDeferredResponse()
-        if remaining is not None:
-            response.remaining.CopyFrom(resume_to_pb(remaining))
-        return response
+            state = state_from_pb(request.state, field="state", pause=pause)
+            try:
+                # Checked as a run checks a recovery resume: what a host publishes must resume later.
+                remaining = check_remaining(resume, state.message_history)
+            except HarnessError as error:
+                raise at_field(error, "resume") from None
+            response = harness_service_pb2.RemainingDeferredResponse()
+            if remaining is not None:
+                response.remaining.CopyFrom(resume_to_pb(remaining))
+            return response
+
+        return await self._answer(
+            context, "RemainingDeferred", build, history_bytes=_history_bytes(request.state)
+        )
 
     # -- discovery ------------------------------------------------------------------------------------
     async def GetServerInfo(
-        self, request: harness_service_pb2.GetServerInfoRequest, context: grpc.aio.ServicerContext[Any, Any]
+        self, request: harness_service_pb2.GetServerInfoRequest, context: Context
     ) -> harness_service_pb2.GetServerInfoResponse:
         return harness_service_pb2.GetServerInfoResponse(
             schema_versions=list(SCHEMA_VERSIONS),

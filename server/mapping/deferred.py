@@ -13,7 +13,6 @@ and decodes as such, `False` as `ToolDenied()`; an empty denial message is the n
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,11 +20,11 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_ai.exceptions import ModelRetry, ToolFailed
 from pydantic_ai.messages import ToolCallPart, ToolReturn, UserContent
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
-from pydantic_core import to_json
 from threadline.v1 import deferred_pb2
 
 from harness import DeferredToolCall, DeferredToolRequests, DeferredToolResume, RunError
 from harness.errors import ErrorCode
+from harness.json_text import JsonTextError, args_json, canonical_json, dump_json, parse_json
 
 from ..errors import at_field
 
@@ -47,27 +46,15 @@ _KIND_TO_PB: dict[str, deferred_pb2.DeferredKind.ValueType] = {
 _CONTENT_ADAPTER: TypeAdapter[str | list[UserContent]] = TypeAdapter(str | list[UserContent])
 
 
-def _dumps(value: Any) -> str:
-    """Compact JSON in the value's own key order; non-JSON Python values the pydantic way."""
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError):
-        return to_json(value, bytes_mode="base64").decode()
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
-
-
 def _fail(code: ErrorCode, message: str, field: str, **details: Any) -> RunError:
     return at_field(RunError(message, code=code, details=details), field)
 
 
 def _loads(text: str, code: ErrorCode, what: str, field: str, **details: Any) -> Any:
     try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise _fail(code, f"{what} is not valid JSON: {exc.args[0]}", field, **details) from None
+        return parse_json(text)
+    except JsonTextError as error:
+        raise _fail(code, f"{what} is {error}.", field, **details) from None
 
 
 def _object(text: str, code: ErrorCode, what: str, field: str, **details: Any) -> dict[str, Any]:
@@ -78,12 +65,6 @@ def _object(text: str, code: ErrorCode, what: str, field: str, **details: Any) -
 
 
 # --- requests ---------------------------------------------------------------------------------------
-
-
-def _args_json(args: str | dict[str, Any] | None) -> str:
-    if args is None:
-        return ""
-    return args if isinstance(args, str) else _dumps(args)
 
 
 def requests_to_pb(requests: DeferredToolRequests) -> deferred_pb2.DeferredToolRequests:
@@ -98,10 +79,10 @@ def requests_to_pb(requests: DeferredToolRequests) -> deferred_pb2.DeferredToolR
         return deferred_pb2.DeferredToolCall(
             tool_call_id=part.tool_call_id,
             tool_name=part.tool_name,
-            args_json=_args_json(part.args),
+            args_json=args_json(part.args),
             target_identity=call.target_identity,
             kind=kind,
-            metadata_json=_canonical(entry) if entry is not None else "",
+            metadata_json=canonical_json(entry) if entry is not None else "",
         )
 
     return deferred_pb2.DeferredToolRequests(
@@ -176,13 +157,13 @@ def _call_result_to_pb(call_id: str, value: Any) -> deferred_pb2.CallResult:
         return deferred_pb2.CallResult(
             tool_call_id=call_id,
             tool_return=deferred_pb2.ToolReturnResult(
-                return_value_json=_dumps(value.return_value),
+                return_value_json=dump_json(value.return_value),
                 content_json=""
                 if value.content is None
                 else _CONTENT_ADAPTER.dump_json(
                     value.content if isinstance(value.content, str) else list(value.content)
                 ).decode(),
-                metadata_json="" if value.metadata is None else _dumps(value.metadata),
+                metadata_json="" if value.metadata is None else dump_json(value.metadata),
             ),
         )
     if isinstance(value, ToolFailed):
@@ -196,11 +177,11 @@ def _call_result_to_pb(call_id: str, value: Any) -> deferred_pb2.CallResult:
     if getattr(value, "part_kind", None) == "retry-prompt":
         # The deprecated native `RetryPromptPart` answer means the same as `ModelRetry`.
         content = value.content
-        message = content if isinstance(content, str) else _dumps(content)
+        message = content if isinstance(content, str) else dump_json(content)
         return deferred_pb2.CallResult(
             tool_call_id=call_id, retry=deferred_pb2.ToolRetryResult(message=message)
         )
-    return deferred_pb2.CallResult(tool_call_id=call_id, value_json=_dumps(value))
+    return deferred_pb2.CallResult(tool_call_id=call_id, value_json=dump_json(value))
 
 
 def _approval_to_pb(call_id: str, value: Any) -> deferred_pb2.ApprovalResult:
@@ -211,7 +192,7 @@ def _approval_to_pb(call_id: str, value: Any) -> deferred_pb2.ApprovalResult:
     if isinstance(value, ToolApproved):
         approved = deferred_pb2.ToolApproved()
         if value.override_args is not None:
-            approved.override_args_json = _dumps(value.override_args)
+            approved.override_args_json = dump_json(value.override_args)
         return deferred_pb2.ApprovalResult(tool_call_id=call_id, approved=approved)
     if isinstance(value, ToolDenied):
         return deferred_pb2.ApprovalResult(
@@ -244,7 +225,7 @@ def _annotate(
     pb: deferred_pb2.CallResult | deferred_pb2.ApprovalResult, metadata: Any, answered_by: str | None
 ) -> None:
     if metadata is not None:
-        pb.metadata_json = _canonical(metadata)
+        pb.metadata_json = canonical_json(metadata)
     if answered_by:
         pb.answered_by = answered_by
 

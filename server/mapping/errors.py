@@ -21,7 +21,6 @@ So the whole status stays around 6 KiB whatever the error holds. This is the onl
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from enum import StrEnum
@@ -33,6 +32,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from harness.errors import ErrorCode, HarnessError, JsonValue
+from harness.json_text import canonical_json
 
 from ..errors import ServerError, ServerReason, field_of
 
@@ -93,11 +93,15 @@ STATUS_BY_CODE: Mapping[ErrorCode | ServerReason, grpc.StatusCode] = {
     # RESOURCE_EXHAUSTED
     _E.DEFERRED_REQUESTS_TOO_LARGE: _C.RESOURCE_EXHAUSTED,
     _S.RUN_LIMIT_REACHED: _C.RESOURCE_EXHAUSTED,
+    _S.RESPONSE_TOO_LARGE: _C.RESOURCE_EXHAUSTED,
+    # UNAVAILABLE: try again, elsewhere.
+    _S.SERVER_SHUTTING_DOWN: _C.UNAVAILABLE,
     # UNAUTHENTICATED
     _S.TOKEN_MISSING: _C.UNAUTHENTICATED,
     _S.TOKEN_INVALID: _C.UNAUTHENTICATED,
     # INTERNAL: only reachable through a bug in the server's use of the core. The capability-state and
     # run-machinery codes are listed too, so the table names every `ErrorCode` exactly once.
+    _S.INTERNAL_ERROR: _C.INTERNAL,
     _E.RUN_RESULT_MISSING: _C.INTERNAL,
     _E.RUN_CLEANUP_FAILED: _C.INTERNAL,
     _E.RUN_BINDINGS_INVALID: _C.INTERNAL,
@@ -191,10 +195,6 @@ def _cut(text: str, limit: int) -> str:
     return data[: limit - _MARK_BYTES].decode("utf-8", "ignore") + CUT_MARK
 
 
-def _canonical(value: JsonValue) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)
-
-
 def _bounded_json(value: Any, depth: int = 1) -> JsonValue:
     """A copy of `value` with each string cut to `ECHO_LIMIT` and nesting cut at `JSON_DEPTH_LIMIT`.
 
@@ -225,30 +225,30 @@ def _fit_json(value: JsonValue, limit: int) -> tuple[str, int]:
     An array or object keeps its first entries (an object in key order, as canonical JSON writes it)
     and stays valid JSON; a scalar that does not fit becomes `CUT_MARK` as a JSON string.
     """
-    text = _canonical(value)
+    text = canonical_json(value)
     if _size(text) <= limit:
         return text, 0
     if isinstance(value, list):
         kept: list[JsonValue] = []
         used = 2  # "[]"
         for item in value:
-            cost = _size(_canonical(item)) + (1 if kept else 0)
+            cost = _size(canonical_json(item)) + (1 if kept else 0)
             if used + cost > limit:
                 break
             kept.append(item)
             used += cost
-        return _canonical(kept), len(value) - len(kept)
+        return canonical_json(kept), len(value) - len(kept)
     if isinstance(value, dict):
         kept_items: dict[str, JsonValue] = {}
         used = 2  # "{}"
         for key in sorted(value):
-            cost = _size(_canonical({key: value[key]})) - 2 + (1 if kept_items else 0)
+            cost = _size(canonical_json({key: value[key]})) - 2 + (1 if kept_items else 0)
             if used + cost > limit:
                 break
             kept_items[key] = value[key]
             used += cost
-        return _canonical(kept_items), len(value) - len(kept_items)
-    mark = _canonical(CUT_MARK)
+        return canonical_json(kept_items), len(value) - len(kept_items)
+    mark = canonical_json(CUT_MARK)
     return (mark if _size(mark) <= limit else ""), 0
 
 
@@ -271,7 +271,7 @@ def _metadata(details: Mapping[str, JsonValue]) -> dict[str, str]:
             metadata[key] = _cut(value, min(room, ECHO_LIMIT))
         elif key == "supported" and isinstance(value, list):
             joined = ",".join(
-                item if isinstance(item, str) else _canonical(_bounded_json(item)) for item in value
+                item if isinstance(item, str) else canonical_json(_bounded_json(item)) for item in value
             )
             metadata[key] = _cut(joined, min(room, ECHO_LIMIT))
         else:

@@ -11,7 +11,6 @@ case pay for pydantic's `AgentStreamEvent` JSON encoding (`Native`).
 from __future__ import annotations
 
 import functools
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,10 +32,10 @@ from pydantic_ai.messages import (
     ToolCallPartDelta,
     ToolReturnContent,
 )
-from pydantic_core import to_json
 from threadline.v1 import events_pb2
 
 from harness import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, HarnessState
+from harness.json_text import args_json, dump_json
 
 from .run import fill_result
 from .state import fill_state
@@ -88,20 +87,6 @@ def fill_timestamp(target: Timestamp, moment: datetime) -> None:
     target.nanos = delta.microseconds * 1000
 
 
-# `json.dumps` with arguments builds a new encoder on every call; these are built once.
-_compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def _args_json(args: object) -> str:
-    if args is None:
-        return ""
-    if isinstance(args, str):
-        return args
-    if isinstance(args, dict):
-        return _compact_json(args)
-    return to_json(args).decode()  # typed native arguments (e.g. tool search): pydantic's JSON
-
-
 def _native(event: Any) -> events_pb2.Native:
     return events_pb2.Native(
         event_kind=str(getattr(event, "event_kind", "")), json=_native_adapter().dump_json(event).decode()
@@ -135,13 +120,13 @@ def fill_event(msg: events_pb2.RunEvent, item: HarnessEvent, *, sequence: int) -
             out.kind = event.kind
             out.type = event.type or ""
             out.schema_version = event.schema_version
-            out.payload_json = _compact_json(event.payload)
+            out.payload_json = dump_json(event.payload)
     elif isinstance(event, FunctionToolCallEvent):
         part = event.part
         call = msg.tool_call
         call.tool_call_id = part.tool_call_id
         call.tool_name = part.tool_name
-        call.args_json = _args_json(part.args)
+        call.args_json = args_json(part.args)
     elif isinstance(event, FunctionToolResultEvent):
         result = event.part
         out_result = msg.tool_result
@@ -198,7 +183,7 @@ def _part_boundary(msg: events_pb2.RunEvent, event: PartStartEvent | PartEndEven
         target.kind = events_pb2.PART_KIND_TOOL_CALL
         target.tool_name = part.tool_name
         target.tool_call_id = part.tool_call_id
-        target.args_json = _args_json(part.args)
+        target.args_json = args_json(part.args)
     else:
         msg.native.CopyFrom(_native(event))
         return

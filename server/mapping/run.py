@@ -8,7 +8,7 @@ server does not know) is refused here with `InputError` and the field at fault.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -16,8 +16,9 @@ from pydantic_ai.messages import AudioUrl, BinaryContent, DocumentUrl, ImageUrl,
 from pydantic_ai.usage import RunUsage, UsageLimits
 from threadline.v1 import run_pb2
 
-from harness import ClientTool, DeferredToolResume, HarnessRunResult, HarnessState, InputError
+from harness import ClientTool, DeferredToolResume, HarnessRunResult, HarnessState, InputError, ToolRecovery
 from harness.errors import ErrorCode
+from harness.json_text import canonical_json
 
 from ..errors import at_field
 from .deferred import requests_to_pb, resume_from_pb
@@ -38,7 +39,7 @@ class RunCall:
     """The checkpoint to continue; `None` = a new thread."""
     deferred_resume: DeferredToolResume | None
     """Answers to the batch `previous_state` is suspended on."""
-    tool_recovery: str
+    tool_recovery: ToolRecovery
     """`"declared"`, `"never"` or `"always"`."""
     client_tools: list[ClientTool] = field(default_factory=list)
     """The host's tools for this run, unchecked (the core checks them when building bindings)."""
@@ -50,9 +51,11 @@ class RunCall:
     """How candidates carry their state: whole, or their history as a delta on the previous one."""
     request_id: str = ""
     """The host's ID for the request, echoed in `RunResult.request_id`."""
+    delta_base: bytes = b"[]"
+    """The history data the host sent (as sent): what the first delta checkpoint candidate edits."""
 
 
-_RECOVERY = {
+_RECOVERY: dict[int, ToolRecovery] = {
     run_pb2.TOOL_RECOVERY_UNSPECIFIED: "declared",
     run_pb2.TOOL_RECOVERY_DECLARED: "declared",
     run_pb2.TOOL_RECOVERY_NEVER: "never",
@@ -89,13 +92,15 @@ def _input_invalid(message: str, field: str) -> InputError:
     return at_field(InputError(message, code=ErrorCode.INPUT_INVALID, details={"field": field}), field)
 
 
-def run_call_from_pb(spec: run_pb2.RunSpec) -> RunCall:
+def run_call_from_pb(spec: run_pb2.RunSpec, *, pause: Callable[[], None] | None = None) -> RunCall:
     """Decode a `RunSpec` (inside `RunRequest.spec` / `StreamRunRequest.spec`; fields are `spec.*`).
 
     Raises:
         InputError: `input_invalid` / `tool_recovery_invalid` for what only the wire can get wrong (an
             unknown `checkpoint_form` is `input_invalid`).
         StateError, ServerError, RunError: from decoding `previous_state` and `deferred_resume`.
+
+    `pause` is called between pieces of a large history (`state_from_pb`).
     """
     recovery = _RECOVERY.get(spec.tool_recovery)
     if recovery is None:
@@ -112,11 +117,12 @@ def run_call_from_pb(spec: run_pb2.RunSpec) -> RunCall:
         raise _input_invalid(
             f"checkpoint_form {spec.checkpoint_form} is not known to this server.", "spec.checkpoint_form"
         )
+    has_state = spec.HasField("previous_state")
     return RunCall(
         agent=spec.agent,
         input=_input_from_pb(spec),
-        previous_state=state_from_pb(spec.previous_state, field="spec.previous_state")
-        if spec.HasField("previous_state")
+        previous_state=state_from_pb(spec.previous_state, field="spec.previous_state", pause=pause)
+        if has_state
         else None,
         deferred_resume=resume_from_pb(spec.deferred_resume, field="spec.deferred_resume")
         if spec.HasField("deferred_resume")
@@ -134,6 +140,7 @@ def run_call_from_pb(spec: run_pb2.RunSpec) -> RunCall:
         checkpoints=spec.checkpoints,
         checkpoint_form=checkpoint_form,
         request_id=spec.request_id,
+        delta_base=spec.previous_state.message_history.data.encode() if has_state else b"[]",
     )
 
 
@@ -251,11 +258,7 @@ def fill_result(msg: run_pb2.RunResult, result: HarnessRunResult[Any], *, reques
             run_pb2.Failure(
                 code=failure.code,
                 message=failure.message,
-                details_json=_canonical(failure.details),
+                details_json=canonical_json(failure.details),
                 retry_hint=_RETRY_HINT[failure.retry_hint],
             )
         )
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)

@@ -149,7 +149,7 @@ def state_from_pb(
     try:
         check_schema_version(version)  # the core's rule, first: it wins over anything else wrong
     except StateError as error:
-        raise at_field(error, f"{field}.schema_version") from None
+        raise at_field(error, _join(field, "schema_version")) from None
     history = msg.message_history
     if history.format != HISTORY_FORMAT:
         raise _unsupported_history("format", history.format, [HISTORY_FORMAT], field)
@@ -166,7 +166,7 @@ def state_from_pb(
                 ServerReason.HISTORY_DIGEST_MISMATCH,
                 "message_history.sha256 does not match the SHA-256 of message_history.data.",
                 details={"received": digest.hex(), "computed": computed.hex()},
-                field=f"{field}.message_history.sha256",
+                field=_join(field, "message_history.sha256"),
             )
     state = _loaded(
         lambda: load_state_parts(
@@ -193,7 +193,7 @@ def state_from_pb(
             ServerReason.HISTORY_DIGEST_MISMATCH,
             f"message_count is {expected}, but the history holds {state.message_count()} messages.",
             details={"received": expected, "computed": state.message_count()},
-            field=f"{field}.message_history.message_count",
+            field=_join(field, "message_history.message_count"),
         )
     return state
 
@@ -224,9 +224,14 @@ def _proto_path(error: StateError, prefix: str) -> str:
         return prefix
     head = loc[0]
     if head in _PIECE_FIELD:
-        return f"{prefix}.{_PIECE_FIELD[head]}"
+        return _join(prefix, _PIECE_FIELD[head])
     path = head + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:3])
-    return f"{prefix}.{path}"
+    return _join(prefix, path)
+
+
+def _join(prefix: str, path: str) -> str:
+    """`path` under the envelope's own path in the request (`""` for a request's top-level fields)."""
+    return f"{prefix}.{path}" if prefix else path
 
 
 def _unsupported_history(which: str, received: str, supported: list[JsonValue], field: str) -> StateError:
@@ -237,5 +242,5 @@ def _unsupported_history(which: str, received: str, supported: list[JsonValue], 
             code=ErrorCode.HISTORY_FORMAT_UNSUPPORTED,
             details={"received": received, "supported": supported},
         ),
-        f"{field}.message_history.{which}",
+        _join(field, f"message_history.{which}"),
     )
