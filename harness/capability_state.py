@@ -6,13 +6,14 @@ exact version, and writes a model back. The store keeps namespace order the way 
 restored namespaces first, in their order, then new ones in write order; rewriting keeps a namespace's
 place (a `dict` does exactly that). Unknown namespaces are never touched, so they re-export unchanged.
 
-`read` followed by `write` is not atomic across concurrent tool calls; a capability that needs that
-serializes itself. The lock only makes each replacement atomic.
+A `write` is atomic: between its check and its replacement there is no `await`, so on one event loop
+no other tool call can run in between, and concurrent writers land in the order they called. `read`
+followed by `write` is not atomic across concurrent tool calls; a capability that needs that
+serializes itself. (No lock: it would protect nothing, and tie the core to asyncio.)
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -71,7 +72,6 @@ class CapabilityStateStore:
         self._entries: dict[str, CapabilityState] = snapshot.entries if snapshot is not None else {}
         # Snapshots are immutable, so the seed itself is the current snapshot until something changes.
         self._snapshot: AgentContextStateSnapshot | None = snapshot
-        self._lock = asyncio.Lock()
 
     async def read(self, capability_id: str, state_type: type[ModelT], *, version: str) -> ModelT | None:
         """Read a namespace as `state_type`, if it exists.
@@ -139,11 +139,11 @@ class CapabilityStateStore:
             entry = CapabilityState(version=version, data=data)
         except (NotFiniteJson, ValidationError, ValueError, TypeError) as exc:
             raise _invalid(capability_id, str(exc)) from exc
-        async with self._lock:
-            if self._entries.get(capability_id) == entry:
-                return
-            self._entries[capability_id] = entry
-            self._snapshot = None
+        # No `await` from here on: the replacement is one step (module docstring).
+        if self._entries.get(capability_id) == entry:
+            return
+        self._entries[capability_id] = entry
+        self._snapshot = None
 
     def snapshot(self) -> AgentContextStateSnapshot:
         """Every namespace as it stands: restored ones first, in order, then new ones in write order.

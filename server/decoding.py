@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import grpc
 
 from .errors import ServerError, ServerReason
+from .runlog import log_run
 from .runs import ActiveRuns
 
 __all__ = ("INLINE_BYTES", "DecodeStopped", "decoded")
@@ -41,8 +42,12 @@ async def decoded(
     history_bytes: int,
     context: grpc.aio.ServicerContext[Any, Any],
     runs: ActiveRuns,
+    fields: dict[str, str],
 ) -> T:
     """`decode(pause)`, inline when small, else in a worker thread that stops when the call is over.
+
+    Off the loop, the log says `decoding_off_loop` and, if the work is stopped, `decoding_stopped` with
+    `why` (`cancelled`, `deadline`, `draining`); `fields` identify the request on both lines.
 
     Raises:
         ServerError: `SERVER_SHUTTING_DOWN` when a drain stopped the work.
@@ -57,8 +62,20 @@ async def decoded(
     deadline = None if remaining is None else time.monotonic() + remaining
 
     def pause() -> None:
-        if stop.is_set() or runs.draining or (deadline is not None and time.monotonic() > deadline):
+        why = (
+            "draining"
+            if runs.draining
+            else "cancelled"
+            if stop.is_set()
+            else "deadline"
+            if deadline is not None and time.monotonic() > deadline
+            else None
+        )
+        if why is not None:
+            log_run("decoding_stopped", why=why, history_bytes=history_bytes, **fields)
             raise DecodeStopped
+
+    log_run("decoding_off_loop", history_bytes=history_bytes, **fields)
 
     try:
         return await asyncio.to_thread(decode, pause)

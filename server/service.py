@@ -237,6 +237,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                 history_bytes=_history_bytes(spec.previous_state) if spec.HasField("previous_state") else 0,
                 context=context,
                 runs=self._runs,
+                fields={"method": "run", "request_id": spec.request_id},
             )
         except (HarnessError, ServerError) as error:
             await abort(context, error)
@@ -346,7 +347,13 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         """`build(pause)` (off the loop for a large history), its errors as statuses, the answer checked
         against the message limit."""
         try:
-            response = await decoded(build, history_bytes=history_bytes, context=context, runs=self._runs)
+            response = await decoded(
+                build,
+                history_bytes=history_bytes,
+                context=context,
+                runs=self._runs,
+                fields={"method": method},
+            )
         except (HarnessError, ServerError) as error:
             await abort(context, error)
         except Exception as error:
