@@ -31,7 +31,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _now() -> Timestamp:
-    # As the server's `timestamp_to_pb(datetime.now(UTC))`, without importing the server (pydantic-ai).
+    # As the server's `fill_timestamp(..., datetime.now(UTC))`, without importing the server (pydantic-ai).
     delta = datetime.now(UTC) - _EPOCH
     return Timestamp(seconds=delta.days * 86400 + delta.seconds, nanos=delta.microseconds * 1000)
 

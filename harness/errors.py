@@ -30,7 +30,6 @@ __all__ = (
     "FailureCode",
     "HarnessError",
     "InputError",
-    "JsonValue",
     "RetryHint",
     "RunCleanupError",
     "RunError",

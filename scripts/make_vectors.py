@@ -25,6 +25,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.toolsets import FunctionToolset
+from threadline.v1 import events_pb2
 
 from harness import (
     DeferredToolResume,
@@ -38,7 +39,7 @@ from harness import (
 from harness.testing import scripted_model
 from server.mapping.checkpoints import CheckpointDeltas
 from server.mapping.deferred import resume_to_pb
-from server.mapping.events import event_to_pb, result_event_to_pb, timestamp_to_pb
+from server.mapping.events import fill_event, fill_result_event, fill_timestamp
 from server.mapping.state import state_to_pb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -275,16 +276,17 @@ async def event_stream() -> list[Message]:
     ) as stream:
         async for item in stream:
             sequence = len(events)
+            msg = events_pb2.RunEvent()
             if isinstance(item, HarnessRunResultEvent):
-                msg = result_event_to_pb(item, sequence=sequence, request_id="req-vector-1")
+                fill_result_event(msg, item, sequence=sequence, request_id="req-vector-1")
             else:
                 assert isinstance(item, HarnessEvent)
-                msg = event_to_pb(item, sequence=sequence)
+                fill_event(msg, item, sequence=sequence)
             run_id = item.run_id
             events.append(msg)
     for msg in events:
         msg.run_id = RUN_ID  # type: ignore[attr-defined]
-        msg.occurred_at.CopyFrom(timestamp_to_pb(EPOCH + timedelta(milliseconds=msg.sequence)))  # type: ignore[attr-defined]
+        fill_timestamp(msg.occurred_at, EPOCH + timedelta(milliseconds=msg.sequence))  # type: ignore[attr-defined]
         case = msg.WhichOneof("event")
         if case == "result":
             msg.result.run_id = RUN_ID  # type: ignore[attr-defined]
@@ -318,10 +320,11 @@ def checkpoint_delta() -> Message:
             "timestamp": PINNED_TIME,
         },
     ]
-    deltas = CheckpointDeltas(base.message_history_json())
-    return deltas.to_pb(
-        load_state(document), thread_id=base.thread_id, run_id=RUN_ID, sequence=3, occurred_at=EPOCH
+    msg = events_pb2.RunEvent()
+    CheckpointDeltas(base.message_history_json()).fill(
+        msg, load_state(document), thread_id=base.thread_id, run_id=RUN_ID, sequence=3, occurred_at=EPOCH
     )
+    return msg
 
 
 def write(name: str, msg: Message, manifest: dict[str, str]) -> None:

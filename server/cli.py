@@ -8,20 +8,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, get_args, get_type_hints
 
-from .config import (
-    DEFAULT_HOST,
-    DEFAULT_MAX_CONCURRENT_RUNS,
-    DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_PACK_WINDOW_MS,
-    DEFAULT_PORT,
-    ConfigError,
-    ServerConfig,
-)
+from .config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, Flag, ServerConfig
 
 __all__ = ("build_parser", "main")
 
@@ -42,12 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
             f"{DEFAULT_HOST}:{DEFAULT_PORT}, the offline demo agent 'default', no key, no database. "
             "The first stdout line is 'listening on HOST:PORT'; logs are JSON lines on stderr."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    serve.add_argument(
-        "--host", default=DEFAULT_HOST, help="address to bind; non-loopback needs TLS, --token or --insecure"
-    )
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to bind; 0 picks a free port")
     serve.add_argument(
         "--agent",
         action="append",
@@ -68,79 +57,41 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="agent for runs that name none (default: first --agent, else 'default')",
     )
-    serve.add_argument(
-        "--max-concurrent-runs",
-        type=int,
-        default=DEFAULT_MAX_CONCURRENT_RUNS,
-        help="runs executing at once; beyond it a run fails with RESOURCE_EXHAUSTED RUN_LIMIT_REACHED",
-    )
-    serve.add_argument(
-        "--max-message-bytes",
-        type=int,
-        default=DEFAULT_MAX_MESSAGE_BYTES,
-        help="largest request/response message in bytes (64 MiB); larger ones fail with RESOURCE_EXHAUSTED",
-    )
-    serve.add_argument(
-        "--keepalive-time-ms",
-        type=int,
-        default=30_000,
-        help="interval of keepalive pings on idle connections",
-    )
-    serve.add_argument(
-        "--keepalive-timeout-ms",
-        type=int,
-        default=10_000,
-        help="how long an unanswered keepalive ping is tolerated",
-    )
-    serve.add_argument(
-        "--pack-window-ms",
-        type=float,
-        default=DEFAULT_PACK_WINDOW_MS,
-        metavar="MS",
-        help="for hosts that let events share a message (max_events_per_message > 1): how long the next "
-        "response of a stream in a burst may wait for more events (0 = never wait)",
-    )
-    serve.add_argument(
-        "--drain-grace",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="on SIGTERM, how long cancelled runs get to send their CANCELLED result before the server stops",
-    )
-    serve.add_argument(
-        "--token",
-        default=os.environ.get(TOKEN_ENV),
-        help=f"require 'authorization: Bearer TOKEN' on HarnessService RPCs (default: ${TOKEN_ENV}; "
-        "health and reflection stay open)",
-    )
-    serve.add_argument(
-        "--tls-cert", type=Path, metavar="PEM", help="certificate chain for TLS (with --tls-key)"
-    )
-    serve.add_argument("--tls-key", type=Path, metavar="PEM", help="private key for TLS (with --tls-cert)")
-    serve.add_argument(
-        "--insecure",
-        action="store_true",
-        help="allow a non-loopback --host without TLS or a token (only behind something that secures it)",
-    )
+    for setting in dataclasses.fields(ServerConfig):
+        _add_setting(serve, setting)
     return parser
 
 
-def config_from_args(args: argparse.Namespace) -> ServerConfig:
-    """The `ServerConfig` of parsed `serve` arguments."""
-    return ServerConfig(
-        host=args.host,
-        port=args.port,
-        max_message_bytes=args.max_message_bytes,
-        max_concurrent_runs=args.max_concurrent_runs,
-        keepalive_time_ms=args.keepalive_time_ms,
-        keepalive_timeout_ms=args.keepalive_timeout_ms,
-        token=args.token or None,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-        insecure=args.insecure,
-        drain_grace_s=args.drain_grace,
-        pack_window_ms=args.pack_window_ms,
+def _add_setting(parser: argparse.ArgumentParser, setting: dataclasses.Field[Any]) -> None:
+    """One `ServerConfig` field as its flag: the field's own default, type and help (`config.Flag`)."""
+    flag: Flag = setting.metadata["flag"]
+    kind = _HINTS[setting.name]
+    default = os.environ.get(TOKEN_ENV) if setting.name == "token" else setting.default
+    if kind is bool:
+        parser.add_argument(flag.name, dest=setting.name, action="store_true", help=flag.help)
+        return
+    value_type = next(t for t in (Path, int, float, str) if t is kind or t in get_args(kind))
+    parser.add_argument(
+        flag.name,
+        dest=setting.name,
+        type=value_type,
+        default=default,
+        metavar=flag.metavar,
+        # The token's default comes from the environment and is a secret: never print it.
+        help=flag.help
+        if default is None or setting.name == "token"
+        else f"{flag.help} (default: %(default)s)",
     )
+
+
+_HINTS = get_type_hints(ServerConfig)
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    """The `ServerConfig` of parsed `serve` arguments (every field has its flag, same name)."""
+    values = {setting.name: getattr(args, setting.name) for setting in dataclasses.fields(ServerConfig)}
+    values["token"] = values["token"] or None
+    return ServerConfig(**values)
 
 
 def _announce(address: str) -> None:

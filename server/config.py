@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = (
     "DEFAULT_HOST",
@@ -18,6 +19,7 @@ __all__ = (
     "DEFAULT_PORT",
     "UNACCEPTED_CALL_WAIT_S",
     "ConfigError",
+    "Flag",
     "ServerConfig",
 )
 
@@ -37,32 +39,86 @@ class ConfigError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class ServerConfig:
-    """Everything `threadline serve` can be told; every field has a safe default."""
+class Flag:
+    """How a `ServerConfig` field appears on `threadline serve`'s command line (`server.cli` builds it)."""
 
-    host: str = DEFAULT_HOST
+    name: str
+    """The option, e.g. `--max-message-bytes`."""
+    help: str
+    """Its help text; the default is appended by the parser."""
+    metavar: str | None = None
+
+
+def _setting(default: Any, flag: str, help: str, *, metavar: str | None = None, repr: bool = True) -> Any:
+    """A field with its one default and its one help text (`field(metadata=...)`)."""
+    return field(default=default, repr=repr, metadata={"flag": Flag(flag, help, metavar)})
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Everything `threadline serve` can be told; every field has a safe default, its flag and its help."""
+
+    host: str = _setting(
+        DEFAULT_HOST, "--host", "address to bind; non-loopback needs TLS, --token or --insecure"
+    )
     """The address to bind. Anything but loopback needs TLS, a token or `insecure`."""
-    port: int = DEFAULT_PORT
+    port: int = _setting(DEFAULT_PORT, "--port", "port to bind; 0 picks a free port")
     """The port to bind; 0 picks a free one."""
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_message_bytes: int = _setting(
+        DEFAULT_MAX_MESSAGE_BYTES,
+        "--max-message-bytes",
+        "largest request/response message in bytes (64 MiB); a larger request fails with grpc's "
+        "RESOURCE_EXHAUSTED, a larger answer with RESOURCE_EXHAUSTED RESPONSE_TOO_LARGE",
+    )
     """The largest request or response message, both directions."""
-    max_concurrent_runs: int = DEFAULT_MAX_CONCURRENT_RUNS
+    max_concurrent_runs: int = _setting(
+        DEFAULT_MAX_CONCURRENT_RUNS,
+        "--max-concurrent-runs",
+        "runs executing at once; beyond it a run fails with RESOURCE_EXHAUSTED RUN_LIMIT_REACHED",
+    )
     """Runs executing at once; one more fails with RESOURCE_EXHAUSTED RUN_LIMIT_REACHED."""
-    keepalive_time_ms: int = 30_000
+    keepalive_time_ms: int = _setting(
+        30_000, "--keepalive-time-ms", "interval of keepalive pings on idle connections"
+    )
     """How often the server pings an idle connection, so dead hosts are noticed."""
-    keepalive_timeout_ms: int = 10_000
+    keepalive_timeout_ms: int = _setting(
+        10_000, "--keepalive-timeout-ms", "how long an unanswered keepalive ping is tolerated"
+    )
     """How long a ping may go unanswered before the connection is closed."""
-    token: str | None = field(default=None, repr=False)
+    token: str | None = _setting(
+        None,
+        "--token",
+        "require 'authorization: Bearer TOKEN' on HarnessService RPCs (default: $THREADLINE_TOKEN; health "
+        "and reflection stay open)",
+        repr=False,
+    )
     """The bearer token every HarnessService RPC must carry; `None` = no auth."""
-    tls_cert: Path | None = None
+    tls_cert: Path | None = _setting(
+        None, "--tls-cert", "certificate chain for TLS (with --tls-key)", metavar="PEM"
+    )
     """PEM certificate chain; with `tls_key`, the server speaks TLS."""
-    tls_key: Path | None = None
+    tls_key: Path | None = _setting(None, "--tls-key", "private key for TLS (with --tls-cert)", metavar="PEM")
     """PEM private key of `tls_cert`."""
-    insecure: bool = False
+    insecure: bool = _setting(
+        False,
+        "--insecure",
+        "allow a non-loopback --host without TLS or a token (only behind something that secures it)",
+    )
     """Allow a non-loopback bind with neither TLS nor token (e.g. behind a trusted proxy)."""
-    drain_grace_s: float = 10.0
+    drain_grace_s: float = _setting(
+        10.0,
+        "--drain-grace",
+        "on SIGTERM, how long cancelled runs get to send their CANCELLED result before the server stops",
+        metavar="SECONDS",
+    )
     """On SIGTERM, how long cancelled runs get to send their CANCELLED result before the server stops."""
-    pack_window_ms: float = DEFAULT_PACK_WINDOW_MS
+    pack_window_ms: float = _setting(
+        DEFAULT_PACK_WINDOW_MS,
+        "--pack-window-ms",
+        "for hosts that let events share a message (max_events_per_message > 1): how long the next "
+        "response of a stream in a burst may wait for more events (0 = never wait)",
+        metavar="MS",
+    )
     """How long a packing stream's next response may wait for more events in a burst (`server.outbox`)."""
 
     @property

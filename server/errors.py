@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import TypeVar
 
-from harness.errors import JsonValue
+from harness import JsonValue
 
 __all__ = ("ServerError", "ServerReason", "at_field", "field_of")
 

@@ -51,8 +51,8 @@ from server.mapping.deferred import (
     resume_to_pb,
 )
 from server.mapping.errors import STATUS_BY_REASON, status_code_for, to_status
-from server.mapping.events import checkpoint_to_pb, event_to_pb, result_event_to_pb
-from server.mapping.run import result_to_pb, run_call_from_pb
+from server.mapping.events import fill_checkpoint, fill_event, fill_result_event
+from server.mapping.run import fill_result, run_call_from_pb
 from server.mapping.state import (
     HISTORY_FORMAT,
     state_from_pb,
@@ -648,7 +648,8 @@ async def test_results_map_and_resume_through_the_wire() -> None:
     agent = ExecutableAgent(scripted_model(approval_script), capabilities=[file_tools()])
     first = await agent.run("delete a.txt", bindings=RunBindings.embedded())
     assert first.status == "suspended"
-    msg = result_to_pb(first, request_id="req-1")
+    msg = run_pb2.RunResult()
+    fill_result(msg, first, request_id="req-1")
     assert msg.status == run_pb2.RUN_STATUS_SUSPENDED
     assert msg.suspend_reason == run_pb2.SUSPEND_REASON_DEFERRED
     assert msg.request_id == "req-1" and msg.thread_id == first.thread_id and msg.run_id == first.run_id
@@ -675,7 +676,8 @@ async def test_results_map_and_resume_through_the_wire() -> None:
         deferred_resume=call.deferred_resume,
         tool_recovery=call.tool_recovery,
     )
-    done = result_to_pb(second, request_id="")
+    done = run_pb2.RunResult()
+    fill_result(done, second, request_id="")
     assert done.status == run_pb2.RUN_STATUS_COMPLETED
     assert done.output_json == '"deleted"'
     assert done.usage.requests == 1
@@ -689,18 +691,20 @@ async def test_stream_events_map_to_typed_cases() -> None:
     async with agent.stream("delete a.txt", bindings=RunBindings.embedded()) as stream:
         async for item in stream:
             sequence = len(events)
+            event = events_pb2.RunEvent()
+            events.append(event)
             if isinstance(item, HarnessRunResultEvent):
-                events.append(result_event_to_pb(item, sequence=sequence, request_id="r"))
+                fill_result_event(event, item, sequence=sequence, request_id="r")
             else:
                 assert isinstance(item, HarnessEvent)
-                events.append(event_to_pb(item, sequence=sequence))
+                fill_event(event, item, sequence=sequence)
                 if item.sequence == 0:
                     state = HarnessState.new(thread_id=item.thread_id)
-                    events.append(
-                        checkpoint_to_pb(
-                            state, thread_id=item.thread_id, run_id=item.run_id, sequence=sequence + 1
-                        )
+                    checkpoint = events_pb2.RunEvent()
+                    fill_checkpoint(
+                        checkpoint, state, thread_id=item.thread_id, run_id=item.run_id, sequence=sequence + 1
                     )
+                    events.append(checkpoint)
     cases = [event.WhichOneof("event") for event in events]
     assert cases[0] == "run_started" and cases[1] == "checkpoint_candidate" and cases[-1] == "result"
     assert [event.sequence for event in events] == list(range(len(events)))

@@ -63,20 +63,6 @@ class CheckpointDeltas:
         self._hashed = 0
         """`_hash` covers the first `_hashed` bytes of `_base` (a prefix every later candidate kept)."""
 
-    def to_pb(
-        self,
-        state: HarnessState,
-        *,
-        thread_id: str,
-        run_id: str,
-        sequence: int,
-        occurred_at: datetime | None = None,
-    ) -> events_pb2.RunEvent:
-        """The candidate event for `state`, its history as a delta on the previous candidate's."""
-        msg = events_pb2.RunEvent()
-        self.fill(msg, state, thread_id=thread_id, run_id=run_id, sequence=sequence, occurred_at=occurred_at)
-        return msg
-
     def fill(
         self,
         msg: events_pb2.RunEvent,
@@ -87,7 +73,8 @@ class CheckpointDeltas:
         sequence: int,
         occurred_at: datetime | None = None,
     ) -> None:
-        """`to_pb`, written into an empty `msg`."""
+        """The candidate event for `state`, written into the empty `msg`, its history as a delta on the
+        previous candidate's."""
         data = state.message_history_json()
         keep = common_prefix(self._base, data)
         if keep < self._hashed:

@@ -31,7 +31,8 @@ import grpc.aio
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from harness.errors import ErrorCode, HarnessError, JsonValue
+from harness import JsonValue
+from harness.errors import ErrorCode, HarnessError
 from harness.json_text import canonical_json
 
 from ..errors import ServerError, ServerReason, field_of

@@ -41,14 +41,10 @@ from .run import fill_result
 from .state import fill_state
 
 __all__ = (
-    "checkpoint_to_pb",
-    "event_to_pb",
     "fill_checkpoint",
     "fill_event",
     "fill_result_event",
     "fill_timestamp",
-    "result_event_to_pb",
-    "timestamp_to_pb",
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -74,14 +70,8 @@ def _content_adapter() -> TypeAdapter[Any]:
     return TypeAdapter(ToolReturnContent, config=ConfigDict(ser_json_bytes="base64"))
 
 
-def timestamp_to_pb(moment: datetime) -> Timestamp:
-    """A UTC `datetime` as a protobuf `Timestamp`, exactly (microseconds), without float arithmetic."""
-    delta = moment - _EPOCH
-    return Timestamp(seconds=delta.days * 86400 + delta.seconds, nanos=delta.microseconds * 1000)
-
-
 def fill_timestamp(target: Timestamp, moment: datetime) -> None:
-    """`timestamp_to_pb`, written into an existing `Timestamp` field."""
+    """A UTC `datetime` written into a `Timestamp` field, exactly (microseconds), without float arithmetic."""
     delta = moment - _EPOCH
     target.seconds = delta.days * 86400 + delta.seconds
     target.nanos = delta.microseconds * 1000
@@ -93,15 +83,9 @@ def _native(event: Any) -> events_pb2.Native:
     )
 
 
-def event_to_pb(item: HarnessEvent, *, sequence: int) -> events_pb2.RunEvent:
-    """Encode one streamed item (every case of `RunEvent.event` except `result` and checkpoints)."""
-    msg = events_pb2.RunEvent()
-    fill_event(msg, item, sequence=sequence)
-    return msg
-
-
 def fill_event(msg: events_pb2.RunEvent, item: HarnessEvent, *, sequence: int) -> None:
-    """`event_to_pb`, written into an empty `msg` (e.g. `StreamRunResponse().event`): no message copies."""
+    """Encode one streamed item (every case of `RunEvent.event` except `result` and checkpoints) into the
+    empty `msg` (e.g. `StreamRunResponse().event`): no message copies."""
     msg.thread_id = item.thread_id
     msg.run_id = item.run_id
     msg.sequence = sequence
@@ -190,17 +174,6 @@ def _part_boundary(msg: events_pb2.RunEvent, event: PartStartEvent | PartEndEven
     target.part_index = event.index
 
 
-def checkpoint_to_pb(
-    state: HarnessState, *, thread_id: str, run_id: str, sequence: int, occurred_at: datetime | None = None
-) -> events_pb2.RunEvent:
-    """A `CheckpointCandidate` event for a state the run exported mid-stream."""
-    msg = events_pb2.RunEvent()
-    fill_checkpoint(
-        msg, state, thread_id=thread_id, run_id=run_id, sequence=sequence, occurred_at=occurred_at
-    )
-    return msg
-
-
 def fill_checkpoint(
     msg: events_pb2.RunEvent,
     state: HarnessState,
@@ -210,25 +183,17 @@ def fill_checkpoint(
     sequence: int,
     occurred_at: datetime | None = None,
 ) -> None:
-    """`checkpoint_to_pb`, written into an empty `msg` (the state in place: a history is never copied)."""
+    """A `CheckpointCandidate` event for a state the run offered mid-stream, written into the empty `msg`
+    (the state in place: a history is never copied)."""
     msg.thread_id, msg.run_id, msg.sequence = thread_id, run_id, sequence
     fill_timestamp(msg.occurred_at, occurred_at or datetime.now(UTC))
     fill_state(msg.checkpoint_candidate.state, state)
 
 
-def result_event_to_pb(
-    item: HarnessRunResultEvent[Any], *, sequence: int, request_id: str
-) -> events_pb2.RunEvent:
-    """The terminal `result` event."""
-    msg = events_pb2.RunEvent()
-    fill_result_event(msg, item, sequence=sequence, request_id=request_id)
-    return msg
-
-
 def fill_result_event(
     msg: events_pb2.RunEvent, item: HarnessRunResultEvent[Any], *, sequence: int, request_id: str
 ) -> None:
-    """`result_event_to_pb`, written into an empty `msg` (the result's state in place)."""
+    """The terminal `result` event, written into the empty `msg` (the result's state in place)."""
     msg.thread_id, msg.run_id, msg.sequence = item.thread_id, item.run_id, sequence
     fill_timestamp(msg.occurred_at, item.occurred_at)
     fill_result(msg.result, item.result, request_id=request_id)

@@ -24,7 +24,7 @@ from ..errors import at_field
 from .deferred import requests_to_pb, resume_from_pb
 from .state import fill_state, state_from_pb
 
-__all__ = ("CheckpointForm", "RunCall", "fill_result", "result_to_pb", "run_call_from_pb", "usage_to_pb")
+__all__ = ("CheckpointForm", "RunCall", "fill_result", "run_call_from_pb", "usage_to_pb")
 
 
 @dataclass
@@ -227,16 +227,9 @@ def usage_to_pb(usage: RunUsage) -> run_pb2.RunUsage:
     )
 
 
-def result_to_pb(result: HarnessRunResult[Any], *, request_id: str) -> run_pb2.RunResult:
-    """Encode a terminal result; `state`, `deferred`, `output_json` and `failure` are set exactly when the
-    core's result has them."""
-    msg = run_pb2.RunResult()
-    fill_result(msg, result, request_id=request_id)
-    return msg
-
-
 def fill_result(msg: run_pb2.RunResult, result: HarnessRunResult[Any], *, request_id: str) -> None:
-    """`result_to_pb`, written into an empty `msg` (its state is written in place, never copied)."""
+    """Encode a terminal result into the empty `msg` (its state in place, never copied); `state`,
+    `deferred`, `output_json` and `failure` are set exactly when the core's result has them."""
     msg.status = _STATUS[result.status]
     msg.thread_id = result.thread_id
     msg.run_id = result.run_id
