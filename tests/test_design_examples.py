@@ -200,3 +200,27 @@ def test_readme_embedding_example_runs() -> None:
     assert code is not None, "README has no embedding example"
     namespace: dict[str, Any] = {"__name__": "readme_example"}
     exec(compile(code.group(1), "README.md", "exec"), namespace)
+
+
+def test_readme_checkpoint_example_runs() -> None:
+    """The README's checkpoint example, on the embedding example's agent, stores one state per candidate."""
+    import ast
+    import asyncio
+
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("## Embedding the core", 1)[1]
+    first, second = re.findall(r"```python\n(.*?)```", section, re.S)[:2]
+    namespace: dict[str, Any] = {"__name__": "readme_example"}
+    exec(compile(first, "README.md", "exec"), namespace)
+
+    class Store(dict[str, list[str]]):
+        def save(self, thread_id: str, state_json: str) -> None:
+            self.setdefault(thread_id, []).append(state_json)
+
+    store = Store()
+    namespace.update(store=store, state=harness.HarnessState.new(thread_id="thr_readme1"))
+    namespace.update(HarnessCheckpointEvent=harness.HarnessCheckpointEvent)
+    namespace.update(HarnessRunResultEvent=harness.HarnessRunResultEvent)
+    code = compile(second, "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    asyncio.run(eval(code, namespace))
+    assert namespace["result"].status == "suspended"
+    assert len(store["thr_readme1"]) == 2  # after the request started and after it completed
