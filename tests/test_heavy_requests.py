@@ -129,6 +129,7 @@ async def test_sigterm_stops_the_decoding_and_the_host_learns_why() -> None:
                 await heavy
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
         assert error_info(caught.value).reason == "SERVER_SHUTTING_DOWN"
-        assert serve.stop() == 0
+        assert serve.serve.process.wait(timeout=60) == 0  # our one SIGTERM: drained, exited cleanly
+        serve.stop()  # collects the remaining log lines
         stopped = [r for r in serve.records() if r.get("event") == "decoding_stopped"]
         assert [(r["why"], r["request_id"]) for r in stopped] == [("draining", "heavy-3")]
