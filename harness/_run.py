@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
@@ -395,10 +394,33 @@ class HarnessRunStream(Generic[OutputT]):
                 cancellation_token=self._token,
             ) as run:
                 self._native_run = run
-                # `aclosing`: a host that leaves mid-run closes the node streams before the run itself.
-                async with aclosing(self._drive(run)) as items:
-                    async for item in items:
+                streams_model = self._streams_model()
+                node: Any = run.next_node
+                first_tools_node = True
+                while not isinstance(node, End):
+                    is_request = Agent.is_model_request_node(node)
+                    is_tools = Agent.is_call_tools_node(node)
+                    if is_tools and first_tools_node:
+                        first_tools_node = False  # recovery edits this node's per-call results (`_tooling`)
+                        if node.tool_call_results is not None:
+                            self._tooling.native_results = node.tool_call_results
+                    self._in_model_request = is_request
+                    if (is_request and streams_model) or is_tools:
+                        async with node.stream(run.ctx) as events:
+                            async for event in events:
+                                if self._pending_lifecycle:
+                                    for item in self._drain_lifecycle():
+                                        yield item
+                                if is_request:
+                                    self._tracker.observe(event)
+                                yield self._event(event)
+                    for item in self._drain_lifecycle():
                         yield item
+                    node = await run.next(node)
+                    self._in_model_request = False
+                    if is_request:
+                        for item in self._lifecycle(self._request_completed()):
+                            yield item
                 assert run.result is not None
                 candidate = self._result(await self._finish(run.result.output))
         except Exception as error:
@@ -413,35 +435,6 @@ class HarnessRunStream(Generic[OutputT]):
                 candidate = self._result(terminal)
         self.result = self.outcome = candidate
         yield HarnessRunResultEvent(self.thread_id, self.run_id, self._sequence, utc_now(), candidate)
-
-    async def _drive(self, run: Any) -> AsyncGenerator[HarnessEvent | HarnessCheckpointEvent, None]:
-        """Stream every node of the native run, with the harness's lifecycle events around requests."""
-        streams_model = self._streams_model()
-        node: Any = run.next_node
-        first_tools_node = True
-        while not isinstance(node, End):
-            is_request = Agent.is_model_request_node(node)
-            is_tools = Agent.is_call_tools_node(node)
-            if is_tools and first_tools_node:
-                first_tools_node = False
-                if node.tool_call_results is not None:
-                    self._tooling.native_results = node.tool_call_results
-            self._in_model_request = is_request
-            if (is_request and streams_model) or is_tools:
-                async with node.stream(run.ctx) as events:
-                    async for event in events:
-                        for item in self._drain_lifecycle():
-                            yield item
-                        if is_request:
-                            self._tracker.observe(event)
-                        yield self._event(event)
-            for item in self._drain_lifecycle():
-                yield item
-            node = await run.next(node)
-            self._in_model_request = False
-            if is_request:
-                for item in self._lifecycle(self._request_completed()):
-                    yield item
 
     def _terminal_for(
         self, error: Exception

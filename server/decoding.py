@@ -62,25 +62,19 @@ async def decoded(
     deadline = None if remaining is None else time.monotonic() + remaining
 
     def pause() -> None:
-        why = (
-            "draining"
-            if runs.draining
-            else "cancelled"
-            if stop.is_set()
-            else "deadline"
-            if deadline is not None and time.monotonic() > deadline
-            else None
-        )
-        if why is not None:
-            log_run("decoding_stopped", why=why, history_bytes=history_bytes, **fields)
-            raise DecodeStopped
+        if stop.is_set():
+            raise DecodeStopped("cancelled")
+        if runs.draining:
+            raise DecodeStopped("draining")
+        if deadline is not None and time.monotonic() > deadline:
+            raise DecodeStopped("deadline")
 
     log_run("decoding_off_loop", history_bytes=history_bytes, **fields)
-
     try:
         return await asyncio.to_thread(decode, pause)
-    except DecodeStopped:
-        if runs.draining:
+    except DecodeStopped as stopped:
+        log_run("decoding_stopped", why=str(stopped), history_bytes=history_bytes, **fields)
+        if str(stopped) == "draining":
             raise ServerError(
                 ServerReason.SERVER_SHUTTING_DOWN, "The server is shutting down; retry on another replica."
             ) from None
@@ -88,5 +82,9 @@ async def decoded(
             grpc.StatusCode.DEADLINE_EXCEEDED, "The deadline passed while decoding the request."
         )
         raise  # pragma: no cover - abort always raises
+    except asyncio.CancelledError:
+        # The call is over (the client left, or its deadline passed); the worker stops at its next pause.
+        log_run("decoding_stopped", why="cancelled", history_bytes=history_bytes, **fields)
+        raise
     finally:
-        stop.set()  # a cancelled call leaves the worker running until its next pause
+        stop.set()

@@ -85,7 +85,11 @@ class Outbox(Generic[ItemT]):
         elif self._responses and self._joins():
             newest = self._responses[-1]
             event = newest.events.add()
-            size = self._fits(event, item, sequence)
+            try:
+                size = self._fits(event, item, sequence)
+            except ResponseTooLarge:
+                del newest.events[-1]  # the queued response must not carry it
+                raise
             if self._newest_bytes + size <= self._pack_bytes:
                 self._newest_bytes += size
                 return

@@ -19,7 +19,7 @@ import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import AbstractContextManager, aclosing
 from importlib import metadata
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -100,10 +100,22 @@ def _internal(**ids: str) -> ServerError:
     )
 
 
-async def _crashed(context: Context, error: Exception, **fields: str) -> NoReturn:
-    """Log an unexpected exception with the request's ids, and answer INTERNAL_ERROR without internals."""
+class _Refusal(Exception):
+    """The status a run's RPC ends with, raised where it is decided and answered by the RPC's own task.
+
+    `StreamRun` produces in a task of its own: an abort from there would end the RPC while responses
+    are still queued in its outbox. The stream answers the refusal once it has sent them.
+    """
+
+    def __init__(self, error: HarnessError | ServerError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _crashed(error: Exception, **fields: str) -> _Refusal:
+    """Log an unexpected exception with the request's ids; the refusal carries no internals."""
     LOGGER.error("request_crashed", exc_info=error, extra={"fields": fields})
-    await abort(context, _internal(**fields))
+    return _Refusal(_internal(**fields))
 
 
 async def _wait_out(task: asyncio.Task[None]) -> None:
@@ -143,7 +155,10 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
     async def StreamRun(
         self, request: harness_service_pb2.StreamRunRequest, context: Context
     ) -> AsyncIterator[harness_service_pb2.StreamRunResponse]:
-        call = await self._decode(request.spec, context)
+        try:
+            call = await self._decode(request.spec, context)
+        except _Refusal as refusal:
+            await abort(context, refusal.error)
         deltas = (
             CheckpointDeltas(call.delta_base)
             if call.checkpoints and call.checkpoint_form == "delta"
@@ -160,6 +175,8 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             while (response := await outbox.take()) is not None:
                 yield response
                 outbox.sent()
+        except _Refusal as refusal:  # after every response queued before it
+            await abort(context, refusal.error)
         finally:
             # The client went away, or the stream ended: the run is closed here and now.
             if not producer.done():
@@ -179,9 +196,9 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                             await outbox.add(item)
                 except ResponseTooLarge as error:
                     log.undelivered(error.size)
-                    await abort(context, self._too_large(error.size, stream, log))
+                    raise _Refusal(self._too_large(error.size, stream, log)) from None
         except BaseException as error:
-            # Aborts (their status is already on `context`) and crashes end the stream in its own task.
+            # A refusal (answered by the stream after what is queued), an abort or a cancellation.
             outbox.end(error)
             raise
         outbox.end()
@@ -214,7 +231,13 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
     async def Run(
         self, request: harness_service_pb2.RunRequest, context: Context
     ) -> harness_service_pb2.RunResponse:
-        call = await self._decode(request.spec, context)
+        try:
+            return await self._run(request.spec, context)
+        except _Refusal as refusal:
+            await abort(context, refusal.error)
+
+    async def _run(self, spec: run_pb2.RunSpec, context: Context) -> harness_service_pb2.RunResponse:
+        call = await self._decode(spec, context)
         stream, admission, log = await self._started(call, context)
         with admission, log:
             async with aclosing(self._events(stream, log, context)) as items:
@@ -225,12 +248,12 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                         size = response.ByteSize() + ENVELOPE_BYTES
                         if size > self._max_message_bytes:
                             log.undelivered(size)
-                            await abort(context, self._too_large(size, stream, log))
+                            raise _Refusal(self._too_large(size, stream, log))
                         return response
         raise AssertionError("a run stream always ends with its result or raises")  # pragma: no cover
 
     async def _decode(self, spec: run_pb2.RunSpec, context: Context) -> RunCall:
-        """The run call of `spec`, or a status; a large history is decoded off the event loop."""
+        """The run call of `spec`, or a `_Refusal`; a large history is decoded off the event loop."""
         try:
             return await decoded(
                 functools.partial(self._run_call, spec),
@@ -240,9 +263,11 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                 fields={"method": "run", "request_id": spec.request_id},
             )
         except (HarnessError, ServerError) as error:
-            await abort(context, error)
+            raise _Refusal(error) from None
+        except grpc.aio.AbortError:
+            raise
         except Exception as error:
-            await _crashed(context, error, method="run", request_id=spec.request_id)
+            raise _crashed(error, method="run", request_id=spec.request_id) from None
 
     @staticmethod
     def _run_call(spec: run_pb2.RunSpec, pause: Callable[[], None] | None) -> RunCall:
@@ -251,14 +276,14 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
     async def _started(
         self, call: RunCall, context: Context
     ) -> tuple[HarnessRunStream[Any], AbstractContextManager[None], RunLog]:
-        """The core's stream with fresh bindings, admitted, with its log; or a status."""
+        """The core's stream with fresh bindings, admitted, with its log; or a `_Refusal`."""
         try:
             stream = self._stream(call)
             admission = self._runs.admit(stream)
         except (HarnessError, ServerError) as error:
-            await abort(context, error)
+            raise _Refusal(error) from None
         except Exception as error:
-            await _crashed(context, error, method="run", request_id=call.request_id)
+            raise _crashed(error, method="run", request_id=call.request_id) from None
         log = RunLog(
             agent=call.agent or self._registry.default,
             thread_id=stream.thread_id,
@@ -270,7 +295,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
     async def _events(
         self, stream: HarnessRunStream[Any], log: RunLog, context: Context
     ) -> AsyncGenerator[RunItem[Any], None]:
-        """The core's stream items; its errors end the RPC with their status."""
+        """The core's stream items; its errors become `_Refusal`s with their status."""
         try:
             async with stream:
                 async for item in stream:
@@ -280,12 +305,12 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                     yield item
         except HarnessError as error:
             log.refused(reason_of(error))
-            await abort(context, error)
-        except grpc.aio.AbortError:
-            raise
+            raise _Refusal(error) from None
         except Exception as error:
+            if isinstance(error, grpc.aio.AbortError | _Refusal):
+                raise
             log.crashed(error)
-            await abort(context, _internal(**log.fields))
+            raise _Refusal(_internal(**log.fields)) from None
 
     @staticmethod
     def _log_failure(stream: HarnessRunStream[Any], log: RunLog) -> None:
@@ -356,8 +381,10 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             )
         except (HarnessError, ServerError) as error:
             await abort(context, error)
+        except grpc.aio.AbortError:
+            raise
         except Exception as error:
-            await _crashed(context, error, method=method)
+            await abort(context, _crashed(error, method=method).error)
         size = response.ByteSize() + ENVELOPE_BYTES
         if size > self._max_message_bytes:
             await abort(

@@ -52,6 +52,19 @@ class RunningServer:
 
         return int(self.call(count))
 
+    def runs_after_calls(self, within: float = 10.0) -> int:
+        """`active_runs` once the calls just answered have unwound (0 soon, unless a run leaked).
+
+        A status can reach the client while the server's handler is still leaving its blocks, so a
+        test that checks for leaks waits for the count to settle instead of reading it once.
+        """
+        import time
+
+        end = time.monotonic() + within
+        while (count := self.active_runs) and time.monotonic() < end:
+            time.sleep(0.02)
+        return count
+
     def close(self) -> None:
         async def stop() -> None:
             await self.server.stop(0)

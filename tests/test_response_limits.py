@@ -48,8 +48,9 @@ def finished(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
 
 
 def assert_too_large(error: grpc.aio.AioRpcError, *, run: bool) -> dict[str, str]:
-    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, (error.code(), error.details())
     info = error_info(error)
+    assert info is not None, error.details()
     assert info is not None and info.reason == "RESPONSE_TOO_LARGE"
     metadata = dict(info.metadata)
     assert int(metadata["size"]) > LIMIT and int(metadata["limit"]) == LIMIT
@@ -104,3 +105,24 @@ async def test_an_envelope_answer_over_the_limit_is_a_typed_error(stub: Any) -> 
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.ValidateState(harness_service_pb2.ValidateStateRequest(state=state))
     assert_too_large(caught.value, run=False)
+
+
+async def test_an_event_too_large_to_send_never_joins_a_queued_response() -> None:
+    """The outbox refuses it before grpc would, and the response already queued stays sendable."""
+    from threadline.v1 import events_pb2
+
+    from server.outbox import Outbox, ResponseTooLarge
+
+    def fill(event: events_pb2.RunEvent, item: str, sequence: int) -> None:
+        event.sequence = sequence
+        event.lifecycle.payload_json = item
+
+    outbox: Outbox[str] = Outbox(fill, per_message=64, window_s=0.0, max_bytes=4096)
+    await outbox.add("{}")  # queued, not taken: the next event would join it
+    with pytest.raises(ResponseTooLarge) as caught:
+        await outbox.add('"' + "x" * 5000 + '"')
+    assert caught.value.size > 4096 and caught.value.limit == 4096
+    outbox.end()
+    queued = await outbox.take()
+    assert queued is not None and [e.lifecycle.payload_json for e in queued.events] == ["{}"]
+    assert queued.ByteSize() < 4096

@@ -327,14 +327,14 @@ async def test_stream_run_ends_with_the_cleanup_status_after_run_started(
     assert "tool_result" in kinds  # the run got as far as its tool and its answer
     assert "result" not in kinds
     assert [event.sequence for event in events] == list(range(len(events)))
-    assert cleanup_server.active_runs == 0
+    assert cleanup_server.runs_after_calls() == 0
 
 
 async def test_run_returns_the_same_status(stub: Stub, cleanup_server: RunningServer) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.Run(harness_service_pb2.RunRequest(spec=run_pb2.RunSpec(agent=FAILING, text="plan it")))
     assert_cleanup_status(caught.value)
-    assert cleanup_server.active_runs == 0
+    assert cleanup_server.runs_after_calls() == 0
 
 
 async def test_the_demo_agent_beside_it_still_completes(stub: Stub) -> None:
