@@ -37,6 +37,7 @@ const (
 	ReasonClientToolInvalid              = "CLIENT_TOOL_INVALID"
 	ReasonAgentUnknown                   = "AGENT_UNKNOWN"
 	ReasonHistoryDigestMismatch          = "HISTORY_DIGEST_MISMATCH"
+	ReasonRequestUndecodable             = "REQUEST_UNDECODABLE"
 
 	// FAILED_PRECONDITION
 	ReasonSchemaVersionUnsupported = "SCHEMA_VERSION_UNSUPPORTED"
@@ -52,12 +53,17 @@ const (
 	// RESOURCE_EXHAUSTED
 	ReasonDeferredRequestsTooLarge = "DEFERRED_REQUESTS_TOO_LARGE"
 	ReasonRunLimitReached          = "RUN_LIMIT_REACHED"
+	ReasonResponseTooLarge         = "RESPONSE_TOO_LARGE"
+
+	// UNAVAILABLE
+	ReasonServerShuttingDown = "SERVER_SHUTTING_DOWN"
 
 	// UNAUTHENTICATED
 	ReasonTokenMissing = "TOKEN_MISSING"
 	ReasonTokenInvalid = "TOKEN_INVALID"
 
 	// INTERNAL
+	ReasonInternalError    = "INTERNAL_ERROR"
 	ReasonRunResultMissing = "RUN_RESULT_MISSING"
 	ReasonRunCleanupFailed = "RUN_CLEANUP_FAILED"
 )
