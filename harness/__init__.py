@@ -11,8 +11,9 @@ from ._loading import (
     load_state,
     load_state_parts,
 )
+from ._recovery_input import ToolRecovery
 from ._resume_checks import check_remaining
-from ._run import HarnessRunStream, ToolRecovery
+from ._run import HarnessRunStream
 from ._tooling import INTERRUPTED_TOOL_RESULT
 from .agent import ExecutableAgent
 from .client_tools import CLIENT_TOOLSET_ID, ClientTool, client_tools_capability

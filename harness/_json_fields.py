@@ -18,7 +18,14 @@ from typing import Any
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema, to_json
 
-from .json_text import JsonValue, NotFiniteJson, canonical_json, check_finite_json, json_depth_and_nodes
+from .json_text import (
+    JsonValue,
+    NotFiniteJson,
+    canonical_json,
+    check_finite_json,
+    compact_json,
+    json_depth_and_nodes,
+)
 
 __all__ = (
     "ENV_STATE_MAX_BYTES",
@@ -138,12 +145,12 @@ def forged_json(value: Any) -> str:
 
 # `json.dumps(value, ensure_ascii=False)`, without building a new encoder on every call.
 json_str = json.JSONEncoder(ensure_ascii=False).encode
-_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
 def json_value(value: Any) -> str:
-    """Compact JSON in the value's own key order (unknown keys are kept verbatim, never re-sorted)."""
+    """`compact_json` of a stored value (unknown keys verbatim, never re-sorted), or `forged_json` of
+    one that bypassed validation."""
     try:
-        return _compact(value)
+        return compact_json(value)
     except (TypeError, ValueError):
         return forged_json(value)

@@ -14,7 +14,6 @@ is refused as a normal resume refuses it (`deferred_request_missing`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NoReturn
 
 from pydantic_ai.exceptions import ModelRetry, ToolFailed
 from pydantic_ai.messages import (
@@ -43,14 +42,13 @@ from .deferred import (
     stored_metadata,
     stored_resume,
 )
-from .errors import ErrorCode, RunError
+from .deferred import (
+    fail as _fail,
+)
+from .errors import ErrorCode
 from .json_text import JsonValue, NotFiniteJson, canonical_json, check_finite_json
 
 __all__ = ("check_remaining", "check_requests", "preflight_resume")
-
-
-def _fail(code: ErrorCode, message: str, **details: JsonValue) -> NoReturn:
-    raise RunError(message, code=code, details=details)
 
 
 def _check_metadata(metadata: object, pending: set[str], *, approval_ids: set[str], what: str) -> None:
@@ -351,18 +349,16 @@ def preflight_resume(resume: object, history: Sequence[ModelMessage] | None) -> 
         _fail(ErrorCode.DEFERRED_STATE_REQUIRED, "A deferred resume needs the previous state it answers.")
     # 3.
     if resume.recovery:
-        _check_made(resume, history)
-        remaining = resume.remaining(history)
-        if remaining is None:
-            return None
-        resume = remaining
-    requests, results, _ = stored_resume(resume)
-    # 4-8.
-    check_requests(requests)
-    _check_results(requests, results)
-    # 9.
-    _check_correlation(requests, history)
+        return check_remaining(resume, history)
+    _check_steps_4_to_9(resume, history)
     return resume
+
+
+def _check_steps_4_to_9(resume: DeferredToolResume, history: Sequence[ModelMessage]) -> None:
+    requests, results, _ = stored_resume(resume)
+    check_requests(requests)  # 4
+    _check_results(requests, results)  # 5-8
+    _check_correlation(requests, history)  # 9
 
 
 def check_remaining(resume: DeferredToolResume, history: Sequence[ModelMessage]) -> DeferredToolResume | None:
@@ -382,10 +378,7 @@ def check_remaining(resume: DeferredToolResume, history: Sequence[ModelMessage])
     remaining = resume.remaining(history)
     if remaining is None:
         return None
-    requests, results, _ = stored_resume(remaining)
-    check_requests(requests)
-    _check_results(requests, results)
-    _check_correlation(requests, history)
+    _check_steps_4_to_9(remaining, history)
     return remaining
 
 

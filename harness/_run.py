@@ -68,7 +68,7 @@ from .state import HarnessState
 if TYPE_CHECKING:
     from .agent import ExecutableAgent
 
-__all__ = ("HarnessRunStream", "ToolRecovery")
+__all__ = ("HarnessRunStream",)
 
 OutputT = TypeVar("OutputT")
 

@@ -8,7 +8,7 @@ later resume checks. The batch passes the request checks of §2.7.4 step 4 befor
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
@@ -16,14 +16,10 @@ from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
 from ._resume_checks import check_requests
 from ._tooling import RunTooling
 from .deferred import DEFERRED_FUNCTION_ID_METADATA_KEY, DeferredToolCall, DeferredToolRequests
-from .errors import ErrorCode, RunError
-from .json_text import JsonValue
+from .deferred import fail as _fail
+from .errors import ErrorCode
 
 __all__ = ("export_requests", "suspended_batch")
-
-
-def _fail(code: ErrorCode, message: str, **details: JsonValue) -> NoReturn:
-    raise RunError(message, code=code, details=details)
 
 
 async def suspended_batch(native: NativeDeferredToolRequests, tooling: RunTooling) -> DeferredToolRequests:

@@ -91,7 +91,8 @@ def identity_for(toolset_id: str | None, tool_name: str) -> str:
     return f"tool/{quote(toolset, safe='')}/{quote(tool_name, safe='')}"
 
 
-def _fail(code: ErrorCode, message: str, **details: JsonValue) -> NoReturn:
+def fail(code: ErrorCode, message: str, **details: JsonValue) -> NoReturn:
+    """Raise the `RunError` of a deferred-batch rule (package-private: the checks of every module)."""
     raise RunError(message, code=code, details=details)
 
 
@@ -184,7 +185,7 @@ class DeferredToolRequests:
             }
             self._kinds = dict(kinds or {})
         except Exception as error:  # deepcopy/dict() of arbitrary objects can raise anything
-            _fail(
+            fail(
                 ErrorCode.DEFERRED_REQUEST_INVALID,
                 f"Deferred tool requests cannot be copied: {type(error).__name__}",
             )
@@ -424,26 +425,26 @@ class DeferredToolResume:
             RunError: `deferred_resume_invalid` for a wrong type or a value that cannot be copied.
         """
         if not isinstance(requests, DeferredToolRequests):
-            _fail(
+            fail(
                 ErrorCode.DEFERRED_RESUME_INVALID,
                 "DeferredToolResume.requests must be the harness DeferredToolRequests.",
                 received=type(requests).__name__,
             )
         if not isinstance(results, DeferredToolResults):
-            _fail(
+            fail(
                 ErrorCode.DEFERRED_RESUME_INVALID,
                 "DeferredToolResume.results must be a native pydantic_ai DeferredToolResults.",
                 received=type(results).__name__,
             )
         if type(recovery) is not bool:
-            _fail(
+            fail(
                 ErrorCode.DEFERRED_RESUME_INVALID,
                 "DeferredToolResume.recovery must be a bool.",
                 received=type(recovery).__name__,
             )
         for field_name in ("calls", "approvals", "metadata", "answered_by"):
             if not isinstance(getattr(results, field_name, None), dict):
-                _fail(
+                fail(
                     ErrorCode.DEFERRED_RESUME_INVALID,
                     f"DeferredToolResults.{field_name} must be a dict.",
                     field=field_name,
@@ -451,7 +452,7 @@ class DeferredToolResume:
         try:
             copied = (copy.deepcopy(requests), copy.deepcopy(results))
         except Exception as error:  # anything a foreign object's __deepcopy__ may raise
-            _fail(
+            fail(
                 ErrorCode.DEFERRED_RESUME_INVALID,
                 f"The deferred resume cannot be copied: {type(error).__name__}",
             )
@@ -513,7 +514,7 @@ class DeferredToolResume:
             RunError: `deferred_request_missing` when `messages` has no `ModelResponse`.
         """
         if _history.last_response_index(messages) is None:
-            _fail(ErrorCode.DEFERRED_REQUEST_MISSING, NO_PENDING_RESPONSE_MESSAGE)
+            fail(ErrorCode.DEFERRED_REQUEST_MISSING, NO_PENDING_RESPONSE_MESSAGE)
         pending = {call.tool_call_id for call in _history.pending_calls(messages)}
         requests = self._requests._filtered(pending)
         if not requests._calls and not requests._approvals:

@@ -33,6 +33,7 @@ __all__ = (
     "args_json",
     "canonical_json",
     "check_finite_json",
+    "compact_json",
     "dump_json",
     "json_depth_and_nodes",
     "parse_json",
@@ -197,12 +198,14 @@ def canonical_json(value: JsonValue) -> str:
     return _canonical(value)
 
 
-def dump_json(value: Any) -> str:
-    """Compact JSON in the value's own key order.
+def compact_json(value: Any) -> str:
+    """Compact JSON in the value's own key order; `TypeError`/`ValueError` for what is not finite JSON."""
+    return _compact(value)
 
-    A value that is not finite JSON (a pydantic model, bytes, a non-finite float) is written by pydantic
-    as pydantic-ai writes it (bytes as base64, non-finite numbers as `null`), so the text is always JSON.
-    """
+
+def dump_json(value: Any) -> str:
+    """`compact_json`, and a value that is not finite JSON (a pydantic model, bytes, a non-finite float)
+    written by pydantic as pydantic-ai writes it (bytes as base64, non-finite numbers as `null`)."""
     try:
         return _compact(value)
     except (TypeError, ValueError):

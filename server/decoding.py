@@ -20,9 +20,8 @@ from typing import Any, TypeVar
 
 import grpc
 
-from .errors import ServerError, ServerReason
 from .runlog import log_run
-from .runs import ActiveRuns
+from .runs import ActiveRuns, shutting_down
 
 __all__ = ("INLINE_BYTES", "DecodeStopped", "decoded")
 
@@ -75,9 +74,7 @@ async def decoded(
     except DecodeStopped as stopped:
         log_run("decoding_stopped", why=str(stopped), history_bytes=history_bytes, **fields)
         if str(stopped) == "draining":
-            raise ServerError(
-                ServerReason.SERVER_SHUTTING_DOWN, "The server is shutting down; retry on another replica."
-            ) from None
+            raise shutting_down() from None
         await context.abort(
             grpc.StatusCode.DEADLINE_EXCEEDED, "The deadline passed while decoding the request."
         )

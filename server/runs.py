@@ -14,7 +14,14 @@ from harness import HarnessRunStream
 
 from .errors import ServerError, ServerReason
 
-__all__ = ("ActiveRuns",)
+__all__ = ("ActiveRuns", "shutting_down")
+
+
+def shutting_down() -> ServerError:
+    """What a draining server answers a call it will not serve."""
+    return ServerError(
+        ServerReason.SERVER_SHUTTING_DOWN, "The server is shutting down; retry on another replica."
+    )
 
 
 class ActiveRuns:
@@ -40,9 +47,7 @@ class ActiveRuns:
             ServerError: `SERVER_SHUTTING_DOWN` while draining, `RUN_LIMIT_REACHED` at the limit.
         """
         if self.draining:
-            raise ServerError(
-                ServerReason.SERVER_SHUTTING_DOWN, "The server is shutting down; retry on another replica."
-            )
+            raise shutting_down()
         if len(self._streams) >= self.limit:
             raise ServerError(
                 ServerReason.RUN_LIMIT_REACHED,

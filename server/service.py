@@ -196,7 +196,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                             await outbox.add(item)
                 except ResponseTooLarge as error:
                     log.undelivered(error.size)
-                    raise _Refusal(self._too_large(error.size, stream, log)) from None
+                    raise _Refusal(self._too_large(error.size, stream)) from None
         except BaseException as error:
             # A refusal (answered by the stream after what is queued), an abort or a cancellation.
             outbox.end(error)
@@ -248,7 +248,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                         size = response.ByteSize() + ENVELOPE_BYTES
                         if size > self._max_message_bytes:
                             log.undelivered(size)
-                            raise _Refusal(self._too_large(size, stream, log))
+                            raise _Refusal(self._too_large(size, stream))
                         return response
         raise AssertionError("a run stream always ends with its result or raises")  # pragma: no cover
 
@@ -319,20 +319,19 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         if cause is not None:
             LOGGER.warning("run_failed", exc_info=cause, extra={"fields": log.fields})
 
-    def _too_large(self, size: int, stream: HarnessRunStream[Any], log: RunLog) -> ServerError:
-        result = stream.result
-        return ServerError(
-            ServerReason.RESPONSE_TOO_LARGE,
-            f"The run ended, but its {size}-byte answer exceeds the server's {self._max_message_bytes}-byte "
-            "message limit; it was not sent.",
-            details={
-                "size": size,
-                "limit": self._max_message_bytes,
-                "thread_id": stream.thread_id,
-                "run_id": stream.run_id,
-                "run_status": result.status if result is not None else "running",
-            },
-        )
+    def _too_large(self, size: int, stream: HarnessRunStream[Any] | None = None) -> ServerError:
+        """`RESPONSE_TOO_LARGE` for an answer of `size` bytes; for a run's answer, which run ended how."""
+        details: dict[str, JsonValue] = {"size": size, "limit": self._max_message_bytes}
+        message = f"The {size}-byte answer exceeds the server's {self._max_message_bytes}-byte message limit."
+        if stream is not None:
+            result = stream.result
+            details.update(
+                thread_id=stream.thread_id,
+                run_id=stream.run_id,
+                run_status=result.status if result is not None else "running",
+            )
+            message = f"The run ended, but its answer was not sent. {message}"
+        return ServerError(ServerReason.RESPONSE_TOO_LARGE, message, details=details)
 
     def _stream(self, call: RunCall) -> HarnessRunStream[Any]:
         """Fresh bindings for this run only (its client tools), and the core's construction checks."""
@@ -387,14 +386,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             await abort(context, _crashed(error, method=method).error)
         size = response.ByteSize() + ENVELOPE_BYTES
         if size > self._max_message_bytes:
-            await abort(
-                context,
-                ServerError(
-                    ServerReason.RESPONSE_TOO_LARGE,
-                    f"The {size}-byte answer exceeds the server's {self._max_message_bytes}-byte message limit.",
-                    details={"size": size, "limit": self._max_message_bytes},
-                ),
-            )
+            await abort(context, self._too_large(size))
         return response
 
     async def NewState(

@@ -52,7 +52,8 @@ class RunCall:
     request_id: str = ""
     """The host's ID for the request, echoed in `RunResult.request_id`."""
     delta_base: bytes = b"[]"
-    """The history data the host sent (as sent): what the first delta checkpoint candidate edits."""
+    """The history data the host sent (as sent): what the first delta checkpoint candidate edits. Only
+    filled for a run that asked for delta checkpoints."""
 
 
 _RECOVERY: dict[int, ToolRecovery] = {
@@ -140,7 +141,10 @@ def run_call_from_pb(spec: run_pb2.RunSpec, *, pause: Callable[[], None] | None 
         checkpoints=spec.checkpoints,
         checkpoint_form=checkpoint_form,
         request_id=spec.request_id,
-        delta_base=spec.previous_state.message_history.data.encode() if has_state else b"[]",
+        # Copied only for the streams that edit it: a history can be most of a 64 MiB request.
+        delta_base=spec.previous_state.message_history.data.encode()
+        if has_state and spec.checkpoints and checkpoint_form == "delta"
+        else b"[]",
     )
 
 
