@@ -80,6 +80,8 @@ OUTER_CLASSNAMES = {
     "threadline/v1/harness_service.proto": "HarnessServiceProto",
     "threadline/v1/run.proto": "RunProto",
     "threadline/v1/state.proto": "StateProto",
+    "threadline/v1/thread.proto": "ThreadProto",
+    "threadline/v1/thread_service.proto": "ThreadServiceProto",
 }
 
 

@@ -175,7 +175,9 @@ async def test_both_versions_serve_the_method_with_its_comment_and_imports(
         "threadline/v1/run.proto",
         "threadline/v1/state.proto",
         "threadline/v1/deferred.proto",
+        "threadline/v1/thread.proto",
         "google/protobuf/timestamp.proto",
+        "google/protobuf/duration.proto",
     }
     methods = [m.name for m in files[0].service[0].method]
     # FileDescriptorProto.service = 6, ServiceDescriptorProto.method = 2
@@ -238,7 +240,8 @@ def test_a_missing_import_is_refused() -> None:
 
 def test_the_descriptor_set_describes_the_generated_code() -> None:
     """descriptors.binpb and the `_pb2` modules come from the same `proto/` (both are generated)."""
-    import threadline.v1.harness_service_pb2  # noqa: F401 - registers every contract file
+    import threadline.v1.harness_service_pb2  # noqa: F401 - registers the contract's files
+    import threadline.v1.thread_service_pb2  # noqa: F401
 
     contract = _contract_files()
     assert {f.name for f in contract} >= {

@@ -9,6 +9,7 @@ from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from threadline.v1 import run_pb2 as _run_pb2
 from threadline.v1 import state_pb2 as _state_pb2
+from threadline.v1 import thread_pb2 as _thread_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -111,6 +112,7 @@ class RunEvent(_message.Message):
     RESULT_FIELD_NUMBER: _builtins.int
     LIFECYCLE_FIELD_NUMBER: _builtins.int
     NATIVE_FIELD_NUMBER: _builtins.int
+    THREAD_COMMITTED_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
     """The thread's ID, the same on every event of the run."""
     run_id: _builtins.str
@@ -167,6 +169,12 @@ class RunEvent(_message.Message):
     def native(self) -> Global___Native:
         """A native pydantic-ai event without a typed case here."""
 
+    @_builtins.property
+    def thread_committed(self) -> Global___ThreadCommitted:
+        """A thread run committed a checkpoint (`ThreadService` only; `HarnessService` never sends
+        it). The terminal commit's event comes immediately before `result`.
+        """
+
     def __init__(
         self,
         *,
@@ -185,12 +193,13 @@ class RunEvent(_message.Message):
         result: _run_pb2.RunResult | None = ...,
         lifecycle: Global___Lifecycle | None = ...,
         native: Global___Native | None = ...,
+        thread_committed: Global___ThreadCommitted | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint_candidate", b"checkpoint_candidate", "event", b"event", "final_result", b"final_result", "lifecycle", b"lifecycle", "native", b"native", "occurred_at", b"occurred_at", "part_delta", b"part_delta", "part_end", b"part_end", "part_start", b"part_start", "result", b"result", "run_started", b"run_started", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint_candidate", b"checkpoint_candidate", "event", b"event", "final_result", b"final_result", "lifecycle", b"lifecycle", "native", b"native", "occurred_at", b"occurred_at", "part_delta", b"part_delta", "part_end", b"part_end", "part_start", b"part_start", "result", b"result", "run_started", b"run_started", "thread_committed", b"thread_committed", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_candidate", b"checkpoint_candidate", "event", b"event", "final_result", b"final_result", "lifecycle", b"lifecycle", "native", b"native", "occurred_at", b"occurred_at", "part_delta", b"part_delta", "part_end", b"part_end", "part_start", b"part_start", "result", b"result", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "thread_id", b"thread_id", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_candidate", b"checkpoint_candidate", "event", b"event", "final_result", b"final_result", "lifecycle", b"lifecycle", "native", b"native", "occurred_at", b"occurred_at", "part_delta", b"part_delta", "part_end", b"part_end", "part_start", b"part_start", "result", b"result", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "thread_committed", b"thread_committed", "thread_id", b"thread_id", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["run_started", "part_start", "part_delta", "part_end", "tool_call", "tool_result", "final_result", "checkpoint_candidate", "result", "lifecycle", "native"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["run_started", "part_start", "part_delta", "part_end", "tool_call", "tool_result", "final_result", "checkpoint_candidate", "result", "lifecycle", "native", "thread_committed"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
@@ -212,6 +221,36 @@ class RunStarted(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RunStarted: _TypeAlias = RunStarted  # noqa: Y015
+
+@_typing.final
+class ThreadCommitted(_message.Message):
+    """A checkpoint a thread run committed to its thread (`ThreadService`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REVISION_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    REPLAYED_FIELD_NUMBER: _builtins.int
+    revision: _builtins.int
+    """The committed checkpoint's revision, now the thread's head."""
+    kind: _thread_pb2.CheckpointKind.ValueType
+    """What the checkpoint is: MID_RUN at a boundary, or the run's terminal kind."""
+    replayed: _builtins.bool
+    """True when the stream replays a request that had already finished: nothing was committed now."""
+    def __init__(
+        self,
+        *,
+        revision: _builtins.int = ...,
+        kind: _thread_pb2.CheckpointKind.ValueType = ...,
+        replayed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "replayed", b"replayed", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ThreadCommitted: _TypeAlias = ThreadCommitted  # noqa: Y015
 
 @_typing.final
 class PartStart(_message.Message):

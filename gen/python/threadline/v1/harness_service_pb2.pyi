@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -22,6 +23,38 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _ThreadStoreKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ThreadStoreKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ThreadStoreKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    THREAD_STORE_KIND_UNSPECIFIED: _ThreadStoreKind.ValueType  # 0
+    """Never sent by the server."""
+    THREAD_STORE_KIND_SQLITE: _ThreadStoreKind.ValueType  # 1
+    """An embedded SQLite file: the default."""
+    THREAD_STORE_KIND_POSTGRESQL: _ThreadStoreKind.ValueType  # 2
+    """PostgreSQL, shared by several replicas."""
+    THREAD_STORE_KIND_MEMORY: _ThreadStoreKind.ValueType  # 3
+    """Memory only: threads are lost when the server stops (tests and demos)."""
+    THREAD_STORE_KIND_NONE: _ThreadStoreKind.ValueType  # 4
+    """No store: `ThreadService` answers UNIMPLEMENTED."""
+
+class ThreadStoreKind(_ThreadStoreKind, metaclass=_ThreadStoreKindEnumTypeWrapper):
+    """The kind of store behind `ThreadService`."""
+
+THREAD_STORE_KIND_UNSPECIFIED: ThreadStoreKind.ValueType  # 0
+"""Never sent by the server."""
+THREAD_STORE_KIND_SQLITE: ThreadStoreKind.ValueType  # 1
+"""An embedded SQLite file: the default."""
+THREAD_STORE_KIND_POSTGRESQL: ThreadStoreKind.ValueType  # 2
+"""PostgreSQL, shared by several replicas."""
+THREAD_STORE_KIND_MEMORY: ThreadStoreKind.ValueType  # 3
+"""Memory only: threads are lost when the server stops (tests and demos)."""
+THREAD_STORE_KIND_NONE: ThreadStoreKind.ValueType  # 4
+"""No store: `ThreadService` answers UNIMPLEMENTED."""
+Global___ThreadStoreKind: _TypeAlias = ThreadStoreKind  # noqa: Y015
 
 class _ToolCategory:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -441,6 +474,7 @@ class GetServerInfoResponse(_message.Message):
     DEFAULT_AGENT_FIELD_NUMBER: _builtins.int
     LIMITS_FIELD_NUMBER: _builtins.int
     SERVER_VERSION_FIELD_NUMBER: _builtins.int
+    THREAD_STORE_FIELD_NUMBER: _builtins.int
     default_agent: _builtins.str
     """The agent a `RunSpec` with an empty `agent` runs."""
     server_version: _builtins.str
@@ -461,6 +495,10 @@ class GetServerInfoResponse(_message.Message):
     def limits(self) -> Global___ServerLimits:
         """The server's limits."""
 
+    @_builtins.property
+    def thread_store(self) -> Global___ThreadStoreInfo:
+        """Where `ThreadService` keeps threads; `kind` THREAD_STORE_KIND_NONE when it is not served."""
+
     def __init__(
         self,
         *,
@@ -470,14 +508,45 @@ class GetServerInfoResponse(_message.Message):
         default_agent: _builtins.str = ...,
         limits: Global___ServerLimits | None = ...,
         server_version: _builtins.str = ...,
+        thread_store: Global___ThreadStoreInfo | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["limits", b"limits"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["limits", b"limits", "thread_store", b"thread_store"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "default_agent", b"default_agent", "history_formats", b"history_formats", "limits", b"limits", "schema_versions", b"schema_versions", "server_version", b"server_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "default_agent", b"default_agent", "history_formats", b"history_formats", "limits", b"limits", "schema_versions", b"schema_versions", "server_version", b"server_version", "thread_store", b"thread_store"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetServerInfoResponse: _TypeAlias = GetServerInfoResponse  # noqa: Y015
+
+@_typing.final
+class ThreadStoreInfo(_message.Message):
+    """The store behind `ThreadService`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    LEASE_TTL_FIELD_NUMBER: _builtins.int
+    kind: Global___ThreadStoreKind.ValueType
+    """The kind of store. Never THREAD_STORE_KIND_UNSPECIFIED in a message the server sent."""
+    @_builtins.property
+    def lease_ttl(self) -> _duration_pb2.Duration:
+        """How long a run's lease on its thread lasts without renewal (`--lease-ttl`): after a crash,
+        the thread's next run waits at most this long before it can recover it.
+        """
+
+    def __init__(
+        self,
+        *,
+        kind: Global___ThreadStoreKind.ValueType = ...,
+        lease_ttl: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["lease_ttl", b"lease_ttl"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "lease_ttl", b"lease_ttl"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ThreadStoreInfo: _TypeAlias = ThreadStoreInfo  # noqa: Y015
 
 @_typing.final
 class HistoryFormat(_message.Message):

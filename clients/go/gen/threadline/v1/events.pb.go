@@ -175,6 +175,7 @@ type RunEvent struct {
 	//	*RunEvent_Result
 	//	*RunEvent_Lifecycle
 	//	*RunEvent_Native
+	//	*RunEvent_ThreadCommitted
 	Event         isRunEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -344,6 +345,15 @@ func (x *RunEvent) GetNative() *Native {
 	return nil
 }
 
+func (x *RunEvent) GetThreadCommitted() *ThreadCommitted {
+	if x != nil {
+		if x, ok := x.Event.(*RunEvent_ThreadCommitted); ok {
+			return x.ThreadCommitted
+		}
+	}
+	return nil
+}
+
 type isRunEvent_Event interface {
 	isRunEvent_Event()
 }
@@ -403,6 +413,12 @@ type RunEvent_Native struct {
 	Native *Native `protobuf:"bytes,20,opt,name=native,proto3,oneof"`
 }
 
+type RunEvent_ThreadCommitted struct {
+	// A thread run committed a checkpoint (`ThreadService` only; `HarnessService` never sends
+	// it). The terminal commit's event comes immediately before `result`.
+	ThreadCommitted *ThreadCommitted `protobuf:"bytes,21,opt,name=thread_committed,json=threadCommitted,proto3,oneof"`
+}
+
 func (*RunEvent_RunStarted) isRunEvent_Event() {}
 
 func (*RunEvent_PartStart) isRunEvent_Event() {}
@@ -424,6 +440,8 @@ func (*RunEvent_Result) isRunEvent_Event() {}
 func (*RunEvent_Lifecycle) isRunEvent_Event() {}
 
 func (*RunEvent_Native) isRunEvent_Event() {}
+
+func (*RunEvent_ThreadCommitted) isRunEvent_Event() {}
 
 // The run started. It carries no data today; the envelope's IDs identify the run.
 type RunStarted struct {
@@ -462,6 +480,70 @@ func (*RunStarted) Descriptor() ([]byte, []int) {
 	return file_threadline_v1_events_proto_rawDescGZIP(), []int{1}
 }
 
+// A checkpoint a thread run committed to its thread (`ThreadService`).
+type ThreadCommitted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The committed checkpoint's revision, now the thread's head.
+	Revision int64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// What the checkpoint is: MID_RUN at a boundary, or the run's terminal kind.
+	Kind CheckpointKind `protobuf:"varint,2,opt,name=kind,proto3,enum=threadline.v1.CheckpointKind" json:"kind,omitempty"`
+	// True when the stream replays a request that had already finished: nothing was committed now.
+	Replayed      bool `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadCommitted) Reset() {
+	*x = ThreadCommitted{}
+	mi := &file_threadline_v1_events_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadCommitted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadCommitted) ProtoMessage() {}
+
+func (x *ThreadCommitted) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_events_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadCommitted.ProtoReflect.Descriptor instead.
+func (*ThreadCommitted) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ThreadCommitted) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ThreadCommitted) GetKind() CheckpointKind {
+	if x != nil {
+		return x.Kind
+	}
+	return CheckpointKind_CHECKPOINT_KIND_UNSPECIFIED
+}
+
+func (x *ThreadCommitted) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
 // The model started a part of its response. A later `PartStart` with the same `part_index`
 // fully replaces the part started before.
 type PartStart struct {
@@ -484,7 +566,7 @@ type PartStart struct {
 
 func (x *PartStart) Reset() {
 	*x = PartStart{}
-	mi := &file_threadline_v1_events_proto_msgTypes[2]
+	mi := &file_threadline_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +578,7 @@ func (x *PartStart) String() string {
 func (*PartStart) ProtoMessage() {}
 
 func (x *PartStart) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[2]
+	mi := &file_threadline_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +591,7 @@ func (x *PartStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartStart.ProtoReflect.Descriptor instead.
 func (*PartStart) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PartStart) GetPartIndex() uint32 {
@@ -577,7 +659,7 @@ type PartDelta struct {
 
 func (x *PartDelta) Reset() {
 	*x = PartDelta{}
-	mi := &file_threadline_v1_events_proto_msgTypes[3]
+	mi := &file_threadline_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -589,7 +671,7 @@ func (x *PartDelta) String() string {
 func (*PartDelta) ProtoMessage() {}
 
 func (x *PartDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[3]
+	mi := &file_threadline_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -602,7 +684,7 @@ func (x *PartDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartDelta.ProtoReflect.Descriptor instead.
 func (*PartDelta) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PartDelta) GetPartIndex() uint32 {
@@ -668,7 +750,7 @@ type PartEnd struct {
 
 func (x *PartEnd) Reset() {
 	*x = PartEnd{}
-	mi := &file_threadline_v1_events_proto_msgTypes[4]
+	mi := &file_threadline_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +762,7 @@ func (x *PartEnd) String() string {
 func (*PartEnd) ProtoMessage() {}
 
 func (x *PartEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[4]
+	mi := &file_threadline_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +775,7 @@ func (x *PartEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartEnd.ProtoReflect.Descriptor instead.
 func (*PartEnd) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PartEnd) GetPartIndex() uint32 {
@@ -754,7 +836,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_threadline_v1_events_proto_msgTypes[5]
+	mi := &file_threadline_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +848,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[5]
+	mi := &file_threadline_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +861,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ToolCall) GetToolCallId() string {
@@ -820,7 +902,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_threadline_v1_events_proto_msgTypes[6]
+	mi := &file_threadline_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +914,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[6]
+	mi := &file_threadline_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +927,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolResult) GetToolCallId() string {
@@ -890,7 +972,7 @@ type FinalResult struct {
 
 func (x *FinalResult) Reset() {
 	*x = FinalResult{}
-	mi := &file_threadline_v1_events_proto_msgTypes[7]
+	mi := &file_threadline_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +984,7 @@ func (x *FinalResult) String() string {
 func (*FinalResult) ProtoMessage() {}
 
 func (x *FinalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[7]
+	mi := &file_threadline_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +997,7 @@ func (x *FinalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalResult.ProtoReflect.Descriptor instead.
 func (*FinalResult) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FinalResult) GetToolName() string {
@@ -951,7 +1033,7 @@ type CheckpointCandidate struct {
 
 func (x *CheckpointCandidate) Reset() {
 	*x = CheckpointCandidate{}
-	mi := &file_threadline_v1_events_proto_msgTypes[8]
+	mi := &file_threadline_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1045,7 @@ func (x *CheckpointCandidate) String() string {
 func (*CheckpointCandidate) ProtoMessage() {}
 
 func (x *CheckpointCandidate) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[8]
+	mi := &file_threadline_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1058,7 @@ func (x *CheckpointCandidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointCandidate.ProtoReflect.Descriptor instead.
 func (*CheckpointCandidate) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CheckpointCandidate) GetState() *HarnessState {
@@ -1011,7 +1093,7 @@ type HistoryDelta struct {
 
 func (x *HistoryDelta) Reset() {
 	*x = HistoryDelta{}
-	mi := &file_threadline_v1_events_proto_msgTypes[9]
+	mi := &file_threadline_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1105,7 @@ func (x *HistoryDelta) String() string {
 func (*HistoryDelta) ProtoMessage() {}
 
 func (x *HistoryDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[9]
+	mi := &file_threadline_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1118,7 @@ func (x *HistoryDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryDelta.ProtoReflect.Descriptor instead.
 func (*HistoryDelta) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HistoryDelta) GetKeepBytes() uint64 {
@@ -1074,7 +1156,7 @@ type Lifecycle struct {
 
 func (x *Lifecycle) Reset() {
 	*x = Lifecycle{}
-	mi := &file_threadline_v1_events_proto_msgTypes[10]
+	mi := &file_threadline_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1168,7 @@ func (x *Lifecycle) String() string {
 func (*Lifecycle) ProtoMessage() {}
 
 func (x *Lifecycle) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[10]
+	mi := &file_threadline_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1181,7 @@ func (x *Lifecycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lifecycle.ProtoReflect.Descriptor instead.
 func (*Lifecycle) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Lifecycle) GetKind() string {
@@ -1143,7 +1225,7 @@ type Native struct {
 
 func (x *Native) Reset() {
 	*x = Native{}
-	mi := &file_threadline_v1_events_proto_msgTypes[11]
+	mi := &file_threadline_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1237,7 @@ func (x *Native) String() string {
 func (*Native) ProtoMessage() {}
 
 func (x *Native) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[11]
+	mi := &file_threadline_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1250,7 @@ func (x *Native) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Native.ProtoReflect.Descriptor instead.
 func (*Native) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Native) GetEventKind() string {
@@ -1189,7 +1271,7 @@ var File_threadline_v1_events_proto protoreflect.FileDescriptor
 
 const file_threadline_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1athreadline/v1/events.proto\x12\rthreadline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\"\xb8\x06\n" +
+	"\x1athreadline/v1/events.proto\x12\rthreadline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\x1a\x1athreadline/v1/thread.proto\"\x85\a\n" +
 	"\bRunEvent\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1a\n" +
@@ -1211,10 +1293,15 @@ const file_threadline_v1_events_proto_rawDesc = "" +
 	"\x14checkpoint_candidate\x18\x11 \x01(\v2\".threadline.v1.CheckpointCandidateH\x00R\x13checkpointCandidate\x122\n" +
 	"\x06result\x18\x12 \x01(\v2\x18.threadline.v1.RunResultH\x00R\x06result\x128\n" +
 	"\tlifecycle\x18\x13 \x01(\v2\x18.threadline.v1.LifecycleH\x00R\tlifecycle\x12/\n" +
-	"\x06native\x18\x14 \x01(\v2\x15.threadline.v1.NativeH\x00R\x06nativeB\a\n" +
+	"\x06native\x18\x14 \x01(\v2\x15.threadline.v1.NativeH\x00R\x06native\x12K\n" +
+	"\x10thread_committed\x18\x15 \x01(\v2\x1e.threadline.v1.ThreadCommittedH\x00R\x0fthreadCommittedB\a\n" +
 	"\x05event\"\f\n" +
 	"\n" +
-	"RunStarted\"\xcd\x01\n" +
+	"RunStarted\"|\n" +
+	"\x0fThreadCommitted\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\x121\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1d.threadline.v1.CheckpointKindR\x04kind\x12\x1a\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\"\xcd\x01\n" +
 	"\tPartStart\x12\x1d\n" +
 	"\n" +
 	"part_index\x18\x01 \x01(\rR\tpartIndex\x12+\n" +
@@ -1302,50 +1389,54 @@ func file_threadline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_threadline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_threadline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_threadline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_threadline_v1_events_proto_goTypes = []any{
 	(PartKind)(0),                 // 0: threadline.v1.PartKind
 	(ToolOutcome)(0),              // 1: threadline.v1.ToolOutcome
 	(*RunEvent)(nil),              // 2: threadline.v1.RunEvent
 	(*RunStarted)(nil),            // 3: threadline.v1.RunStarted
-	(*PartStart)(nil),             // 4: threadline.v1.PartStart
-	(*PartDelta)(nil),             // 5: threadline.v1.PartDelta
-	(*PartEnd)(nil),               // 6: threadline.v1.PartEnd
-	(*ToolCall)(nil),              // 7: threadline.v1.ToolCall
-	(*ToolResult)(nil),            // 8: threadline.v1.ToolResult
-	(*FinalResult)(nil),           // 9: threadline.v1.FinalResult
-	(*CheckpointCandidate)(nil),   // 10: threadline.v1.CheckpointCandidate
-	(*HistoryDelta)(nil),          // 11: threadline.v1.HistoryDelta
-	(*Lifecycle)(nil),             // 12: threadline.v1.Lifecycle
-	(*Native)(nil),                // 13: threadline.v1.Native
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*RunResult)(nil),             // 15: threadline.v1.RunResult
-	(*HarnessState)(nil),          // 16: threadline.v1.HarnessState
+	(*ThreadCommitted)(nil),       // 4: threadline.v1.ThreadCommitted
+	(*PartStart)(nil),             // 5: threadline.v1.PartStart
+	(*PartDelta)(nil),             // 6: threadline.v1.PartDelta
+	(*PartEnd)(nil),               // 7: threadline.v1.PartEnd
+	(*ToolCall)(nil),              // 8: threadline.v1.ToolCall
+	(*ToolResult)(nil),            // 9: threadline.v1.ToolResult
+	(*FinalResult)(nil),           // 10: threadline.v1.FinalResult
+	(*CheckpointCandidate)(nil),   // 11: threadline.v1.CheckpointCandidate
+	(*HistoryDelta)(nil),          // 12: threadline.v1.HistoryDelta
+	(*Lifecycle)(nil),             // 13: threadline.v1.Lifecycle
+	(*Native)(nil),                // 14: threadline.v1.Native
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*RunResult)(nil),             // 16: threadline.v1.RunResult
+	(CheckpointKind)(0),           // 17: threadline.v1.CheckpointKind
+	(*HarnessState)(nil),          // 18: threadline.v1.HarnessState
 }
 var file_threadline_v1_events_proto_depIdxs = []int32{
-	14, // 0: threadline.v1.RunEvent.occurred_at:type_name -> google.protobuf.Timestamp
+	15, // 0: threadline.v1.RunEvent.occurred_at:type_name -> google.protobuf.Timestamp
 	3,  // 1: threadline.v1.RunEvent.run_started:type_name -> threadline.v1.RunStarted
-	4,  // 2: threadline.v1.RunEvent.part_start:type_name -> threadline.v1.PartStart
-	5,  // 3: threadline.v1.RunEvent.part_delta:type_name -> threadline.v1.PartDelta
-	6,  // 4: threadline.v1.RunEvent.part_end:type_name -> threadline.v1.PartEnd
-	7,  // 5: threadline.v1.RunEvent.tool_call:type_name -> threadline.v1.ToolCall
-	8,  // 6: threadline.v1.RunEvent.tool_result:type_name -> threadline.v1.ToolResult
-	9,  // 7: threadline.v1.RunEvent.final_result:type_name -> threadline.v1.FinalResult
-	10, // 8: threadline.v1.RunEvent.checkpoint_candidate:type_name -> threadline.v1.CheckpointCandidate
-	15, // 9: threadline.v1.RunEvent.result:type_name -> threadline.v1.RunResult
-	12, // 10: threadline.v1.RunEvent.lifecycle:type_name -> threadline.v1.Lifecycle
-	13, // 11: threadline.v1.RunEvent.native:type_name -> threadline.v1.Native
-	0,  // 12: threadline.v1.PartStart.kind:type_name -> threadline.v1.PartKind
-	0,  // 13: threadline.v1.PartDelta.kind:type_name -> threadline.v1.PartKind
-	0,  // 14: threadline.v1.PartEnd.kind:type_name -> threadline.v1.PartKind
-	1,  // 15: threadline.v1.ToolResult.outcome:type_name -> threadline.v1.ToolOutcome
-	16, // 16: threadline.v1.CheckpointCandidate.state:type_name -> threadline.v1.HarnessState
-	11, // 17: threadline.v1.CheckpointCandidate.history_delta:type_name -> threadline.v1.HistoryDelta
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	5,  // 2: threadline.v1.RunEvent.part_start:type_name -> threadline.v1.PartStart
+	6,  // 3: threadline.v1.RunEvent.part_delta:type_name -> threadline.v1.PartDelta
+	7,  // 4: threadline.v1.RunEvent.part_end:type_name -> threadline.v1.PartEnd
+	8,  // 5: threadline.v1.RunEvent.tool_call:type_name -> threadline.v1.ToolCall
+	9,  // 6: threadline.v1.RunEvent.tool_result:type_name -> threadline.v1.ToolResult
+	10, // 7: threadline.v1.RunEvent.final_result:type_name -> threadline.v1.FinalResult
+	11, // 8: threadline.v1.RunEvent.checkpoint_candidate:type_name -> threadline.v1.CheckpointCandidate
+	16, // 9: threadline.v1.RunEvent.result:type_name -> threadline.v1.RunResult
+	13, // 10: threadline.v1.RunEvent.lifecycle:type_name -> threadline.v1.Lifecycle
+	14, // 11: threadline.v1.RunEvent.native:type_name -> threadline.v1.Native
+	4,  // 12: threadline.v1.RunEvent.thread_committed:type_name -> threadline.v1.ThreadCommitted
+	17, // 13: threadline.v1.ThreadCommitted.kind:type_name -> threadline.v1.CheckpointKind
+	0,  // 14: threadline.v1.PartStart.kind:type_name -> threadline.v1.PartKind
+	0,  // 15: threadline.v1.PartDelta.kind:type_name -> threadline.v1.PartKind
+	0,  // 16: threadline.v1.PartEnd.kind:type_name -> threadline.v1.PartKind
+	1,  // 17: threadline.v1.ToolResult.outcome:type_name -> threadline.v1.ToolOutcome
+	18, // 18: threadline.v1.CheckpointCandidate.state:type_name -> threadline.v1.HarnessState
+	12, // 19: threadline.v1.CheckpointCandidate.history_delta:type_name -> threadline.v1.HistoryDelta
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_events_proto_init() }
@@ -1355,6 +1446,7 @@ func file_threadline_v1_events_proto_init() {
 	}
 	file_threadline_v1_run_proto_init()
 	file_threadline_v1_state_proto_init()
+	file_threadline_v1_thread_proto_init()
 	file_threadline_v1_events_proto_msgTypes[0].OneofWrappers = []any{
 		(*RunEvent_RunStarted)(nil),
 		(*RunEvent_PartStart)(nil),
@@ -1367,6 +1459,7 @@ func file_threadline_v1_events_proto_init() {
 		(*RunEvent_Result)(nil),
 		(*RunEvent_Lifecycle)(nil),
 		(*RunEvent_Native)(nil),
+		(*RunEvent_ThreadCommitted)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1374,7 +1467,7 @@ func file_threadline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_threadline_v1_events_proto_rawDesc), len(file_threadline_v1_events_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -9,6 +9,7 @@ package threadlinev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -20,6 +21,67 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// The kind of store behind `ThreadService`.
+type ThreadStoreKind int32
+
+const (
+	// Never sent by the server.
+	ThreadStoreKind_THREAD_STORE_KIND_UNSPECIFIED ThreadStoreKind = 0
+	// An embedded SQLite file: the default.
+	ThreadStoreKind_THREAD_STORE_KIND_SQLITE ThreadStoreKind = 1
+	// PostgreSQL, shared by several replicas.
+	ThreadStoreKind_THREAD_STORE_KIND_POSTGRESQL ThreadStoreKind = 2
+	// Memory only: threads are lost when the server stops (tests and demos).
+	ThreadStoreKind_THREAD_STORE_KIND_MEMORY ThreadStoreKind = 3
+	// No store: `ThreadService` answers UNIMPLEMENTED.
+	ThreadStoreKind_THREAD_STORE_KIND_NONE ThreadStoreKind = 4
+)
+
+// Enum value maps for ThreadStoreKind.
+var (
+	ThreadStoreKind_name = map[int32]string{
+		0: "THREAD_STORE_KIND_UNSPECIFIED",
+		1: "THREAD_STORE_KIND_SQLITE",
+		2: "THREAD_STORE_KIND_POSTGRESQL",
+		3: "THREAD_STORE_KIND_MEMORY",
+		4: "THREAD_STORE_KIND_NONE",
+	}
+	ThreadStoreKind_value = map[string]int32{
+		"THREAD_STORE_KIND_UNSPECIFIED": 0,
+		"THREAD_STORE_KIND_SQLITE":      1,
+		"THREAD_STORE_KIND_POSTGRESQL":  2,
+		"THREAD_STORE_KIND_MEMORY":      3,
+		"THREAD_STORE_KIND_NONE":        4,
+	}
+)
+
+func (x ThreadStoreKind) Enum() *ThreadStoreKind {
+	p := new(ThreadStoreKind)
+	*p = x
+	return p
+}
+
+func (x ThreadStoreKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ThreadStoreKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_threadline_v1_harness_service_proto_enumTypes[0].Descriptor()
+}
+
+func (ThreadStoreKind) Type() protoreflect.EnumType {
+	return &file_threadline_v1_harness_service_proto_enumTypes[0]
+}
+
+func (x ThreadStoreKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ThreadStoreKind.Descriptor instead.
+func (ThreadStoreKind) EnumDescriptor() ([]byte, []int) {
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{0}
+}
 
 // How a tool behaves when the model calls it.
 type ToolCategory int32
@@ -66,11 +128,11 @@ func (x ToolCategory) String() string {
 }
 
 func (ToolCategory) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_harness_service_proto_enumTypes[0].Descriptor()
+	return file_threadline_v1_harness_service_proto_enumTypes[1].Descriptor()
 }
 
 func (ToolCategory) Type() protoreflect.EnumType {
-	return &file_threadline_v1_harness_service_proto_enumTypes[0]
+	return &file_threadline_v1_harness_service_proto_enumTypes[1]
 }
 
 func (x ToolCategory) Number() protoreflect.EnumNumber {
@@ -79,7 +141,7 @@ func (x ToolCategory) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolCategory.Descriptor instead.
 func (ToolCategory) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{0}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{1}
 }
 
 // Request of `StreamRun`.
@@ -815,6 +877,8 @@ type GetServerInfoResponse struct {
 	Limits *ServerLimits `protobuf:"bytes,5,opt,name=limits,proto3" json:"limits,omitempty"`
 	// The server's own version, e.g. "0.1.0"; for diagnostics only.
 	ServerVersion string `protobuf:"bytes,6,opt,name=server_version,json=serverVersion,proto3" json:"server_version,omitempty"`
+	// Where `ThreadService` keeps threads; `kind` THREAD_STORE_KIND_NONE when it is not served.
+	ThreadStore   *ThreadStoreInfo `protobuf:"bytes,7,opt,name=thread_store,json=threadStore,proto3" json:"thread_store,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -891,6 +955,69 @@ func (x *GetServerInfoResponse) GetServerVersion() string {
 	return ""
 }
 
+func (x *GetServerInfoResponse) GetThreadStore() *ThreadStoreInfo {
+	if x != nil {
+		return x.ThreadStore
+	}
+	return nil
+}
+
+// The store behind `ThreadService`.
+type ThreadStoreInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kind of store. Never THREAD_STORE_KIND_UNSPECIFIED in a message the server sent.
+	Kind ThreadStoreKind `protobuf:"varint,1,opt,name=kind,proto3,enum=threadline.v1.ThreadStoreKind" json:"kind,omitempty"`
+	// How long a run's lease on its thread lasts without renewal (`--lease-ttl`): after a crash,
+	// the thread's next run waits at most this long before it can recover it.
+	LeaseTtl      *durationpb.Duration `protobuf:"bytes,2,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadStoreInfo) Reset() {
+	*x = ThreadStoreInfo{}
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadStoreInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadStoreInfo) ProtoMessage() {}
+
+func (x *ThreadStoreInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadStoreInfo.ProtoReflect.Descriptor instead.
+func (*ThreadStoreInfo) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ThreadStoreInfo) GetKind() ThreadStoreKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ThreadStoreKind_THREAD_STORE_KIND_UNSPECIFIED
+}
+
+func (x *ThreadStoreInfo) GetLeaseTtl() *durationpb.Duration {
+	if x != nil {
+		return x.LeaseTtl
+	}
+	return nil
+}
+
 // A history format and the versions of it the server accepts.
 type HistoryFormat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -904,7 +1031,7 @@ type HistoryFormat struct {
 
 func (x *HistoryFormat) Reset() {
 	*x = HistoryFormat{}
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[14]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1043,7 @@ func (x *HistoryFormat) String() string {
 func (*HistoryFormat) ProtoMessage() {}
 
 func (x *HistoryFormat) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[14]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1056,7 @@ func (x *HistoryFormat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryFormat.ProtoReflect.Descriptor instead.
 func (*HistoryFormat) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{14}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HistoryFormat) GetFormat() string {
@@ -960,7 +1087,7 @@ type AgentInfo struct {
 
 func (x *AgentInfo) Reset() {
 	*x = AgentInfo{}
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[15]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1099,7 @@ func (x *AgentInfo) String() string {
 func (*AgentInfo) ProtoMessage() {}
 
 func (x *AgentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[15]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1112,7 @@ func (x *AgentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInfo.ProtoReflect.Descriptor instead.
 func (*AgentInfo) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{15}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AgentInfo) GetName() string {
@@ -1020,7 +1147,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[16]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1159,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[16]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1172,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{16}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -1091,7 +1218,7 @@ type ServerLimits struct {
 
 func (x *ServerLimits) Reset() {
 	*x = ServerLimits{}
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[17]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1230,7 @@ func (x *ServerLimits) String() string {
 func (*ServerLimits) ProtoMessage() {}
 
 func (x *ServerLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[17]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1243,7 @@ func (x *ServerLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLimits.ProtoReflect.Descriptor instead.
 func (*ServerLimits) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{17}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ServerLimits) GetMaxMessageBytes() int64 {
@@ -1137,7 +1264,7 @@ var File_threadline_v1_harness_service_proto protoreflect.FileDescriptor
 
 const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\n" +
-	"#threadline/v1/harness_service.proto\x12\rthreadline.v1\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\"s\n" +
+	"#threadline/v1/harness_service.proto\x12\rthreadline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\"s\n" +
 	"\x10StreamRunRequest\x12*\n" +
 	"\x04spec\x18\x01 \x01(\v2\x16.threadline.v1.RunSpecR\x04spec\x123\n" +
 	"\x16max_events_per_message\x18\x02 \x01(\rR\x13maxEventsPerMessage\"s\n" +
@@ -1175,14 +1302,18 @@ const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\v2\x1b.threadline.v1.HarnessStateR\x05state\"\\\n" +
 	"\x19RemainingDeferredResponse\x12?\n" +
 	"\tremaining\x18\x01 \x01(\v2!.threadline.v1.DeferredToolResumeR\tremaining\"\x16\n" +
-	"\x14GetServerInfoRequest\"\xba\x02\n" +
+	"\x14GetServerInfoRequest\"\xfd\x02\n" +
 	"\x15GetServerInfoResponse\x12'\n" +
 	"\x0fschema_versions\x18\x01 \x03(\tR\x0eschemaVersions\x12E\n" +
 	"\x0fhistory_formats\x18\x02 \x03(\v2\x1c.threadline.v1.HistoryFormatR\x0ehistoryFormats\x120\n" +
 	"\x06agents\x18\x03 \x03(\v2\x18.threadline.v1.AgentInfoR\x06agents\x12#\n" +
 	"\rdefault_agent\x18\x04 \x01(\tR\fdefaultAgent\x123\n" +
 	"\x06limits\x18\x05 \x01(\v2\x1b.threadline.v1.ServerLimitsR\x06limits\x12%\n" +
-	"\x0eserver_version\x18\x06 \x01(\tR\rserverVersion\"C\n" +
+	"\x0eserver_version\x18\x06 \x01(\tR\rserverVersion\x12A\n" +
+	"\fthread_store\x18\a \x01(\v2\x1e.threadline.v1.ThreadStoreInfoR\vthreadStore\"}\n" +
+	"\x0fThreadStoreInfo\x122\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1e.threadline.v1.ThreadStoreKindR\x04kind\x126\n" +
+	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\"C\n" +
 	"\rHistoryFormat\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x1a\n" +
 	"\bversions\x18\x02 \x03(\tR\bversions\"N\n" +
@@ -1196,7 +1327,13 @@ const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\x12recovery_retryable\x18\x04 \x01(\bR\x11recoveryRetryable\"j\n" +
 	"\fServerLimits\x12*\n" +
 	"\x11max_message_bytes\x18\x01 \x01(\x03R\x0fmaxMessageBytes\x12.\n" +
-	"\x13max_concurrent_runs\x18\x02 \x01(\x03R\x11maxConcurrentRuns*\xad\x01\n" +
+	"\x13max_concurrent_runs\x18\x02 \x01(\x03R\x11maxConcurrentRuns*\xae\x01\n" +
+	"\x0fThreadStoreKind\x12!\n" +
+	"\x1dTHREAD_STORE_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18THREAD_STORE_KIND_SQLITE\x10\x01\x12 \n" +
+	"\x1cTHREAD_STORE_KIND_POSTGRESQL\x10\x02\x12\x1c\n" +
+	"\x18THREAD_STORE_KIND_MEMORY\x10\x03\x12\x1a\n" +
+	"\x16THREAD_STORE_KIND_NONE\x10\x04*\xad\x01\n" +
 	"\fToolCategory\x12\x1d\n" +
 	"\x19TOOL_CATEGORY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13TOOL_CATEGORY_PLAIN\x10\x01\x12#\n" +
@@ -1225,78 +1362,84 @@ func file_threadline_v1_harness_service_proto_rawDescGZIP() []byte {
 	return file_threadline_v1_harness_service_proto_rawDescData
 }
 
-var file_threadline_v1_harness_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_threadline_v1_harness_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_threadline_v1_harness_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_threadline_v1_harness_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_threadline_v1_harness_service_proto_goTypes = []any{
-	(ToolCategory)(0),                 // 0: threadline.v1.ToolCategory
-	(*StreamRunRequest)(nil),          // 1: threadline.v1.StreamRunRequest
-	(*StreamRunResponse)(nil),         // 2: threadline.v1.StreamRunResponse
-	(*RunRequest)(nil),                // 3: threadline.v1.RunRequest
-	(*RunResponse)(nil),               // 4: threadline.v1.RunResponse
-	(*NewStateRequest)(nil),           // 5: threadline.v1.NewStateRequest
-	(*NewStateResponse)(nil),          // 6: threadline.v1.NewStateResponse
-	(*ForkStateRequest)(nil),          // 7: threadline.v1.ForkStateRequest
-	(*ForkStateResponse)(nil),         // 8: threadline.v1.ForkStateResponse
-	(*ValidateStateRequest)(nil),      // 9: threadline.v1.ValidateStateRequest
-	(*ValidateStateResponse)(nil),     // 10: threadline.v1.ValidateStateResponse
-	(*RemainingDeferredRequest)(nil),  // 11: threadline.v1.RemainingDeferredRequest
-	(*RemainingDeferredResponse)(nil), // 12: threadline.v1.RemainingDeferredResponse
-	(*GetServerInfoRequest)(nil),      // 13: threadline.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),     // 14: threadline.v1.GetServerInfoResponse
-	(*HistoryFormat)(nil),             // 15: threadline.v1.HistoryFormat
-	(*AgentInfo)(nil),                 // 16: threadline.v1.AgentInfo
-	(*ToolInfo)(nil),                  // 17: threadline.v1.ToolInfo
-	(*ServerLimits)(nil),              // 18: threadline.v1.ServerLimits
-	(*RunSpec)(nil),                   // 19: threadline.v1.RunSpec
-	(*RunEvent)(nil),                  // 20: threadline.v1.RunEvent
-	(*RunResult)(nil),                 // 21: threadline.v1.RunResult
-	(*MessageHistory)(nil),            // 22: threadline.v1.MessageHistory
-	(*CapabilityState)(nil),           // 23: threadline.v1.CapabilityState
-	(*EnvironmentState)(nil),          // 24: threadline.v1.EnvironmentState
-	(*HarnessState)(nil),              // 25: threadline.v1.HarnessState
-	(*DeferredToolResume)(nil),        // 26: threadline.v1.DeferredToolResume
+	(ThreadStoreKind)(0),              // 0: threadline.v1.ThreadStoreKind
+	(ToolCategory)(0),                 // 1: threadline.v1.ToolCategory
+	(*StreamRunRequest)(nil),          // 2: threadline.v1.StreamRunRequest
+	(*StreamRunResponse)(nil),         // 3: threadline.v1.StreamRunResponse
+	(*RunRequest)(nil),                // 4: threadline.v1.RunRequest
+	(*RunResponse)(nil),               // 5: threadline.v1.RunResponse
+	(*NewStateRequest)(nil),           // 6: threadline.v1.NewStateRequest
+	(*NewStateResponse)(nil),          // 7: threadline.v1.NewStateResponse
+	(*ForkStateRequest)(nil),          // 8: threadline.v1.ForkStateRequest
+	(*ForkStateResponse)(nil),         // 9: threadline.v1.ForkStateResponse
+	(*ValidateStateRequest)(nil),      // 10: threadline.v1.ValidateStateRequest
+	(*ValidateStateResponse)(nil),     // 11: threadline.v1.ValidateStateResponse
+	(*RemainingDeferredRequest)(nil),  // 12: threadline.v1.RemainingDeferredRequest
+	(*RemainingDeferredResponse)(nil), // 13: threadline.v1.RemainingDeferredResponse
+	(*GetServerInfoRequest)(nil),      // 14: threadline.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),     // 15: threadline.v1.GetServerInfoResponse
+	(*ThreadStoreInfo)(nil),           // 16: threadline.v1.ThreadStoreInfo
+	(*HistoryFormat)(nil),             // 17: threadline.v1.HistoryFormat
+	(*AgentInfo)(nil),                 // 18: threadline.v1.AgentInfo
+	(*ToolInfo)(nil),                  // 19: threadline.v1.ToolInfo
+	(*ServerLimits)(nil),              // 20: threadline.v1.ServerLimits
+	(*RunSpec)(nil),                   // 21: threadline.v1.RunSpec
+	(*RunEvent)(nil),                  // 22: threadline.v1.RunEvent
+	(*RunResult)(nil),                 // 23: threadline.v1.RunResult
+	(*MessageHistory)(nil),            // 24: threadline.v1.MessageHistory
+	(*CapabilityState)(nil),           // 25: threadline.v1.CapabilityState
+	(*EnvironmentState)(nil),          // 26: threadline.v1.EnvironmentState
+	(*HarnessState)(nil),              // 27: threadline.v1.HarnessState
+	(*DeferredToolResume)(nil),        // 28: threadline.v1.DeferredToolResume
+	(*durationpb.Duration)(nil),       // 29: google.protobuf.Duration
 }
 var file_threadline_v1_harness_service_proto_depIdxs = []int32{
-	19, // 0: threadline.v1.StreamRunRequest.spec:type_name -> threadline.v1.RunSpec
-	20, // 1: threadline.v1.StreamRunResponse.event:type_name -> threadline.v1.RunEvent
-	20, // 2: threadline.v1.StreamRunResponse.events:type_name -> threadline.v1.RunEvent
-	19, // 3: threadline.v1.RunRequest.spec:type_name -> threadline.v1.RunSpec
-	21, // 4: threadline.v1.RunResponse.result:type_name -> threadline.v1.RunResult
-	22, // 5: threadline.v1.NewStateRequest.message_history:type_name -> threadline.v1.MessageHistory
-	23, // 6: threadline.v1.NewStateRequest.capability_states:type_name -> threadline.v1.CapabilityState
-	24, // 7: threadline.v1.NewStateRequest.environment_states:type_name -> threadline.v1.EnvironmentState
-	25, // 8: threadline.v1.NewStateResponse.state:type_name -> threadline.v1.HarnessState
-	25, // 9: threadline.v1.ForkStateRequest.state:type_name -> threadline.v1.HarnessState
-	25, // 10: threadline.v1.ForkStateResponse.state:type_name -> threadline.v1.HarnessState
-	25, // 11: threadline.v1.ValidateStateRequest.state:type_name -> threadline.v1.HarnessState
-	25, // 12: threadline.v1.ValidateStateResponse.state:type_name -> threadline.v1.HarnessState
-	26, // 13: threadline.v1.RemainingDeferredRequest.resume:type_name -> threadline.v1.DeferredToolResume
-	25, // 14: threadline.v1.RemainingDeferredRequest.state:type_name -> threadline.v1.HarnessState
-	26, // 15: threadline.v1.RemainingDeferredResponse.remaining:type_name -> threadline.v1.DeferredToolResume
-	15, // 16: threadline.v1.GetServerInfoResponse.history_formats:type_name -> threadline.v1.HistoryFormat
-	16, // 17: threadline.v1.GetServerInfoResponse.agents:type_name -> threadline.v1.AgentInfo
-	18, // 18: threadline.v1.GetServerInfoResponse.limits:type_name -> threadline.v1.ServerLimits
-	17, // 19: threadline.v1.AgentInfo.tools:type_name -> threadline.v1.ToolInfo
-	0,  // 20: threadline.v1.ToolInfo.category:type_name -> threadline.v1.ToolCategory
-	1,  // 21: threadline.v1.HarnessService.StreamRun:input_type -> threadline.v1.StreamRunRequest
-	3,  // 22: threadline.v1.HarnessService.Run:input_type -> threadline.v1.RunRequest
-	5,  // 23: threadline.v1.HarnessService.NewState:input_type -> threadline.v1.NewStateRequest
-	7,  // 24: threadline.v1.HarnessService.ForkState:input_type -> threadline.v1.ForkStateRequest
-	9,  // 25: threadline.v1.HarnessService.ValidateState:input_type -> threadline.v1.ValidateStateRequest
-	11, // 26: threadline.v1.HarnessService.RemainingDeferred:input_type -> threadline.v1.RemainingDeferredRequest
-	13, // 27: threadline.v1.HarnessService.GetServerInfo:input_type -> threadline.v1.GetServerInfoRequest
-	2,  // 28: threadline.v1.HarnessService.StreamRun:output_type -> threadline.v1.StreamRunResponse
-	4,  // 29: threadline.v1.HarnessService.Run:output_type -> threadline.v1.RunResponse
-	6,  // 30: threadline.v1.HarnessService.NewState:output_type -> threadline.v1.NewStateResponse
-	8,  // 31: threadline.v1.HarnessService.ForkState:output_type -> threadline.v1.ForkStateResponse
-	10, // 32: threadline.v1.HarnessService.ValidateState:output_type -> threadline.v1.ValidateStateResponse
-	12, // 33: threadline.v1.HarnessService.RemainingDeferred:output_type -> threadline.v1.RemainingDeferredResponse
-	14, // 34: threadline.v1.HarnessService.GetServerInfo:output_type -> threadline.v1.GetServerInfoResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	21, // 0: threadline.v1.StreamRunRequest.spec:type_name -> threadline.v1.RunSpec
+	22, // 1: threadline.v1.StreamRunResponse.event:type_name -> threadline.v1.RunEvent
+	22, // 2: threadline.v1.StreamRunResponse.events:type_name -> threadline.v1.RunEvent
+	21, // 3: threadline.v1.RunRequest.spec:type_name -> threadline.v1.RunSpec
+	23, // 4: threadline.v1.RunResponse.result:type_name -> threadline.v1.RunResult
+	24, // 5: threadline.v1.NewStateRequest.message_history:type_name -> threadline.v1.MessageHistory
+	25, // 6: threadline.v1.NewStateRequest.capability_states:type_name -> threadline.v1.CapabilityState
+	26, // 7: threadline.v1.NewStateRequest.environment_states:type_name -> threadline.v1.EnvironmentState
+	27, // 8: threadline.v1.NewStateResponse.state:type_name -> threadline.v1.HarnessState
+	27, // 9: threadline.v1.ForkStateRequest.state:type_name -> threadline.v1.HarnessState
+	27, // 10: threadline.v1.ForkStateResponse.state:type_name -> threadline.v1.HarnessState
+	27, // 11: threadline.v1.ValidateStateRequest.state:type_name -> threadline.v1.HarnessState
+	27, // 12: threadline.v1.ValidateStateResponse.state:type_name -> threadline.v1.HarnessState
+	28, // 13: threadline.v1.RemainingDeferredRequest.resume:type_name -> threadline.v1.DeferredToolResume
+	27, // 14: threadline.v1.RemainingDeferredRequest.state:type_name -> threadline.v1.HarnessState
+	28, // 15: threadline.v1.RemainingDeferredResponse.remaining:type_name -> threadline.v1.DeferredToolResume
+	17, // 16: threadline.v1.GetServerInfoResponse.history_formats:type_name -> threadline.v1.HistoryFormat
+	18, // 17: threadline.v1.GetServerInfoResponse.agents:type_name -> threadline.v1.AgentInfo
+	20, // 18: threadline.v1.GetServerInfoResponse.limits:type_name -> threadline.v1.ServerLimits
+	16, // 19: threadline.v1.GetServerInfoResponse.thread_store:type_name -> threadline.v1.ThreadStoreInfo
+	0,  // 20: threadline.v1.ThreadStoreInfo.kind:type_name -> threadline.v1.ThreadStoreKind
+	29, // 21: threadline.v1.ThreadStoreInfo.lease_ttl:type_name -> google.protobuf.Duration
+	19, // 22: threadline.v1.AgentInfo.tools:type_name -> threadline.v1.ToolInfo
+	1,  // 23: threadline.v1.ToolInfo.category:type_name -> threadline.v1.ToolCategory
+	2,  // 24: threadline.v1.HarnessService.StreamRun:input_type -> threadline.v1.StreamRunRequest
+	4,  // 25: threadline.v1.HarnessService.Run:input_type -> threadline.v1.RunRequest
+	6,  // 26: threadline.v1.HarnessService.NewState:input_type -> threadline.v1.NewStateRequest
+	8,  // 27: threadline.v1.HarnessService.ForkState:input_type -> threadline.v1.ForkStateRequest
+	10, // 28: threadline.v1.HarnessService.ValidateState:input_type -> threadline.v1.ValidateStateRequest
+	12, // 29: threadline.v1.HarnessService.RemainingDeferred:input_type -> threadline.v1.RemainingDeferredRequest
+	14, // 30: threadline.v1.HarnessService.GetServerInfo:input_type -> threadline.v1.GetServerInfoRequest
+	3,  // 31: threadline.v1.HarnessService.StreamRun:output_type -> threadline.v1.StreamRunResponse
+	5,  // 32: threadline.v1.HarnessService.Run:output_type -> threadline.v1.RunResponse
+	7,  // 33: threadline.v1.HarnessService.NewState:output_type -> threadline.v1.NewStateResponse
+	9,  // 34: threadline.v1.HarnessService.ForkState:output_type -> threadline.v1.ForkStateResponse
+	11, // 35: threadline.v1.HarnessService.ValidateState:output_type -> threadline.v1.ValidateStateResponse
+	13, // 36: threadline.v1.HarnessService.RemainingDeferred:output_type -> threadline.v1.RemainingDeferredResponse
+	15, // 37: threadline.v1.HarnessService.GetServerInfo:output_type -> threadline.v1.GetServerInfoResponse
+	31, // [31:38] is the sub-list for method output_type
+	24, // [24:31] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_harness_service_proto_init() }
@@ -1317,8 +1460,8 @@ func file_threadline_v1_harness_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_threadline_v1_harness_service_proto_rawDesc), len(file_threadline_v1_harness_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   18,
+			NumEnums:      2,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

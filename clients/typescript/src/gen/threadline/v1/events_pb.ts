@@ -10,13 +10,15 @@ import type { RunResult } from "./run_pb.js";
 import { file_threadline_v1_run } from "./run_pb.js";
 import type { HarnessState } from "./state_pb.js";
 import { file_threadline_v1_state } from "./state_pb.js";
+import type { CheckpointKind } from "./thread_pb.js";
+import { file_threadline_v1_thread } from "./thread_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file threadline/v1/events.proto.
  */
 export const file_threadline_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("Chp0aHJlYWRsaW5lL3YxL2V2ZW50cy5wcm90bxINdGhyZWFkbGluZS52MSKTBQoIUnVuRXZlbnQSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBIvCgtvY2N1cnJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoLcnVuX3N0YXJ0ZWQYCiABKAsyGS50aHJlYWRsaW5lLnYxLlJ1blN0YXJ0ZWRIABIuCgpwYXJ0X3N0YXJ0GAsgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0U3RhcnRIABIuCgpwYXJ0X2RlbHRhGAwgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0RGVsdGFIABIqCghwYXJ0X2VuZBgNIAEoCzIWLnRocmVhZGxpbmUudjEuUGFydEVuZEgAEiwKCXRvb2xfY2FsbBgOIAEoCzIXLnRocmVhZGxpbmUudjEuVG9vbENhbGxIABIwCgt0b29sX3Jlc3VsdBgPIAEoCzIZLnRocmVhZGxpbmUudjEuVG9vbFJlc3VsdEgAEjIKDGZpbmFsX3Jlc3VsdBgQIAEoCzIaLnRocmVhZGxpbmUudjEuRmluYWxSZXN1bHRIABJCChRjaGVja3BvaW50X2NhbmRpZGF0ZRgRIAEoCzIiLnRocmVhZGxpbmUudjEuQ2hlY2twb2ludENhbmRpZGF0ZUgAEioKBnJlc3VsdBgSIAEoCzIYLnRocmVhZGxpbmUudjEuUnVuUmVzdWx0SAASLQoJbGlmZWN5Y2xlGBMgASgLMhgudGhyZWFkbGluZS52MS5MaWZlY3ljbGVIABInCgZuYXRpdmUYFCABKAsyFS50aHJlYWRsaW5lLnYxLk5hdGl2ZUgAQgcKBWV2ZW50IgwKClJ1blN0YXJ0ZWQikwEKCVBhcnRTdGFydBISCgpwYXJ0X2luZGV4GAEgASgNEiUKBGtpbmQYAiABKA4yFy50aHJlYWRsaW5lLnYxLlBhcnRLaW5kEg8KB2NvbnRlbnQYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIRCglhcmdzX2pzb24YBiABKAkioAEKCVBhcnREZWx0YRISCgpwYXJ0X2luZGV4GAEgASgNEiUKBGtpbmQYAiABKA4yFy50aHJlYWRsaW5lLnYxLlBhcnRLaW5kEhUKDWNvbnRlbnRfZGVsdGEYAyABKAkSFwoPdG9vbF9uYW1lX2RlbHRhGAQgASgJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRISCgphcmdzX2RlbHRhGAYgASgJIpEBCgdQYXJ0RW5kEhIKCnBhcnRfaW5kZXgYASABKA0SJQoEa2luZBgCIAEoDjIXLnRocmVhZGxpbmUudjEuUGFydEtpbmQSDwoHY29udGVudBgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEhEKCWFyZ3NfanNvbhgGIAEoCSJGCghUb29sQ2FsbBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhEKCWFyZ3NfanNvbhgDIAEoCSJ4CgpUb29sUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKwoHb3V0Y29tZRgDIAEoDjIaLnRocmVhZGxpbmUudjEuVG9vbE91dGNvbWUSFAoMY29udGVudF9qc29uGAQgASgJIjYKC0ZpbmFsUmVzdWx0EhEKCXRvb2xfbmFtZRgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkidQoTQ2hlY2twb2ludENhbmRpZGF0ZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEjIKDWhpc3RvcnlfZGVsdGEYAiABKAsyGy50aHJlYWRsaW5lLnYxLkhpc3RvcnlEZWx0YSIyCgxIaXN0b3J5RGVsdGESEgoKa2VlcF9ieXRlcxgBIAEoBBIOCgZhcHBlbmQYAiABKAkiVQoJTGlmZWN5Y2xlEgwKBGtpbmQYASABKAkSDAoEdHlwZRgCIAEoCRIWCg5zY2hlbWFfdmVyc2lvbhgDIAEoCRIUCgxwYXlsb2FkX2pzb24YBCABKAkiKgoGTmF0aXZlEhIKCmV2ZW50X2tpbmQYASABKAkSDAoEanNvbhgCIAEoCSpqCghQYXJ0S2luZBIZChVQQVJUX0tJTkRfVU5TUEVDSUZJRUQQABISCg5QQVJUX0tJTkRfVEVYVBABEhYKElBBUlRfS0lORF9USElOS0lORxACEhcKE1BBUlRfS0lORF9UT09MX0NBTEwQAyqvAQoLVG9vbE91dGNvbWUSHAoYVE9PTF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGAoUVE9PTF9PVVRDT01FX1NVQ0NFU1MQARIXChNUT09MX09VVENPTUVfRkFJTEVEEAISFwoTVE9PTF9PVVRDT01FX0RFTklFRBADEhwKGFRPT0xfT1VUQ09NRV9JTlRFUlJVUFRFRBAEEhgKFFRPT0xfT1VUQ09NRV9SRVRSSUVEEAVCqQEKEWRldi50aHJlYWRsaW5lLnYxQgtFdmVudHNQcm90b1ABWk5naXRodWIuY29tL3RocmVhZGxpbmUtZGV2L3RocmVhZGxpbmUvY2xpZW50cy9nby9nZW4vdGhyZWFkbGluZS92MTt0aHJlYWRsaW5ldjGiAgNUTE6qAg1UaHJlYWRsaW5lLlYxygINVGhyZWFkbGluZVxWMeoCDlRocmVhZGxpbmU6OlYxYgZwcm90bzM", [file_google_protobuf_timestamp, file_threadline_v1_run, file_threadline_v1_state]);
+  fileDesc("Chp0aHJlYWRsaW5lL3YxL2V2ZW50cy5wcm90bxINdGhyZWFkbGluZS52MSLPBQoIUnVuRXZlbnQSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBIvCgtvY2N1cnJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoLcnVuX3N0YXJ0ZWQYCiABKAsyGS50aHJlYWRsaW5lLnYxLlJ1blN0YXJ0ZWRIABIuCgpwYXJ0X3N0YXJ0GAsgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0U3RhcnRIABIuCgpwYXJ0X2RlbHRhGAwgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0RGVsdGFIABIqCghwYXJ0X2VuZBgNIAEoCzIWLnRocmVhZGxpbmUudjEuUGFydEVuZEgAEiwKCXRvb2xfY2FsbBgOIAEoCzIXLnRocmVhZGxpbmUudjEuVG9vbENhbGxIABIwCgt0b29sX3Jlc3VsdBgPIAEoCzIZLnRocmVhZGxpbmUudjEuVG9vbFJlc3VsdEgAEjIKDGZpbmFsX3Jlc3VsdBgQIAEoCzIaLnRocmVhZGxpbmUudjEuRmluYWxSZXN1bHRIABJCChRjaGVja3BvaW50X2NhbmRpZGF0ZRgRIAEoCzIiLnRocmVhZGxpbmUudjEuQ2hlY2twb2ludENhbmRpZGF0ZUgAEioKBnJlc3VsdBgSIAEoCzIYLnRocmVhZGxpbmUudjEuUnVuUmVzdWx0SAASLQoJbGlmZWN5Y2xlGBMgASgLMhgudGhyZWFkbGluZS52MS5MaWZlY3ljbGVIABInCgZuYXRpdmUYFCABKAsyFS50aHJlYWRsaW5lLnYxLk5hdGl2ZUgAEjoKEHRocmVhZF9jb21taXR0ZWQYFSABKAsyHi50aHJlYWRsaW5lLnYxLlRocmVhZENvbW1pdHRlZEgAQgcKBWV2ZW50IgwKClJ1blN0YXJ0ZWQiYgoPVGhyZWFkQ29tbWl0dGVkEhAKCHJldmlzaW9uGAEgASgDEisKBGtpbmQYAiABKA4yHS50aHJlYWRsaW5lLnYxLkNoZWNrcG9pbnRLaW5kEhAKCHJlcGxheWVkGAMgASgIIpMBCglQYXJ0U3RhcnQSEgoKcGFydF9pbmRleBgBIAEoDRIlCgRraW5kGAIgASgOMhcudGhyZWFkbGluZS52MS5QYXJ0S2luZBIPCgdjb250ZW50GAMgASgJEhEKCXRvb2xfbmFtZRgEIAEoCRIUCgx0b29sX2NhbGxfaWQYBSABKAkSEQoJYXJnc19qc29uGAYgASgJIqABCglQYXJ0RGVsdGESEgoKcGFydF9pbmRleBgBIAEoDRIlCgRraW5kGAIgASgOMhcudGhyZWFkbGluZS52MS5QYXJ0S2luZBIVCg1jb250ZW50X2RlbHRhGAMgASgJEhcKD3Rvb2xfbmFtZV9kZWx0YRgEIAEoCRIUCgx0b29sX2NhbGxfaWQYBSABKAkSEgoKYXJnc19kZWx0YRgGIAEoCSKRAQoHUGFydEVuZBISCgpwYXJ0X2luZGV4GAEgASgNEiUKBGtpbmQYAiABKA4yFy50aHJlYWRsaW5lLnYxLlBhcnRLaW5kEg8KB2NvbnRlbnQYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIRCglhcmdzX2pzb24YBiABKAkiRgoIVG9vbENhbGwSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRIRCglhcmdzX2pzb24YAyABKAkieAoKVG9vbFJlc3VsdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEisKB291dGNvbWUYAyABKA4yGi50aHJlYWRsaW5lLnYxLlRvb2xPdXRjb21lEhQKDGNvbnRlbnRfanNvbhgEIAEoCSI2CgtGaW5hbFJlc3VsdBIRCgl0b29sX25hbWUYASABKAkSFAoMdG9vbF9jYWxsX2lkGAIgASgJInUKE0NoZWNrcG9pbnRDYW5kaWRhdGUSKgoFc3RhdGUYASABKAsyGy50aHJlYWRsaW5lLnYxLkhhcm5lc3NTdGF0ZRIyCg1oaXN0b3J5X2RlbHRhGAIgASgLMhsudGhyZWFkbGluZS52MS5IaXN0b3J5RGVsdGEiMgoMSGlzdG9yeURlbHRhEhIKCmtlZXBfYnl0ZXMYASABKAQSDgoGYXBwZW5kGAIgASgJIlUKCUxpZmVjeWNsZRIMCgRraW5kGAEgASgJEgwKBHR5cGUYAiABKAkSFgoOc2NoZW1hX3ZlcnNpb24YAyABKAkSFAoMcGF5bG9hZF9qc29uGAQgASgJIioKBk5hdGl2ZRISCgpldmVudF9raW5kGAEgASgJEgwKBGpzb24YAiABKAkqagoIUGFydEtpbmQSGQoVUEFSVF9LSU5EX1VOU1BFQ0lGSUVEEAASEgoOUEFSVF9LSU5EX1RFWFQQARIWChJQQVJUX0tJTkRfVEhJTktJTkcQAhIXChNQQVJUX0tJTkRfVE9PTF9DQUxMEAMqrwEKC1Rvb2xPdXRjb21lEhwKGFRPT0xfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhgKFFRPT0xfT1VUQ09NRV9TVUNDRVNTEAESFwoTVE9PTF9PVVRDT01FX0ZBSUxFRBACEhcKE1RPT0xfT1VUQ09NRV9ERU5JRUQQAxIcChhUT09MX09VVENPTUVfSU5URVJSVVBURUQQBBIYChRUT09MX09VVENPTUVfUkVUUklFRBAFQqkBChFkZXYudGhyZWFkbGluZS52MUILRXZlbnRzUHJvdG9QAVpOZ2l0aHViLmNvbS90aHJlYWRsaW5lLWRldi90aHJlYWRsaW5lL2NsaWVudHMvZ28vZ2VuL3RocmVhZGxpbmUvdjE7dGhyZWFkbGluZXYxogIDVExOqgINVGhyZWFkbGluZS5WMcoCDVRocmVhZGxpbmVcVjHqAg5UaHJlYWRsaW5lOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_threadline_v1_run, file_threadline_v1_state, file_threadline_v1_thread]);
 
 /**
  * One event of a streamed run (`StreamRunResponse.event`). Events arrive in order with a
@@ -149,6 +151,15 @@ export type RunEvent = Message<"threadline.v1.RunEvent"> & {
      */
     value: Native;
     case: "native";
+  } | {
+    /**
+     * A thread run committed a checkpoint (`ThreadService` only; `HarnessService` never sends
+     * it). The terminal commit's event comes immediately before `result`.
+     *
+     * @generated from field: threadline.v1.ThreadCommitted thread_committed = 21;
+     */
+    value: ThreadCommitted;
+    case: "threadCommitted";
   } | { case: undefined; value?: undefined };
 };
 
@@ -173,6 +184,41 @@ export type RunStarted = Message<"threadline.v1.RunStarted"> & {
  */
 export const RunStartedSchema: GenMessage<RunStarted> = /*@__PURE__*/
   messageDesc(file_threadline_v1_events, 1);
+
+/**
+ * A checkpoint a thread run committed to its thread (`ThreadService`).
+ *
+ * @generated from message threadline.v1.ThreadCommitted
+ */
+export type ThreadCommitted = Message<"threadline.v1.ThreadCommitted"> & {
+  /**
+   * The committed checkpoint's revision, now the thread's head.
+   *
+   * @generated from field: int64 revision = 1;
+   */
+  revision: bigint;
+
+  /**
+   * What the checkpoint is: MID_RUN at a boundary, or the run's terminal kind.
+   *
+   * @generated from field: threadline.v1.CheckpointKind kind = 2;
+   */
+  kind: CheckpointKind;
+
+  /**
+   * True when the stream replays a request that had already finished: nothing was committed now.
+   *
+   * @generated from field: bool replayed = 3;
+   */
+  replayed: boolean;
+};
+
+/**
+ * Describes the message threadline.v1.ThreadCommitted.
+ * Use `create(ThreadCommittedSchema)` to create a new message.
+ */
+export const ThreadCommittedSchema: GenMessage<ThreadCommitted> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_events, 2);
 
 /**
  * The model started a part of its response. A later `PartStart` with the same `part_index`
@@ -229,7 +275,7 @@ export type PartStart = Message<"threadline.v1.PartStart"> & {
  * Use `create(PartStartSchema)` to create a new message.
  */
 export const PartStartSchema: GenMessage<PartStart> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 2);
+  messageDesc(file_threadline_v1_events, 3);
 
 /**
  * The model streamed more of a part started by `PartStart` with the same `part_index`. A delta
@@ -287,7 +333,7 @@ export type PartDelta = Message<"threadline.v1.PartDelta"> & {
  * Use `create(PartDeltaSchema)` to create a new message.
  */
 export const PartDeltaSchema: GenMessage<PartDelta> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 3);
+  messageDesc(file_threadline_v1_events, 4);
 
 /**
  * The model finished a part; its fields hold the complete part.
@@ -343,7 +389,7 @@ export type PartEnd = Message<"threadline.v1.PartEnd"> & {
  * Use `create(PartEndSchema)` to create a new message.
  */
 export const PartEndSchema: GenMessage<PartEnd> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 4);
+  messageDesc(file_threadline_v1_events, 5);
 
 /**
  * A function tool is about to be called, or is settled without being called (e.g. a denied
@@ -379,7 +425,7 @@ export type ToolCall = Message<"threadline.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 5);
+  messageDesc(file_threadline_v1_events, 6);
 
 /**
  * A function tool call has its result, which is sent to the model with the next request.
@@ -421,7 +467,7 @@ export type ToolResult = Message<"threadline.v1.ToolResult"> & {
  * Use `create(ToolResultSchema)` to create a new message.
  */
 export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 6);
+  messageDesc(file_threadline_v1_events, 7);
 
 /**
  * The model's response matches the output type and could produce the final output. The run may
@@ -450,7 +496,7 @@ export type FinalResult = Message<"threadline.v1.FinalResult"> & {
  * Use `create(FinalResultSchema)` to create a new message.
  */
 export const FinalResultSchema: GenMessage<FinalResult> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 7);
+  messageDesc(file_threadline_v1_events, 8);
 
 /**
  * A checkpoint the host may persist while the run goes on, sent after each
@@ -484,7 +530,7 @@ export type CheckpointCandidate = Message<"threadline.v1.CheckpointCandidate"> &
  * Use `create(CheckpointCandidateSchema)` to create a new message.
  */
 export const CheckpointCandidateSchema: GenMessage<CheckpointCandidate> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 8);
+  messageDesc(file_threadline_v1_events, 9);
 
 /**
  * One checkpoint candidate's `message_history.data` as an edit of a base's, in UTF-8 bytes: keep
@@ -517,7 +563,7 @@ export type HistoryDelta = Message<"threadline.v1.HistoryDelta"> & {
  * Use `create(HistoryDeltaSchema)` to create a new message.
  */
 export const HistoryDeltaSchema: GenMessage<HistoryDelta> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 9);
+  messageDesc(file_threadline_v1_events, 10);
 
 /**
  * A harness extension event (every one except `run_started`, which is `RunStarted`).
@@ -563,7 +609,7 @@ export type Lifecycle = Message<"threadline.v1.Lifecycle"> & {
  * Use `create(LifecycleSchema)` to create a new message.
  */
 export const LifecycleSchema: GenMessage<Lifecycle> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 10);
+  messageDesc(file_threadline_v1_events, 11);
 
 /**
  * A native pydantic-ai stream event that has no typed case, passed through as JSON.
@@ -591,7 +637,7 @@ export type Native = Message<"threadline.v1.Native"> & {
  * Use `create(NativeSchema)` to create a new message.
  */
 export const NativeSchema: GenMessage<Native> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 11);
+  messageDesc(file_threadline_v1_events, 12);
 
 /**
  * The kind of a model response part that has a typed event. Parts of other kinds (built-in tool

@@ -4,6 +4,8 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Duration } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
 import type { DeferredToolResume } from "./deferred_pb.js";
 import { file_threadline_v1_deferred } from "./deferred_pb.js";
 import type { RunEvent } from "./events_pb.js";
@@ -18,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file threadline/v1/harness_service.proto.
  */
 export const file_threadline_v1_harness_service: GenFile = /*@__PURE__*/
-  fileDesc("CiN0aHJlYWRsaW5lL3YxL2hhcm5lc3Nfc2VydmljZS5wcm90bxINdGhyZWFkbGluZS52MSJYChBTdHJlYW1SdW5SZXF1ZXN0EiQKBHNwZWMYASABKAsyFi50aHJlYWRsaW5lLnYxLlJ1blNwZWMSHgoWbWF4X2V2ZW50c19wZXJfbWVzc2FnZRgCIAEoDSJkChFTdHJlYW1SdW5SZXNwb25zZRImCgVldmVudBgBIAEoCzIXLnRocmVhZGxpbmUudjEuUnVuRXZlbnQSJwoGZXZlbnRzGAIgAygLMhcudGhyZWFkbGluZS52MS5SdW5FdmVudCIyCgpSdW5SZXF1ZXN0EiQKBHNwZWMYASABKAsyFi50aHJlYWRsaW5lLnYxLlJ1blNwZWMiNwoLUnVuUmVzcG9uc2USKAoGcmVzdWx0GAEgASgLMhgudGhyZWFkbGluZS52MS5SdW5SZXN1bHQi1AEKD05ld1N0YXRlUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSNgoPbWVzc2FnZV9oaXN0b3J5GAIgASgLMh0udGhyZWFkbGluZS52MS5NZXNzYWdlSGlzdG9yeRI5ChFjYXBhYmlsaXR5X3N0YXRlcxgDIAMoCzIeLnRocmVhZGxpbmUudjEuQ2FwYWJpbGl0eVN0YXRlEjsKEmVudmlyb25tZW50X3N0YXRlcxgEIAMoCzIfLnRocmVhZGxpbmUudjEuRW52aXJvbm1lbnRTdGF0ZSI+ChBOZXdTdGF0ZVJlc3BvbnNlEioKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUiUQoQRm9ya1N0YXRlUmVxdWVzdBIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEhEKCXRocmVhZF9pZBgCIAEoCSI/ChFGb3JrU3RhdGVSZXNwb25zZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlImQKFFZhbGlkYXRlU3RhdGVSZXF1ZXN0EiwKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGVIABIUCgpzdGF0ZV9qc29uGAIgASgJSABCCAoGc291cmNlIlcKFVZhbGlkYXRlU3RhdGVSZXNwb25zZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEhIKCnN0YXRlX2pzb24YAiABKAkieQoYUmVtYWluaW5nRGVmZXJyZWRSZXF1ZXN0EjEKBnJlc3VtZRgBIAEoCzIhLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVzdW1lEioKBXN0YXRlGAIgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUiUQoZUmVtYWluaW5nRGVmZXJyZWRSZXNwb25zZRI0CglyZW1haW5pbmcYASABKAsyIS50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VtZSIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCLtAQoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEhcKD3NjaGVtYV92ZXJzaW9ucxgBIAMoCRI1Cg9oaXN0b3J5X2Zvcm1hdHMYAiADKAsyHC50aHJlYWRsaW5lLnYxLkhpc3RvcnlGb3JtYXQSKAoGYWdlbnRzGAMgAygLMhgudGhyZWFkbGluZS52MS5BZ2VudEluZm8SFQoNZGVmYXVsdF9hZ2VudBgEIAEoCRIrCgZsaW1pdHMYBSABKAsyGy50aHJlYWRsaW5lLnYxLlNlcnZlckxpbWl0cxIWCg5zZXJ2ZXJfdmVyc2lvbhgGIAEoCSIxCg1IaXN0b3J5Rm9ybWF0Eg4KBmZvcm1hdBgBIAEoCRIQCgh2ZXJzaW9ucxgCIAMoCSJBCglBZ2VudEluZm8SDAoEbmFtZRgBIAEoCRImCgV0b29scxgCIAMoCzIXLnRocmVhZGxpbmUudjEuVG9vbEluZm8ieAoIVG9vbEluZm8SDAoEbmFtZRgBIAEoCRItCghjYXRlZ29yeRgCIAEoDjIbLnRocmVhZGxpbmUudjEuVG9vbENhdGVnb3J5EhMKC2Rlc2NyaXB0aW9uGAMgASgJEhoKEnJlY292ZXJ5X3JldHJ5YWJsZRgEIAEoCCJGCgxTZXJ2ZXJMaW1pdHMSGQoRbWF4X21lc3NhZ2VfYnl0ZXMYASABKAMSGwoTbWF4X2NvbmN1cnJlbnRfcnVucxgCIAEoAyqtAQoMVG9vbENhdGVnb3J5Eh0KGVRPT0xfQ0FURUdPUllfVU5TUEVDSUZJRUQQABIXChNUT09MX0NBVEVHT1JZX1BMQUlOEAESIwofVE9PTF9DQVRFR09SWV9SRVFVSVJFU19BUFBST1ZBTBACEhoKFlRPT0xfQ0FURUdPUllfRVhURVJOQUwQAxIkCiBUT09MX0NBVEVHT1JZX1JFQ09WRVJZX1JFVFJZQUJMRRAEMt0ECg5IYXJuZXNzU2VydmljZRJQCglTdHJlYW1SdW4SHy50aHJlYWRsaW5lLnYxLlN0cmVhbVJ1blJlcXVlc3QaIC50aHJlYWRsaW5lLnYxLlN0cmVhbVJ1blJlc3BvbnNlMAESPAoDUnVuEhkudGhyZWFkbGluZS52MS5SdW5SZXF1ZXN0GhoudGhyZWFkbGluZS52MS5SdW5SZXNwb25zZRJLCghOZXdTdGF0ZRIeLnRocmVhZGxpbmUudjEuTmV3U3RhdGVSZXF1ZXN0Gh8udGhyZWFkbGluZS52MS5OZXdTdGF0ZVJlc3BvbnNlEk4KCUZvcmtTdGF0ZRIfLnRocmVhZGxpbmUudjEuRm9ya1N0YXRlUmVxdWVzdBogLnRocmVhZGxpbmUudjEuRm9ya1N0YXRlUmVzcG9uc2USWgoNVmFsaWRhdGVTdGF0ZRIjLnRocmVhZGxpbmUudjEuVmFsaWRhdGVTdGF0ZVJlcXVlc3QaJC50aHJlYWRsaW5lLnYxLlZhbGlkYXRlU3RhdGVSZXNwb25zZRJmChFSZW1haW5pbmdEZWZlcnJlZBInLnRocmVhZGxpbmUudjEuUmVtYWluaW5nRGVmZXJyZWRSZXF1ZXN0GigudGhyZWFkbGluZS52MS5SZW1haW5pbmdEZWZlcnJlZFJlc3BvbnNlEloKDUdldFNlcnZlckluZm8SIy50aHJlYWRsaW5lLnYxLkdldFNlcnZlckluZm9SZXF1ZXN0GiQudGhyZWFkbGluZS52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2VCsQEKEWRldi50aHJlYWRsaW5lLnYxQhNIYXJuZXNzU2VydmljZVByb3RvUAFaTmdpdGh1Yi5jb20vdGhyZWFkbGluZS1kZXYvdGhyZWFkbGluZS9jbGllbnRzL2dvL2dlbi90aHJlYWRsaW5lL3YxO3RocmVhZGxpbmV2MaICA1RMTqoCDVRocmVhZGxpbmUuVjHKAg1UaHJlYWRsaW5lXFYx6gIOVGhyZWFkbGluZTo6VjFiBnByb3RvMw", [file_threadline_v1_deferred, file_threadline_v1_events, file_threadline_v1_run, file_threadline_v1_state]);
+  fileDesc("CiN0aHJlYWRsaW5lL3YxL2hhcm5lc3Nfc2VydmljZS5wcm90bxINdGhyZWFkbGluZS52MSJYChBTdHJlYW1SdW5SZXF1ZXN0EiQKBHNwZWMYASABKAsyFi50aHJlYWRsaW5lLnYxLlJ1blNwZWMSHgoWbWF4X2V2ZW50c19wZXJfbWVzc2FnZRgCIAEoDSJkChFTdHJlYW1SdW5SZXNwb25zZRImCgVldmVudBgBIAEoCzIXLnRocmVhZGxpbmUudjEuUnVuRXZlbnQSJwoGZXZlbnRzGAIgAygLMhcudGhyZWFkbGluZS52MS5SdW5FdmVudCIyCgpSdW5SZXF1ZXN0EiQKBHNwZWMYASABKAsyFi50aHJlYWRsaW5lLnYxLlJ1blNwZWMiNwoLUnVuUmVzcG9uc2USKAoGcmVzdWx0GAEgASgLMhgudGhyZWFkbGluZS52MS5SdW5SZXN1bHQi1AEKD05ld1N0YXRlUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSNgoPbWVzc2FnZV9oaXN0b3J5GAIgASgLMh0udGhyZWFkbGluZS52MS5NZXNzYWdlSGlzdG9yeRI5ChFjYXBhYmlsaXR5X3N0YXRlcxgDIAMoCzIeLnRocmVhZGxpbmUudjEuQ2FwYWJpbGl0eVN0YXRlEjsKEmVudmlyb25tZW50X3N0YXRlcxgEIAMoCzIfLnRocmVhZGxpbmUudjEuRW52aXJvbm1lbnRTdGF0ZSI+ChBOZXdTdGF0ZVJlc3BvbnNlEioKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUiUQoQRm9ya1N0YXRlUmVxdWVzdBIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEhEKCXRocmVhZF9pZBgCIAEoCSI/ChFGb3JrU3RhdGVSZXNwb25zZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlImQKFFZhbGlkYXRlU3RhdGVSZXF1ZXN0EiwKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGVIABIUCgpzdGF0ZV9qc29uGAIgASgJSABCCAoGc291cmNlIlcKFVZhbGlkYXRlU3RhdGVSZXNwb25zZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEhIKCnN0YXRlX2pzb24YAiABKAkieQoYUmVtYWluaW5nRGVmZXJyZWRSZXF1ZXN0EjEKBnJlc3VtZRgBIAEoCzIhLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVzdW1lEioKBXN0YXRlGAIgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUiUQoZUmVtYWluaW5nRGVmZXJyZWRSZXNwb25zZRI0CglyZW1haW5pbmcYASABKAsyIS50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VtZSIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCKjAgoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEhcKD3NjaGVtYV92ZXJzaW9ucxgBIAMoCRI1Cg9oaXN0b3J5X2Zvcm1hdHMYAiADKAsyHC50aHJlYWRsaW5lLnYxLkhpc3RvcnlGb3JtYXQSKAoGYWdlbnRzGAMgAygLMhgudGhyZWFkbGluZS52MS5BZ2VudEluZm8SFQoNZGVmYXVsdF9hZ2VudBgEIAEoCRIrCgZsaW1pdHMYBSABKAsyGy50aHJlYWRsaW5lLnYxLlNlcnZlckxpbWl0cxIWCg5zZXJ2ZXJfdmVyc2lvbhgGIAEoCRI0Cgx0aHJlYWRfc3RvcmUYByABKAsyHi50aHJlYWRsaW5lLnYxLlRocmVhZFN0b3JlSW5mbyJtCg9UaHJlYWRTdG9yZUluZm8SLAoEa2luZBgBIAEoDjIeLnRocmVhZGxpbmUudjEuVGhyZWFkU3RvcmVLaW5kEiwKCWxlYXNlX3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIxCg1IaXN0b3J5Rm9ybWF0Eg4KBmZvcm1hdBgBIAEoCRIQCgh2ZXJzaW9ucxgCIAMoCSJBCglBZ2VudEluZm8SDAoEbmFtZRgBIAEoCRImCgV0b29scxgCIAMoCzIXLnRocmVhZGxpbmUudjEuVG9vbEluZm8ieAoIVG9vbEluZm8SDAoEbmFtZRgBIAEoCRItCghjYXRlZ29yeRgCIAEoDjIbLnRocmVhZGxpbmUudjEuVG9vbENhdGVnb3J5EhMKC2Rlc2NyaXB0aW9uGAMgASgJEhoKEnJlY292ZXJ5X3JldHJ5YWJsZRgEIAEoCCJGCgxTZXJ2ZXJMaW1pdHMSGQoRbWF4X21lc3NhZ2VfYnl0ZXMYASABKAMSGwoTbWF4X2NvbmN1cnJlbnRfcnVucxgCIAEoAyquAQoPVGhyZWFkU3RvcmVLaW5kEiEKHVRIUkVBRF9TVE9SRV9LSU5EX1VOU1BFQ0lGSUVEEAASHAoYVEhSRUFEX1NUT1JFX0tJTkRfU1FMSVRFEAESIAocVEhSRUFEX1NUT1JFX0tJTkRfUE9TVEdSRVNRTBACEhwKGFRIUkVBRF9TVE9SRV9LSU5EX01FTU9SWRADEhoKFlRIUkVBRF9TVE9SRV9LSU5EX05PTkUQBCqtAQoMVG9vbENhdGVnb3J5Eh0KGVRPT0xfQ0FURUdPUllfVU5TUEVDSUZJRUQQABIXChNUT09MX0NBVEVHT1JZX1BMQUlOEAESIwofVE9PTF9DQVRFR09SWV9SRVFVSVJFU19BUFBST1ZBTBACEhoKFlRPT0xfQ0FURUdPUllfRVhURVJOQUwQAxIkCiBUT09MX0NBVEVHT1JZX1JFQ09WRVJZX1JFVFJZQUJMRRAEMt0ECg5IYXJuZXNzU2VydmljZRJQCglTdHJlYW1SdW4SHy50aHJlYWRsaW5lLnYxLlN0cmVhbVJ1blJlcXVlc3QaIC50aHJlYWRsaW5lLnYxLlN0cmVhbVJ1blJlc3BvbnNlMAESPAoDUnVuEhkudGhyZWFkbGluZS52MS5SdW5SZXF1ZXN0GhoudGhyZWFkbGluZS52MS5SdW5SZXNwb25zZRJLCghOZXdTdGF0ZRIeLnRocmVhZGxpbmUudjEuTmV3U3RhdGVSZXF1ZXN0Gh8udGhyZWFkbGluZS52MS5OZXdTdGF0ZVJlc3BvbnNlEk4KCUZvcmtTdGF0ZRIfLnRocmVhZGxpbmUudjEuRm9ya1N0YXRlUmVxdWVzdBogLnRocmVhZGxpbmUudjEuRm9ya1N0YXRlUmVzcG9uc2USWgoNVmFsaWRhdGVTdGF0ZRIjLnRocmVhZGxpbmUudjEuVmFsaWRhdGVTdGF0ZVJlcXVlc3QaJC50aHJlYWRsaW5lLnYxLlZhbGlkYXRlU3RhdGVSZXNwb25zZRJmChFSZW1haW5pbmdEZWZlcnJlZBInLnRocmVhZGxpbmUudjEuUmVtYWluaW5nRGVmZXJyZWRSZXF1ZXN0GigudGhyZWFkbGluZS52MS5SZW1haW5pbmdEZWZlcnJlZFJlc3BvbnNlEloKDUdldFNlcnZlckluZm8SIy50aHJlYWRsaW5lLnYxLkdldFNlcnZlckluZm9SZXF1ZXN0GiQudGhyZWFkbGluZS52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2VCsQEKEWRldi50aHJlYWRsaW5lLnYxQhNIYXJuZXNzU2VydmljZVByb3RvUAFaTmdpdGh1Yi5jb20vdGhyZWFkbGluZS1kZXYvdGhyZWFkbGluZS9jbGllbnRzL2dvL2dlbi90aHJlYWRsaW5lL3YxO3RocmVhZGxpbmV2MaICA1RMTqoCDVRocmVhZGxpbmUuVjHKAg1UaHJlYWRsaW5lXFYx6gIOVGhyZWFkbGluZTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_threadline_v1_deferred, file_threadline_v1_events, file_threadline_v1_run, file_threadline_v1_state]);
 
 /**
  * Request of `StreamRun`.
@@ -422,6 +424,13 @@ export type GetServerInfoResponse = Message<"threadline.v1.GetServerInfoResponse
    * @generated from field: string server_version = 6;
    */
   serverVersion: string;
+
+  /**
+   * Where `ThreadService` keeps threads; `kind` THREAD_STORE_KIND_NONE when it is not served.
+   *
+   * @generated from field: threadline.v1.ThreadStoreInfo thread_store = 7;
+   */
+  threadStore?: ThreadStoreInfo | undefined;
 };
 
 /**
@@ -430,6 +439,35 @@ export type GetServerInfoResponse = Message<"threadline.v1.GetServerInfoResponse
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
   messageDesc(file_threadline_v1_harness_service, 13);
+
+/**
+ * The store behind `ThreadService`.
+ *
+ * @generated from message threadline.v1.ThreadStoreInfo
+ */
+export type ThreadStoreInfo = Message<"threadline.v1.ThreadStoreInfo"> & {
+  /**
+   * The kind of store. Never THREAD_STORE_KIND_UNSPECIFIED in a message the server sent.
+   *
+   * @generated from field: threadline.v1.ThreadStoreKind kind = 1;
+   */
+  kind: ThreadStoreKind;
+
+  /**
+   * How long a run's lease on its thread lasts without renewal (`--lease-ttl`): after a crash,
+   * the thread's next run waits at most this long before it can recover it.
+   *
+   * @generated from field: google.protobuf.Duration lease_ttl = 2;
+   */
+  leaseTtl?: Duration | undefined;
+};
+
+/**
+ * Describes the message threadline.v1.ThreadStoreInfo.
+ * Use `create(ThreadStoreInfoSchema)` to create a new message.
+ */
+export const ThreadStoreInfoSchema: GenMessage<ThreadStoreInfo> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_harness_service, 14);
 
 /**
  * A history format and the versions of it the server accepts.
@@ -457,7 +495,7 @@ export type HistoryFormat = Message<"threadline.v1.HistoryFormat"> & {
  * Use `create(HistoryFormatSchema)` to create a new message.
  */
 export const HistoryFormatSchema: GenMessage<HistoryFormat> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_harness_service, 14);
+  messageDesc(file_threadline_v1_harness_service, 15);
 
 /**
  * An agent the server runs.
@@ -486,7 +524,7 @@ export type AgentInfo = Message<"threadline.v1.AgentInfo"> & {
  * Use `create(AgentInfoSchema)` to create a new message.
  */
 export const AgentInfoSchema: GenMessage<AgentInfo> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_harness_service, 15);
+  messageDesc(file_threadline_v1_harness_service, 16);
 
 /**
  * One of an agent's tools.
@@ -529,7 +567,7 @@ export type ToolInfo = Message<"threadline.v1.ToolInfo"> & {
  * Use `create(ToolInfoSchema)` to create a new message.
  */
 export const ToolInfoSchema: GenMessage<ToolInfo> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_harness_service, 16);
+  messageDesc(file_threadline_v1_harness_service, 17);
 
 /**
  * Limits the server enforces.
@@ -559,7 +597,55 @@ export type ServerLimits = Message<"threadline.v1.ServerLimits"> & {
  * Use `create(ServerLimitsSchema)` to create a new message.
  */
 export const ServerLimitsSchema: GenMessage<ServerLimits> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_harness_service, 17);
+  messageDesc(file_threadline_v1_harness_service, 18);
+
+/**
+ * The kind of store behind `ThreadService`.
+ *
+ * @generated from enum threadline.v1.ThreadStoreKind
+ */
+export enum ThreadStoreKind {
+  /**
+   * Never sent by the server.
+   *
+   * @generated from enum value: THREAD_STORE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * An embedded SQLite file: the default.
+   *
+   * @generated from enum value: THREAD_STORE_KIND_SQLITE = 1;
+   */
+  SQLITE = 1,
+
+  /**
+   * PostgreSQL, shared by several replicas.
+   *
+   * @generated from enum value: THREAD_STORE_KIND_POSTGRESQL = 2;
+   */
+  POSTGRESQL = 2,
+
+  /**
+   * Memory only: threads are lost when the server stops (tests and demos).
+   *
+   * @generated from enum value: THREAD_STORE_KIND_MEMORY = 3;
+   */
+  MEMORY = 3,
+
+  /**
+   * No store: `ThreadService` answers UNIMPLEMENTED.
+   *
+   * @generated from enum value: THREAD_STORE_KIND_NONE = 4;
+   */
+  NONE = 4,
+}
+
+/**
+ * Describes the enum threadline.v1.ThreadStoreKind.
+ */
+export const ThreadStoreKindSchema: GenEnum<ThreadStoreKind> = /*@__PURE__*/
+  enumDesc(file_threadline_v1_harness_service, 0);
 
 /**
  * How a tool behaves when the model calls it.
@@ -607,7 +693,7 @@ export enum ToolCategory {
  * Describes the enum threadline.v1.ToolCategory.
  */
 export const ToolCategorySchema: GenEnum<ToolCategory> = /*@__PURE__*/
-  enumDesc(file_threadline_v1_harness_service, 0);
+  enumDesc(file_threadline_v1_harness_service, 1);
 
 /**
  * Runs Pydantic AI harness threads for a host. The server is stateless between runs: the host
