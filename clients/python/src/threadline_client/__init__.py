@@ -13,14 +13,27 @@ async with tl.Client("127.0.0.1:50051") as client:
     print(tl.output(result))
 ```
 
-The host owns its threads: it keeps the `HarnessState` each run returns (`dump_state` /
-`load_state`), answers deferred calls, and sends the state back with the next run. Every message
-of the contract is in `threadline_client.v1`; the common ones are re-exported here.
+With `HarnessService` (above) the host owns its threads: it keeps the `HarnessState` each run
+returns (`dump_state` / `load_state`), answers deferred calls, and sends the state back with the
+next run. With `client.threads` (`ThreadService`) the server keeps them, and the host sends only
+what is new, a prompt or its answers by call ID:
+
+```python
+thread = await client.threads.create()
+outcome = await client.threads.run(thread.thread_id, text="delete notes.txt")
+if outcome.result.status == tl.RunStatus.SUSPENDED:
+    answers = tl.answers(*[tl.approve(call) for call in outcome.result.deferred.approvals])
+    outcome = await client.threads.run(thread.thread_id, answers=answers)
+print(tl.output(outcome.result), outcome.revision)
+```
+
+Every message of the contract is in `threadline_client.v1`; the common ones are re-exported here.
 """
 
 from . import v1
 from ._client import DEFAULT_TARGET, DEFAULT_TIMEOUT, Client, RunStream, ValidatedState
 from ._deferred import (
+    answers,
     approve,
     call_args,
     deny,
@@ -30,44 +43,87 @@ from ._deferred import (
     pending,
     resume,
 )
-from ._errors import ProtocolError, StatusCode, ThreadlineError
+from ._errors import (
+    CheckpointNotFound,
+    LeaseLost,
+    ProtocolError,
+    RequestIdReused,
+    RequestInterrupted,
+    RevisionConflict,
+    RunNotFound,
+    StatusCode,
+    StoreUnavailable,
+    ThreadBusy,
+    ThreadExists,
+    ThreadlineError,
+    ThreadNotFound,
+    ThreadNotSuspended,
+)
 from ._gen.threadline.v1 import (
+    Checkpoint,
+    CheckpointKind,
     ClientTool,
     DeferredKind,
     DeferredToolCall,
     DeferredToolRequests,
+    DeferredToolResults,
     DeferredToolResume,
     HarnessState,
     RunEvent,
     RunResult,
     RunSpec,
     RunStatus,
+    Thread,
+    ThreadRunStatus,
+    ThreadStatus,
 )
 from ._protojson import message_from_dict, message_from_json, message_to_dict, message_to_json
 from ._runs import client_tool, event_case, output
 from ._state import StateFormat, dump_state, load_state
+from ._threads import ThreadRunOutcome, ThreadRunStream, Threads
 
 __all__ = (
     "DEFAULT_TARGET",
     "DEFAULT_TIMEOUT",
+    "Checkpoint",
+    "CheckpointKind",
+    "CheckpointNotFound",
     "Client",
     "ClientTool",
     "DeferredKind",
     "DeferredToolCall",
     "DeferredToolRequests",
+    "DeferredToolResults",
     "DeferredToolResume",
     "HarnessState",
+    "LeaseLost",
     "ProtocolError",
+    "RequestIdReused",
+    "RequestInterrupted",
+    "RevisionConflict",
     "RunEvent",
+    "RunNotFound",
     "RunResult",
     "RunSpec",
     "RunStatus",
     "RunStream",
     "StateFormat",
     "StatusCode",
+    "StoreUnavailable",
+    "Thread",
+    "ThreadBusy",
+    "ThreadExists",
+    "ThreadNotFound",
+    "ThreadNotSuspended",
+    "ThreadRunOutcome",
+    "ThreadRunStatus",
+    "ThreadRunStream",
+    "ThreadStatus",
     "ThreadlineError",
+    "Threads",
     "ValidatedState",
     "__version__",
+    "answers",
     "approve",
     "call_args",
     "client_tool",

@@ -1,30 +1,30 @@
 """`Client`: one connection to a Threadline server, and every `HarnessService` call on it.
 
 The connection is a grpclib channel (HTTP/2) opened on first use and closed by `aclose()` or by
-leaving `async with`. Every call has a deadline (the client's `timeout` unless the call names its
-own; `None` waits forever). Each failure surfaces as `ThreadlineError`: a `ProtocolError` when the
-SDK finds the server's answer breaking the contract. Cancelling the task that awaits a call cancels
-the RPC and, for runs, the run on the server.
+leaving `async with`; `client.threads` (`ThreadService`) shares it. Every call has a deadline (the
+client's `timeout` unless the call names its own; `None` waits forever). Each failure surfaces as
+`ThreadlineError`: a `ProtocolError` when the SDK finds the server's answer breaking the contract.
+Cancelling the task that awaits a call cancels the RPC and, for `HarnessService` runs, the run on
+the server.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
-import enum
+import functools
 import ssl
-from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, NoReturn, Self
+from typing import Any, Final, Self
 
 import grpclib.client
 from grpclib.encoding.proto import ProtoCodec, ProtoStatusDetailsCodec
 
+from ._calls import UNSET, EventStream, Timeout, missing, raise_translated
 from ._checkpoints import HistoryRebuilder, delta_base
-from ._errors import ProtocolError, ThreadlineError, translate
+from ._errors import ProtocolError
 from ._gen.threadline.v1 import (
     CapabilityState,
     CheckpointForm,
@@ -43,8 +43,10 @@ from ._gen.threadline.v1 import (
     RunSpec,
     StreamRunRequest,
     StreamRunResponse,
+    ThreadServiceStub,
     ValidateStateRequest,
 )
+from ._threads import Threads
 
 __all__ = ("DEFAULT_TARGET", "DEFAULT_TIMEOUT", "Client", "RunStream", "ValidatedState")
 
@@ -55,15 +57,6 @@ DEFAULT_TIMEOUT: Final = 30.0
 _DEFAULT_MAX_EVENTS_PER_MESSAGE: Final = 64
 """How many events one `StreamRun` response may carry unless the client says otherwise."""
 _MAX_UINT32: Final = 2**32 - 1  # the field is a uint32 on the wire
-
-
-class _Unset(enum.Enum):
-    UNSET = enum.auto()
-
-
-_UNSET: Final = _Unset.UNSET
-Timeout = float | None | _Unset
-"""A call's deadline in seconds: a number, `None` for none, or unset for the client's default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +127,8 @@ class Client:
             `h2`), or `None`/`False` for plaintext (loopback and trusted networks only).
         timeout: Default deadline of every call, in seconds, runs included; `None` = no deadline.
             A call can override it with its own `timeout=`.
-        max_events_per_message: How many events one `stream_run` response may carry
-            (`StreamRunRequest.max_events_per_message`). The server packs only events that are
+        max_events_per_message: How many events one `stream_run` (or `threads.stream`) response
+            may carry (`StreamRunRequest.max_events_per_message`). The server packs only events that are
             already waiting when the reader falls behind, so nothing is delayed; the stream still
             yields one event at a time. 0 or 1 turns packing off; the server takes at most 256.
 
@@ -173,6 +166,7 @@ class Client:
         self._timeout = timeout
         self._channel: grpclib.client.Channel | None = None
         self._stub: HarnessServiceStub | None = None
+        self._thread_stub: ThreadServiceStub | None = None
         self._closed = False
 
     @property
@@ -199,7 +193,7 @@ class Client:
     async def aclose(self) -> None:
         """Close the connection; calls in flight fail. Idempotent."""
         self._closed = True
-        channel, self._channel, self._stub = self._channel, None, None
+        channel, self._channel, self._stub, self._thread_stub = self._channel, None, None, None
         if channel is None:
             return
         # grpclib keeps the asyncio transport on its (private) protocol objects; read it defensively.
@@ -227,14 +221,28 @@ class Client:
                 status_details_codec=ProtoStatusDetailsCodec(),
             )
             self._stub = HarnessServiceStub(self._channel)
+            self._thread_stub = ThreadServiceStub(self._channel)
         return self._stub
 
+    def _connect_threads(self) -> ThreadServiceStub:
+        self._connect()
+        assert self._thread_stub is not None  # made with the channel
+        return self._thread_stub
+
     def _deadline(self, timeout: Timeout) -> float | None:
-        return self._timeout if isinstance(timeout, _Unset) else timeout
+        return self._timeout if timeout is UNSET else timeout
+
+    @functools.cached_property
+    def threads(self) -> Threads:
+        """`ThreadService` on this connection: durable threads the server keeps (`Threads`).
+
+        It shares the client's channel, token, TLS and default timeout, and closes with it.
+        """
+        return Threads(self)
 
     # --- runs ----------------------------------------------------------------------------------
 
-    def stream_run(self, spec: RunSpec, *, timeout: Timeout = _UNSET) -> RunStream:
+    def stream_run(self, spec: RunSpec, *, timeout: Timeout = UNSET) -> RunStream:
         """Run the agent and stream its events, the terminal `result` event last.
 
         ```python
@@ -273,7 +281,7 @@ class Client:
             spec=spec,
         )
 
-    async def run(self, spec: RunSpec, *, timeout: Timeout = _UNSET) -> RunResult:
+    async def run(self, spec: RunSpec, *, timeout: Timeout = UNSET) -> RunResult:
         """Run the agent and return only its terminal result.
 
         Args:
@@ -293,9 +301,9 @@ class Client:
                 RunRequest(spec=spec), timeout=self._deadline(timeout), metadata=self._metadata or None
             )
         except Exception as exc:
-            _raise_translated(exc)
+            raise_translated(exc)
         if response.result is None:  # pragma: no cover - the server always sets it
-            raise _missing("RunResponse.result")
+            raise missing("RunResponse.result")
         return response.result
 
     # --- envelopes -------------------------------------------------------------------------------
@@ -307,7 +315,7 @@ class Client:
         message_history: MessageHistory | None = None,
         capability_states: Sequence[CapabilityState] = (),
         environment_states: Sequence[EnvironmentState] = (),
-        timeout: Timeout = _UNSET,
+        timeout: Timeout = UNSET,
     ) -> HarnessState:
         """Create the envelope of a new thread, e.g. to choose its thread ID before the first run.
 
@@ -330,13 +338,13 @@ class Client:
                 request, timeout=self._deadline(timeout), metadata=self._metadata or None
             )
         except Exception as exc:
-            _raise_translated(exc)
+            raise_translated(exc)
         if response.state is None:  # pragma: no cover
-            raise _missing("NewStateResponse.state")
+            raise missing("NewStateResponse.state")
         return response.state
 
     async def fork_state(
-        self, state: HarnessState, *, thread_id: str = "", timeout: Timeout = _UNSET
+        self, state: HarnessState, *, thread_id: str = "", timeout: Timeout = UNSET
     ) -> HarnessState:
         """Branch a thread from a checkpoint: a new thread ID with the same history and state.
 
@@ -354,12 +362,12 @@ class Client:
                 metadata=self._metadata or None,
             )
         except Exception as exc:
-            _raise_translated(exc)
+            raise_translated(exc)
         if response.state is None:  # pragma: no cover
-            raise _missing("ForkStateResponse.state")
+            raise missing("ForkStateResponse.state")
         return response.state
 
-    async def validate_state(self, state: HarnessState | str, *, timeout: Timeout = _UNSET) -> ValidatedState:
+    async def validate_state(self, state: HarnessState | str, *, timeout: Timeout = UNSET) -> ValidatedState:
         """Check a stored state exactly as a run would, without running anything.
 
         Args:
@@ -384,13 +392,13 @@ class Client:
                 request, timeout=self._deadline(timeout), metadata=self._metadata or None
             )
         except Exception as exc:
-            _raise_translated(exc)
+            raise_translated(exc)
         if response.state is None:  # pragma: no cover
-            raise _missing("ValidateStateResponse.state")
+            raise missing("ValidateStateResponse.state")
         return ValidatedState(state=response.state, state_json=response.state_json)
 
     async def remaining_deferred(
-        self, resume: DeferredToolResume, state: HarnessState, *, timeout: Timeout = _UNSET
+        self, resume: DeferredToolResume, state: HarnessState, *, timeout: Timeout = UNSET
     ) -> DeferredToolResume | None:
         """The part of an accepted resume that a checkpoint's history has not incorporated yet.
 
@@ -407,10 +415,10 @@ class Client:
                 metadata=self._metadata or None,
             )
         except Exception as exc:
-            _raise_translated(exc)
+            raise_translated(exc)
         return response.remaining
 
-    async def get_server_info(self, *, timeout: Timeout = _UNSET) -> GetServerInfoResponse:
+    async def get_server_info(self, *, timeout: Timeout = UNSET) -> GetServerInfoResponse:
         """What the server supports: state versions, history formats, agents and their tools, limits."""
         stub = self._connect()
         try:
@@ -418,10 +426,10 @@ class Client:
                 timeout=self._deadline(timeout), metadata=self._metadata or None
             )
         except Exception as exc:
-            _raise_translated(exc)
+            raise_translated(exc)
 
 
-class RunStream:
+class RunStream(EventStream):
     """The events of one `StreamRun` call; iterate it once.
 
     It yields one event at a time, in `sequence` order, whether a response carried a single
@@ -442,62 +450,21 @@ class RunStream:
     """
 
     def __init__(self, responses: AsyncIterator[StreamRunResponse], *, spec: RunSpec | None = None) -> None:
-        self._responses = responses
+        super().__init__(responses)
         self._spec = spec
         self._history: HistoryRebuilder | None = None  # made at the first delta candidate
-        self._pending: deque[RunEvent] = deque()  # the unread rest of a packed response
-        self._iterating = False
-        self._done = False
-        self.result: RunResult | None = None
-        """The run's terminal result, once its `result` event has been received."""
 
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> RunEvent:
-        if self._done:
-            raise StopAsyncIteration
-        if self._iterating:
-            raise RuntimeError("this RunStream is already being read")
-        if self._pending:
-            event = self._pending.popleft()
-        else:
-            event = await self._receive()
+    async def _accept(self, event: RunEvent) -> None:
         candidate = event.checkpoint_candidate
-        if candidate is not None and candidate.history_delta is not None:
-            if self._history is None:
-                self._history = HistoryRebuilder(delta_base(self._spec))
-            try:
-                self._history.rebuild(event.sequence, candidate.state, candidate.history_delta)
-            except ProtocolError:
-                await self._abandon()
-                raise
-        if event.result is not None:
-            self.result = event.result
-        return event
-
-    async def _receive(self) -> RunEvent:
-        """The first event of the next response; the others it packed wait in `_pending`."""
-        self._iterating = True
+        if candidate is None or candidate.history_delta is None:
+            return
+        if self._history is None:
+            self._history = HistoryRebuilder(delta_base(self._spec))
         try:
-            response = await anext(self._responses)
-        except StopAsyncIteration:
-            self._done = True
-            if self.result is None:
-                raise ProtocolError("the stream ended without its terminal result") from None
-            raise
-        except Exception as exc:
-            self._done = True
-            _raise_translated(exc)
-        finally:
-            self._iterating = False
-        if response.event is not None:
-            return response.event
-        if not response.events:
+            self._history.rebuild(event.sequence, candidate.state, candidate.history_delta)
+        except ProtocolError:
             await self._abandon()
-            raise _missing("StreamRunResponse.event or .events")
-        self._pending.extend(response.events[1:])
-        return response.events[0]
+            raise
 
     async def collect(self) -> RunResult:
         """Read the remaining events and return the terminal result.
@@ -506,38 +473,11 @@ class RunStream:
             ThreadlineError: As iterating does (`ProtocolError` when the stream ends without a result).
             RuntimeError: The stream was closed, or an error ended it, before its result.
         """
-        async for _ in self:
-            pass
-        if self.result is None:
-            raise RuntimeError("this RunStream ended before its result (closed, or ended by an error)")
-        return self.result
+        return await self._drain()
 
     async def aclose(self) -> None:
         """Stop reading; an unfinished run is cancelled on the server. Idempotent."""
-        self._done = True
-        self._pending.clear()
-        close = getattr(self._responses, "aclose", None)
-        if close is not None:
-            try:
-                await close()
-            except Exception as exc:
-                _raise_translated(exc)
-
-    async def _abandon(self) -> None:
-        """Cancel the call after a protocol error, which is the error the host then sees."""
-        with contextlib.suppress(ThreadlineError):
-            await self.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+        await super().aclose()
 
 
 def _with_form(spec: RunSpec, form: CheckpointForm) -> RunSpec:
@@ -546,15 +486,3 @@ def _with_form(spec: RunSpec, form: CheckpointForm) -> RunSpec:
     sent._unknown_fields = spec._unknown_fields  # copy.copy drops the fields of a newer contract
     sent.checkpoint_form = form
     return sent
-
-
-def _raise_translated(exc: Exception) -> NoReturn:
-    translated = translate(exc)
-    if translated is None or translated is exc:
-        raise exc
-    raise translated from exc
-
-
-def _missing(what: str) -> ProtocolError:
-    """A response without a field the contract requires."""
-    return ProtocolError(f"the server's response has no {what}")

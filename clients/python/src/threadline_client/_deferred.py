@@ -1,15 +1,19 @@
-"""Answering a suspended run: build the `DeferredToolResume` of the next run.
+"""Answering a suspended run: the answers of the next run, for either service.
 
 A SUSPENDED `RunResult` carries `deferred`, a `DeferredToolRequests` batch: `approvals` (calls the
 host approves or denies) and `calls` (external tools, the host's own client tools and questions,
-whose result the host supplies). The host answers every item once and sends the batch back
-unchanged beside its answers:
+whose result the host supplies). The host answers every item once, with one helper per item
+(`approve`, `deny`, `external_result`, `external_failure`, `external_retry`). With
+`HarnessService` it sends the batch back unchanged beside its answers:
 
 ```python
-answers = [approve(c) if ok(c) else deny(c, "not today") for c in result.deferred.approvals]
-answers += [external_result(c, run_my_tool(c)) for c in result.deferred.calls]
-spec = RunSpec(previous_state=result.state, deferred_resume=resume(result.deferred, answers))
+replies = [approve(c) if ok(c) else deny(c, "not today") for c in result.deferred.approvals]
+replies += [external_result(c, run_my_tool(c)) for c in result.deferred.calls]
+spec = RunSpec(previous_state=result.state, deferred_resume=resume(result.deferred, replies))
 ```
+
+A `ThreadService` thread keeps its batch (`Thread.pending`) itself, so the host sends only the
+answers, keyed by call ID: `threads.run(thread_id, answers=answers(*replies))`.
 
 The server validates the resume (every item answered once, in its category); these helpers only
 build the messages, so a host gets the server's rule and reason (`DEFERRED_RESULTS_INCOMPLETE`, ...).
@@ -36,6 +40,7 @@ from ._gen.threadline.v1 import (
 )
 
 __all__ = (
+    "answers",
     "approve",
     "call_args",
     "deny",
@@ -165,6 +170,19 @@ def external_retry(call: DeferredToolCall, message: str, *, answered_by: str = "
     )
 
 
+def answers(*answers: ApprovalResult | CallResult) -> DeferredToolResults:
+    """The answers to a thread's pending batch, for `Threads.run`/`Threads.stream` (`answers=`).
+
+    Args:
+        *answers: One answer per item of `Thread.pending` (or of the suspended result's
+            `deferred`), from `approve`, `deny`, `external_result`, ...; any order.
+
+    Raises:
+        TypeError: An answer is neither an `ApprovalResult` nor a `CallResult`.
+    """
+    return _results(answers)
+
+
 def resume(
     requests: DeferredToolRequests,
     answers: Iterable[ApprovalResult | CallResult],
@@ -179,6 +197,11 @@ def resume(
         recovery: Resume a batch whose checkpoint was left by an interrupted run (SPEC's recovery
             resume); false for the ordinary answer to a SUSPENDED result.
     """
+    return DeferredToolResume(requests=requests, results=_results(answers), recovery=recovery)
+
+
+def _results(answers: Iterable[ApprovalResult | CallResult]) -> DeferredToolResults:
+    """Sort answers into their two categories, keeping their order within each."""
     approvals: list[ApprovalResult] = []
     calls: list[CallResult] = []
     for answer in answers:
@@ -188,8 +211,4 @@ def resume(
             calls.append(answer)
         else:
             raise TypeError(f"an answer is an ApprovalResult or a CallResult, not {type(answer).__name__}")
-    return DeferredToolResume(
-        requests=requests,
-        results=DeferredToolResults(calls=calls, approvals=approvals),
-        recovery=recovery,
-    )
+    return DeferredToolResults(calls=calls, approvals=approvals)

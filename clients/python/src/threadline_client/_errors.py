@@ -1,4 +1,4 @@
-"""The one error a host catches: `ThreadlineError`, and its kind `ProtocolError`.
+"""The one error a host catches: `ThreadlineError`, its kind `ProtocolError`, and the threads' reasons.
 
 ```
 Exception
@@ -7,9 +7,25 @@ Exception
        .reason               ErrorInfo reason, e.g. "SCHEMA_VERSION_UNSUPPORTED"; "" without one
        .metadata             ErrorInfo metadata (str -> str); {} without one
        .field_violations     BadRequest (field, description) pairs; () without one
-       └── ProtocolError     the SDK found the server's answer breaking the contract:
-                             status INTERNAL, reason "", message says what broke
+       ├── ProtocolError     the SDK found the server's answer breaking the contract:
+       │                     status INTERNAL, reason "", message says what broke
+       │   ThreadService's reasons (THREADS §3), one class each, metadata as attributes:
+       ├── ThreadNotFound          NOT_FOUND
+       ├── CheckpointNotFound      NOT_FOUND
+       ├── RunNotFound             NOT_FOUND
+       ├── ThreadExists            ALREADY_EXISTS
+       ├── RequestIdReused         INVALID_ARGUMENT
+       ├── ThreadNotSuspended      FAILED_PRECONDITION
+       ├── RequestInterrupted      FAILED_PRECONDITION  .run_id .revision
+       ├── ThreadBusy              ABORTED              .run_id .request_id .lease_expires_at
+       ├── RevisionConflict        ABORTED              .current_revision
+       ├── LeaseLost               ABORTED
+       └── StoreUnavailable        UNAVAILABLE
 ```
+
+`translate` picks the class by the ErrorInfo reason (domain "threadline"); every other reason stays
+a plain `ThreadlineError`, so `except ThreadlineError` still catches everything and `reason` stays
+the one thing to branch on for the rest.
 
 A run that started and then failed is not an error: it is a `RunResult` with status FAILED. A
 `ThreadlineError` means the call itself failed: the server rejected the request before the run
@@ -26,10 +42,11 @@ a response without a field the contract requires, a message that does not decode
 from __future__ import annotations
 
 import asyncio
+import datetime
 import enum
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import grpclib.exceptions
 
@@ -38,7 +55,22 @@ import grpclib.exceptions
 # for unregistered types).
 from google.rpc import error_details_pb2
 
-__all__ = ("ProtocolError", "StatusCode", "ThreadlineError")
+__all__ = (
+    "CheckpointNotFound",
+    "LeaseLost",
+    "ProtocolError",
+    "RequestIdReused",
+    "RequestInterrupted",
+    "RevisionConflict",
+    "RunNotFound",
+    "StatusCode",
+    "StoreUnavailable",
+    "ThreadBusy",
+    "ThreadExists",
+    "ThreadNotFound",
+    "ThreadNotSuspended",
+    "ThreadlineError",
+)
 
 ERROR_DOMAIN = "threadline"
 """The ErrorInfo domain the server uses for its own reasons."""
@@ -118,7 +150,7 @@ class ThreadlineError(Exception):
 
     def __repr__(self) -> str:
         return (
-            f"ThreadlineError(status={self.status.name}, reason={self.reason!r}, "
+            f"{type(self).__name__}(status={self.status.name}, reason={self.reason!r}, "
             f"message={self.message!r}, metadata={dict(self.metadata)!r})"
         )
 
@@ -145,7 +177,7 @@ def _rebuild(
     metadata: dict[str, str],
     field_violations: tuple[tuple[str, str], ...],
 ) -> ThreadlineError:
-    return ThreadlineError(
+    return error_class(reason, domain)(
         status, message, reason=reason, domain=domain, metadata=metadata, field_violations=field_violations
     )
 
@@ -172,6 +204,165 @@ class ProtocolError(ThreadlineError):
         return (ProtocolError, (self.message,))
 
 
+# --- ThreadService's reasons (THREADS §3) ----------------------------------------------------------
+
+
+class _ReasonError(ThreadlineError):
+    """A `ThreadlineError` for one ErrorInfo reason; `translate` picks it by `REASON`."""
+
+    REASON: ClassVar[str]
+    """The ErrorInfo reason (domain "threadline") this class stands for."""
+
+    def _int(self, key: str) -> int:
+        """A numeric metadata entry; 0 when the server sent none (or not a number)."""
+        try:
+            return int(self.metadata.get(key, ""))
+        except ValueError:
+            return 0
+
+
+class ThreadNotFound(_ReasonError):
+    """NOT_FOUND: no thread has this ID (`THREAD_NOT_FOUND`)."""
+
+    REASON = "THREAD_NOT_FOUND"
+
+
+class CheckpointNotFound(_ReasonError):
+    """NOT_FOUND: the thread has no checkpoint with this revision (`CHECKPOINT_NOT_FOUND`)."""
+
+    REASON = "CHECKPOINT_NOT_FOUND"
+
+
+class RunNotFound(_ReasonError):
+    """NOT_FOUND: `cancel` named a run this thread never had (`RUN_NOT_FOUND`)."""
+
+    REASON = "RUN_NOT_FOUND"
+
+
+class ThreadExists(_ReasonError):
+    """ALREADY_EXISTS: `create` or `fork` with a thread ID in use (`THREAD_EXISTS`)."""
+
+    REASON = "THREAD_EXISTS"
+
+
+class RequestIdReused(_ReasonError):
+    """INVALID_ARGUMENT: this thread already used the `request_id` for a different request.
+
+    A retry must repeat its request exactly (prompt, answers, expected revision); a new request
+    needs a new ID (`REQUEST_ID_REUSED`).
+    """
+
+    REASON = "REQUEST_ID_REUSED"
+
+
+class ThreadNotSuspended(_ReasonError):
+    """FAILED_PRECONDITION: `answers` for a thread that is not SUSPENDED (`THREAD_NOT_SUSPENDED`)."""
+
+    REASON = "THREAD_NOT_SUSPENDED"
+
+
+class RequestInterrupted(_ReasonError):
+    """FAILED_PRECONDITION: a retry of a request whose run another request superseded.
+
+    Its holder was gone and another request took the thread, so this request never finishes
+    (`REQUEST_INTERRUPTED`). `revision` tells the host whether its input reached the thread.
+    """
+
+    REASON = "REQUEST_INTERRUPTED"
+
+    @property
+    def run_id(self) -> str:
+        """The interrupted run (its last attempt)."""
+        return self.metadata.get("run_id", "")
+
+    @property
+    def revision(self) -> int:
+        """The last checkpoint the interrupted run committed; 0 when it committed none."""
+        return self._int("revision")
+
+
+class ThreadBusy(_ReasonError):
+    """ABORTED: another run holds the thread's lease (`THREAD_BUSY`).
+
+    When `request_id` is the request just sent, that request's own run is still going (e.g. a
+    retry after a dropped connection): retry later with the same ID to get its outcome.
+    """
+
+    REASON = "THREAD_BUSY"
+
+    @property
+    def run_id(self) -> str:
+        """The run holding the thread (`cancel` takes it)."""
+        return self.metadata.get("run_id", "")
+
+    @property
+    def request_id(self) -> str:
+        """The request that run serves."""
+        return self.metadata.get("request_id", "")
+
+    @property
+    def lease_expires_at(self) -> datetime.datetime | None:
+        """When the holder's lease expires unless renewed, by the store's clock; None if not sent."""
+        text = self.metadata.get("lease_expires_at", "")
+        try:
+            # RFC 3339; Python 3.11 parses a trailing "Z" and fractional seconds.
+            return datetime.datetime.fromisoformat(text) if text else None
+        except ValueError:
+            return None
+
+
+class RevisionConflict(_ReasonError):
+    """ABORTED: `expected_revision` is not the thread's head (`REVISION_CONFLICT`)."""
+
+    REASON = "REVISION_CONFLICT"
+
+    @property
+    def current_revision(self) -> int:
+        """The head's revision when the server checked."""
+        return self._int("current_revision")
+
+
+class LeaseLost(_ReasonError):
+    """ABORTED: the server lost the thread's lease before or during the run (`LEASE_LOST`).
+
+    The call ended with no result; nothing after the run's last commit reached the thread, and the
+    next run recovers it.
+    """
+
+    REASON = "LEASE_LOST"
+
+
+class StoreUnavailable(_ReasonError):
+    """UNAVAILABLE: the thread store cannot be reached or written (`STORE_UNAVAILABLE`)."""
+
+    REASON = "STORE_UNAVAILABLE"
+
+
+_BY_REASON: dict[str, type[ThreadlineError]] = {
+    cls.REASON: cls
+    for cls in (
+        ThreadNotFound,
+        CheckpointNotFound,
+        RunNotFound,
+        ThreadExists,
+        RequestIdReused,
+        ThreadNotSuspended,
+        RequestInterrupted,
+        ThreadBusy,
+        RevisionConflict,
+        LeaseLost,
+        StoreUnavailable,
+    )
+}
+
+
+def error_class(reason: str, domain: str) -> type[ThreadlineError]:
+    """The class of the error with this ErrorInfo reason: a subclass for the threads' reasons."""
+    if domain != ERROR_DOMAIN:
+        return ThreadlineError
+    return _BY_REASON.get(reason, ThreadlineError)
+
+
 def from_grpc_error(exc: grpclib.exceptions.GRPCError) -> ThreadlineError:
     """Translate grpclib's error, unpacking ErrorInfo and BadRequest from the status details."""
     reason = domain = ""
@@ -184,7 +375,7 @@ def from_grpc_error(exc: grpclib.exceptions.GRPCError) -> ThreadlineError:
             metadata = dict(detail.metadata)
         elif isinstance(detail, error_details_pb2.BadRequest):
             violations.extend((v.field, v.description) for v in detail.field_violations)
-    return ThreadlineError(
+    return error_class(reason, domain)(
         StatusCode(exc.status.value),
         exc.message or "",
         reason=reason,

@@ -1,0 +1,633 @@
+"""`Threads`: durable threads the server keeps (`ThreadService`, THREADS.md), on a `Client`'s connection.
+
+With `HarnessService` the host stores every state and sends it back; here the server stores the
+thread and the host sends only what is new: a prompt, or its answers to `Thread.pending` by call ID
+(`answers(...)`). Three rules shape this module:
+
+- Every run request carries a `request_id`, fresh (`req-<32 hex>`) unless the caller gives one. The
+  server answers a request ID once: a retry gets the stored outcome (`replayed`), never a second run.
+  So `run()` retries UNAVAILABLE (a transport failure, a store outage) with the same ID, up to
+  `RUN_RETRIES` times within its deadline; `stream()` does not retry, but exposes its `request_id`
+  so a host can.
+- A thread run outlives its RPC: leaving a stream early, a deadline or a dropped connection stops
+  the events, not the run, which goes on to commit. Stop a run with `cancel(thread_id, run_id)`.
+- A thread run's `RunResult` has no `state`; the state is the checkpoint at the outcome's
+  `revision` (`checkpoint(thread_id, revision)`), so a turn's answer does not grow with the thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, TypedDict, TypeVar
+
+from grpclib.metadata import Deadline
+
+from ._calls import UNSET, EventStream, Timeout, missing, raise_translated
+from ._errors import StatusCode, translate
+from ._gen.threadline.v1 import (
+    CancelThreadRunRequest,
+    Checkpoint,
+    ClientTool,
+    CreateThreadRequest,
+    DeferredToolRequests,
+    DeferredToolResults,
+    DeferredToolResume,
+    DeleteThreadRequest,
+    ForkThreadRequest,
+    GetCheckpointRequest,
+    GetThreadRequest,
+    HarnessState,
+    ListCheckpointsRequest,
+    ListThreadsRequest,
+    ListThreadsResponse,
+    PromptParts,
+    RollbackThreadRequest,
+    RunEvent,
+    RunResult,
+    RunThreadRequest,
+    StreamThreadRunRequest,
+    StreamThreadRunResponse,
+    Thread,
+    ThreadRunSpec,
+    ThreadRunStatus,
+    ThreadServiceStub,
+    ThreadStatus,
+    ThreadView,
+    ToolRecovery,
+    UsageLimits,
+)
+
+if TYPE_CHECKING:
+    from ._client import Client
+
+__all__ = ("RUN_RETRIES", "ThreadRunOutcome", "ThreadRunStream", "Threads", "new_request_id")
+
+RUN_RETRIES: Final = 3
+"""How many times `Threads.run` sends a request again after UNAVAILABLE, with the same request ID."""
+_RETRY_BACKOFF: Final = 0.2
+"""Seconds before the first retry; doubled before each next one."""
+
+_T = TypeVar("_T")
+
+
+class _CallOptions(TypedDict):
+    """The keyword arguments every stub call gets: its deadline and the client's token."""
+
+    timeout: float | None
+    metadata: tuple[tuple[str, str], ...] | None
+
+
+def new_request_id() -> str:
+    """A fresh request ID, `req-<32 lowercase hex>`: what the SDK sends unless the caller gives one."""
+    return f"req-{uuid.uuid4().hex}"
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadRunOutcome:
+    """How a thread run ended: `Threads.run`, or `ThreadRunStream.collect()`."""
+
+    result: RunResult
+    """The terminal result; `state` is unset (it is the checkpoint at `revision`)."""
+    revision: int
+    """The revision of the run's terminal checkpoint, the thread's head after it. 0 when the run
+    committed nothing (a run `cancel` closed after its server was gone)."""
+    replayed: bool
+    """True when the server answered an already finished request again: nothing ran this time."""
+
+
+class ThreadRunStream(EventStream):
+    """The events of one `StreamThreadRun` call; iterate it once.
+
+    The events are those of `Client.stream_run` without checkpoint candidates, plus a
+    `thread_committed` event after each checkpoint the run commits; the terminal commit's comes
+    right before `result`. Packed responses are unpacked as `RunStream` does.
+
+    Leaving the stream (`aclose`, the end of `async with`, a deadline) ends the call, not the run:
+    the run goes on to its terminal commit on the server. To learn its outcome, send the same
+    request again with `request_id=stream.request_id`; to stop it, `Threads.cancel`.
+
+    Args:
+        responses: The call's responses (`ThreadServiceStub.stream_thread_run`).
+        thread_id: The thread the request runs.
+        request_id: The request ID the request carries.
+    """
+
+    def __init__(
+        self, responses: AsyncIterator[StreamThreadRunResponse], *, thread_id: str, request_id: str
+    ) -> None:
+        super().__init__(responses)
+        self.thread_id: Final = thread_id
+        """The thread the request runs."""
+        self.request_id: Final = request_id
+        """The request's ID: send it again (same body) to retry without running twice."""
+        self.revision = 0
+        """The revision of the latest checkpoint the stream reported committed; 0 before any."""
+        self.replayed = False
+        """True once the stream showed that it replays an already finished request."""
+
+    async def _accept(self, event: RunEvent) -> None:
+        committed = event.thread_committed
+        if committed is not None:
+            self.revision = committed.revision
+            self.replayed = self.replayed or committed.replayed
+
+    @property
+    def outcome(self) -> ThreadRunOutcome | None:
+        """The run's outcome once its `result` event has been read; None before."""
+        if self.result is None:
+            return None
+        return ThreadRunOutcome(result=self.result, revision=self.revision, replayed=self.replayed)
+
+    async def collect(self) -> ThreadRunOutcome:
+        """Read the remaining events and return the run's outcome.
+
+        Raises:
+            ThreadlineError: As iterating does (`ProtocolError` when the stream ends without a result).
+            RuntimeError: The stream was closed, or an error ended it, before its result.
+        """
+        result = await self._drain()
+        return ThreadRunOutcome(result=result, revision=self.revision, replayed=self.replayed)
+
+    async def aclose(self) -> None:
+        """Stop reading and close the call; the run itself goes on on the server. Idempotent."""
+        await super().aclose()
+
+
+class Threads:
+    """`ThreadService`: threads the server stores, runs one at a time, and answers exactly once.
+
+    ```python
+    thread = await client.threads.create(labels={"user": "ada"})
+    outcome = await client.threads.run(thread.thread_id, text="delete notes.txt")
+    if outcome.result.status == tl.RunStatus.SUSPENDED:
+        (call,) = outcome.result.deferred.approvals
+        outcome = await client.threads.run(thread.thread_id, answers=tl.answers(tl.approve(call)))
+    ```
+
+    Get it as `client.threads`: it shares the client's connection, token, TLS and default timeout.
+    Every method takes `timeout=` (seconds, `None` = none; default the client's), for one call or,
+    for the listings, for each page. Failures raise `ThreadlineError`, of the subclass its reason
+    names (`ThreadNotFound`, `ThreadBusy`, `RevisionConflict`, ...; see `threadline_client._errors`).
+
+    Args:
+        client: The connection.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def __repr__(self) -> str:
+        return f"Threads({self._client.target!r})"
+
+    # --- threads -------------------------------------------------------------------------------
+
+    async def create(
+        self,
+        *,
+        thread_id: str = "",
+        agent: str = "",
+        labels: Mapping[str, str] | None = None,
+        state: HarnessState | None = None,
+        pending: DeferredToolRequests | None = None,
+        accepted: DeferredToolResume | None = None,
+        client_tools: Sequence[ClientTool] = (),
+        timeout: Timeout = UNSET,
+    ) -> Thread:
+        """Create a thread: empty, or importing a state the host held (e.g. from `HarnessService`).
+
+        Args:
+            thread_id: The new thread's ID; empty = `state.thread_id` with a state, else a
+                server-generated `thread_<32 hex>`.
+            agent: The agent of every run of the thread; empty = the server's default agent.
+            labels: Up to 32 labels to find it by (`list(labels=...)`); set now, never changed.
+            state: A host-held state to import (validated like a run's previous state).
+            pending: The batch `state` is suspended on, exactly as `RunResult.deferred` gave it;
+                the thread is then SUSPENDED, and its next run answers it by call ID.
+            accepted: A resume the host accepted whose run did not finish; the next run recovers
+                what its history lacks. Not together with `pending`.
+            client_tools: The client tools `state` was made with, for a resume that declares none.
+            timeout: Deadline in seconds; default the client's.
+
+        Raises:
+            ThreadExists: The ID is in use.
+            ThreadlineError: E.g. `STATE_INVALID`, `INPUT_INVALID`, `AGENT_UNKNOWN`, or a
+                `pending` batch that does not match the state.
+        """
+        request = CreateThreadRequest(
+            thread_id=thread_id,
+            agent=agent,
+            labels=dict(labels or {}),
+            state=state,
+            pending=pending,
+            accepted=accepted,
+            client_tools=list(client_tools),
+        )
+        try:
+            response = await self._stub().create_thread(request, **self._options(timeout))
+        except Exception as exc:
+            raise_translated(exc)
+        return _required(response.thread, "CreateThreadResponse.thread")
+
+    async def get(self, thread_id: str, *, full: bool = False, timeout: Timeout = UNSET) -> Thread:
+        """A thread as it is now; `full=True` adds its head checkpoint's `state`.
+
+        Raises:
+            ThreadNotFound: No thread has this ID.
+        """
+        view = ThreadView.FULL if full else ThreadView.BASIC
+        try:
+            response = await self._stub().get_thread(
+                GetThreadRequest(thread_id=thread_id, view=view), **self._options(timeout)
+            )
+        except Exception as exc:
+            raise_translated(exc)
+        return _required(response.thread, "GetThreadResponse.thread")
+
+    async def list_page(
+        self,
+        *,
+        labels: Mapping[str, str] | None = None,
+        status: ThreadStatus | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: Timeout = UNSET,
+    ) -> ListThreadsResponse:
+        """One page of `list`: its `threads` and the `next_page_token` (empty on the last page).
+
+        Args:
+            labels: Only threads with every one of these labels.
+            status: Only threads with this status; None = any.
+            page_size: Threads per page; 0 = the server's default (100), at most 1000.
+            page_token: The previous page's `next_page_token`; empty = the first page. Pass the
+                same filters with it.
+            timeout: Deadline in seconds; default the client's.
+        """
+        request = ListThreadsRequest(
+            page_size=page_size,
+            page_token=page_token,
+            labels=[f"{key}={value}" for key, value in (labels or {}).items()],
+            status=status if status is not None else ThreadStatus.UNSPECIFIED,
+        )
+        try:
+            return await self._stub().list_threads(request, **self._options(timeout))
+        except Exception as exc:
+            raise_translated(exc)
+
+    async def list(
+        self,
+        *,
+        labels: Mapping[str, str] | None = None,
+        status: ThreadStatus | None = None,
+        page_size: int = 0,
+        timeout: Timeout = UNSET,
+    ) -> AsyncIterator[Thread]:
+        """Every matching thread, newest `update_time` first, walking every page.
+
+        ```python
+        async for thread in client.threads.list(labels={"user": "ada"}):
+            ...
+        ```
+
+        Args:
+            labels: Only threads with every one of these labels.
+            status: Only threads with this status; None = any.
+            page_size: Threads per request; 0 = the server's default (100), at most 1000.
+            timeout: Deadline of each page's call; default the client's.
+        """
+        token = ""
+        while True:
+            page = await self.list_page(
+                labels=labels, status=status, page_size=page_size, page_token=token, timeout=timeout
+            )
+            for thread in page.threads:
+                yield thread
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def delete(self, thread_id: str, *, expected_revision: int = 0, timeout: Timeout = UNSET) -> None:
+        """Delete a thread with its checkpoints and run records.
+
+        Args:
+            thread_id: The thread.
+            expected_revision: Delete only if this is still the head; 0 = whatever the head is.
+            timeout: Deadline in seconds; default the client's.
+
+        Raises:
+            ThreadNotFound: No thread has this ID.
+            ThreadBusy: A run holds the thread.
+            RevisionConflict: The head is not `expected_revision`.
+        """
+        request = DeleteThreadRequest(thread_id=thread_id, expected_revision=expected_revision)
+        try:
+            await self._stub().delete_thread(request, **self._options(timeout))
+        except Exception as exc:
+            raise_translated(exc)
+
+    async def fork(
+        self,
+        thread_id: str,
+        *,
+        revision: int = 0,
+        new_thread_id: str = "",
+        labels: Mapping[str, str] | None = None,
+        timeout: Timeout = UNSET,
+    ) -> Thread:
+        """Branch a new thread from a committed checkpoint, with the same agent.
+
+        The new thread's first checkpoint (FORKED, revision 1) keeps the source checkpoint's
+        pending batch, retained answers and client tools: a fork of a SUSPENDED checkpoint is
+        SUSPENDED on the same calls. Environment states are cleared (SPEC §1.5).
+
+        Args:
+            thread_id: The source thread (it may be running: a fork reads committed checkpoints).
+            revision: The checkpoint to branch from; 0 = the head.
+            new_thread_id: The new thread's ID; empty = server-generated.
+            labels: The new thread's labels.
+            timeout: Deadline in seconds; default the client's.
+
+        Raises:
+            ThreadNotFound, CheckpointNotFound: No such source.
+            ThreadExists: `new_thread_id` is in use (the source's own ID is `FORK_THREAD_ID_CONFLICT`).
+        """
+        request = ForkThreadRequest(
+            thread_id=thread_id, revision=revision, new_thread_id=new_thread_id, labels=dict(labels or {})
+        )
+        try:
+            response = await self._stub().fork_thread(request, **self._options(timeout))
+        except Exception as exc:
+            raise_translated(exc)
+        return _required(response.thread, "ForkThreadResponse.thread")
+
+    async def rollback(
+        self, thread_id: str, revision: int, *, expected_revision: int = 0, timeout: Timeout = UNSET
+    ) -> Thread:
+        """Make an earlier checkpoint current again, as a new head (ROLLED_BACK); nothing is deleted.
+
+        The thread's status follows the copied checkpoint: SUSPENDED again on its calls if it was.
+        Answering them again runs them again.
+
+        Args:
+            thread_id: The thread.
+            revision: The checkpoint to copy.
+            expected_revision: Roll back only if this is still the head; 0 = whatever the head is.
+            timeout: Deadline in seconds; default the client's.
+
+        Raises:
+            CheckpointNotFound: The thread has no such revision.
+            ThreadBusy: A run holds the thread.
+            RevisionConflict: The head is not `expected_revision`.
+        """
+        request = RollbackThreadRequest(
+            thread_id=thread_id, revision=revision, expected_revision=expected_revision
+        )
+        try:
+            response = await self._stub().rollback_thread(request, **self._options(timeout))
+        except Exception as exc:
+            raise_translated(exc)
+        return _required(response.thread, "RollbackThreadResponse.thread")
+
+    # --- checkpoints ---------------------------------------------------------------------------
+
+    async def checkpoints(
+        self, thread_id: str, *, page_size: int = 0, timeout: Timeout = UNSET
+    ) -> AsyncIterator[Checkpoint]:
+        """Every checkpoint of a thread, newest first, without its `state`, walking every page.
+
+        Args:
+            thread_id: The thread.
+            page_size: Checkpoints per request; 0 = the server's default (100), at most 1000.
+            timeout: Deadline of each page's call; default the client's.
+
+        Raises:
+            ThreadNotFound: No thread has this ID.
+        """
+        token = ""
+        while True:
+            request = ListCheckpointsRequest(thread_id=thread_id, page_size=page_size, page_token=token)
+            try:
+                page = await self._stub().list_checkpoints(request, **self._options(timeout))
+            except Exception as exc:
+                raise_translated(exc)
+            for checkpoint in page.checkpoints:
+                yield checkpoint
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def checkpoint(self, thread_id: str, revision: int, *, timeout: Timeout = UNSET) -> Checkpoint:
+        """One checkpoint with its `state` and pending batch, e.g. the state a run's outcome points at.
+
+        Raises:
+            ThreadNotFound: No thread has this ID.
+            CheckpointNotFound: The thread has no such revision.
+        """
+        request = GetCheckpointRequest(thread_id=thread_id, revision=revision)
+        try:
+            response = await self._stub().get_checkpoint(request, **self._options(timeout))
+        except Exception as exc:
+            raise_translated(exc)
+        return _required(response.checkpoint, "GetCheckpointResponse.checkpoint")
+
+    # --- runs ----------------------------------------------------------------------------------
+
+    def stream(
+        self,
+        thread_id: str,
+        *,
+        text: str | None = None,
+        parts: PromptParts | None = None,
+        answers: DeferredToolResults | None = None,
+        request_id: str | None = None,
+        expected_revision: int = 0,
+        tool_recovery: ToolRecovery | None = None,
+        client_tools: Sequence[ClientTool] = (),
+        usage_limits: UsageLimits | None = None,
+        timeout: Timeout = UNSET,
+    ) -> ThreadRunStream:
+        """Run the thread's next turn and stream its events, `thread_committed` then `result` last.
+
+        ```python
+        async with client.threads.stream(thread_id, text="lookup grpc") as stream:
+            async for event in stream:
+                ...
+        outcome = stream.outcome  # result, revision, replayed
+        ```
+
+        Nothing is retried: on a transport error, send the same request again with
+        `request_id=stream.request_id` (a finished run is replayed, a running one is `ThreadBusy`).
+
+        Args:
+            thread_id: The thread.
+            text: A text prompt. Not together with `parts`; neither = no new input.
+            parts: A prompt of several parts.
+            answers: Answers to every item of `Thread.pending`, by call ID (`answers(...)`).
+            request_id: This request's ID, unique per thread; None or empty = a fresh one.
+            expected_revision: Run only if this is still the head; 0 = whatever the head is.
+            tool_recovery: How to settle calls the head left unanswered; None = DECLARED.
+            client_tools: The host's tools for this run; none on a resume or recovery = the head
+                checkpoint's.
+            usage_limits: Limits on the run's model usage; None = the agent's own.
+            timeout: Deadline of the call (not of the run); default the client's.
+
+        Raises:
+            ValueError: Both `text` and `parts`.
+            ThreadlineError: While iterating, e.g. `ThreadBusy`, `RevisionConflict`,
+                `ThreadNotSuspended`, `RequestIdReused`, or a `DEFERRED_*` reason for the answers.
+        """
+        spec = _run_spec(
+            thread_id,
+            text=text,
+            parts=parts,
+            answers=answers,
+            request_id=request_id,
+            expected_revision=expected_revision,
+            tool_recovery=tool_recovery,
+            client_tools=client_tools,
+            usage_limits=usage_limits,
+        )
+        request = StreamThreadRunRequest(
+            spec=spec, max_events_per_message=self._client._max_events_per_message
+        )
+        responses = self._stub().stream_thread_run(request, **self._options(timeout))
+        return ThreadRunStream(responses, thread_id=thread_id, request_id=spec.request_id)
+
+    async def run(
+        self,
+        thread_id: str,
+        *,
+        text: str | None = None,
+        parts: PromptParts | None = None,
+        answers: DeferredToolResults | None = None,
+        request_id: str | None = None,
+        expected_revision: int = 0,
+        tool_recovery: ToolRecovery | None = None,
+        client_tools: Sequence[ClientTool] = (),
+        usage_limits: UsageLimits | None = None,
+        timeout: Timeout = UNSET,
+    ) -> ThreadRunOutcome:
+        """Run the thread's next turn and return its outcome (`RunThread`).
+
+        UNAVAILABLE (the server unreachable, the connection lost, `STORE_UNAVAILABLE`) is retried
+        up to `RUN_RETRIES` times, 0.2 s apart and doubling, with the same request ID, so the run
+        happens at most once; `outcome.replayed` says the server answered it from its record.
+
+        Args: as `stream`; `timeout` bounds the whole call, retries included.
+
+        Returns:
+            The result (its `state` unset), the revision of its terminal checkpoint, and whether
+            the server replayed it.
+
+        Raises:
+            ValueError: Both `text` and `parts`.
+            ThreadlineError: E.g. `ThreadBusy`, `RevisionConflict`, `ThreadNotSuspended`,
+                `RequestIdReused`, `RequestInterrupted`, `LeaseLost`; UNAVAILABLE once retries run out.
+        """
+        spec = _run_spec(
+            thread_id,
+            text=text,
+            parts=parts,
+            answers=answers,
+            request_id=request_id,
+            expected_revision=expected_revision,
+            tool_recovery=tool_recovery,
+            client_tools=client_tools,
+            usage_limits=usage_limits,
+        )
+        stub = self._stub()
+        seconds = self._client._deadline(timeout)
+        deadline = Deadline.from_timeout(seconds) if seconds is not None else None
+        metadata = self._client._metadata or None
+        attempt = 0
+        while True:
+            try:
+                response = await stub.run_thread(
+                    RunThreadRequest(spec=spec), deadline=deadline, metadata=metadata
+                )
+                break
+            except Exception as exc:
+                error = translate(exc)
+                backoff = _RETRY_BACKOFF * 2**attempt
+                if (
+                    error is None
+                    or error.status != StatusCode.UNAVAILABLE
+                    or attempt == RUN_RETRIES
+                    or (deadline is not None and deadline.time_remaining() <= backoff)
+                ):
+                    raise_translated(exc)
+            attempt += 1
+            await asyncio.sleep(backoff)
+        result = _required(response.result, "RunThreadResponse.result")
+        return ThreadRunOutcome(result=result, revision=response.revision, replayed=response.replayed)
+
+    async def cancel(self, thread_id: str, run_id: str, *, timeout: Timeout = UNSET) -> ThreadRunStatus:
+        """Ask a thread's run to stop; it ends CANCELLED with its progress committed.
+
+        Returns as soon as the server recorded the request, before the run ends.
+
+        Args:
+            thread_id: The thread.
+            run_id: The run (`RunEvent.run_id`, `Thread.lease.run_id`, `ThreadBusy.run_id`).
+            timeout: Deadline in seconds; default the client's.
+
+        Returns:
+            The run record's status: RUNNING while the run stops, CANCELLED when its server was
+            gone and the record was closed at once, or the status of a run that had ended.
+
+        Raises:
+            RunNotFound: The thread never had this run.
+        """
+        request = CancelThreadRunRequest(thread_id=thread_id, run_id=run_id)
+        try:
+            response = await self._stub().cancel_thread_run(request, **self._options(timeout))
+        except Exception as exc:
+            raise_translated(exc)
+        return response.status
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    def _stub(self) -> ThreadServiceStub:
+        return self._client._connect_threads()
+
+    def _options(self, timeout: Timeout) -> _CallOptions:
+        return {"timeout": self._client._deadline(timeout), "metadata": self._client._metadata or None}
+
+
+def _run_spec(
+    thread_id: str,
+    *,
+    text: str | None,
+    parts: PromptParts | None,
+    answers: DeferredToolResults | None,
+    request_id: str | None,
+    expected_revision: int,
+    tool_recovery: ToolRecovery | None,
+    client_tools: Sequence[ClientTool],
+    usage_limits: UsageLimits | None,
+) -> ThreadRunSpec:
+    if text is not None and parts is not None:
+        raise ValueError("give the prompt as text or as parts, not both")
+    spec = ThreadRunSpec(
+        thread_id=thread_id,
+        request_id=request_id or new_request_id(),
+        expected_revision=expected_revision,
+        answers=answers,
+        tool_recovery=tool_recovery if tool_recovery is not None else ToolRecovery.UNSPECIFIED,
+        client_tools=list(client_tools),
+        usage_limits=usage_limits,
+    )
+    # Set after construction: one case of the `prompt` oneof, or none.
+    if text is not None:
+        spec.text = text
+    elif parts is not None:
+        spec.parts = parts
+    return spec
+
+
+def _required(value: _T | None, what: str) -> _T:
+    if value is None:  # pragma: no cover - the server always sets it
+        raise missing(what)
+    return value

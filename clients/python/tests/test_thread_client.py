@@ -1,0 +1,301 @@
+"""The threads client's own logic, without a thread server: typed errors by reason, `answers`,
+how `ThreadRunStream` reads its outcome, request IDs, and `run()`'s retries against a real listener
+that drops every connection."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import pickle
+import re
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import grpclib.const
+import grpclib.exceptions
+import pytest
+import threadline_client as tl
+from google.rpc import error_details_pb2
+from threadline_client import v1
+from threadline_client._errors import translate
+
+THREAD_ERRORS: list[tuple[type[tl.ThreadlineError], str, grpclib.const.Status]] = [
+    (tl.ThreadNotFound, "THREAD_NOT_FOUND", grpclib.const.Status.NOT_FOUND),
+    (tl.CheckpointNotFound, "CHECKPOINT_NOT_FOUND", grpclib.const.Status.NOT_FOUND),
+    (tl.RunNotFound, "RUN_NOT_FOUND", grpclib.const.Status.NOT_FOUND),
+    (tl.ThreadExists, "THREAD_EXISTS", grpclib.const.Status.ALREADY_EXISTS),
+    (tl.RequestIdReused, "REQUEST_ID_REUSED", grpclib.const.Status.INVALID_ARGUMENT),
+    (tl.ThreadNotSuspended, "THREAD_NOT_SUSPENDED", grpclib.const.Status.FAILED_PRECONDITION),
+    (tl.RequestInterrupted, "REQUEST_INTERRUPTED", grpclib.const.Status.FAILED_PRECONDITION),
+    (tl.ThreadBusy, "THREAD_BUSY", grpclib.const.Status.ABORTED),
+    (tl.RevisionConflict, "REVISION_CONFLICT", grpclib.const.Status.ABORTED),
+    (tl.LeaseLost, "LEASE_LOST", grpclib.const.Status.ABORTED),
+    (tl.StoreUnavailable, "STORE_UNAVAILABLE", grpclib.const.Status.UNAVAILABLE),
+]
+
+
+def grpc_error(
+    status: grpclib.const.Status,
+    reason: str,
+    metadata: dict[str, str] | None = None,
+    domain: str = "threadline",
+) -> grpclib.exceptions.GRPCError:
+    info = error_details_pb2.ErrorInfo(reason=reason, domain=domain, metadata=metadata or {})
+    return grpclib.exceptions.GRPCError(status, f"{reason.lower()} happened", [info])
+
+
+@pytest.mark.parametrize(("cls", "reason", "status"), THREAD_ERRORS, ids=[r for _, r, _ in THREAD_ERRORS])
+def test_each_thread_reason_is_its_own_class(
+    cls: type[tl.ThreadlineError], reason: str, status: grpclib.const.Status
+) -> None:
+    error = translate(grpc_error(status, reason, {"k": "v"}))
+
+    assert type(error) is cls and isinstance(error, tl.ThreadlineError)
+    assert (error.status, error.reason, error.domain) == (tl.StatusCode(status.value), reason, "threadline")
+    assert dict(error.metadata) == {"k": "v"}
+    assert str(error) == f"{tl.StatusCode(status.value).name} {reason}: {reason.lower()} happened"
+    assert repr(error).startswith(f"{cls.__name__}(status=")
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is cls and copy.reason == reason and dict(copy.metadata) == {"k": "v"}
+
+
+def test_the_classes_cover_exactly_the_threads_reasons() -> None:
+    assert {cls.__name__ for cls, _, _ in THREAD_ERRORS} <= set(tl.__all__)
+    assert len({reason for _, reason, _ in THREAD_ERRORS}) == len(THREAD_ERRORS)
+
+
+def test_metadata_becomes_typed_attributes() -> None:
+    busy = translate(
+        grpc_error(
+            grpclib.const.Status.ABORTED,
+            "THREAD_BUSY",
+            {"run_id": "run-1", "request_id": "req-1", "lease_expires_at": "2030-01-02T03:04:05.250Z"},
+        )
+    )
+    assert isinstance(busy, tl.ThreadBusy)
+    assert (busy.run_id, busy.request_id) == ("run-1", "req-1")
+    assert busy.lease_expires_at == datetime.datetime(2030, 1, 2, 3, 4, 5, 250_000, tzinfo=datetime.UTC)
+
+    conflict = translate(
+        grpc_error(grpclib.const.Status.ABORTED, "REVISION_CONFLICT", {"current_revision": "7"})
+    )
+    assert isinstance(conflict, tl.RevisionConflict) and conflict.current_revision == 7
+
+    interrupted = translate(
+        grpc_error(
+            grpclib.const.Status.FAILED_PRECONDITION,
+            "REQUEST_INTERRUPTED",
+            {"run_id": "run-2", "revision": "4"},
+        )
+    )
+    assert isinstance(interrupted, tl.RequestInterrupted)
+    assert (interrupted.run_id, interrupted.revision) == ("run-2", 4)
+    # The attributes survive pickling, since they are read from the metadata.
+    assert pickle.loads(pickle.dumps(interrupted)).revision == 4
+
+
+def test_missing_or_malformed_metadata_reads_as_empty() -> None:
+    busy = translate(grpc_error(grpclib.const.Status.ABORTED, "THREAD_BUSY", {"lease_expires_at": "soon"}))
+    assert isinstance(busy, tl.ThreadBusy)
+    assert (busy.run_id, busy.request_id, busy.lease_expires_at) == ("", "", None)
+    conflict = translate(
+        grpc_error(grpclib.const.Status.ABORTED, "REVISION_CONFLICT", {"current_revision": "x"})
+    )
+    assert isinstance(conflict, tl.RevisionConflict) and conflict.current_revision == 0
+
+
+def test_other_reasons_and_domains_stay_plain_threadline_errors() -> None:
+    other = translate(grpc_error(grpclib.const.Status.INVALID_ARGUMENT, "STATE_INVALID"))
+    foreign = translate(grpc_error(grpclib.const.Status.NOT_FOUND, "THREAD_NOT_FOUND", domain="elsewhere"))
+    bare = translate(grpclib.exceptions.GRPCError(grpclib.const.Status.UNAVAILABLE, "down"))
+    for error in (other, foreign, bare):
+        assert type(error) is tl.ThreadlineError
+    assert other is not None and other.reason == "STATE_INVALID"
+
+
+# --- answers ---------------------------------------------------------------------------------------
+
+
+def _batch() -> tl.DeferredToolRequests:
+    return tl.DeferredToolRequests(
+        calls=[
+            tl.DeferredToolCall(tool_call_id="c1", tool_name="t", kind=tl.DeferredKind.EXTERNAL),
+            tl.DeferredToolCall(tool_call_id="q1", tool_name="ask", kind=tl.DeferredKind.QUESTION),
+        ],
+        approvals=[tl.DeferredToolCall(tool_call_id="a1", tool_name="d", kind=tl.DeferredKind.APPROVAL)],
+    )
+
+
+def test_answers_sorts_each_answer_into_its_category_in_order() -> None:
+    batch = _batch()
+    ext, question, approval = batch.calls[0], batch.calls[1], batch.approvals[0]
+    replies = [tl.external_result(question, "yes"), tl.approve(approval), tl.external_failure(ext, "boom")]
+
+    results = tl.answers(*replies)
+
+    assert results == v1.DeferredToolResults(
+        calls=[
+            v1.CallResult(tool_call_id="q1", value_json='"yes"'),
+            v1.CallResult(tool_call_id="c1", failed=v1.ToolFailedResult(message="boom")),
+        ],
+        approvals=[v1.ApprovalResult(tool_call_id="a1", approved=v1.ToolApproved())],
+    )
+    # The same answers build the HarnessService resume, around the same results.
+    assert tl.resume(batch, replies) == tl.DeferredToolResume(requests=batch, results=results)
+    assert tl.answers() == v1.DeferredToolResults()
+
+
+def test_answers_refuses_anything_else() -> None:
+    with pytest.raises(TypeError, match="ApprovalResult or a CallResult, not str"):
+        tl.answers("yes")  # type: ignore[arg-type]  # the mistake under test
+
+
+# --- ThreadRunStream -------------------------------------------------------------------------------
+
+
+def _started(seq: int = 0) -> tl.RunEvent:
+    return tl.RunEvent(sequence=seq, run_started=v1.RunStarted())
+
+
+def _committed(seq: int, revision: int, kind: tl.CheckpointKind, *, replayed: bool = False) -> tl.RunEvent:
+    return tl.RunEvent(
+        sequence=seq, thread_committed=v1.ThreadCommitted(revision=revision, kind=kind, replayed=replayed)
+    )
+
+
+RESULT = tl.RunResult(status=tl.RunStatus.COMPLETED, output_json='"hi"')
+
+
+def _result(seq: int) -> tl.RunEvent:
+    return tl.RunEvent(sequence=seq, result=RESULT)
+
+
+async def _responses(*responses: v1.StreamThreadRunResponse) -> AsyncIterator[v1.StreamThreadRunResponse]:
+    for response in responses:
+        yield response
+
+
+def _stream(*responses: v1.StreamThreadRunResponse) -> tl.ThreadRunStream:
+    return tl.ThreadRunStream(_responses(*responses), thread_id="thread_t", request_id="req-1")
+
+
+@pytest.mark.anyio
+async def test_the_outcome_is_the_last_commit_before_the_result() -> None:
+    stream = _stream(
+        v1.StreamThreadRunResponse(event=_started()),
+        v1.StreamThreadRunResponse(
+            events=[_committed(1, 2, tl.CheckpointKind.MID_RUN), _committed(2, 3, tl.CheckpointKind.MID_RUN)]
+        ),
+        v1.StreamThreadRunResponse(events=[_committed(3, 4, tl.CheckpointKind.COMPLETED), _result(4)]),
+    )
+    seen: list[int] = []
+    async for event in stream:
+        seen.append(stream.revision)
+        assert (stream.outcome is None) == (event.result is None)
+    assert seen == [0, 2, 3, 4, 4]
+    outcome = await stream.collect()
+    assert outcome == tl.ThreadRunOutcome(result=RESULT, revision=4, replayed=False)
+    assert stream.outcome == outcome
+    assert (stream.thread_id, stream.request_id) == ("thread_t", "req-1")
+
+
+@pytest.mark.anyio
+async def test_a_replay_says_so_and_a_run_without_commits_has_revision_zero() -> None:
+    replay = _stream(
+        v1.StreamThreadRunResponse(event=_started()),
+        v1.StreamThreadRunResponse(event=_committed(1, 9, tl.CheckpointKind.COMPLETED, replayed=True)),
+        v1.StreamThreadRunResponse(event=_result(2)),
+    )
+    outcome = await replay.collect()
+    assert (outcome.revision, outcome.replayed) == (9, True)
+
+    closed = await _stream(v1.StreamThreadRunResponse(events=[_started(), _result(1)])).collect()
+    assert (closed.revision, closed.replayed) == (0, False)
+
+
+@pytest.mark.anyio
+async def test_a_thread_stream_without_its_result_is_a_protocol_error() -> None:
+    stream = _stream(v1.StreamThreadRunResponse(event=_started()))
+    with pytest.raises(tl.ProtocolError, match="ended without its terminal result"):
+        await stream.collect()
+    empty = _stream(v1.StreamThreadRunResponse())
+    with pytest.raises(tl.ProtocolError) as caught:
+        await anext(empty)
+    assert caught.value.message == "the server's response has no StreamThreadRunResponse.event or .events"
+
+
+# --- request IDs and the request ---------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_every_request_gets_a_fresh_request_id_unless_given() -> None:
+    async with tl.Client("127.0.0.1:1") as client:  # nothing is sent until the stream is read
+        ids = {client.threads.stream("thread_t", text="hi").request_id for _ in range(50)}
+        given = client.threads.stream("thread_t", text="hi", request_id="req-mine")
+    assert len(ids) == 50 and all(re.fullmatch(r"req-[0-9a-f]{32}", i) for i in ids)
+    assert given.request_id == "req-mine"
+
+
+@pytest.mark.anyio
+async def test_a_prompt_is_text_or_parts_not_both() -> None:
+    async with tl.Client("127.0.0.1:1") as client:
+        with pytest.raises(ValueError, match="not both"):
+            client.threads.stream("thread_t", text="hi", parts=v1.PromptParts())
+        with pytest.raises(ValueError, match="not both"):
+            await client.threads.run("thread_t", text="hi", parts=v1.PromptParts())
+
+
+# --- run() retries UNAVAILABLE ---------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def dropping_listener() -> AsyncIterator[tuple[str, list[float]]]:
+    """A loopback listener that accepts each connection and closes it at once (a transport failure);
+    yields its address and the monotonic times it accepted connections at."""
+    accepted: list[float] = []
+
+    async def drop(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(time.monotonic())
+        writer.close()
+
+    server = await asyncio.start_server(drop, "127.0.0.1", 0)
+    try:
+        yield f"127.0.0.1:{server.sockets[0].getsockname()[1]}", accepted
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.anyio
+async def test_run_retries_a_transport_failure_three_times_then_raises_unavailable() -> None:
+    async with dropping_listener() as (addr, accepted), tl.Client(addr, timeout=30.0) as client:
+        started = time.monotonic()
+        with pytest.raises(tl.ThreadlineError) as caught:
+            await client.threads.run("thread_t", text="hi")
+    assert caught.value.status == tl.StatusCode.UNAVAILABLE
+    assert len(accepted) == 1 + 3
+    gaps = [b - a for a, b in zip([started, *accepted], accepted, strict=False)][1:]
+    # 0.2, 0.4, 0.8 s of backoff: a lower bound that holds on any machine (no upper bound needed).
+    assert all(gap >= backoff for gap, backoff in zip(gaps, (0.2, 0.4, 0.8), strict=True)), gaps
+
+
+@pytest.mark.anyio
+async def test_run_retries_only_within_its_deadline() -> None:
+    async with dropping_listener() as (addr, accepted), tl.Client(addr) as client:
+        with pytest.raises(tl.ThreadlineError) as caught:
+            await client.threads.run("thread_t", text="hi", timeout=0.5)
+    # A retry that would start past the deadline is not made: after the first one (at 0.2 s), the
+    # next backoff (0.4 s) no longer fits.
+    assert caught.value.status == tl.StatusCode.UNAVAILABLE
+    assert len(accepted) == 2
+
+
+@pytest.mark.anyio
+async def test_stream_does_not_retry() -> None:
+    async with dropping_listener() as (addr, accepted), tl.Client(addr, timeout=30.0) as client:
+        stream = client.threads.stream("thread_t", text="hi")
+        with pytest.raises(tl.ThreadlineError) as caught:
+            await stream.collect()
+    assert caught.value.status == tl.StatusCode.UNAVAILABLE
+    assert len(accepted) == 1
