@@ -136,6 +136,8 @@ def _drain(stream: Any) -> None:
 class ServerProcess:
     """`threadline serve --port 0` serving the bench agents, as a child process of the benchmark."""
 
+    store: str = "memory"
+    """`--store`: `memory`, or `sqlite:PATH` of a file this benchmark owns (never the default file)."""
     process: subprocess.Popen[str] | None = None
     address: str = ""
 
@@ -146,6 +148,8 @@ class ServerProcess:
             "serve",
             "--port",
             "0",
+            "--store",
+            self.store,
             "--max-concurrent-runs",
             str(MAX_CONCURRENT_RUNS),
             *agents,

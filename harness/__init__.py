@@ -12,7 +12,7 @@ from ._loading import (
     load_state_parts,
 )
 from ._recovery_input import ToolRecovery
-from ._resume_checks import check_remaining
+from ._resume_checks import check_pending, check_remaining
 from ._run import HarnessRunStream
 from ._tooling import INTERRUPTED_TOOL_RESULT
 from .agent import ExecutableAgent
@@ -28,6 +28,7 @@ from .errors import (
     RunCleanupError,
     RunError,
     StateError,
+    ThreadError,
 )
 from .events import (
     HarnessCheckpointEvent,
@@ -77,7 +78,9 @@ __all__ = [
     "StateError",
     "StoredRef",
     "StoredRefPart",
+    "ThreadError",
     "ToolRecovery",
+    "check_pending",
     "check_remaining",
     "check_schema_version",
     "client_tools_capability",

@@ -361,6 +361,19 @@ def _check_steps_4_to_9(resume: DeferredToolResume, history: Sequence[ModelMessa
     _check_correlation(requests, history)  # 9
 
 
+def check_pending(requests: DeferredToolRequests, history: Sequence[ModelMessage]) -> None:
+    """Check a batch said to be what a state is suspended on (§2.7.4 steps 4 and 9), as a resume would.
+
+    A durable Host importing a suspended state (THREADS §3 `CreateThread`) and an embedding host get the
+    same answer here.
+
+    Raises:
+        RunError: The code of the first failing check.
+    """
+    check_requests(requests)
+    _check_correlation(requests, history)
+
+
 def check_remaining(resume: DeferredToolResume, history: Sequence[ModelMessage]) -> DeferredToolResume | None:
     """`resume.remaining(history)`, checked exactly as phase A checks a `recovery=True` resume.
 

@@ -9,6 +9,7 @@ reports it as the `google.rpc.ErrorInfo` reason `code.upper()`. The tree::
         ├── InputError (ValueError)  the caller's input is wrong
         ├── StateError               a state is unsupported, invalid or unavailable
         ├── RunError                 the run machinery was misused, or a resume does not correlate
+        ├── ThreadError              a durable thread refuses the request (`harness.threads`)
         └── RunCleanupError          a run's teardown failed; its outcome, if any, is only a candidate
 """
 
@@ -34,6 +35,7 @@ __all__ = (
     "RunCleanupError",
     "RunError",
     "StateError",
+    "ThreadError",
 )
 
 RetryHint = Literal["none", "new_run", "dependency_change"]
@@ -87,6 +89,18 @@ class ErrorCode(StrEnum):
     DEFERRED_SURFACE_MISMATCH = "deferred_surface_mismatch"
     # RunCleanupError
     RUN_CLEANUP_FAILED = "run_cleanup_failed"
+    # ThreadError (durable threads, THREADS §3)
+    THREAD_NOT_FOUND = "thread_not_found"
+    CHECKPOINT_NOT_FOUND = "checkpoint_not_found"
+    RUN_NOT_FOUND = "run_not_found"
+    THREAD_EXISTS = "thread_exists"
+    REQUEST_ID_REUSED = "request_id_reused"
+    THREAD_NOT_SUSPENDED = "thread_not_suspended"
+    REQUEST_INTERRUPTED = "request_interrupted"
+    THREAD_BUSY = "thread_busy"
+    REVISION_CONFLICT = "revision_conflict"
+    LEASE_LOST = "lease_lost"
+    STORE_UNAVAILABLE = "store_unavailable"
 
 
 class FailureCode(StrEnum):
@@ -144,6 +158,10 @@ class StateError(HarnessError):
 
 class RunError(HarnessError):
     """The run machinery was misused, or a deferred resume does not correlate with the state."""
+
+
+class ThreadError(HarnessError):
+    """A durable thread refuses the request: unknown, busy, changed meanwhile, or its store is down."""
 
 
 class RunCleanupError(HarnessError):

@@ -491,6 +491,14 @@ class HarnessState(StateModel):
     # -- JSON form and equality ----------------------------------------------------------------------
 
     def _json(self) -> str:
+        before, history, after = self._json_parts()
+        return before + history + after
+
+    def _json_parts(self) -> tuple[str, str, str]:
+        """Internal: the JSON form cut around the history array, so a store keeps the two apart.
+
+        `before + history + after` is exactly `model_dump_json()`; `history` is the history data.
+        """
         d = self.__dict__
         snapshot = d["agent_context_state"]
         parts = [
@@ -505,14 +513,9 @@ class HarnessState(StateModel):
         ]
         for key, value in (self.__pydantic_extra__ or {}).items():
             parts += [",", json_str(key), ":", json_value(value)]
-        parts += [
-            ',"message_history":',
-            history_json_text(d["message_history"]),
-            ',"environment_states":',
-            _env_json(d["environment_states"]),
-            "}",
-        ]
-        return "".join(parts)
+        parts.append(',"message_history":')
+        after = ',"environment_states":' + _env_json(d["environment_states"]) + "}"
+        return "".join(parts), history_json_text(d["message_history"]), after
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, HarnessState):

@@ -1,6 +1,6 @@
 """Building, starting, draining and stopping the grpc.aio server.
 
-The server carries `HarnessService` plus what generic tooling expects of any gRPC server: health
+The server carries `HarnessService`, `ThreadService` on its thread store (unless `--store none`), plus what generic tooling expects of any gRPC server: health
 (`grpc.health.v1`) and reflection under both the v1 and the v1alpha names, describing every listed
 service with the contract's comments (`server/reflection.py`).
 Health and reflection stay open when a token is required: they reveal nothing a host could misuse.
@@ -11,28 +11,36 @@ from __future__ import annotations
 import asyncio
 import hmac
 import signal
+import uuid
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import grpc
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health_pb2
-from threadline.v1 import harness_service_pb2
+from threadline.v1 import harness_service_pb2, thread_service_pb2
+
+from harness.threads import Database, DurableHost, SchemaTooNew, ThreadStore, open_database
 
 from .agents import AgentRegistry
-from .config import ServerConfig
+from .config import ConfigError, ServerConfig
 from .errors import ServerError, ServerReason
 from .handlers import add_service
+from .launch import ThreadLauncher
 from .mapping.errors import to_status
+from .mapping.threads import STORE_KIND_PB
 from .reflection import add_reflection
 from .runlog import log_run
 from .runs import ActiveRuns
 from .service import HarnessService
+from .threads import ThreadService
 
 __all__ = ("ThreadlineServer", "serve")
 
 SERVICE_NAME = harness_service_pb2.DESCRIPTOR.services_by_name["HarnessService"].full_name
-_PROTECTED_PREFIX = f"/{SERVICE_NAME}/"
+THREAD_SERVICE_NAME = thread_service_pb2.DESCRIPTOR.services_by_name["ThreadService"].full_name
+_PROTECTED_PREFIXES = (f"/{SERVICE_NAME}/", f"/{THREAD_SERVICE_NAME}/")
 
 
 def _denied_handler(
@@ -72,7 +80,7 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or not method.startswith(_PROTECTED_PREFIX):
+        if handler is None or not method.startswith(_PROTECTED_PREFIXES):
             return handler
         values = [
             value for key, value in handler_call_details.invocation_metadata or () if key == "authorization"
@@ -104,21 +112,39 @@ class ThreadlineServer:
         """The bound port, once started."""
         interceptors = [BearerTokenInterceptor(config.token)] if config.token else []
         self._server = grpc.aio.server(options=config.grpc_options(), interceptors=interceptors)
+        self._store_kind, self._store_path = config.store_location()
+        store_info = harness_service_pb2.ThreadStoreInfo(kind=STORE_KIND_PB[self._store_kind])
+        store_info.lease_ttl.FromTimedelta(timedelta(seconds=config.lease_ttl_s))
         service = HarnessService(
             registry,
             self.runs,
             max_message_bytes=config.max_message_bytes,
             pack_window_s=config.pack_window_ms / 1000,
+            thread_store=store_info,
         )
         # Guarded handlers: an undecodable body answers REQUEST_UNDECODABLE, not UNKNOWN (server/handlers.py).
         add_service(self._server, service, SERVICE_NAME)
+        self._registry = registry
+        self._database: Database | None = None
+        self.threads: DurableHost | None = None
+        """The durable host behind ThreadService, once started (None with `--store none`)."""
+        self._thread_service: ThreadService | None = None
+        if self._store_kind != "none":
+            self._thread_service = ThreadService(
+                None,
+                default_agent=registry.default,
+                max_message_bytes=config.max_message_bytes,
+                pack_window_s=config.pack_window_ms / 1000,
+            )
+            add_service(self._server, self._thread_service, THREAD_SERVICE_NAME)
         self._health = health_aio.HealthServicer()
         add_service(self._server, self._health, "grpc.health.v1.Health")
         self._add_reflection()
 
     def _add_reflection(self) -> None:
         health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
-        add_reflection(self._server, (SERVICE_NAME, health_name))
+        names = (SERVICE_NAME, THREAD_SERVICE_NAME) if self._store_kind != "none" else (SERVICE_NAME,)
+        add_reflection(self._server, (*names, health_name))
 
     @property
     def address(self) -> str:
@@ -126,8 +152,33 @@ class ThreadlineServer:
         host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
         return f"{host}:{self.port}"
 
+    async def _open_store(self) -> None:
+        """Open and migrate the thread store; a store that cannot serve stops the start (`ConfigError`)."""
+        if self._thread_service is None:
+            return
+        where = "memory" if self._store_kind == "memory" else str(self._store_path)
+        try:
+            if self._store_kind == "memory":
+                self._database = await open_database("memory")
+            else:
+                self._database = await open_database("sqlite", where)
+        except SchemaTooNew as error:
+            raise ConfigError(f"--store {where}: {error}.") from None
+        except Exception as error:  # the file or directory cannot be created, opened or written
+            raise ConfigError(
+                f"--store: cannot use the thread store at {where} ({type(error).__name__}: {str(error)[:300]}). "
+                "Pick a writable place with --store sqlite:PATH, or --store memory / none."
+            ) from None
+        log_run("thread_store_opened", kind=self._store_kind, path=where)
+        store = ThreadStore(self._database, replica=uuid.uuid4().hex[:12])
+        self.threads = DurableHost(
+            store, ThreadLauncher(self._registry, self.runs), lease_ttl=self.config.lease_ttl_s
+        )
+        self._thread_service.host = self.threads
+
     async def start(self) -> str:
-        """Bind and start serving; returns `address`."""
+        """Open the thread store, bind and start serving; returns `address`."""
+        await self._open_store()
         target = f"{'[' + self.config.host + ']' if ':' in self.config.host else self.config.host}:{self.config.port}"
         if self.config.tls_cert is not None and self.config.tls_key is not None:
             credentials = grpc.ssl_server_credentials(
@@ -137,7 +188,8 @@ class ThreadlineServer:
         else:
             self.port = self._server.add_insecure_port(target)
         await self._server.start()
-        for name in ("", SERVICE_NAME):
+        names = ("", SERVICE_NAME, THREAD_SERVICE_NAME) if self.threads is not None else ("", SERVICE_NAME)
+        for name in names:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         return self.address
 
@@ -150,11 +202,23 @@ class ThreadlineServer:
         await self._health.enter_graceful_shutdown()
         cancelled = self.runs.drain()
         log_run("server_draining", runs_cancelled=cancelled)
-        await self._server.stop(self.config.drain_grace_s)
+        started = asyncio.get_running_loop().time()
+        if self.threads is not None:
+            # Thread runs outlive their RPCs: wait for their CANCELLED commits (THREADS §4 "Shutdown").
+            await self.threads.drain(self.config.drain_grace_s)
+        left = self.config.drain_grace_s - (asyncio.get_running_loop().time() - started)
+        await self._server.stop(max(0.0, left))
+        await self._close_store()
+
+    async def _close_store(self) -> None:
+        if self._database is not None:
+            await self._database.close()
+            self._database = None
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop at once (cancelling RPCs after `grace` seconds)."""
         await self._server.stop(grace)
+        await self._close_store()
 
     async def wait_for_termination(self) -> None:
         """Block until the server has stopped."""

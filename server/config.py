@@ -7,12 +7,15 @@ a server started with no flags cannot be reached from another machine or exhaust
 from __future__ import annotations
 
 import ipaddress
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 __all__ = (
     "DEFAULT_HOST",
+    "DEFAULT_LEASE_TTL_S",
     "DEFAULT_MAX_CONCURRENT_RUNS",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_PACK_WINDOW_MS",
@@ -28,10 +31,23 @@ DEFAULT_PORT = 50051
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """64 MiB: long histories travel whole in every request, so grpc's 4 MiB default is too small."""
 DEFAULT_MAX_CONCURRENT_RUNS = 256
+DEFAULT_LEASE_TTL_S = 30.0
+"""30 s: far above any event-loop stall we expect, short enough that a crashed run is recovered soon."""
 DEFAULT_PACK_WINDOW_MS = 1.0
 """1 ms: far below what a reader can see, and long enough to pack a fast model's burst (`server.outbox`)."""
 UNACCEPTED_CALL_WAIT_S = 300
 """How long grpc keeps a call the busy server has not accepted yet before cancelling it (grpc: 30 s)."""
+
+
+def default_store_path() -> Path:
+    """`threads.sqlite3` in the user's data directory (THREADS §6), per platform."""
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "threadline" / "threads.sqlite3"
 
 
 class ConfigError(Exception):
@@ -121,6 +137,24 @@ class ServerConfig:
     )
     """How long a packing stream's next response may wait for more events in a burst (`server.outbox`)."""
 
+    store: str | None = _setting(
+        None,
+        "--store",
+        "where ThreadService keeps threads: sqlite:PATH, memory (lost at exit), or none (ThreadService "
+        "answers UNIMPLEMENTED); default: threads.sqlite3 in the user's data directory "
+        "($XDG_DATA_HOME/threadline, else ~/.local/share/threadline)",
+        metavar="STORE",
+    )
+    """The thread store: `sqlite:PATH`, `memory`, `none`, or `None` for the default SQLite file."""
+    lease_ttl_s: float = _setting(
+        DEFAULT_LEASE_TTL_S,
+        "--lease-ttl",
+        "how long a thread run's lease lasts without renewal; after a crash the thread's next run "
+        "waits at most this long to recover it",
+        metavar="SECONDS",
+    )
+    """How long a thread run's lease lasts without renewal (renewed every third of it)."""
+
     @property
     def tls(self) -> bool:
         """Whether the server speaks TLS."""
@@ -150,6 +184,9 @@ class ServerConfig:
             raise ConfigError("--max-concurrent-runs must be positive.")
         if not 0 <= self.pack_window_ms <= 1000:
             raise ConfigError("--pack-window-ms must be between 0 and 1000.")
+        if not 0.5 <= self.lease_ttl_s <= 3600:
+            raise ConfigError("--lease-ttl must be between 0.5 and 3600 seconds.")
+        self.store_location()
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("--tls-cert and --tls-key must be given together.")
         if self.token is not None and not self.token.strip():
@@ -159,6 +196,20 @@ class ServerConfig:
                 f"Refusing to serve {self.host} without TLS or a token: anyone who can reach it could run "
                 "agents. Add --tls-cert/--tls-key and/or --token, or --insecure if that is intended."
             )
+
+    def store_location(self) -> tuple[str, Path | None]:
+        """The store's kind ("sqlite", "memory", "none") and, for SQLite, its file.
+
+        Raises:
+            ConfigError: `--store` is none of the accepted forms.
+        """
+        if self.store is None:
+            return "sqlite", default_store_path()
+        if self.store in ("memory", "none"):
+            return self.store, None
+        if self.store.startswith("sqlite:") and len(self.store) > len("sqlite:"):
+            return "sqlite", Path(self.store[len("sqlite:") :]).expanduser()
+        raise ConfigError(f"--store must be sqlite:PATH, memory or none, not {self.store[:200]!r}.")
 
     def grpc_options(self) -> list[tuple[str, int]]:
         """The channel arguments of the grpc server: message sizes and keepalive."""

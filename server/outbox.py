@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from threadline.v1 import events_pb2, harness_service_pb2
+from threadline.v1 import events_pb2, harness_service_pb2, thread_service_pb2
 
 __all__ = ("AHEAD", "MAX_EVENTS_PER_MESSAGE", "MESSAGE_EVENT_BYTES", "Outbox", "ResponseTooLarge")
 
@@ -56,16 +56,32 @@ Fill = Callable[[events_pb2.RunEvent, ItemT, int], None]
 """Writes an item into an empty `RunEvent` as the stream's event number `sequence`."""
 
 
-class Outbox(Generic[ItemT]):
+StreamResponse = harness_service_pb2.StreamRunResponse | thread_service_pb2.StreamThreadRunResponse
+"""The two stream responses: the same shape (`event`, or `events` when packed)."""
+ResponseT = TypeVar(
+    "ResponseT", harness_service_pb2.StreamRunResponse, thread_service_pb2.StreamThreadRunResponse
+)
+
+
+class Outbox(Generic[ItemT, ResponseT]):
     """One streamed run's responses: the run's task `add`s items, the stream `take`s responses."""
 
-    def __init__(self, fill: Fill[ItemT], *, per_message: int, window_s: float, max_bytes: int) -> None:
+    def __init__(
+        self,
+        fill: Fill[ItemT],
+        *,
+        per_message: int,
+        window_s: float,
+        max_bytes: int,
+        response_type: type[ResponseT],
+    ) -> None:
         self._fill = fill
+        self._response_type: type[ResponseT] = response_type
         self._max_bytes = max_bytes
         self._pack_bytes = min(MESSAGE_EVENT_BYTES, max_bytes // 2)
         self._per_message = min(per_message, MAX_EVENTS_PER_MESSAGE)
         self._window_s = window_s if self._per_message > 1 else 0.0
-        self._responses: deque[harness_service_pb2.StreamRunResponse] = deque()
+        self._responses: deque[ResponseT] = deque()
         self._newest_bytes = 0  # of the events in `_responses[-1]`
         self._room = asyncio.Semaphore(AHEAD)
         self._changed = asyncio.Event()
@@ -79,7 +95,7 @@ class Outbox(Generic[ItemT]):
         """Write `item` as the stream's next event; waits while `AHEAD` responses are untaken."""
         sequence = self._sequence
         self._sequence += 1
-        response = harness_service_pb2.StreamRunResponse()
+        response = self._response_type()
         if self._per_message <= 1:
             self._fits(response.event, item, sequence)
         elif self._responses and self._joins():
@@ -119,7 +135,7 @@ class Outbox(Generic[ItemT]):
         self._ended, self._error = True, error
         self._changed.set()
 
-    async def take(self) -> harness_service_pb2.StreamRunResponse | None:
+    async def take(self) -> ResponseT | None:
         """The next response to send, or `None` once the run ended well (else its error is raised)."""
         while not self._responses:
             if self._ended:

@@ -34,17 +34,16 @@ from harness import (
     HarnessRunStream,
     HarnessState,
     JsonValue,
-    RunBindings,
     RunItem,
     StateError,
     check_remaining,
-    client_tools_capability,
     load_state,
 )
 
 from .agents import AgentRegistry, ToolCategory
 from .decoding import decoded
 from .errors import ServerError, ServerReason, at_field
+from .launch import start_stream
 from .mapping.checkpoints import CheckpointDeltas
 from .mapping.deferred import resume_from_pb, resume_to_pb
 from .mapping.errors import abort, reason_of
@@ -145,8 +144,12 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         *,
         max_message_bytes: int,
         pack_window_s: float,
+        thread_store: harness_service_pb2.ThreadStoreInfo | None = None,
     ) -> None:
         self._registry = registry
+        self._thread_store = thread_store or harness_service_pb2.ThreadStoreInfo(
+            kind=harness_service_pb2.THREAD_STORE_KIND_NONE
+        )
         self._runs = runs
         self._max_message_bytes = max_message_bytes
         self._pack_window_s = pack_window_s
@@ -164,11 +167,12 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             if call.checkpoints and call.checkpoint_form == "delta"
             else None
         )
-        outbox: Outbox[RunItem[Any]] = Outbox(
+        outbox: Outbox[RunItem[Any], harness_service_pb2.StreamRunResponse] = Outbox(
             functools.partial(self._fill, call=call, deltas=deltas),
             per_message=request.max_events_per_message,
             window_s=self._pack_window_s,
             max_bytes=self._max_message_bytes,
+            response_type=harness_service_pb2.StreamRunResponse,
         )
         producer = asyncio.create_task(self._produce(call, context, outbox))
         try:
@@ -183,7 +187,12 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                 producer.cancel()
             await _wait_out(producer)
 
-    async def _produce(self, call: RunCall, context: Context, outbox: Outbox[RunItem[Any]]) -> None:
+    async def _produce(
+        self,
+        call: RunCall,
+        context: Context,
+        outbox: Outbox[RunItem[Any], harness_service_pb2.StreamRunResponse],
+    ) -> None:
         """Run `call` into `outbox` (in a task of its own: `server.outbox` says why), then end it."""
         try:
             stream, admission, log = await self._started(call, context)
@@ -335,26 +344,14 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
 
     def _stream(self, call: RunCall) -> HarnessRunStream[Any]:
         """Fresh bindings for this run only (its client tools), and the core's construction checks."""
-        agent = self._registry.get(call.agent)
-        if agent is None:
-            raise ServerError(
-                ServerReason.AGENT_UNKNOWN,
-                f"No agent is called {call.agent!r}.",
-                details={"agent": call.agent, "served": list(self._registry)},
-                field="spec.agent",
-            )
-        reserved = [tool.name for tool in self._registry.tools(call.agent)]
-        try:
-            capability = client_tools_capability(call.client_tools, reserved_names=reserved)
-        except HarnessError as error:
-            raise at_field(error, "spec.client_tools") from None
-        bindings = RunBindings.embedded(capabilities=[capability] if capability is not None else [])
-        return agent.stream(
-            call.input,
-            bindings=bindings,
+        return start_stream(
+            self._registry,
+            call.agent,
+            input=call.input,
             previous_state=call.previous_state,
-            tool_recovery=call.tool_recovery,
             deferred_resume=call.deferred_resume,
+            tool_recovery=call.tool_recovery,
+            client_tools=call.client_tools,
             usage_limits=call.usage_limits,
             checkpoints=call.checkpoints,
         )
@@ -495,4 +492,5 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                 max_message_bytes=self._max_message_bytes, max_concurrent_runs=self._runs.limit
             ),
             server_version=_server_version(),
+            thread_store=self._thread_store,
         )

@@ -85,7 +85,7 @@ def _start_in_thread(**overrides: Any) -> RunningServer:
     from server.config import ServerConfig
 
     agents = overrides.pop("agents", None)
-    config = ServerConfig(**{"host": "127.0.0.1", "port": 0, **overrides})
+    config = ServerConfig(**{"host": "127.0.0.1", "port": 0, "store": "memory", **overrides})
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="threadline-test-server", daemon=True)
     thread.start()
@@ -155,7 +155,9 @@ def spawn_serve(*args: str, env: dict[str, str] | None = None, timeout: float = 
     Raises:
         RuntimeError: The process exited (or printed something else) before listening.
     """
-    command = [str(THREADLINE), "serve", "--port", "0", *args]
+    # Every server of the suite keeps its threads apart (THREADS §6): memory unless a test names a store.
+    store = [] if "--store" in args else ["--store", "memory"]
+    command = [str(THREADLINE), "serve", "--port", "0", *store, *args]
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -213,3 +215,140 @@ def error_info(error: Any) -> Any:
                 if detail.Unpack(info):
                     return info
     return None
+
+
+# -- durable threads (ThreadService) -------------------------------------------------------------------
+# Appended for tests/test_thread_*.py: how a refused thread call reads, and fresh IDs.
+
+
+def refusal(error: Any) -> tuple[Any, str, dict[str, str]]:
+    """A failed call as `(grpc.StatusCode, ErrorInfo reason, ErrorInfo metadata)`.
+
+    Asserts the status carries an `ErrorInfo` of domain `threadline`: a bare status is a defect.
+    """
+    info = error_info(error)
+    assert info is not None, f"no ErrorInfo in {error.code()} {error.details()!r}"
+    assert info.domain == "threadline", info
+    return error.code(), info.reason, dict(info.metadata)
+
+
+def fresh_thread_id(prefix: str = "t") -> str:
+    """A thread ID no other test uses (the core's `[a-z][a-z0-9]*_[a-z0-9]+` form)."""
+    import uuid
+
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def thread_spec(thread_id: str, **fields: Any) -> Any:
+    """A `ThreadRunSpec` for `thread_id` with a fresh `request_id` unless one is given."""
+    import uuid
+
+    from threadline.v1 import thread_service_pb2
+
+    fields.setdefault("request_id", f"req-{uuid.uuid4().hex}")
+    return thread_service_pb2.ThreadRunSpec(thread_id=thread_id, **fields)
+
+
+async def create_thread(stub: Any, **fields: Any) -> Any:
+    """`CreateThread` with a fresh ID unless one is given; the new `Thread`."""
+    from threadline.v1 import thread_service_pb2
+
+    fields.setdefault("thread_id", fresh_thread_id())
+    return (await stub.CreateThread(thread_service_pb2.CreateThreadRequest(**fields))).thread
+
+
+async def get_thread(stub: Any, thread_id: str, *, full: bool = False) -> Any:
+    """`GetThread` in the BASIC view, or FULL (with the head's state)."""
+    from threadline.v1 import thread_service_pb2 as ts
+
+    view = ts.THREAD_VIEW_FULL if full else ts.THREAD_VIEW_UNSPECIFIED
+    return (await stub.GetThread(ts.GetThreadRequest(thread_id=thread_id, view=view))).thread
+
+
+async def run_thread(stub: Any, thread_id: str, **fields: Any) -> Any:
+    """`RunThread` of `thread_spec(thread_id, **fields)`; the `RunThreadResponse`."""
+    from threadline.v1 import thread_service_pb2
+
+    return await stub.RunThread(thread_service_pb2.RunThreadRequest(spec=thread_spec(thread_id, **fields)))
+
+
+def events_of(response: Any) -> list[Any]:
+    """The events of one `StreamThreadRunResponse`, packed or not."""
+    return [response.event] if response.HasField("event") else list(response.events)
+
+
+async def stream_thread(stub: Any, thread_id: str, *, max_events: int = 0, **fields: Any) -> list[Any]:
+    """`StreamThreadRun` read to its end; every `RunEvent`, in order."""
+    from threadline.v1 import thread_service_pb2
+
+    request = thread_service_pb2.StreamThreadRunRequest(
+        spec=thread_spec(thread_id, **fields), max_events_per_message=max_events
+    )
+    return [event async for response in stub.StreamThreadRun(request) for event in events_of(response)]
+
+
+async def refused(call: Awaitable[object]) -> tuple[Any, str, dict[str, str]]:
+    """Await a call that must fail; its `refusal` (code, reason, metadata)."""
+    import grpc
+
+    try:
+        await call
+    except grpc.aio.AioRpcError as error:
+        return refusal(error)
+    raise AssertionError("the call succeeded; it had to be refused")
+
+
+async def drained(call: Any) -> None:
+    """Read a server stream to its end, so its error status, if any, is raised."""
+    async for _ in call:
+        pass
+
+
+async def list_checkpoints(stub: Any, thread_id: str, page_size: int = 0) -> list[Any]:
+    """All of a thread's checkpoints, newest first, walking every page."""
+    from threadline.v1 import thread_service_pb2
+
+    found: list[Any] = []
+    token = ""
+    while True:
+        page = await stub.ListCheckpoints(
+            thread_service_pb2.ListCheckpointsRequest(
+                thread_id=thread_id, page_size=page_size, page_token=token
+            )
+        )
+        found += page.checkpoints
+        token = page.next_page_token
+        if not token:
+            return found
+
+
+async def checkpoint_state(stub: Any, thread_id: str, revision: int) -> Any:
+    """The `HarnessState` of one checkpoint (`GetCheckpoint`)."""
+    from threadline.v1 import thread_service_pb2
+
+    request = thread_service_pb2.GetCheckpointRequest(thread_id=thread_id, revision=revision)
+    return (await stub.GetCheckpoint(request)).checkpoint.state
+
+
+def completed_output(result: Any) -> str:
+    """A COMPLETED `RunResult`'s text output (asserts the status)."""
+    import json
+
+    from threadline.v1 import run_pb2
+
+    assert result.status == run_pb2.RUN_STATUS_COMPLETED, result
+    value = json.loads(result.output_json)
+    assert isinstance(value, str)
+    return value
+
+
+def user_prompts(state: Any) -> list[str]:
+    """The user prompts of a `HarnessState`'s history, in order."""
+    import json
+
+    return [
+        part["content"]
+        for message in json.loads(state.message_history.data)
+        for part in message["parts"]
+        if part["part_kind"] == "user-prompt"
+    ]

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.anyio
 
 LISTED = {
     "threadline.v1.HarnessService",
+    "threadline.v1.ThreadService",
     "grpc.health.v1.Health",
     "grpc.reflection.v1.ServerReflection",
     "grpc.reflection.v1alpha.ServerReflection",
@@ -134,7 +135,7 @@ async def test_a_reflection_only_client_builds_every_method(server: RunningServe
         "grpc.reflection.v1.ServerReflectionResponse",
     )
     assert {name.rsplit(".", 1)[0] for name in built} == LISTED
-    assert len(built) == 7 + 3 + 1 + 1  # HarnessService, Health, and both reflection services
+    assert len(built) == 7 + 11 + 3 + 1 + 1  # HarnessService, ThreadService, Health, both reflection services
 
 
 async def reflect(
@@ -240,7 +241,7 @@ def test_a_missing_import_is_refused() -> None:
 
 def test_the_descriptor_set_describes_the_generated_code() -> None:
     """descriptors.binpb and the `_pb2` modules come from the same `proto/` (both are generated)."""
-    import threadline.v1.harness_service_pb2  # noqa: F401 - registers the contract's files
+    import threadline.v1.harness_service_pb2  # registers the contract's files
     import threadline.v1.thread_service_pb2  # noqa: F401
 
     contract = _contract_files()

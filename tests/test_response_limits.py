@@ -117,7 +117,13 @@ async def test_an_event_too_large_to_send_never_joins_a_queued_response() -> Non
         event.sequence = sequence
         event.lifecycle.payload_json = item
 
-    outbox: Outbox[str] = Outbox(fill, per_message=64, window_s=0.0, max_bytes=4096)
+    outbox: Outbox[str, harness_service_pb2.StreamRunResponse] = Outbox(
+        fill,
+        per_message=64,
+        window_s=0.0,
+        max_bytes=4096,
+        response_type=harness_service_pb2.StreamRunResponse,
+    )
     await outbox.add("{}")  # queued, not taken: the next event would join it
     with pytest.raises(ResponseTooLarge) as caught:
         await outbox.add('"' + "x" * 5000 + '"')

@@ -58,6 +58,19 @@ const (
 	// UNAVAILABLE
 	ReasonServerShuttingDown = "SERVER_SHUTTING_DOWN"
 
+	// ThreadService (threads)
+	ReasonThreadNotFound     = "THREAD_NOT_FOUND"
+	ReasonCheckpointNotFound = "CHECKPOINT_NOT_FOUND"
+	ReasonRunNotFound        = "RUN_NOT_FOUND"
+	ReasonThreadExists       = "THREAD_EXISTS"
+	ReasonRequestIDReused    = "REQUEST_ID_REUSED"
+	ReasonThreadNotSuspended = "THREAD_NOT_SUSPENDED"
+	ReasonRequestInterrupted = "REQUEST_INTERRUPTED"
+	ReasonThreadBusy         = "THREAD_BUSY"
+	ReasonRevisionConflict   = "REVISION_CONFLICT"
+	ReasonLeaseLost          = "LEASE_LOST"
+	ReasonStoreUnavailable   = "STORE_UNAVAILABLE"
+
 	// UNAUTHENTICATED
 	ReasonTokenMissing = "TOKEN_MISSING"
 	ReasonTokenInvalid = "TOKEN_INVALID"

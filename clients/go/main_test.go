@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,7 +50,12 @@ func startServer(args ...string) (stop func(), addr string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
-	cmd := exec.Command(bin, append([]string{"serve", "--port", "0"}, args...)...)
+	// Every server of the suite keeps its threads in memory unless the caller names a store.
+	base := []string{"serve", "--port", "0"}
+	if !slices.Contains(args, "--store") {
+		base = append(base, "--store", "memory")
+	}
+	cmd := exec.Command(bin, append(base, args...)...)
 	cmd.Dir = root
 	// The server reads its token from THREADLINE_TOKEN when --token is not given: only the
 	// arguments decide here.

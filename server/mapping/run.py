@@ -8,23 +8,37 @@ server does not know) is refused here with `InputError` and the field at fault.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic_ai.messages import AudioUrl, BinaryContent, DocumentUrl, ImageUrl, UserContent, VideoUrl
 from pydantic_ai.usage import RunUsage, UsageLimits
 from threadline.v1 import run_pb2
+from threadline.v1.thread_service_pb2 import ThreadRunSpec
 
 from harness import ClientTool, DeferredToolResume, HarnessRunResult, HarnessState, InputError, ToolRecovery
 from harness.errors import ErrorCode
 from harness.json_text import canonical_json
+from harness.results import SafeFailure
+from harness.threads.outcome import ThreadRunOutcome
 
 from ..errors import at_field
 from .deferred import requests_to_pb, resume_from_pb
 from .state import fill_state, state_from_pb
 
-__all__ = ("CheckpointForm", "RunCall", "fill_result", "run_call_from_pb", "usage_to_pb")
+__all__ = (
+    "CheckpointForm",
+    "RunCall",
+    "client_tools_from_pb",
+    "fill_outcome",
+    "fill_result",
+    "input_from_pb",
+    "limits_from_pb",
+    "run_call_from_pb",
+    "tool_recovery_from_pb",
+    "usage_to_pb",
+)
 
 
 @dataclass
@@ -103,16 +117,7 @@ def run_call_from_pb(spec: run_pb2.RunSpec, *, pause: Callable[[], None] | None 
 
     `pause` is called between pieces of a large history (`state_from_pb`).
     """
-    recovery = _RECOVERY.get(spec.tool_recovery)
-    if recovery is None:
-        raise at_field(
-            InputError(
-                f"tool_recovery {spec.tool_recovery} is not known to this server.",
-                code=ErrorCode.TOOL_RECOVERY_INVALID,
-                details={"received": int(spec.tool_recovery)},
-            ),
-            "spec.tool_recovery",
-        )
+    recovery = tool_recovery_from_pb(spec.tool_recovery)
     checkpoint_form = _CHECKPOINT_FORMS.get(spec.checkpoint_form)
     if checkpoint_form is None:
         raise _input_invalid(
@@ -121,7 +126,7 @@ def run_call_from_pb(spec: run_pb2.RunSpec, *, pause: Callable[[], None] | None 
     has_state = spec.HasField("previous_state")
     return RunCall(
         agent=spec.agent,
-        input=_input_from_pb(spec),
+        input=input_from_pb(spec),
         previous_state=state_from_pb(spec.previous_state, field="spec.previous_state", pause=pause)
         if has_state
         else None,
@@ -129,15 +134,8 @@ def run_call_from_pb(spec: run_pb2.RunSpec, *, pause: Callable[[], None] | None 
         if spec.HasField("deferred_resume")
         else None,
         tool_recovery=recovery,
-        client_tools=[
-            ClientTool(
-                name=tool.name,
-                description=tool.description,
-                parameters_json_schema=tool.parameters_json_schema,
-            )
-            for tool in spec.client_tools
-        ],
-        usage_limits=_limits_from_pb(spec.usage_limits) if spec.HasField("usage_limits") else None,
+        client_tools=client_tools_from_pb(spec.client_tools),
+        usage_limits=limits_from_pb(spec.usage_limits) if spec.HasField("usage_limits") else None,
         checkpoints=spec.checkpoints,
         checkpoint_form=checkpoint_form,
         request_id=spec.request_id,
@@ -148,7 +146,8 @@ def run_call_from_pb(spec: run_pb2.RunSpec, *, pause: Callable[[], None] | None 
     )
 
 
-def _input_from_pb(spec: run_pb2.RunSpec) -> str | list[UserContent] | None:
+def input_from_pb(spec: run_pb2.RunSpec | ThreadRunSpec) -> str | list[UserContent] | None:
+    """The `prompt` oneof of a `RunSpec` or a `ThreadRunSpec` (the same fields in both)."""
     which = spec.WhichOneof("prompt")
     if which is None:
         return None
@@ -179,7 +178,29 @@ def _input_from_pb(spec: run_pb2.RunSpec) -> str | list[UserContent] | None:
     return items  # [] included: the core raises `input_empty`
 
 
-def _limits_from_pb(msg: run_pb2.UsageLimits) -> UsageLimits:
+def client_tools_from_pb(tools: Iterable[run_pb2.ClientTool]) -> list[ClientTool]:
+    """Client tool declarations, unchecked (the core checks them when building bindings)."""
+    return [
+        ClientTool(name=t.name, description=t.description, parameters_json_schema=t.parameters_json_schema)
+        for t in tools
+    ]
+
+
+def tool_recovery_from_pb(value: int) -> ToolRecovery:
+    recovery = _RECOVERY.get(value)
+    if recovery is None:
+        raise at_field(
+            InputError(
+                f"tool_recovery {value} is not known to this server.",
+                code=ErrorCode.TOOL_RECOVERY_INVALID,
+                details={"received": int(value)},
+            ),
+            "spec.tool_recovery",
+        )
+    return recovery
+
+
+def limits_from_pb(msg: run_pb2.UsageLimits) -> UsageLimits:
     values: dict[str, Any] = {}
     for name in _LIMITS:
         if msg.HasField(name):  # type: ignore[arg-type]  # names from _LIMITS are optional int64 fields
@@ -249,7 +270,25 @@ def fill_result(msg: run_pb2.RunResult, result: HarnessRunResult[Any], *, reques
         msg.suspend_reason = run_pb2.SUSPEND_REASON_DEFERRED
     if result.status == "completed":
         msg.output_json = result.output_json().decode()
-    failure = result.failure
+    _fill_failure(msg, result.failure)
+
+
+def fill_outcome(msg: run_pb2.RunResult, outcome: ThreadRunOutcome) -> None:
+    """A thread run's result, live or replayed, into the empty `msg`; `state` stays unset (THREADS §3)."""
+    msg.status = _STATUS[outcome.status]
+    msg.thread_id = outcome.thread_id
+    msg.run_id = outcome.run_id
+    msg.request_id = outcome.request_id
+    msg.usage.CopyFrom(usage_to_pb(outcome.usage))
+    if outcome.deferred is not None:
+        msg.deferred.CopyFrom(requests_to_pb(outcome.deferred))
+        msg.suspend_reason = run_pb2.SUSPEND_REASON_DEFERRED
+    if outcome.output_json is not None:
+        msg.output_json = outcome.output_json
+    _fill_failure(msg, outcome.failure)
+
+
+def _fill_failure(msg: run_pb2.RunResult, failure: SafeFailure | None) -> None:
     if failure is not None:
         msg.failure.CopyFrom(
             run_pb2.Failure(

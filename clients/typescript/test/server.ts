@@ -37,7 +37,9 @@ export async function startServer(extraArgs: string[] = []): Promise<TestServer>
   if (!existsSync(executable)) {
     throw new Error(`${executable} does not exist: run scripts/setup.sh, or set THREADLINE_ADDR`);
   }
-  const child = spawn(executable, ["serve", "--port", "0", ...extraArgs], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  // Every server of the suite keeps its threads in memory unless the caller names a store.
+  const store = extraArgs.includes("--store") ? [] : ["--store", "memory"];
+  const child = spawn(executable, ["serve", "--port", "0", ...store, ...extraArgs], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
   // Keep the last log lines (JSON on stderr) to explain a failed start; reading also keeps the
   // pipe from filling up.
   const logs: string[] = [];

@@ -1,0 +1,34 @@
+"""Durable threads (THREADS): the server as the durable Host of SPEC §1.15, on a real database.
+
+`DurableHost` keeps threads in a `ThreadStore` (SQLAlchemy Core; SQLite now, PostgreSQL next) and runs
+each request of a thread through the run protocol of THREADS §4 (`harness.threads.run`). Importing this
+package loads SQLAlchemy; `import harness` alone does not.
+"""
+
+from .database import Database, SchemaTooNew, StoreKind, open_database
+from .host import DurableHost, check_labels
+from .outcome import Replayed, ThreadCommittedEvent, ThreadRunOutcome
+from .records import CheckpointKind, CheckpointRow, RunRowStatus, ThreadRow, ThreadStatus
+from .run import Launcher, ThreadRun, ThreadRunRequest
+from .store import ThreadStore
+
+__all__ = (
+    "CheckpointKind",
+    "CheckpointRow",
+    "Database",
+    "DurableHost",
+    "Launcher",
+    "Replayed",
+    "RunRowStatus",
+    "SchemaTooNew",
+    "StoreKind",
+    "ThreadCommittedEvent",
+    "ThreadRow",
+    "ThreadRun",
+    "ThreadRunOutcome",
+    "ThreadRunRequest",
+    "ThreadStatus",
+    "ThreadStore",
+    "check_labels",
+    "open_database",
+)

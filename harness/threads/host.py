@@ -1,0 +1,360 @@
+"""`DurableHost`: the durable Host of SPEC §1.15, kept by the server for hosts that want it (THREADS).
+
+It owns every thread rule that is not a single run's: creating and importing threads, reading them,
+forking, rolling back, deleting, cancelling, and starting runs (`harness.threads.run`). States come and go
+in the core's own forms; the gRPC mapping lives in the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_ai.usage import RunUsage
+
+from .._loading import load_state
+from .._resume_checks import check_pending, check_remaining
+from ..client_tools import ClientTool
+from ..deferred import DeferredToolRequests, DeferredToolResume, stored_resume
+from ..errors import ErrorCode, InputError, StateError, ThreadError
+from ..json_text import JsonValue
+from ..state import HarnessState
+from .cache import CachedHead, HeadCache
+from .codec import client_tools_json, state_parts
+from .outcome import ThreadRunOutcome
+from .records import CheckpointKind, CheckpointRow, Head, RunRowStatus, ThreadRow, ThreadStatus
+from .run import Launcher, ThreadRun, ThreadRunRequest
+from .store import NewCheckpoint, ThreadStore, busy, conflict
+
+__all__ = ("DurableHost", "check_labels")
+
+MAX_LABELS = 32
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
+_OFF_LOOP_BYTES = 256 * 1024
+"""A head larger than this is validated in a worker thread, so other callers keep being served."""
+_CAS_TRIES = 4
+
+
+def check_labels(labels: Mapping[str, str], *, field: str = "labels") -> dict[str, str]:
+    """THREADS §2: at most 32; keys `^[a-z][a-z0-9_.-]{0,62}$`; values at most 256 characters."""
+    if len(labels) > MAX_LABELS:
+        raise InputError(
+            f"A thread has at most {MAX_LABELS} labels.",
+            code=ErrorCode.INPUT_INVALID,
+            details={"field": field, "count": len(labels)},
+        )
+    for key, value in labels.items():
+        if not _LABEL_KEY.match(key):
+            raise InputError(
+                "A label key must match ^[a-z][a-z0-9_.-]{0,62}$.",
+                code=ErrorCode.INPUT_INVALID,
+                details={"field": field, "key": key[:64]},
+            )
+        if len(value) > 256:
+            raise InputError(
+                "A label value has at most 256 characters.",
+                code=ErrorCode.INPUT_INVALID,
+                details={"field": field, "key": key},
+            )
+    return dict(labels)
+
+
+def _not_found(thread_id: str) -> ThreadError:
+    return ThreadError(
+        f"No thread has the ID {thread_id!r}.",
+        code=ErrorCode.THREAD_NOT_FOUND,
+        details={"thread_id": thread_id},
+    )
+
+
+class DurableHost:
+    """Threads on `store`, runs through `launcher`, leases of `lease_ttl` seconds, a head cache."""
+
+    def __init__(
+        self,
+        store: ThreadStore,
+        launcher: Launcher,
+        *,
+        lease_ttl: float,
+        cache_bytes: int = 256 * 1024 * 1024,
+    ) -> None:
+        self.store = store
+        self.launcher = launcher
+        self.lease_ttl = lease_ttl
+        self.cache = HeadCache(cache_bytes)
+        self._running: dict[tuple[str, str], ThreadRun] = {}
+        self._runs: set[ThreadRun] = set()
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    async def thread(self, thread_id: str) -> ThreadRow:
+        found = await self.store.thread(thread_id)
+        if found is None:
+            raise _not_found(thread_id)
+        return found
+
+    async def head_state(self, thread: ThreadRow) -> tuple[Head, HarnessState]:
+        """The thread's head and its validated state: from the cache, else loaded with `load_state`."""
+        key = (thread.thread_id, thread.incarnation, thread.revision)
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached.head, cached.state
+        head = await self.store.head(thread)
+        state = await _load(head.parts.json())
+        self.cache.put(key, CachedHead(head, state))
+        return head, state
+
+    def remember(self, thread: ThreadRow, head: Head, state: HarnessState) -> None:
+        """Cache a head a run just committed, so the thread's next turn does not reload it."""
+        self.cache.put(
+            (thread.thread_id, thread.incarnation, head.checkpoint.revision), CachedHead(head, state)
+        )
+
+    async def checkpoint(self, thread_id: str, revision: int) -> tuple[CheckpointRow, HarnessState]:
+        found = await self.store.checkpoint(thread_id, revision, with_state=True)
+        if not isinstance(found, Head):
+            await self.thread(thread_id)  # THREAD_NOT_FOUND first
+            raise ThreadError(
+                f"Thread {thread_id!r} has no checkpoint {revision}.",
+                code=ErrorCode.CHECKPOINT_NOT_FOUND,
+                details={"thread_id": thread_id, "revision": revision},
+            )
+        return found.checkpoint, await _load(found.parts.json())
+
+    async def head_checkpoint(self, thread: ThreadRow) -> CheckpointRow:
+        found = await self.store.checkpoint(thread.thread_id, thread.revision)
+        if not isinstance(found, CheckpointRow):
+            raise _not_found(thread.thread_id)
+        return found
+
+    async def checkpoints(self, thread_id: str, *, limit: int, before: int | None) -> list[CheckpointRow]:
+        rows = await self.store.checkpoints(thread_id, limit=limit, before=before)
+        if not rows:
+            await self.thread(thread_id)
+        return rows
+
+    async def threads(
+        self,
+        *,
+        limit: int,
+        labels: Mapping[str, str],
+        status: ThreadStatus | None,
+        after: tuple[float, str] | None,
+    ) -> list[ThreadRow]:
+        return await self.store.threads(limit=limit, labels_filter=labels, status=status, after=after)
+
+    # -- creating -----------------------------------------------------------------------------------
+
+    async def create(
+        self,
+        *,
+        thread_id: str | None,
+        agent: str,
+        labels: Mapping[str, str],
+        state: HarnessState | None,
+        pending: DeferredToolRequests | None,
+        accepted: DeferredToolResume | None,
+        client_tools: Sequence[ClientTool],
+    ) -> ThreadRow:
+        """A new thread: `HarnessState.new`, or an imported state with its pending or accepted batch."""
+        labels = check_labels(labels)
+        if pending is not None and accepted is not None:
+            raise InputError(
+                "Give the batch the state is suspended on (`pending`) or an accepted resume, not both.",
+                code=ErrorCode.INPUT_INVALID,
+                details={"field": "accepted"},
+            )
+        if state is None:
+            if pending is not None or accepted is not None:
+                raise InputError(
+                    "`pending` and `accepted` need the `state` they belong to.",
+                    code=ErrorCode.INPUT_INVALID,
+                    details={"field": "pending" if pending is not None else "accepted"},
+                )
+            try:
+                state = HarnessState.new(thread_id=thread_id or None)
+            except ValidationError as error:
+                raise _bad_thread_id(error) from None
+            kind: CheckpointKind = "created"
+        else:
+            if thread_id and thread_id != state.thread_id:
+                raise StateError(
+                    "thread_id must equal state.thread_id.",
+                    code=ErrorCode.STATE_INVALID,
+                    details={"thread_id": thread_id[:256], "state_thread_id": state.thread_id},
+                )
+            kind = "imported"
+        history = list(state.message_history)
+        remaining: str | None = None
+        if pending is not None:
+            check_pending(pending, history)
+        if accepted is not None:
+            kept = check_remaining(DeferredToolResume(*_parts(accepted), recovery=True), history)
+            remaining = None if kept is None else DeferredToolResume(*_parts(kept)).to_json()
+        return await self.store.create(
+            state.thread_id,
+            agent=agent,
+            thread_labels=labels,
+            checkpoint=NewCheckpoint(
+                kind,
+                state_parts(state),
+                pending=None if pending is None else pending.to_json(),
+                remaining=remaining,
+                client_tools=client_tools_json(client_tools),
+            ),
+            accepted=remaining,
+        )
+
+    async def fork(
+        self, thread_id: str, *, revision: int, new_thread_id: str | None, labels: Mapping[str, str]
+    ) -> ThreadRow:
+        """A new thread whose first checkpoint is the core's `fork()` of a committed checkpoint."""
+        labels = check_labels(labels)
+        source = await self.thread(thread_id)
+        if new_thread_id == thread_id:
+            raise StateError(
+                "A fork needs a thread ID of its own.",
+                code=ErrorCode.FORK_THREAD_ID_CONFLICT,
+                details={"thread_id": thread_id},
+            )
+        row, state = await self.checkpoint(thread_id, revision or source.revision)
+        try:
+            forked = state.fork(thread_id=new_thread_id or None)
+        except ValidationError as error:
+            raise _bad_thread_id(error) from None
+        found = await self.store.checkpoint(thread_id, row.revision, with_state=True)
+        assert isinstance(found, Head)
+        return await self.store.create(
+            forked.thread_id,
+            agent=source.agent,
+            thread_labels=labels,
+            checkpoint=NewCheckpoint(
+                "forked",
+                state_parts(forked),
+                pending=row.pending,
+                remaining=row.remaining,
+                client_tools=row.client_tools,
+            ),
+            accepted=row.remaining,
+            base=found,
+        )
+
+    async def rollback(self, thread_id: str, *, revision: int, expected_revision: int) -> ThreadRow:
+        for attempt in range(_CAS_TRIES):
+            thread = await self.thread(thread_id)
+            self._check_free(thread, expected_revision)
+            found = await self.store.checkpoint(thread_id, revision, with_state=True)
+            if not isinstance(found, Head):
+                raise ThreadError(
+                    f"Thread {thread_id!r} has no checkpoint {revision}.",
+                    code=ErrorCode.CHECKPOINT_NOT_FOUND,
+                    details={"thread_id": thread_id, "revision": revision},
+                )
+            try:
+                return await self.store.rollback(thread, found)
+            except ThreadError as error:
+                if not self._retry(error, attempt):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def delete(self, thread_id: str, *, expected_revision: int) -> None:
+        for attempt in range(_CAS_TRIES):
+            thread = await self.thread(thread_id)
+            self._check_free(thread, expected_revision)
+            try:
+                await self.store.delete(thread)
+                return
+            except ThreadError as error:
+                if not self._retry(error, attempt):
+                    raise
+
+    @staticmethod
+    def _check_free(thread: ThreadRow, expected_revision: int) -> None:
+        lease = thread.live_lease
+        if lease is not None:
+            raise busy(thread, lease)
+        if expected_revision and expected_revision != thread.revision:
+            raise conflict(thread)
+
+    @staticmethod
+    def _retry(error: ThreadError, attempt: int) -> bool:
+        """Whether a failed compare-and-set is worth deciding again (the thread moved meanwhile)."""
+        return error.code == ErrorCode.REVISION_CONFLICT and attempt + 1 < _CAS_TRIES
+
+    # -- runs ---------------------------------------------------------------------------------------
+
+    def run(self, request: ThreadRunRequest) -> ThreadRun:
+        """Start `request` in a task of its own; follow it with `ThreadRun.items()`."""
+        run = ThreadRun(self, request)
+        self._runs.add(run)
+        run.task.add_done_callback(lambda _task: self._runs.discard(run))
+        return run
+
+    @contextlib.contextmanager
+    def running(self, run: ThreadRun) -> Iterator[None]:
+        """Register `run` under its ids while it holds its lease, for `cancel`."""
+        key = (run.request.thread_id, run.run_id)
+        self._running[key] = run
+        try:
+            yield
+        finally:
+            self._running.pop(key, None)
+
+    async def cancel(self, thread_id: str, run_id: str) -> RunRowStatus:
+        """THREADS §3 `CancelThreadRun`: ask the holder, or close a run whose holder is gone."""
+        thread = await self.thread(thread_id)
+        now = datetime.fromtimestamp(thread.now, UTC)
+        outcome = ThreadRunOutcome(
+            thread_id=thread_id,
+            run_id=run_id,
+            request_id=thread.lease.request_id if thread.lease is not None else "",
+            status="cancelled",
+            revision=thread.revision,
+            committed=False,
+            output_json=None,
+            usage=_empty_usage(),
+            failure=None,
+            deferred=None,
+            started_at=now,
+            ended_at=now,
+        )
+        status, live = await self.store.cancel(thread_id, run_id, outcome=outcome.to_json())
+        if live:
+            local = self._running.get((thread_id, run_id))
+            if local is not None:
+                local.cancel()
+        return status
+
+    async def drain(self, grace: float) -> None:
+        """Wait up to `grace` seconds for the runs to end (the caller cancelled their streams)."""
+        tasks = [run.task for run in self._runs]
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace)
+
+
+def _parts(resume: DeferredToolResume) -> tuple[Any, Any]:
+    requests, results, _recovery = stored_resume(resume)
+    return requests, results
+
+
+def _empty_usage() -> RunUsage:
+    return RunUsage()
+
+
+def _bad_thread_id(error: ValidationError) -> StateError:
+    errors: list[JsonValue] = [
+        {"loc": list(e["loc"]), "type": e["type"], "msg": e["msg"]} for e in error.errors()
+    ]
+    return StateError("The thread_id is invalid.", code=ErrorCode.STATE_INVALID, details={"errors": errors})
+
+
+async def _load(data: bytes) -> HarnessState:
+    """`load_state`, off the event loop for a large head."""
+    if len(data) > _OFF_LOOP_BYTES:
+        return await asyncio.to_thread(load_state, data)
+    return load_state(data)

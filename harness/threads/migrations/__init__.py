@@ -1,0 +1,1 @@
+"""Alembic migrations of the thread store (`harness.threads.migrate` applies them at start)."""

@@ -1,0 +1,556 @@
+"""One request of a thread, run through THREADS §4: Begin, Run, Finish; recovery on a next attempt.
+
+The run executes in a task of its own (`ThreadRun`), not in its caller's: a caller that goes away stops
+receiving events, and the run goes on to its terminal commit. Every commit is fenced; the holder also
+measures its lease on its own monotonic clock, so a stalled process stops before it could commit late.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic_ai.messages import UserContent
+from pydantic_ai.usage import UsageLimits
+
+from .._recovery_input import ToolRecovery
+from .._run import HarnessRunStream
+from ..client_tools import ClientTool
+from ..deferred import DeferredToolRequests, DeferredToolResume, stored_resume
+from ..errors import ErrorCode, HarnessError, RunCleanupError, ThreadError
+from ..events import HarnessCheckpointEvent, HarnessRunResultEvent
+from ..results import HarnessRunResult
+from ..state import HarnessState
+from .codec import client_tools_from_json, client_tools_json, prompt_from_json, prompt_json, state_parts
+from .outcome import Replayed, ThreadCommittedEvent, ThreadRunOutcome, error_json, raise_stored_error
+from .records import CheckpointKind, Head, RunRow, ThreadRow
+from .store import Finish, NewCheckpoint, busy, conflict
+
+if TYPE_CHECKING:
+    from .host import DurableHost
+
+__all__ = ("Launcher", "ThreadRun", "ThreadRunItem", "ThreadRunRequest")
+
+LOGGER = logging.getLogger("threadline.threads")
+
+ThreadRunItem = Any
+"""A core `RunItem` (checkpoint candidates excluded), a `ThreadCommittedEvent`, then a
+`ThreadRunOutcome` last; or a lone `Replayed`."""
+
+_BEGIN_TRIES = 4
+"""How often a request re-reads and decides again after its Begin lost a compare-and-set race."""
+
+_KIND: dict[str, CheckpointKind] = {
+    "completed": "completed",
+    "suspended": "suspended",
+    "failed": "failed",
+    "cancelled": "cancelled",
+}
+
+
+class Launcher(Protocol):
+    """How a thread run gets its core stream: fresh bindings, construction checks, admission."""
+
+    def stream(
+        self,
+        agent: str,
+        *,
+        input: str | list[UserContent] | None,
+        previous_state: HarnessState,
+        deferred_resume: DeferredToolResume | None,
+        tool_recovery: ToolRecovery,
+        client_tools: list[ClientTool],
+        usage_limits: UsageLimits | None,
+    ) -> HarnessRunStream[Any]: ...
+
+    def admit(self, stream: HarnessRunStream[Any]) -> AbstractContextManager[None]: ...
+
+
+@dataclass(frozen=True)
+class ThreadRunRequest:
+    """One `ThreadRunSpec`, decoded; `answers` pairs the host's answers with the stored pending batch."""
+
+    thread_id: str
+    request_id: str
+    digest: str
+    """Identifies the request's body (without tool recovery, client tools, limits) across retries."""
+    expected_revision: int
+    input: str | list[UserContent] | None
+    answers: Callable[[DeferredToolRequests], DeferredToolResume] | None
+    tool_recovery: ToolRecovery
+    client_tools: tuple[ClientTool, ...]
+    usage_limits: UsageLimits | None
+
+
+class _Lost(Exception):
+    """The holder stopped: it lost its lease, or the store stayed down until the lease's expiry."""
+
+    def __init__(self, error: ThreadError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class ThreadRun:
+    """A request running in its own task; `items()` follows it until the caller stops listening."""
+
+    def __init__(self, host: DurableHost, request: ThreadRunRequest) -> None:
+        self._host = host
+        self.request = request
+        self._queue: asyncio.Queue[tuple[ThreadRunItem, BaseException | None, bool]] = asyncio.Queue()
+        self._listening = True
+        self._stream: HarnessRunStream[Any] | None = None
+        self.run_id = ""
+        self.task = asyncio.create_task(self._main())
+
+    def cancel(self) -> None:
+        """Stop the run as `CancelThreadRun` asks: it ends CANCELLED with its candidate committed."""
+        if self._stream is not None:
+            self._stream.cancel()
+
+    def detach(self) -> None:
+        """The caller went away: drop what is queued and everything the run still produces."""
+        self._listening = False
+        while not self._queue.empty():
+            self._queue.get_nowait()
+
+    async def items(self) -> AsyncIterator[ThreadRunItem]:
+        """The run's items in order; raises the error the run ended with."""
+        while True:
+            item, error, done = await self._queue.get()
+            if error is not None:
+                raise error
+            if done:
+                return
+            yield item
+
+    async def _main(self) -> None:
+        try:
+            async for item in self._execute():
+                if self._listening:
+                    self._queue.put_nowait((item, None, False))
+        except BaseException as error:
+            if not isinstance(error, HarnessError | asyncio.CancelledError):
+                LOGGER.error(
+                    "run_crashed",
+                    exc_info=error,
+                    extra={"fields": {"thread_id": self.request.thread_id, "run_id": self.run_id}},
+                )
+            if self._listening:
+                self._queue.put_nowait((None, error, True))
+            if isinstance(error, asyncio.CancelledError):
+                raise
+            return
+        if self._listening:
+            self._queue.put_nowait((None, None, True))
+
+    # -- Begin ----------------------------------------------------------------------------------------
+
+    async def _execute(self) -> AsyncIterator[ThreadRunItem]:
+        host, request = self._host, self.request
+        store = host.store
+        for attempt in range(_BEGIN_TRIES):
+            thread = await host.thread(request.thread_id)
+            record = await store.run_record(request.thread_id, request.request_id)
+            if record is not None:
+                if record.digest != request.digest:
+                    raise ThreadError(
+                        f"Request {request.request_id!r} was already used for a different request.",
+                        code=ErrorCode.REQUEST_ID_REUSED,
+                        details={"request_id": request.request_id},
+                    )
+                if record.finished:
+                    assert record.outcome is not None
+                    if record.status == "error":
+                        raise_stored_error(record.outcome)
+                    yield Replayed(ThreadRunOutcome.from_json(record.outcome))
+                    return
+                if record.status == "interrupted":
+                    raise ThreadError(
+                        f"Request {request.request_id!r} was interrupted and superseded; read the thread.",
+                        code=ErrorCode.REQUEST_INTERRUPTED,
+                        details={"run_id": record.run_id, "revision": record.committed_revision},
+                    )
+                lease = thread.live_lease
+                if lease is not None:
+                    raise busy(thread, lease)
+            else:
+                if request.expected_revision and request.expected_revision != thread.revision:
+                    raise conflict(thread)
+                lease = thread.live_lease
+                if lease is not None:
+                    raise busy(thread, lease)
+                if request.answers is not None and thread.pending is None:
+                    raise ThreadError(
+                        f"Thread {thread.thread_id!r} is not suspended: there is nothing to answer.",
+                        code=ErrorCode.THREAD_NOT_SUSPENDED,
+                        details={"thread_id": thread.thread_id, "status": thread.status},
+                    )
+            head, state = await host.head_state(thread)
+            resume, accepted, normal = self._resume(thread, record)
+            if record is not None:
+                # A next attempt: the stored prompt, unless an earlier attempt committed (it holds it).
+                input = prompt_from_json(record.prompt) if record.committed_revision == 0 else None
+            else:
+                input = request.input
+            recovering = thread.accepted is not None or (
+                thread.last_request_id is not None and thread.lease is not None
+            )
+            tools = list(request.client_tools)
+            if not tools and (resume is not None or recovering):
+                tools = client_tools_from_json(head.checkpoint.client_tools)
+            stream = host.launcher.stream(
+                thread.agent,
+                input=input,
+                previous_state=state,
+                deferred_resume=resume,
+                tool_recovery=request.tool_recovery,
+                client_tools=tools,
+                usage_limits=request.usage_limits,
+            )
+            with host.launcher.admit(stream):
+                sent = time.monotonic()
+                try:
+                    taken, _record = await store.begin(
+                        thread,
+                        run_id=stream.run_id,
+                        request_id=request.request_id,
+                        ttl=host.lease_ttl,
+                        record=record,
+                        digest=request.digest,
+                        prompt=prompt_json(request.input),
+                        attempt={"client_tools": client_tools_json(tools)},
+                        accepted=accepted,
+                    )
+                except ThreadError as error:
+                    if (
+                        error.code in (ErrorCode.THREAD_BUSY, ErrorCode.REVISION_CONFLICT)
+                        and attempt + 1 < _BEGIN_TRIES
+                    ):
+                        continue  # the thread moved between our read and our write: decide again
+                    raise
+                if time.monotonic() - sent > host.lease_ttl:
+                    raise _lease_lost(thread.thread_id)
+                self.run_id = stream.run_id
+                self._stream = stream
+                holder = _Holder(host, taken, head, tools, stream, sent, normal_resume=normal)
+                with host.running(self):
+                    async for item in holder.run():
+                        yield item
+                return
+        raise AssertionError("unreachable: the last Begin try raises")  # pragma: no cover
+
+    def _resume(
+        self, thread: ThreadRow, record: RunRow | None
+    ) -> tuple[DeferredToolResume | None, str | None, bool]:
+        """The resume to run with, the batch to retain, and whether it is a normal (answers) resume."""
+        answers = self.request.answers
+        if record is None and answers is not None and thread.pending is not None:
+            resume = answers(DeferredToolRequests.from_json(thread.pending))
+            return resume, resume.to_json(), True
+        if thread.accepted is not None:
+            requests, results, _recovery = stored_resume(DeferredToolResume.from_json(thread.accepted))
+            return DeferredToolResume(requests, results, recovery=True), thread.accepted, False
+        return None, None, False
+
+
+class _Holder:
+    """The run of a thread whose lease this process holds: commits, renewals, the terminal commit."""
+
+    def __init__(
+        self,
+        host: DurableHost,
+        thread: ThreadRow,
+        head: Head,
+        tools: list[ClientTool],
+        stream: HarnessRunStream[Any],
+        sent: float,
+        *,
+        normal_resume: bool,
+    ) -> None:
+        self._host = host
+        self._thread = thread
+        self._fence = thread.fence
+        self._revision = thread.revision
+        self._start_head = head
+        self._base = head
+        self._accepted = thread.accepted
+        self._tools = client_tools_json(tools)
+        self._stream = stream
+        self._expiry = sent + host.lease_ttl
+        self._lost: ThreadError | None = None
+        self._normal_resume = normal_resume
+        self._started_at = datetime.now(UTC)
+
+    @property
+    def _ids(self) -> dict[str, str]:
+        return {"thread_id": self._thread.thread_id, "run_id": self._stream.run_id}
+
+    async def run(self) -> AsyncIterator[ThreadRunItem]:
+        renewer = asyncio.create_task(self._renew())
+        stream = self._stream
+        try:
+            try:
+                async with stream:
+                    async for item in stream:
+                        self._check_lease()
+                        if self._lost is not None:
+                            continue  # cancelled: let the stream close, commit nothing
+                        if isinstance(item, HarnessCheckpointEvent):
+                            committed = await self._mid_run(item.state)
+                            if committed is not None:
+                                yield committed
+                        elif isinstance(item, HarnessRunResultEvent):
+                            renewer.cancel()
+                            async for end in self._finish(item.result):
+                                yield end
+                        else:
+                            yield item
+            except _Lost as lost:
+                self._lost = lost.error
+            except HarnessError as error:
+                if self._lost is None:
+                    await self._failed(error)
+                raise
+            except Exception:
+                if self._lost is None:
+                    await self._release("interrupted", None, pending=None)
+                raise
+            if self._lost is not None:
+                raise self._lost
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await renewer
+
+    # -- the lease ------------------------------------------------------------------------------------
+
+    def _check_lease(self) -> None:
+        if self._lost is None and time.monotonic() > self._expiry:
+            self._lose(_lease_lost(self._thread.thread_id))
+
+    def _lose(self, error: ThreadError) -> None:
+        self._lost = error
+        self._stream.cancel()
+
+    async def _renew(self) -> None:
+        ttl = self._host.lease_ttl
+        while self._lost is None:
+            due = self._expiry - ttl * 2 / 3
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            late = time.monotonic() - due
+            if late > ttl / 3:
+                LOGGER.warning(
+                    "lease_renewal_late", extra={"fields": {**self._ids, "late_s": round(late, 3)}}
+                )
+            sent = time.monotonic()
+            try:
+                _expires, cancel = await self._host.store.renew(
+                    self._thread.thread_id, fence=self._fence, ttl=ttl
+                )
+            except ThreadError as error:
+                if error.code == ErrorCode.LEASE_LOST:
+                    self._lose(error)
+                    return
+                if time.monotonic() > self._expiry:
+                    self._lose(error)
+                    return
+                await asyncio.sleep(min(0.5, ttl / 10))
+                continue
+            self._expiry = sent + ttl
+            if cancel:
+                self._stream.cancel()
+
+    # -- commits --------------------------------------------------------------------------------------
+
+    async def _commit(
+        self,
+        checkpoint: NewCheckpoint | None,
+        *,
+        accepted: str | None,
+        finish: Finish | None = None,
+    ) -> None:
+        """A fenced commit, retried while the store is down until the lease's own expiry."""
+        store = self._host.store
+        delay = 0.05
+        while True:
+            sent = time.monotonic()
+            try:
+                committed = await store.commit(
+                    self._thread.thread_id,
+                    fence=self._fence,
+                    revision=self._revision,
+                    checkpoint=checkpoint,
+                    base=self._base,
+                    accepted=accepted,
+                    finish=finish,
+                    ttl=None if finish is not None else self._host.lease_ttl,
+                )
+            except ThreadError as error:
+                if error.code == ErrorCode.LEASE_LOST:
+                    self._lose(error)
+                    raise _Lost(error) from None
+                if error.code != ErrorCode.STORE_UNAVAILABLE:
+                    raise
+                if await self._landed(checkpoint is not None, finish is not None):
+                    return
+                if time.monotonic() + delay > self._expiry:
+                    self._lose(error)
+                    raise _Lost(error) from None
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            self._revision = committed.revision
+            self._accepted = accepted
+            if committed.head is not None:
+                self._base = committed.head
+            if committed.expires is not None:
+                self._expiry = sent + self._host.lease_ttl
+            return
+
+    async def _landed(self, with_checkpoint: bool, with_finish: bool) -> bool:
+        """Whether a commit whose outcome is unknown did commit: read the thread back."""
+        try:
+            thread = await self._host.store.thread(self._thread.thread_id)
+        except ThreadError:
+            return False
+        if thread is None or thread.fence != self._fence:
+            return False
+        moved = thread.revision == self._revision + (1 if with_checkpoint else 0)
+        released = thread.lease is None
+        if not (moved and (released or not with_finish)) or (
+            with_checkpoint and thread.revision == self._revision
+        ):
+            return False
+        # Landed without a head in hand: the next delta is based on the checkpoint as read back.
+        self._revision = thread.revision
+        if with_checkpoint:
+            self._base = await self._host.store.head(thread)
+        return True
+
+    async def _mid_run(self, state: HarnessState) -> ThreadCommittedEvent | None:
+        parts = state_parts(state)
+        if parts == self._base.parts:
+            return None  # nothing moved since the head: not committed
+        remaining = self._stream.pending_deferred_input
+        accepted = None if remaining is None else remaining.to_json()
+        await self._commit(
+            NewCheckpoint(
+                "mid_run",
+                parts,
+                pending=None,
+                remaining=accepted,
+                client_tools=self._tools,
+                run_id=self._stream.run_id,
+                request_id=self._host_request_id,
+            ),
+            accepted=accepted,
+        )
+        return self._committed("mid_run")
+
+    @property
+    def _host_request_id(self) -> str:
+        lease = self._thread.lease
+        assert lease is not None
+        return lease.request_id
+
+    def _committed(self, kind: CheckpointKind) -> ThreadCommittedEvent:
+        return ThreadCommittedEvent(
+            thread_id=self._thread.thread_id,
+            run_id=self._stream.run_id,
+            revision=self._revision,
+            kind=kind,
+            replayed=False,
+            occurred_at=datetime.now(UTC),
+        )
+
+    async def _finish(self, result: HarnessRunResult[Any]) -> AsyncIterator[ThreadRunItem]:
+        state = result.state
+        remaining = self._stream.pending_deferred_input
+        accepted = None if remaining is None else remaining.to_json()
+        pending = result.deferred.to_json() if result.deferred is not None else None
+        kind = _KIND[result.status]
+        outcome = ThreadRunOutcome.of(
+            result,
+            request_id=self._host_request_id,
+            revision=self._revision + (1 if state is not None else 0),
+            committed=state is not None,
+            started_at=self._started_at,
+        )
+        checkpoint = (
+            None
+            if state is None
+            else NewCheckpoint(
+                kind,
+                state_parts(state),
+                pending=pending,
+                remaining=accepted,
+                client_tools=self._tools,
+                run_id=self._stream.run_id,
+                request_id=self._host_request_id,
+            )
+        )
+        finish = Finish(self._host_request_id, result.status, outcome.to_json(), pending, accepted)
+        await self._commit(checkpoint, accepted=accepted, finish=finish)
+        if state is not None:
+            self._host.remember(self._thread, self._base, state)
+            yield self._committed(kind)
+        yield outcome
+
+    async def _failed(self, error: HarnessError) -> None:
+        """The core raised after the run started (THREADS §4 step 3)."""
+        if error.code == ErrorCode.DEFERRED_SURFACE_MISMATCH:
+            # Nothing ran. A normal resume's answers are dropped and the thread waits on its batch again.
+            if self._normal_resume:
+                await self._release(
+                    "error", error_json(error), pending=self._start_head.checkpoint.pending, accepted=None
+                )
+            else:
+                await self._release("error", error_json(error), pending=None)
+            return
+        if (
+            isinstance(error, RunCleanupError)
+            and error.outcome is not None
+            and error.outcome.state is not None
+        ):
+            remaining = self._stream.pending_deferred_input
+            accepted = None if remaining is None else remaining.to_json()
+            checkpoint = NewCheckpoint(
+                "failed",
+                state_parts(error.outcome.state),
+                pending=None,
+                remaining=accepted,
+                client_tools=self._tools,
+                run_id=self._stream.run_id,
+                request_id=self._host_request_id,
+            )
+            finish = Finish(self._host_request_id, "error", error_json(error), None, accepted)
+            with contextlib.suppress(_Lost):
+                await self._commit(checkpoint, accepted=accepted, finish=finish)
+            return
+        await self._release("interrupted", None, pending=None)
+
+    _KEEP = object()
+
+    async def _release(
+        self, status: Any, outcome: str | None, *, pending: str | None, accepted: Any = _KEEP
+    ) -> None:
+        """Release the lease without a checkpoint, closing the record as `status`."""
+        kept = self._accepted if accepted is self._KEEP else accepted
+        finish = Finish(self._host_request_id, status, outcome or "null", pending, kept)
+        with contextlib.suppress(_Lost):
+            await self._commit(None, accepted=kept, finish=finish)
+
+
+def _lease_lost(thread_id: str) -> ThreadError:
+    return ThreadError(
+        "This server lost the thread's lease before its run could finish; nothing more was committed.",
+        code=ErrorCode.LEASE_LOST,
+        details={"thread_id": thread_id},
+    )

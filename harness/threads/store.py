@@ -1,0 +1,822 @@
+"""The thread store: every read and every write of THREADS §2 and §4, each one short transaction.
+
+No lock is held while anything is decoded, validated or run: callers read, decide, then write with a
+compare-and-set on what they read (`revision`, `fence`, the lease being free). Every write that changes
+the head or the lease from outside a run's own commits takes a new random fence, so a run that lost its
+thread can commit nothing more. Time is the database's clock, read inside each transaction.
+
+A database that cannot be reached or written raises `ThreadError` `store_unavailable`; a transaction
+either commits whole or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    Row,
+    and_,
+    delete,
+    exists,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..errors import ErrorCode, ThreadError
+from ..json_text import JsonValue
+from .blobs import BlobRef, plan_delta, rebuild
+from .database import READ, Database
+from .records import (
+    CheckpointKind,
+    CheckpointRow,
+    Head,
+    Lease,
+    RunRow,
+    RunRowStatus,
+    StateParts,
+    ThreadRow,
+    ThreadStatus,
+)
+from .schema import blobs, checkpoints, labels, runs, threads
+
+__all__ = ("Committed", "Finish", "NewCheckpoint", "ThreadStore", "busy", "conflict", "store_unavailable")
+
+NAMESPACE = ""
+"""The one namespace of this milestone; the column is the room a tenant key needs later."""
+
+_NOW = {
+    "sqlite": text("SELECT (julianday('now') - 2440587.5) * 86400.0"),
+    "postgresql": text("SELECT extract(epoch from clock_timestamp())::float8"),
+}
+
+
+def store_unavailable(detail: str = "") -> ThreadError:
+    return ThreadError(
+        "The thread store cannot be reached or written; retry later.",
+        code=ErrorCode.STORE_UNAVAILABLE,
+        details={"detail": detail[:200]} if detail else None,
+    )
+
+
+def _fence() -> str:
+    return secrets.token_hex(16)
+
+
+@dataclass(frozen=True, slots=True)
+class NewCheckpoint:
+    """A checkpoint to write: its state's parts, what it waits on, and what made it."""
+
+    kind: CheckpointKind
+    parts: StateParts
+    pending: str | None
+    remaining: str | None
+    client_tools: str
+    run_id: str = ""
+    request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """What a fenced commit wrote: the head revision, the lease's new expiry, the checkpoint if any."""
+
+    revision: int
+    expires: float | None
+    head: Head | None
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """A run's end, written with (or without) its terminal checkpoint: record, lease, pending, accepted."""
+
+    request_id: str
+    status: RunRowStatus
+    outcome: str
+    pending: str | None
+    accepted: str | None
+
+
+class ThreadStore:
+    """The store of one server process (`replica`) on one database."""
+
+    def __init__(self, database: Database, *, replica: str) -> None:
+        self.database = database
+        self.replica = replica
+        self._engine = database.engine
+        self._reader = database.engine.execution_options(**READ)
+        self._now = _NOW[database.engine.dialect.name]
+
+    # -- transactions -------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _tx(self, *, read: bool = False) -> AsyncIterator[tuple[AsyncConnection, float]]:
+        """One transaction and the store's time at its start; a failing database is `store_unavailable`."""
+        try:
+            async with (self._reader if read else self._engine).begin() as conn:
+                now = float((await conn.execute(self._now)).scalar_one())
+                yield conn, now
+        except (ThreadError, IntegrityError):
+            raise
+        except (DBAPIError, SQLAlchemyError, OSError) as error:
+            raise store_unavailable(type(error).__name__) from error
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    async def thread(self, thread_id: str) -> ThreadRow | None:
+        async with self._tx(read=True) as (conn, now):
+            return await self._thread(conn, thread_id, now)
+
+    async def head(self, thread: ThreadRow) -> Head:
+        """The thread's head checkpoint with its state (rebuilt and checked)."""
+        found = await self.checkpoint(thread.thread_id, thread.revision, with_state=True)
+        if not isinstance(found, Head):  # deleted meanwhile: the caller's next write fails its CAS
+            raise _not_found(thread.thread_id)
+        return found
+
+    async def checkpoint(
+        self, thread_id: str, revision: int, *, with_state: bool = False
+    ) -> Head | CheckpointRow | None:
+        async with self._tx(read=True) as (conn, _now):
+            row = (
+                await conn.execute(
+                    select(checkpoints).where(
+                        checkpoints.c.namespace == NAMESPACE,
+                        checkpoints.c.thread_id == thread_id,
+                        checkpoints.c.revision == revision,
+                    )
+                )
+            ).first()
+            if row is None:
+                return None
+            checkpoint = _checkpoint(row)
+            if not with_state:
+                return checkpoint
+            history = await self._blob(conn, checkpoint.history_blob)
+            rest = await self._blob(conn, checkpoint.rest_blob)
+        return Head(checkpoint, StateParts(history.data, rest.data, checkpoint.history_at), history, rest)
+
+    async def checkpoints(self, thread_id: str, *, limit: int, before: int | None) -> list[CheckpointRow]:
+        """Newest first; `before` = only revisions below it."""
+        query = select(checkpoints).where(
+            checkpoints.c.namespace == NAMESPACE, checkpoints.c.thread_id == thread_id
+        )
+        if before is not None:
+            query = query.where(checkpoints.c.revision < before)
+        async with self._tx(read=True) as (conn, _now):
+            rows = (await conn.execute(query.order_by(checkpoints.c.revision.desc()).limit(limit))).all()
+        return [_checkpoint(row) for row in rows]
+
+    async def threads(
+        self,
+        *,
+        limit: int,
+        labels_filter: Mapping[str, str],
+        status: ThreadStatus | None,
+        after: tuple[float, str] | None,
+    ) -> list[ThreadRow]:
+        """Newest `update_time` first, then `thread_id`; `after` = the last thread of the previous page."""
+        t = threads.c
+        async with self._tx(read=True) as (conn, now):
+            query = select(threads).where(t.namespace == NAMESPACE)
+            for key, value in labels_filter.items():
+                query = query.where(
+                    exists().where(
+                        labels.c.namespace == NAMESPACE,
+                        labels.c.thread_id == t.thread_id,
+                        labels.c.key == key,
+                        labels.c.value == value,
+                    )
+                )
+            running = and_(t.lease_expires.is_not(None), t.lease_expires > now)
+            if status == "running":
+                query = query.where(running)
+            elif status == "suspended":
+                query = query.where(~running, t.pending.is_not(None))
+            elif status == "idle":
+                query = query.where(~running, t.pending.is_(None))
+            if after is not None:
+                query = query.where(
+                    or_(t.update_time < after[0], and_(t.update_time == after[0], t.thread_id > after[1]))
+                )
+            query = query.order_by(t.update_time.desc(), t.thread_id).limit(limit)
+            rows = (await conn.execute(query)).all()
+        return [_thread(row, now) for row in rows]
+
+    async def run_record(self, thread_id: str, request_id: str) -> RunRow | None:
+        async with self._tx(read=True) as (conn, _now):
+            return await self._run(conn, thread_id, request_id)
+
+    # -- creating, forking, rolling back, deleting -------------------------------------------------------
+
+    async def create(
+        self,
+        thread_id: str,
+        *,
+        agent: str,
+        thread_labels: Mapping[str, str],
+        checkpoint: NewCheckpoint,
+        accepted: str | None,
+        base: Head | None = None,
+    ) -> ThreadRow:
+        """A new thread whose revision 1 is `checkpoint`; `base` is the head a fork copies data from.
+
+        Raises:
+            ThreadError: `thread_exists`.
+        """
+        incarnation = uuid.uuid4().hex
+        try:
+            async with self._tx() as (conn, now):
+                if await self._thread(conn, thread_id, now) is not None:
+                    raise _exists(thread_id)
+                await conn.execute(
+                    insert(threads).values(
+                        namespace=NAMESPACE,
+                        thread_id=thread_id,
+                        incarnation=incarnation,
+                        agent=agent,
+                        labels=json.dumps(dict(thread_labels), sort_keys=True),
+                        create_time=now,
+                        update_time=now,
+                        revision=1,
+                        pending=checkpoint.pending,
+                        accepted=accepted,
+                        fence=_fence(),
+                        cancel_requested=False,
+                    )
+                )
+                if thread_labels:
+                    await conn.execute(
+                        insert(labels),
+                        [
+                            {"namespace": NAMESPACE, "thread_id": thread_id, "key": k, "value": v}
+                            for k, v in thread_labels.items()
+                        ],
+                    )
+                await self._put_checkpoint(conn, thread_id, incarnation, 1, checkpoint, base, now)
+                created = await self._thread(conn, thread_id, now)
+        except IntegrityError:
+            raise _exists(thread_id) from None
+        assert created is not None
+        return created
+
+    async def rollback(self, thread: ThreadRow, source: Head) -> ThreadRow:
+        """A new head copying `source` (its data by reference), with a new fence and no lease.
+
+        `thread` is what the caller read and checked: the write is a compare-and-set on its revision and
+        fence, and an expired lease's unfinished run record is closed `interrupted`.
+
+        Raises:
+            ThreadError: `revision_conflict` or `thread_busy` when the thread changed since it was read.
+        """
+        async with self._tx() as (conn, now):
+            await self._take(conn, thread, now, pending=source.checkpoint.pending)
+            await conn.execute(
+                update(threads)
+                .where(*_key(thread.thread_id))
+                .values(
+                    revision=thread.revision + 1,
+                    accepted=source.checkpoint.remaining,
+                    lease_run_id=None,
+                    lease_request_id=None,
+                    lease_replica=None,
+                    lease_expires=None,
+                    cancel_requested=False,
+                )
+            )
+            row = source.checkpoint
+            await conn.execute(
+                insert(checkpoints).values(
+                    namespace=NAMESPACE,
+                    thread_id=thread.thread_id,
+                    revision=thread.revision + 1,
+                    kind="rolled_back",
+                    run_id="",
+                    request_id="",
+                    create_time=now,
+                    history_blob=row.history_blob,
+                    rest_blob=row.rest_blob,
+                    history_at=row.history_at,
+                    pending=row.pending,
+                    remaining=row.remaining,
+                    client_tools=row.client_tools,
+                )
+            )
+            await self._close_unfinished(conn, thread, now, status="interrupted")
+            rolled = await self._thread(conn, thread.thread_id, now)
+        assert rolled is not None
+        return rolled
+
+    async def delete(self, thread: ThreadRow) -> None:
+        """Delete the thread read as `thread` (compare-and-set), its checkpoints, records and own data."""
+        async with self._tx() as (conn, now):
+            await self._take(conn, thread, now, pending=thread.pending)
+            for table in (labels, runs, checkpoints, threads):
+                await conn.execute(
+                    delete(table).where(table.c.namespace == NAMESPACE, table.c.thread_id == thread.thread_id)
+                )
+            await self._collect(conn, thread.incarnation)
+
+    # -- the run protocol (THREADS §4) ------------------------------------------------------------------
+
+    async def begin(
+        self,
+        thread: ThreadRow,
+        *,
+        run_id: str,
+        request_id: str,
+        ttl: float,
+        record: RunRow | None,
+        digest: str,
+        prompt: str | None,
+        attempt: Mapping[str, JsonValue],
+        accepted: str | None,
+    ) -> tuple[ThreadRow, RunRow]:
+        """Take the lease of `thread` as read (compare-and-set) and write the run's record.
+
+        `record` is the request's existing unfinished record (a next attempt), else a new one is
+        inserted; a superseded unfinished record of another request is closed `interrupted`. `accepted`
+        is the batch to retain (the request's answers, or the retained one). `pending` is cleared.
+
+        Raises:
+            ThreadError: `thread_busy` / `revision_conflict` when the thread changed since it was read
+                (nothing was written; read again and decide again).
+        """
+        async with self._tx() as (conn, now):
+            fence = await self._take(conn, thread, now, pending=None)
+            await conn.execute(
+                update(threads)
+                .where(*_key(thread.thread_id))
+                .values(
+                    accepted=accepted,
+                    lease_run_id=run_id,
+                    lease_request_id=request_id,
+                    lease_replica=self.replica,
+                    lease_expires=now + ttl,
+                    cancel_requested=False,
+                    last_request_id=request_id,
+                )
+            )
+            if thread.last_request_id != request_id:
+                await self._close_unfinished(conn, thread, now, status="interrupted")
+            entry = {**attempt, "run_id": run_id, "replica": self.replica, "fence": fence, "start": now}
+            if record is None:
+                await conn.execute(
+                    insert(runs).values(
+                        namespace=NAMESPACE,
+                        thread_id=thread.thread_id,
+                        request_id=request_id,
+                        digest=digest,
+                        prompt=prompt,
+                        status="running",
+                        outcome=None,
+                        attempts=json.dumps([entry]),
+                        run_id=run_id,
+                        committed_revision=0,
+                        create_time=now,
+                        update_time=now,
+                    )
+                )
+            else:
+                await conn.execute(
+                    update(runs)
+                    .where(*_run_key(thread.thread_id, request_id))
+                    .values(attempts=json.dumps([*record.attempts, entry]), run_id=run_id, update_time=now)
+                )
+            taken = await self._thread(conn, thread.thread_id, now)
+            taken_record = await self._run(conn, thread.thread_id, request_id)
+        assert taken is not None and taken_record is not None
+        return taken, taken_record
+
+    async def commit(
+        self,
+        thread_id: str,
+        *,
+        fence: str,
+        revision: int,
+        checkpoint: NewCheckpoint | None,
+        base: Head | None,
+        accepted: str | None,
+        finish: Finish | None = None,
+        ttl: float | None = None,
+    ) -> Committed:
+        """A fenced commit of the holder of `fence`: a checkpoint after `revision` (or none), the
+        retained batch, and with `finish` the run record's outcome, `pending`, and the lease released.
+        `ttl` extends the lease as a renewal would.
+
+        Raises:
+            ThreadError: `lease_lost` when the fence is no longer the thread's.
+        """
+        async with self._tx() as (conn, now):
+            head = revision + (1 if checkpoint is not None else 0)
+            values: dict[str, Any] = {"revision": head, "accepted": accepted}
+            if checkpoint is not None:
+                values["update_time"] = now
+            expires: float | None = None
+            if finish is not None:
+                values.update(
+                    pending=finish.pending,
+                    lease_run_id=None,
+                    lease_request_id=None,
+                    lease_replica=None,
+                    lease_expires=None,
+                    cancel_requested=False,
+                    update_time=now,
+                )
+            elif ttl is not None:
+                expires = now + ttl
+                values["lease_expires"] = expires
+            changed = await conn.execute(
+                update(threads)
+                .where(*_key(thread_id), threads.c.fence == fence, threads.c.revision == revision)
+                .values(**values)
+            )
+            if changed.rowcount != 1:
+                raise _lease_lost(thread_id)
+            written: Head | None = None
+            if checkpoint is not None:
+                incarnation = (
+                    await conn.execute(select(threads.c.incarnation).where(*_key(thread_id)))
+                ).scalar_one()
+                written = await self._put_checkpoint(
+                    conn, thread_id, incarnation, head, checkpoint, base, now
+                )
+            if checkpoint is not None or finish is not None:
+                record: dict[str, Any] = {"update_time": now}
+                if checkpoint is not None:
+                    record["committed_revision"] = head
+                if finish is not None:
+                    record.update(status=finish.status, outcome=finish.outcome)
+                request_id = finish.request_id if finish is not None else checkpoint.request_id  # type: ignore[union-attr]
+                await conn.execute(update(runs).where(*_run_key(thread_id, request_id)).values(**record))
+        return Committed(head, expires, written)
+
+    async def renew(self, thread_id: str, *, fence: str, ttl: float) -> tuple[float, bool]:
+        """Extend the lease of the holder of `fence`; returns the new expiry and whether a cancel was asked.
+
+        Raises:
+            ThreadError: `lease_lost`.
+        """
+        async with self._tx() as (conn, now):
+            changed = await conn.execute(
+                update(threads)
+                .where(*_key(thread_id), threads.c.fence == fence, threads.c.lease_run_id.is_not(None))
+                .values(lease_expires=now + ttl)
+            )
+            if changed.rowcount != 1:
+                raise _lease_lost(thread_id)
+            cancel = (
+                await conn.execute(select(threads.c.cancel_requested).where(*_key(thread_id)))
+            ).scalar_one()
+        return now + ttl, bool(cancel)
+
+    async def cancel(self, thread_id: str, run_id: str, *, outcome: str) -> tuple[RunRowStatus, bool]:
+        """Record a cancellation of `run_id`; returns the record's status and whether its holder is live.
+
+        A live holder is asked (`cancel_requested`, read at its next renewal); a record whose lease has
+        expired is closed `cancelled` with `outcome` at once, with a new fence.
+
+        Raises:
+            ThreadError: `thread_not_found`, `run_not_found`.
+        """
+        async with self._tx() as (conn, now):
+            thread = await self._thread(conn, thread_id, now)
+            if thread is None:
+                raise _not_found(thread_id)
+            record = await self._run_of(conn, thread_id, run_id)
+            if record is None:
+                raise ThreadError(
+                    f"Thread {thread_id!r} never had a run {run_id!r}.",
+                    code=ErrorCode.RUN_NOT_FOUND,
+                    details={"thread_id": thread_id, "run_id": run_id},
+                )
+            if record.status != "running":
+                return record.status, False
+            live = thread.live_lease
+            if live is not None and live.run_id == record.run_id:
+                await conn.execute(update(threads).where(*_key(thread_id)).values(cancel_requested=True))
+                return "running", True
+            await conn.execute(
+                update(runs)
+                .where(*_run_key(thread_id, record.request_id))
+                .values(status="cancelled", outcome=outcome, update_time=now)
+            )
+            if thread.lease is not None and thread.lease.request_id == record.request_id:
+                await conn.execute(
+                    update(threads)
+                    .where(*_key(thread_id))
+                    .values(
+                        fence=_fence(),
+                        lease_run_id=None,
+                        lease_request_id=None,
+                        lease_replica=None,
+                        lease_expires=None,
+                        cancel_requested=False,
+                    )
+                )
+            return "cancelled", False
+
+    # -- internals ------------------------------------------------------------------------------------
+
+    async def _take(
+        self, conn: AsyncConnection, thread: ThreadRow, now: float, *, pending: str | None
+    ) -> str:
+        """Compare-and-set on `thread` as read: same revision and fence, no live lease; new fence."""
+        fence = _fence()
+        changed = await conn.execute(
+            update(threads)
+            .where(
+                *_key(thread.thread_id),
+                threads.c.revision == thread.revision,
+                threads.c.fence == thread.fence,
+                or_(threads.c.lease_expires.is_(None), threads.c.lease_expires <= now),
+            )
+            .values(fence=fence, pending=pending, update_time=now)
+        )
+        if changed.rowcount != 1:
+            raise _changed(await self._thread(conn, thread.thread_id, now), thread.thread_id)
+        return fence
+
+    async def _close_unfinished(
+        self, conn: AsyncConnection, thread: ThreadRow, now: float, *, status: RunRowStatus
+    ) -> None:
+        if thread.last_request_id is None:
+            return
+        await conn.execute(
+            update(runs)
+            .where(*_run_key(thread.thread_id, thread.last_request_id), runs.c.status == "running")
+            .values(status=status, update_time=now)
+        )
+
+    async def _thread(self, conn: AsyncConnection, thread_id: str, now: float) -> ThreadRow | None:
+        row = (await conn.execute(select(threads).where(*_key(thread_id)))).first()
+        return None if row is None else _thread(row, now)
+
+    async def _run(self, conn: AsyncConnection, thread_id: str, request_id: str) -> RunRow | None:
+        row = (await conn.execute(select(runs).where(*_run_key(thread_id, request_id)))).first()
+        return None if row is None else _run_row(row)
+
+    async def _run_of(self, conn: AsyncConnection, thread_id: str, run_id: str) -> RunRow | None:
+        row = (
+            await conn.execute(
+                select(runs).where(
+                    runs.c.namespace == NAMESPACE, runs.c.thread_id == thread_id, runs.c.run_id == run_id
+                )
+            )
+        ).first()
+        if row is not None:
+            return _run_row(row)
+        # An earlier attempt's run ID: rare, so the attempts are searched here rather than indexed.
+        rows = (
+            await conn.execute(
+                select(runs).where(
+                    runs.c.namespace == NAMESPACE,
+                    runs.c.thread_id == thread_id,
+                    runs.c.attempts.contains(run_id),
+                )
+            )
+        ).all()
+        for row in rows:
+            record = _run_row(row)
+            if any(entry.get("run_id") == run_id for entry in record.attempts):
+                return record
+        return None
+
+    async def _blob(self, conn: AsyncConnection, blob_id: int) -> BlobRef:
+        chain = text(
+            "WITH RECURSIVE chain(id, base_id, keep, data, sha256, chain_bytes, depth) AS ("
+            " SELECT id, base_id, keep, data, sha256, chain_bytes, 0 FROM blobs WHERE id = :id"
+            " UNION ALL"
+            " SELECT b.id, b.base_id, b.keep, b.data, b.sha256, b.chain_bytes, c.depth + 1"
+            " FROM blobs b JOIN chain c ON b.id = c.base_id)"
+            " SELECT keep, data, sha256, chain_bytes, depth FROM chain ORDER BY depth DESC"
+        )
+        rows = (await conn.execute(chain, {"id": blob_id})).all()
+        if not rows:
+            raise store_unavailable(f"blob {blob_id} is missing")
+        data = rebuild([(row.keep, bytes(row.data)) for row in rows])
+        top = rows[-1]
+        if hashlib.sha256(data).hexdigest() != top.sha256:
+            raise store_unavailable(f"blob {blob_id} does not match its sha256")
+        return BlobRef(blob_id, data, int(top.chain_bytes))
+
+    async def _put_blob(
+        self, conn: AsyncConnection, owner: str, data: bytes, base: BlobRef | None
+    ) -> BlobRef:
+        if base is not None and base.data == data:
+            return base  # unchanged: refer to it
+        delta = plan_delta(data, base)
+        blob_id = (
+            await conn.execute(
+                insert(blobs)
+                .values(
+                    owner=owner,
+                    base_id=delta.base_id,
+                    keep=delta.keep,
+                    data=delta.tail,
+                    size=len(data),
+                    chain_bytes=delta.chain_bytes,
+                    sha256=delta.sha256,
+                )
+                .returning(blobs.c.id)
+            )
+        ).scalar_one()
+        return BlobRef(int(blob_id), data, delta.chain_bytes)
+
+    async def _put_checkpoint(
+        self,
+        conn: AsyncConnection,
+        thread_id: str,
+        owner: str,
+        revision: int,
+        checkpoint: NewCheckpoint,
+        base: Head | None,
+        now: float,
+    ) -> Head:
+        history = await self._put_blob(conn, owner, checkpoint.parts.history, base.history if base else None)
+        # The rest is small and rarely changes: stored whole, and only when it differs.
+        rest = (
+            base.rest
+            if base is not None and base.rest.data == checkpoint.parts.rest
+            else await self._put_blob(conn, owner, checkpoint.parts.rest, None)
+        )
+        row = CheckpointRow(
+            thread_id=thread_id,
+            revision=revision,
+            kind=checkpoint.kind,
+            run_id=checkpoint.run_id,
+            request_id=checkpoint.request_id,
+            create_time=now,
+            pending=checkpoint.pending,
+            remaining=checkpoint.remaining,
+            client_tools=checkpoint.client_tools,
+            history_blob=history.id,
+            rest_blob=rest.id,
+            history_at=checkpoint.parts.history_at,
+        )
+        await conn.execute(
+            insert(checkpoints).values(
+                namespace=NAMESPACE,
+                thread_id=thread_id,
+                revision=revision,
+                kind=checkpoint.kind,
+                run_id=checkpoint.run_id,
+                request_id=checkpoint.request_id,
+                create_time=now,
+                history_blob=history.id,
+                rest_blob=rest.id,
+                history_at=checkpoint.parts.history_at,
+                pending=checkpoint.pending,
+                remaining=checkpoint.remaining,
+                client_tools=checkpoint.client_tools,
+            )
+        )
+        return Head(row, checkpoint.parts, history, rest)
+
+    async def _collect(self, conn: AsyncConnection, owner: str) -> None:
+        """Delete `owner`'s blobs that no checkpoint (of any thread) still reaches, directly or as a base."""
+        await conn.execute(
+            text(
+                "WITH RECURSIVE mine(id) AS (SELECT id FROM blobs WHERE owner = :owner),"
+                " live(id) AS ("
+                "  SELECT id FROM ("
+                "   SELECT history_blob AS id FROM checkpoints WHERE history_blob IN (SELECT id FROM mine)"
+                "   UNION SELECT rest_blob FROM checkpoints WHERE rest_blob IN (SELECT id FROM mine)"
+                "   UNION SELECT base_id FROM blobs WHERE owner <> :owner AND base_id IN (SELECT id FROM mine)"
+                "  ) AS roots"
+                "  UNION SELECT b.base_id FROM blobs b JOIN live l ON b.id = l.id WHERE b.base_id IS NOT NULL)"
+                " DELETE FROM blobs WHERE owner = :owner AND id NOT IN (SELECT id FROM live)"
+            ),
+            {"owner": owner},
+        )
+
+
+# -- rows -> records ------------------------------------------------------------------------------------
+
+
+def _key(thread_id: str) -> tuple[Any, Any]:
+    return threads.c.namespace == NAMESPACE, threads.c.thread_id == thread_id
+
+
+def _run_key(thread_id: str, request_id: str) -> tuple[Any, Any, Any]:
+    return runs.c.namespace == NAMESPACE, runs.c.thread_id == thread_id, runs.c.request_id == request_id
+
+
+def _thread(row: Row[Any], now: float) -> ThreadRow:
+    lease = (
+        Lease(row.lease_run_id, row.lease_request_id, row.lease_replica, float(row.lease_expires))
+        if row.lease_run_id is not None and row.lease_expires is not None
+        else None
+    )
+    return ThreadRow(
+        thread_id=row.thread_id,
+        incarnation=row.incarnation,
+        agent=row.agent,
+        labels=json.loads(row.labels),
+        create_time=float(row.create_time),
+        update_time=float(row.update_time),
+        revision=int(row.revision),
+        pending=row.pending,
+        accepted=row.accepted,
+        fence=row.fence,
+        lease=lease,
+        cancel_requested=bool(row.cancel_requested),
+        last_request_id=row.last_request_id,
+        now=now,
+    )
+
+
+def _checkpoint(row: Row[Any]) -> CheckpointRow:
+    return CheckpointRow(
+        thread_id=row.thread_id,
+        revision=int(row.revision),
+        kind=row.kind,
+        run_id=row.run_id,
+        request_id=row.request_id,
+        create_time=float(row.create_time),
+        pending=row.pending,
+        remaining=row.remaining,
+        client_tools=row.client_tools,
+        history_blob=int(row.history_blob),
+        rest_blob=int(row.rest_blob),
+        history_at=int(row.history_at),
+    )
+
+
+def _run_row(row: Row[Any]) -> RunRow:
+    return RunRow(
+        request_id=row.request_id,
+        digest=row.digest,
+        prompt=row.prompt,
+        status=row.status,
+        outcome=row.outcome,
+        attempts=json.loads(row.attempts),
+        run_id=row.run_id,
+        committed_revision=int(row.committed_revision),
+    )
+
+
+# -- errors -----------------------------------------------------------------------------------------------
+
+
+def _not_found(thread_id: str) -> ThreadError:
+    return ThreadError(
+        f"No thread has the ID {thread_id!r}.",
+        code=ErrorCode.THREAD_NOT_FOUND,
+        details={"thread_id": thread_id},
+    )
+
+
+def _exists(thread_id: str) -> ThreadError:
+    return ThreadError(
+        f"A thread with the ID {thread_id!r} exists already.",
+        code=ErrorCode.THREAD_EXISTS,
+        details={"thread_id": thread_id},
+    )
+
+
+def _lease_lost(thread_id: str) -> ThreadError:
+    return ThreadError(
+        "This server lost the thread's lease: another run took the thread over; nothing more was committed.",
+        code=ErrorCode.LEASE_LOST,
+        details={"thread_id": thread_id},
+    )
+
+
+def busy(thread: ThreadRow, lease: Lease) -> ThreadError:
+    """`thread_busy` with the holder's ids and its lease's expiry (RFC 3339, the store's clock)."""
+    expires = (
+        datetime.fromtimestamp(lease.expires, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+    return ThreadError(
+        f"Thread {thread.thread_id!r} is running {lease.run_id}; retry after it ends.",
+        code=ErrorCode.THREAD_BUSY,
+        details={"run_id": lease.run_id, "request_id": lease.request_id, "lease_expires_at": expires},
+    )
+
+
+def conflict(thread: ThreadRow) -> ThreadError:
+    return ThreadError(
+        f"Thread {thread.thread_id!r} is at revision {thread.revision}.",
+        code=ErrorCode.REVISION_CONFLICT,
+        details={"current_revision": thread.revision},
+    )
+
+
+def _changed(now_row: ThreadRow | None, thread_id: str) -> ThreadError:
+    """Why a compare-and-set failed: what the thread looks like now."""
+    if now_row is None:
+        return _not_found(thread_id)
+    lease = now_row.live_lease
+    return busy(now_row, lease) if lease is not None else conflict(now_row)

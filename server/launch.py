@@ -1,0 +1,114 @@
+"""Starting a core stream for a request: fresh bindings with its client tools, the construction checks.
+
+`HarnessService` and `ThreadService` both start runs this way; the durable host reaches it through the
+`harness.threads.Launcher` protocol (`ThreadLauncher`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from pydantic_ai.messages import UserContent
+from pydantic_ai.usage import UsageLimits
+
+from harness import (
+    ClientTool,
+    DeferredToolResume,
+    HarnessError,
+    HarnessRunStream,
+    HarnessState,
+    RunBindings,
+    ToolRecovery,
+    client_tools_capability,
+)
+
+from .agents import AgentRegistry
+from .errors import ServerError, ServerReason, at_field
+from .runs import ActiveRuns
+
+__all__ = ("ThreadLauncher", "start_stream")
+
+
+def start_stream(
+    registry: AgentRegistry,
+    agent_name: str,
+    *,
+    input: str | Sequence[UserContent] | None,
+    previous_state: HarnessState | None,
+    deferred_resume: DeferredToolResume | None,
+    tool_recovery: ToolRecovery,
+    client_tools: Sequence[ClientTool],
+    usage_limits: UsageLimits | None,
+    checkpoints: bool,
+    resume_field: str | None = None,
+) -> HarnessRunStream[Any]:
+    """The core's stream for one run with bindings of its own (its client tools), checked at once.
+
+    `resume_field` names the request field a failing deferred check is reported at, if any.
+    """
+    agent = registry.get(agent_name)
+    if agent is None:
+        raise ServerError(
+            ServerReason.AGENT_UNKNOWN,
+            f"No agent is called {agent_name!r}.",
+            details={"agent": agent_name, "served": list(registry)},
+            field="spec.agent",
+        )
+    reserved = [tool.name for tool in registry.tools(agent_name)]
+    try:
+        capability = client_tools_capability(client_tools, reserved_names=reserved)
+    except HarnessError as error:
+        raise at_field(error, "spec.client_tools") from None
+    bindings = RunBindings.embedded(capabilities=[capability] if capability is not None else [])
+    try:
+        return agent.stream(
+            input,
+            bindings=bindings,
+            previous_state=previous_state,
+            tool_recovery=tool_recovery,
+            deferred_resume=deferred_resume,
+            usage_limits=usage_limits,
+            checkpoints=checkpoints,
+        )
+    except HarnessError as error:
+        if resume_field is not None and error.code.value.startswith("deferred_"):
+            raise at_field(error, resume_field) from None
+        raise
+
+
+class ThreadLauncher:
+    """`harness.threads.Launcher` for the server's agents and its run limit."""
+
+    def __init__(self, registry: AgentRegistry, runs: ActiveRuns) -> None:
+        self.registry = registry
+        self._registry = registry
+        self._runs = runs
+
+    def stream(
+        self,
+        agent: str,
+        *,
+        input: str | list[UserContent] | None,
+        previous_state: HarnessState,
+        deferred_resume: DeferredToolResume | None,
+        tool_recovery: ToolRecovery,
+        client_tools: list[ClientTool],
+        usage_limits: UsageLimits | None,
+    ) -> HarnessRunStream[Any]:
+        return start_stream(
+            self._registry,
+            agent,
+            input=input,
+            previous_state=previous_state,
+            deferred_resume=deferred_resume,
+            tool_recovery=tool_recovery,
+            client_tools=client_tools,
+            usage_limits=usage_limits,
+            checkpoints=True,
+            resume_field="spec.answers",
+        )
+
+    def admit(self, stream: HarnessRunStream[Any]) -> AbstractContextManager[None]:
+        return self._runs.admit(stream)

@@ -1,0 +1,195 @@
+"""`ThreadService` messages <-> the durable host's values (`harness.threads`).
+
+Decoding only translates; every thread rule (labels, batches, revisions) is the host's or the core's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from datetime import UTC, datetime
+
+from threadline.v1 import (
+    events_pb2,
+    harness_service_pb2,
+    thread_pb2,
+    thread_service_pb2,
+)
+
+from harness import DeferredToolRequests, DeferredToolResume, HarnessState, InputError
+from harness.errors import ErrorCode
+from harness.threads import (
+    CheckpointKind,
+    CheckpointRow,
+    RunRowStatus,
+    ThreadCommittedEvent,
+    ThreadRow,
+    ThreadRunRequest,
+    ThreadStatus,
+)
+from harness.threads.codec import client_tools_from_json
+
+from ..errors import at_field
+from .deferred import requests_to_pb, results_from_pb, resume_to_pb
+from .events import fill_timestamp
+from .run import client_tools_from_pb, input_from_pb, limits_from_pb, tool_recovery_from_pb
+from .state import fill_state
+
+__all__ = (
+    "KIND_PB",
+    "RUN_STATUS_PB",
+    "STATUS_FROM_PB",
+    "fill_checkpoint_pb",
+    "fill_committed",
+    "fill_thread",
+    "new_request_id",
+    "run_request_from_pb",
+)
+
+STATUS_PB: dict[ThreadStatus, thread_pb2.ThreadStatus.ValueType] = {
+    "idle": thread_pb2.THREAD_STATUS_IDLE,
+    "running": thread_pb2.THREAD_STATUS_RUNNING,
+    "suspended": thread_pb2.THREAD_STATUS_SUSPENDED,
+}
+STATUS_FROM_PB: dict[int, ThreadStatus | None] = {
+    thread_pb2.THREAD_STATUS_UNSPECIFIED: None,
+    **{value: key for key, value in STATUS_PB.items()},
+}
+KIND_PB: dict[CheckpointKind, thread_pb2.CheckpointKind.ValueType] = {
+    "created": thread_pb2.CHECKPOINT_KIND_CREATED,
+    "imported": thread_pb2.CHECKPOINT_KIND_IMPORTED,
+    "forked": thread_pb2.CHECKPOINT_KIND_FORKED,
+    "mid_run": thread_pb2.CHECKPOINT_KIND_MID_RUN,
+    "completed": thread_pb2.CHECKPOINT_KIND_COMPLETED,
+    "suspended": thread_pb2.CHECKPOINT_KIND_SUSPENDED,
+    "failed": thread_pb2.CHECKPOINT_KIND_FAILED,
+    "cancelled": thread_pb2.CHECKPOINT_KIND_CANCELLED,
+    "rolled_back": thread_pb2.CHECKPOINT_KIND_ROLLED_BACK,
+}
+RUN_STATUS_PB: dict[RunRowStatus, thread_pb2.ThreadRunStatus.ValueType] = {
+    "running": thread_pb2.THREAD_RUN_STATUS_RUNNING,
+    "completed": thread_pb2.THREAD_RUN_STATUS_COMPLETED,
+    "suspended": thread_pb2.THREAD_RUN_STATUS_SUSPENDED,
+    "failed": thread_pb2.THREAD_RUN_STATUS_FAILED,
+    "cancelled": thread_pb2.THREAD_RUN_STATUS_CANCELLED,
+    "error": thread_pb2.THREAD_RUN_STATUS_ERROR,
+    "interrupted": thread_pb2.THREAD_RUN_STATUS_INTERRUPTED,
+}
+STORE_KIND_PB = {
+    "sqlite": harness_service_pb2.THREAD_STORE_KIND_SQLITE,
+    "memory": harness_service_pb2.THREAD_STORE_KIND_MEMORY,
+    "none": harness_service_pb2.THREAD_STORE_KIND_NONE,
+}
+MAX_REQUEST_ID = 128
+
+
+def _moment(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def fill_checkpoint_pb(msg: thread_pb2.Checkpoint, row: CheckpointRow, state: HarnessState | None) -> None:
+    msg.thread_id = row.thread_id
+    msg.revision = row.revision
+    msg.kind = KIND_PB[row.kind]
+    msg.run_id = row.run_id
+    msg.request_id = row.request_id
+    fill_timestamp(msg.create_time, _moment(row.create_time))
+    if state is not None:
+        fill_state(msg.state, state)
+    if row.pending is not None:
+        msg.pending.CopyFrom(requests_to_pb(DeferredToolRequests.from_json(row.pending)))
+    if row.remaining is not None:
+        msg.remaining.CopyFrom(resume_to_pb(DeferredToolResume.from_json(row.remaining)))
+    for tool in client_tools_from_json(row.client_tools):
+        schema = tool.parameters_json_schema
+        msg.client_tools.add(
+            name=tool.name,
+            description=tool.description,
+            parameters_json_schema=schema if isinstance(schema, str) else _json(schema),
+        )
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def fill_thread(
+    msg: thread_pb2.Thread, row: ThreadRow, head: CheckpointRow, state: HarnessState | None = None
+) -> None:
+    msg.thread_id = row.thread_id
+    msg.agent = row.agent
+    msg.labels.update(row.labels)
+    fill_timestamp(msg.create_time, _moment(row.create_time))
+    fill_timestamp(msg.update_time, _moment(row.update_time))
+    msg.revision = row.revision
+    msg.status = STATUS_PB[row.status]
+    fill_checkpoint_pb(msg.head, head, state)
+    if row.pending is not None and row.status == "suspended":
+        msg.pending.CopyFrom(requests_to_pb(DeferredToolRequests.from_json(row.pending)))
+    msg.recovery_pending = row.accepted is not None or (row.lease is not None and row.live_lease is None)
+    lease = row.live_lease
+    if lease is not None:
+        msg.lease.run_id = lease.run_id
+        msg.lease.request_id = lease.request_id
+        fill_timestamp(msg.lease.expire_time, _moment(lease.expires))
+
+
+def fill_committed(msg: events_pb2.RunEvent, event: ThreadCommittedEvent, *, sequence: int) -> None:
+    msg.thread_id, msg.run_id, msg.sequence = event.thread_id, event.run_id, sequence
+    fill_timestamp(msg.occurred_at, event.occurred_at)
+    msg.thread_committed.revision = event.revision
+    msg.thread_committed.kind = KIND_PB[event.kind]
+    msg.thread_committed.replayed = event.replayed
+
+
+def new_request_id() -> str:
+    return f"req-{uuid.uuid4().hex}"
+
+
+def _invalid(message: str, field: str) -> InputError:
+    return at_field(InputError(message, code=ErrorCode.INPUT_INVALID, details={"field": field}), field)
+
+
+def run_request_from_pb(spec: thread_service_pb2.ThreadRunSpec) -> ThreadRunRequest:
+    """Decode a `ThreadRunSpec` (fields `spec.*`); an empty `request_id` gets a server-made one.
+
+    The digest covers the request's body without `tool_recovery`, `client_tools` and `usage_limits`,
+    which each attempt takes from its own request (THREADS §4 step 1).
+    """
+    if not spec.thread_id:
+        raise _invalid("thread_id is required.", "spec.thread_id")
+    if len(spec.request_id) > MAX_REQUEST_ID:
+        raise _invalid(f"request_id has at most {MAX_REQUEST_ID} characters.", "spec.request_id")
+    if spec.expected_revision < 0:
+        raise _invalid("expected_revision must not be negative.", "spec.expected_revision")
+    if spec.busy_strategy not in (
+        thread_service_pb2.BUSY_STRATEGY_UNSPECIFIED,
+        thread_service_pb2.BUSY_STRATEGY_REJECT,
+    ):
+        raise _invalid(f"busy_strategy {spec.busy_strategy} is not supported.", "spec.busy_strategy")
+    request_id = spec.request_id or new_request_id()
+    body = thread_service_pb2.ThreadRunSpec()
+    body.CopyFrom(spec)
+    body.request_id = request_id
+    for name in ("tool_recovery", "client_tools", "usage_limits"):
+        body.ClearField(name)
+    digest = hashlib.sha256(body.SerializeToString(deterministic=True)).hexdigest()
+    answers = None
+    if spec.HasField("answers"):
+        results = results_from_pb(spec.answers, field="spec.answers")
+
+        def answers(pending: DeferredToolRequests) -> DeferredToolResume:
+            return DeferredToolResume(pending, results)
+
+    return ThreadRunRequest(
+        thread_id=spec.thread_id,
+        request_id=request_id,
+        digest=digest,
+        expected_revision=spec.expected_revision,
+        input=input_from_pb(spec),
+        answers=answers,
+        tool_recovery=tool_recovery_from_pb(spec.tool_recovery),
+        client_tools=tuple(client_tools_from_pb(spec.client_tools)),
+        usage_limits=limits_from_pb(spec.usage_limits) if spec.HasField("usage_limits") else None,
+    )

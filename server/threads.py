@@ -1,0 +1,465 @@
+"""`ThreadService`: decode, call the durable host (`harness.threads`), encode; nothing else.
+
+Thread runs execute in tasks of their own (THREADS §4 "A run outlives its RPC"): a call that ends early
+only stops listening. Errors are statuses with ErrorInfo; anything unexpected is logged with the
+request's ids and answered `INTERNAL_ERROR`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+from threadline.v1 import events_pb2, thread_pb2, thread_service_pb2, thread_service_pb2_grpc
+
+from harness import HarnessError, HarnessState, InputError
+from harness.errors import ErrorCode
+from harness.threads import (
+    DurableHost,
+    Replayed,
+    ThreadCommittedEvent,
+    ThreadRow,
+    ThreadRun,
+    ThreadRunOutcome,
+)
+
+from .errors import ServerError, ServerReason, at_field
+from .mapping.deferred import requests_from_pb, resume_from_pb
+from .mapping.errors import abort
+from .mapping.events import fill_event, fill_timestamp
+from .mapping.run import client_tools_from_pb, fill_outcome
+from .mapping.state import state_from_pb
+from .mapping.threads import (
+    KIND_PB,
+    RUN_STATUS_PB,
+    STATUS_FROM_PB,
+    fill_checkpoint_pb,
+    fill_committed,
+    fill_thread,
+    run_request_from_pb,
+)
+from .outbox import ENVELOPE_BYTES, Outbox
+from .runlog import LOGGER
+
+__all__ = ("ThreadService",)
+
+Context = grpc.aio.ServicerContext[Any, Any]
+ResponseT = TypeVar("ResponseT", bound=Message)
+MAX_PAGE_SIZE = 1000
+DEFAULT_PAGE_SIZE = 100
+
+
+def _invalid(message: str, field: str) -> InputError:
+    return at_field(InputError(message, code=ErrorCode.INPUT_INVALID, details={"field": field}), field)
+
+
+def _page_size(value: int, field: str = "page_size") -> int:
+    if value < 0 or value > MAX_PAGE_SIZE:
+        raise _invalid(f"page_size must be between 0 and {MAX_PAGE_SIZE}.", field)
+    return value or DEFAULT_PAGE_SIZE
+
+
+def _token(doc: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(doc, separators=(",", ":")).encode()).decode()
+
+
+def _untoken(token: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    try:
+        doc = json.loads(base64.urlsafe_b64decode(token.encode()))
+        if isinstance(doc, dict) and all(key in doc for key in keys):
+            return doc
+    except (ValueError, TypeError):
+        pass
+    raise _invalid("page_token is not one this server returned.", "page_token")
+
+
+def _required_id(value: str, field: str = "thread_id") -> str:
+    if not value:
+        raise _invalid(f"{field} is required.", field)
+    if len(value) > 256:
+        raise _invalid(f"{field} has at most 256 characters.", field)
+    return value
+
+
+def _label_filter(items: list[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for i, item in enumerate(items):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _invalid("A label filter is `key=value`.", f"labels[{i}]")
+        found[key] = value
+    return found
+
+
+class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
+    """The gRPC face of a `DurableHost`."""
+
+    def __init__(
+        self, host: DurableHost | None, *, default_agent: str, max_message_bytes: int, pack_window_s: float
+    ) -> None:
+        self.host = host
+        """Set once the store is open (`ThreadlineServer.start`), before the server takes calls."""
+        self._default_agent = default_agent
+        self._max_message_bytes = max_message_bytes
+        self._pack_window_s = pack_window_s
+
+    @property
+    def _h(self) -> DurableHost:
+        assert self.host is not None, "ThreadService serves only once its store is open"
+        return self.host
+
+    async def _call(
+        self, context: Context, method: str, answer: Callable[[], Awaitable[ResponseT]]
+    ) -> ResponseT:
+        """`answer()`, its errors as statuses, the answer checked against the message limit."""
+        try:
+            response = await answer()
+        except (HarnessError, ServerError) as error:
+            await abort(context, error)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:
+            LOGGER.error("request_crashed", exc_info=error, extra={"fields": {"method": method}})
+            await abort(context, _internal())
+        size = response.ByteSize() + ENVELOPE_BYTES
+        if size > self._max_message_bytes:
+            await abort(
+                context,
+                ServerError(
+                    ServerReason.RESPONSE_TOO_LARGE,
+                    f"The {size}-byte answer exceeds the server's {self._max_message_bytes}-byte message limit.",
+                    details={"size": size, "limit": self._max_message_bytes},
+                ),
+            )
+        return response
+
+    async def _thread_pb(self, row: ThreadRow, msg: Any, *, full: bool = False) -> None:
+        if full:
+            checkpoint, state = await self._h.checkpoint(row.thread_id, row.revision)
+            fill_thread(msg, row, checkpoint, state)
+        else:
+            fill_thread(msg, row, await self._h.head_checkpoint(row))
+
+    # -- threads ------------------------------------------------------------------------------------
+
+    async def CreateThread(
+        self, request: thread_service_pb2.CreateThreadRequest, context: Context
+    ) -> thread_service_pb2.CreateThreadResponse:
+        async def answer() -> thread_service_pb2.CreateThreadResponse:
+            state: HarnessState | None = None
+            if request.HasField("state"):
+                state = await asyncio.to_thread(
+                    functools.partial(state_from_pb, request.state, field="state")
+                )
+            pending = (
+                requests_from_pb(request.pending, field="pending") if request.HasField("pending") else None
+            )
+            accepted = (
+                resume_from_pb(request.accepted, field="accepted") if request.HasField("accepted") else None
+            )
+            agent = request.agent or self._default_agent
+            _check_agent(self._h, agent)
+            if request.thread_id and state is None:
+                _required_id(request.thread_id)
+            try:
+                row = await self._h.create(
+                    thread_id=request.thread_id or None,
+                    agent=agent,
+                    labels=dict(request.labels),
+                    state=state,
+                    pending=pending,
+                    accepted=accepted,
+                    client_tools=client_tools_from_pb(request.client_tools),
+                )
+            except HarnessError as error:
+                field: str | None = None
+                if error.code == ErrorCode.STATE_INVALID:
+                    field = "thread_id"
+                elif error.code == ErrorCode.INPUT_INVALID:
+                    field = str(error.details.get("field", "")) or None
+                if error.code.value.startswith("deferred_"):
+                    field = "pending" if pending is not None else "accepted"
+                raise (at_field(error, field) if field else error) from None
+            response = thread_service_pb2.CreateThreadResponse()
+            await self._thread_pb(row, response.thread)
+            return response
+
+        return await self._call(context, "CreateThread", answer)
+
+    async def GetThread(
+        self, request: thread_service_pb2.GetThreadRequest, context: Context
+    ) -> thread_service_pb2.GetThreadResponse:
+        async def answer() -> thread_service_pb2.GetThreadResponse:
+            row = await self._h.thread(_required_id(request.thread_id))
+            if request.view not in (0, 1, 2):
+                raise _invalid(f"view {request.view} is not known to this server.", "view")
+            response = thread_service_pb2.GetThreadResponse()
+            await self._thread_pb(
+                row, response.thread, full=request.view == thread_service_pb2.THREAD_VIEW_FULL
+            )
+            return response
+
+        return await self._call(context, "GetThread", answer)
+
+    async def ListThreads(
+        self, request: thread_service_pb2.ListThreadsRequest, context: Context
+    ) -> thread_service_pb2.ListThreadsResponse:
+        async def answer() -> thread_service_pb2.ListThreadsResponse:
+            limit = _page_size(request.page_size)
+            labels = _label_filter(list(request.labels))
+            if request.status not in STATUS_FROM_PB:
+                raise _invalid(f"status {request.status} is not known to this server.", "status")
+            after = None
+            if request.page_token:
+                doc = _untoken(request.page_token, ("t", "id"))
+                after = (float(doc["t"]), str(doc["id"]))
+            rows = await self._h.threads(
+                limit=limit + 1, labels=labels, status=STATUS_FROM_PB[request.status], after=after
+            )
+            response = thread_service_pb2.ListThreadsResponse()
+            for row in rows[:limit]:
+                await self._thread_pb(row, response.threads.add())
+            if len(rows) > limit:
+                last = rows[limit - 1]
+                response.next_page_token = _token({"t": last.update_time, "id": last.thread_id})
+            return response
+
+        return await self._call(context, "ListThreads", answer)
+
+    async def DeleteThread(
+        self, request: thread_service_pb2.DeleteThreadRequest, context: Context
+    ) -> thread_service_pb2.DeleteThreadResponse:
+        async def answer() -> thread_service_pb2.DeleteThreadResponse:
+            await self._h.delete(_required_id(request.thread_id), expected_revision=request.expected_revision)
+            return thread_service_pb2.DeleteThreadResponse()
+
+        return await self._call(context, "DeleteThread", answer)
+
+    async def ListCheckpoints(
+        self, request: thread_service_pb2.ListCheckpointsRequest, context: Context
+    ) -> thread_service_pb2.ListCheckpointsResponse:
+        async def answer() -> thread_service_pb2.ListCheckpointsResponse:
+            thread_id = _required_id(request.thread_id)
+            limit = _page_size(request.page_size)
+            before = int(_untoken(request.page_token, ("before",))["before"]) if request.page_token else None
+            rows = await self._h.checkpoints(thread_id, limit=limit + 1, before=before)
+            response = thread_service_pb2.ListCheckpointsResponse()
+            for row in rows[:limit]:
+                fill_checkpoint_pb(response.checkpoints.add(), row, None)
+            if len(rows) > limit:
+                response.next_page_token = _token({"before": rows[limit - 1].revision})
+            return response
+
+        return await self._call(context, "ListCheckpoints", answer)
+
+    async def GetCheckpoint(
+        self, request: thread_service_pb2.GetCheckpointRequest, context: Context
+    ) -> thread_service_pb2.GetCheckpointResponse:
+        async def answer() -> thread_service_pb2.GetCheckpointResponse:
+            thread_id = _required_id(request.thread_id)
+            if request.revision <= 0:
+                raise _invalid("revision must be positive.", "revision")
+            row, state = await self._h.checkpoint(thread_id, request.revision)
+            response = thread_service_pb2.GetCheckpointResponse()
+            fill_checkpoint_pb(response.checkpoint, row, state)
+            return response
+
+        return await self._call(context, "GetCheckpoint", answer)
+
+    async def ForkThread(
+        self, request: thread_service_pb2.ForkThreadRequest, context: Context
+    ) -> thread_service_pb2.ForkThreadResponse:
+        async def answer() -> thread_service_pb2.ForkThreadResponse:
+            thread_id = _required_id(request.thread_id)
+            if request.revision < 0:
+                raise _invalid("revision must not be negative.", "revision")
+            try:
+                row = await self._h.fork(
+                    thread_id,
+                    revision=request.revision,
+                    new_thread_id=request.new_thread_id or None,
+                    labels=dict(request.labels),
+                )
+            except HarnessError as error:
+                if error.code in (ErrorCode.STATE_INVALID, ErrorCode.FORK_THREAD_ID_CONFLICT):
+                    raise at_field(error, "new_thread_id") from None
+                raise
+            response = thread_service_pb2.ForkThreadResponse()
+            await self._thread_pb(row, response.thread)
+            return response
+
+        return await self._call(context, "ForkThread", answer)
+
+    async def RollbackThread(
+        self, request: thread_service_pb2.RollbackThreadRequest, context: Context
+    ) -> thread_service_pb2.RollbackThreadResponse:
+        async def answer() -> thread_service_pb2.RollbackThreadResponse:
+            thread_id = _required_id(request.thread_id)
+            if request.revision <= 0:
+                raise _invalid("revision must be positive.", "revision")
+            row = await self._h.rollback(
+                thread_id, revision=request.revision, expected_revision=request.expected_revision
+            )
+            response = thread_service_pb2.RollbackThreadResponse()
+            await self._thread_pb(row, response.thread)
+            return response
+
+        return await self._call(context, "RollbackThread", answer)
+
+    async def CancelThreadRun(
+        self, request: thread_service_pb2.CancelThreadRunRequest, context: Context
+    ) -> thread_service_pb2.CancelThreadRunResponse:
+        async def answer() -> thread_service_pb2.CancelThreadRunResponse:
+            thread_id = _required_id(request.thread_id)
+            run_id = _required_id(request.run_id, "run_id")
+            status = await self._h.cancel(thread_id, run_id)
+            return thread_service_pb2.CancelThreadRunResponse(status=RUN_STATUS_PB[status])
+
+        return await self._call(context, "CancelThreadRun", answer)
+
+    # -- runs ---------------------------------------------------------------------------------------
+
+    def _start(self, spec: thread_service_pb2.ThreadRunSpec) -> ThreadRun:
+        return self._h.run(run_request_from_pb(spec))
+
+    async def RunThread(
+        self, request: thread_service_pb2.RunThreadRequest, context: Context
+    ) -> thread_service_pb2.RunThreadResponse:
+        try:
+            run = self._start(request.spec)
+        except (HarnessError, ServerError) as error:
+            await abort(context, error)
+        response = thread_service_pb2.RunThreadResponse()
+        try:
+            async for item in run.items():
+                outcome = item.outcome if isinstance(item, Replayed) else item
+                if isinstance(outcome, ThreadRunOutcome):
+                    fill_outcome(response.result, outcome)
+                    response.revision = outcome.revision
+                    response.replayed = outcome.replayed
+        except (HarnessError, ServerError) as error:
+            await abort(context, error)
+        except asyncio.CancelledError:
+            run.detach()
+            raise
+        except Exception:
+            await abort(context, _internal(thread_id=request.spec.thread_id, run_id=run.run_id))
+        size = response.ByteSize() + ENVELOPE_BYTES
+        if size > self._max_message_bytes:
+            await abort(
+                context,
+                ServerError(
+                    ServerReason.RESPONSE_TOO_LARGE,
+                    f"The run ended, but its {size}-byte answer exceeds the message limit.",
+                    details={"size": size, "limit": self._max_message_bytes},
+                ),
+            )
+        return response
+
+    async def StreamThreadRun(
+        self, request: thread_service_pb2.StreamThreadRunRequest, context: Context
+    ) -> AsyncIterator[thread_service_pb2.StreamThreadRunResponse]:
+        try:
+            run = self._start(request.spec)
+        except (HarnessError, ServerError) as error:
+            await abort(context, error)
+        outbox: Outbox[Any, thread_service_pb2.StreamThreadRunResponse] = Outbox(
+            _fill,
+            per_message=request.max_events_per_message,
+            window_s=self._pack_window_s,
+            max_bytes=self._max_message_bytes,
+            response_type=thread_service_pb2.StreamThreadRunResponse,
+        )
+        producer = asyncio.create_task(_produce(run, outbox))
+        try:
+            while (response := await outbox.take()) is not None:
+                yield response
+                outbox.sent()
+        except (HarnessError, ServerError) as error:
+            await abort(context, error)
+        except grpc.aio.AbortError:
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            await abort(context, _internal(thread_id=request.spec.thread_id, run_id=run.run_id))
+        finally:
+            # The caller went away or the stream ended: stop listening; the run goes on by itself.
+            run.detach()
+            if not producer.done():
+                producer.cancel()
+            try:
+                await producer
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+            except Exception:  # its error already reached the stream
+                pass
+
+
+async def _produce(run: ThreadRun, outbox: Outbox[Any, thread_service_pb2.StreamThreadRunResponse]) -> None:
+    try:
+        async for item in run.items():
+            if isinstance(item, Replayed):
+                await outbox.add(("started", item.outcome))
+                if item.outcome.committed:
+                    await outbox.add(("committed", item.outcome))
+                await outbox.add(item.outcome)
+            else:
+                await outbox.add(item)
+    except BaseException as error:
+        outbox.end(error)
+        raise
+    outbox.end()
+
+
+def _fill(event: events_pb2.RunEvent, item: Any, sequence: int) -> None:
+    if isinstance(item, ThreadCommittedEvent):
+        fill_committed(event, item, sequence=sequence)
+    elif isinstance(item, ThreadRunOutcome):
+        event.thread_id, event.run_id, event.sequence = item.thread_id, item.run_id, sequence
+        fill_timestamp(event.occurred_at, item.ended_at)
+        fill_outcome(event.result, item)
+    elif isinstance(item, tuple):
+        which, outcome = item
+        event.thread_id, event.run_id, event.sequence = outcome.thread_id, outcome.run_id, sequence
+        if which == "started":
+            fill_timestamp(event.occurred_at, outcome.started_at)
+            event.run_started.SetInParent()
+        else:
+            fill_timestamp(event.occurred_at, outcome.ended_at)
+            event.thread_committed.revision = outcome.revision
+            event.thread_committed.kind = _terminal_kind(outcome)
+            event.thread_committed.replayed = True
+    else:
+        fill_event(event, item, sequence=sequence)
+
+
+def _terminal_kind(outcome: ThreadRunOutcome) -> thread_pb2.CheckpointKind.ValueType:
+    return KIND_PB[outcome.status]
+
+
+def _check_agent(host: DurableHost, agent: str) -> None:
+    registry = getattr(host.launcher, "registry", None)
+    if registry is not None and registry.get(agent) is None:
+        raise ServerError(
+            ServerReason.AGENT_UNKNOWN,
+            f"No agent is called {agent!r}.",
+            details={"agent": agent, "served": list(registry)},
+            field="agent",
+        )
+
+
+def _internal(**ids: str) -> ServerError:
+    return ServerError(
+        ServerReason.INTERNAL_ERROR,
+        "The server failed unexpectedly; its log has the details.",
+        details={key: value for key, value in ids.items() if value},
+    )
