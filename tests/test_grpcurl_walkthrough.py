@@ -49,7 +49,10 @@ def test_the_doc_has_every_walkthrough_step() -> None:
     codes = "\n".join(step.code for step in steps())
     for needle in (" list", "describe", "StreamRun", "deferred_resume", 'schemaVersion = "2"'):
         assert needle in codes
-    assert sum(step.should_fail for step in steps()) == 1
+    for needle in ("StreamThreadRun", "answers:", "ListCheckpoints", "ForkThread", "RollbackThread"):
+        assert needle in codes
+    # The refused steps: a future schema version, and a thread turn against a stale revision.
+    assert sum(step.should_fail for step in steps()) == 2
 
 
 def test_grpcurl_is_the_one_setup_installs(tmp_path: Path) -> None:
