@@ -38,9 +38,11 @@ def configure(level: int = logging.INFO) -> None:
     """Send the server's logs to stderr as JSON lines (stdout carries only `listening on ...`)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
-    LOGGER.handlers[:] = [handler]
-    LOGGER.setLevel(level)
-    LOGGER.propagate = False
+    # The durable host's own lines (`harness.threads`: run_crashed, store_unavailable, late renewals) too.
+    for logger in (LOGGER, logging.getLogger("threadline.threads")):
+        logger.handlers[:] = [handler]
+        logger.setLevel(level)
+        logger.propagate = False
 
 
 def log_run(event: str, **fields: Any) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -287,6 +288,7 @@ class _Holder:
         self._lost: ThreadError | None = None
         self._normal_resume = normal_resume
         self._started_at = datetime.now(UTC)
+        self._first_event = True
 
     @property
     def _ids(self) -> dict[str, str]:
@@ -311,6 +313,10 @@ class _Holder:
                             async for end in self._finish(item.result):
                                 yield end
                         else:
+                            if self._first_event:
+                                # `run_started`: its time is what a replay reports as the run's start.
+                                self._first_event = False
+                                self._started_at = getattr(item, "occurred_at", self._started_at)
                             yield item
             except _Lost as lost:
                 self._lost = lost.error
@@ -500,7 +506,8 @@ class _Holder:
         await self._commit(checkpoint, accepted=accepted, finish=finish)
         if state is not None:
             self._host.remember(self._thread, self._base, state)
-            yield self._committed(kind)
+            # The commit event and the result share the outcome's time, live and in a replay alike.
+            yield dataclasses.replace(self._committed(kind), occurred_at=outcome.ended_at)
         yield outcome
 
     async def _failed(self, error: HarnessError) -> None:

@@ -11,8 +11,11 @@ either commits whole or not at all.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
+import logging
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -53,6 +56,8 @@ from .records import (
 from .schema import blobs, checkpoints, labels, runs, threads
 
 __all__ = ("Committed", "Finish", "NewCheckpoint", "ThreadStore", "busy", "conflict", "store_unavailable")
+
+LOGGER = logging.getLogger("threadline.threads")
 
 NAMESPACE = ""
 """The one namespace of this milestone; the column is the room a tenant key needs later."""
@@ -117,20 +122,26 @@ class ThreadStore:
         self._engine = database.engine
         self._reader = database.engine.execution_options(**READ)
         self._now = _NOW[database.engine.dialect.name]
+        # An in-memory database is one connection: its transactions take turns.
+        self._turns = asyncio.Lock() if database.kind == "memory" else None
 
     # -- transactions -------------------------------------------------------------------------------
 
     @asynccontextmanager
     async def _tx(self, *, read: bool = False) -> AsyncIterator[tuple[AsyncConnection, float]]:
         """One transaction and the store's time at its start; a failing database is `store_unavailable`."""
-        try:
-            async with (self._reader if read else self._engine).begin() as conn:
-                now = float((await conn.execute(self._now)).scalar_one())
-                yield conn, now
-        except (ThreadError, IntegrityError):
-            raise
-        except (DBAPIError, SQLAlchemyError, OSError) as error:
-            raise store_unavailable(type(error).__name__) from error
+        async with self._turns or contextlib.nullcontext():
+            try:
+                async with (self._reader if read else self._engine).begin() as conn:
+                    now = float((await conn.execute(self._now)).scalar_one())
+                    yield conn, now
+            except (ThreadError, IntegrityError):
+                raise
+            except (DBAPIError, SQLAlchemyError, OSError) as error:
+                LOGGER.warning(
+                    "store_unavailable", exc_info=error, extra={"fields": {"replica": self.replica}}
+                )
+                raise store_unavailable(type(error).__name__) from error
 
     # -- reads --------------------------------------------------------------------------------------
 
