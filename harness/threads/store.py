@@ -337,7 +337,7 @@ class ThreadStore:
                 await conn.execute(
                     delete(table).where(table.c.namespace == NAMESPACE, table.c.thread_id == thread.thread_id)
                 )
-            await self._collect(conn, thread.incarnation)
+            await self._collect(conn)
 
     # -- the run protocol (THREADS §4) ------------------------------------------------------------------
 
@@ -695,21 +695,26 @@ class ThreadStore:
         )
         return Head(row, checkpoint.parts, history, rest)
 
-    async def _collect(self, conn: AsyncConnection, owner: str) -> None:
-        """Delete `owner`'s blobs that no checkpoint (of any thread) still reaches, directly or as a base."""
+    async def _collect(self, conn: AsyncConnection) -> None:
+        """Delete the data of deleted threads that no checkpoint of any thread still reaches.
+
+        A fork refers to its source's data, so a deleted thread's blobs may outlive it; they go once the
+        last thread reaching them (directly or as a delta's base) is deleted too.
+        """
         await conn.execute(
             text(
-                "WITH RECURSIVE mine(id) AS (SELECT id FROM blobs WHERE owner = :owner),"
+                "WITH RECURSIVE mine(id) AS ("
+                "  SELECT id FROM blobs WHERE owner NOT IN (SELECT incarnation FROM threads)),"
                 " live(id) AS ("
                 "  SELECT id FROM ("
                 "   SELECT history_blob AS id FROM checkpoints WHERE history_blob IN (SELECT id FROM mine)"
                 "   UNION SELECT rest_blob FROM checkpoints WHERE rest_blob IN (SELECT id FROM mine)"
-                "   UNION SELECT base_id FROM blobs WHERE owner <> :owner AND base_id IN (SELECT id FROM mine)"
+                "   UNION SELECT base_id FROM blobs"
+                "    WHERE id NOT IN (SELECT id FROM mine) AND base_id IN (SELECT id FROM mine)"
                 "  ) AS roots"
                 "  UNION SELECT b.base_id FROM blobs b JOIN live l ON b.id = l.id WHERE b.base_id IS NOT NULL)"
-                " DELETE FROM blobs WHERE owner = :owner AND id NOT IN (SELECT id FROM live)"
-            ),
-            {"owner": owner},
+                " DELETE FROM blobs WHERE id IN (SELECT id FROM mine) AND id NOT IN (SELECT id FROM live)"
+            )
         )
 
 
