@@ -129,6 +129,7 @@ class ThreadlineServer:
         self.threads: DurableHost | None = None
         """The durable host behind ThreadService, once started (None with `--store none`)."""
         self._thread_service: ThreadService | None = None
+        self._health_tasks: set[asyncio.Future[None]] = set()
         if self._store_kind != "none":
             self._thread_service = ThreadService(
                 None,
@@ -171,10 +172,20 @@ class ThreadlineServer:
             ) from None
         log_run("thread_store_opened", kind=self._store_kind, path=where)
         store = ThreadStore(self._database, replica=uuid.uuid4().hex[:12])
+        store.on_health = self._store_health
         self.threads = DurableHost(
             store, ThreadLauncher(self._registry, self.runs), lease_ttl=self.config.lease_ttl_s
         )
         self._thread_service.host = self.threads
+
+    def _store_health(self, healthy: bool) -> None:
+        """ThreadService is NOT_SERVING while its store is unreachable; HarnessService is unaffected."""
+        status = (
+            health_pb2.HealthCheckResponse.SERVING if healthy else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        log_run("thread_store_health", serving=healthy)
+        self._health_tasks.add(task := asyncio.ensure_future(self._health.set(THREAD_SERVICE_NAME, status)))
+        task.add_done_callback(self._health_tasks.discard)
 
     async def start(self) -> str:
         """Open the thread store, bind and start serving; returns `address`."""

@@ -7,6 +7,7 @@ size, byte-identical states, data shared by forks and collected once nothing rea
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import ServeProcess
+from conftest import ServeProcess, error_info
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2, thread_service_pb2
 from threadline.v1.thread_service_pb2_grpc import ThreadServiceStub
 
@@ -146,3 +148,26 @@ async def test_a_thread_created_again_under_its_id_runs_on_its_new_head(stub: Th
     text = state.model_dump_json()
     assert "second life" in text
     assert "first life" not in text
+
+
+async def test_a_broken_store_answers_unavailable_and_health_says_not_serving(
+    stub: ThreadServiceStub, channel: grpc.aio.Channel, store_file: Path
+) -> None:
+    await stub.CreateThread(thread_service_pb2.CreateThreadRequest(thread_id="thread_broken"))
+    for path in store_file.parent.glob(f"{store_file.name}*"):  # the database, its WAL and shared memory
+        with path.open("r+b") as file:
+            file.write(b"not a database" * 4096)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stub.GetThread(thread_service_pb2.GetThreadRequest(thread_id="thread_broken"))
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    info = error_info(refused.value)
+    assert info is not None and info.reason == "STORE_UNAVAILABLE"
+    health = health_pb2_grpc.HealthStub(channel)
+    service = health_pb2.HealthCheckRequest(service="threadline.v1.ThreadService")
+    for _ in range(100):  # the status is set by a task the failure scheduled
+        if (await health.Check(service)).status == health_pb2.HealthCheckResponse.NOT_SERVING:
+            break
+        await asyncio.sleep(0.05)
+    assert (await health.Check(service)).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    harness = health_pb2.HealthCheckRequest(service="threadline.v1.HarnessService")
+    assert (await health.Check(harness)).status == health_pb2.HealthCheckResponse.SERVING

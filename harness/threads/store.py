@@ -18,7 +18,7 @@ import json
 import logging
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -124,6 +124,16 @@ class ThreadStore:
         self._now = _NOW[database.engine.dialect.name]
         # An in-memory database is one connection: its transactions take turns.
         self._turns = asyncio.Lock() if database.kind == "memory" else None
+        self.healthy = True
+        """False from a transaction that found the database down until the next one that succeeds."""
+        self.on_health: Callable[[bool], None] | None = None
+        """Called when `healthy` changes (the server reports it as the service's health)."""
+
+    def _health(self, healthy: bool) -> None:
+        if healthy != self.healthy:
+            self.healthy = healthy
+            if self.on_health is not None:
+                self.on_health(healthy)
 
     # -- transactions -------------------------------------------------------------------------------
 
@@ -136,12 +146,15 @@ class ThreadStore:
                     now = float((await conn.execute(self._now)).scalar_one())
                     yield conn, now
             except (ThreadError, IntegrityError):
+                self._health(True)
                 raise
             except (DBAPIError, SQLAlchemyError, OSError) as error:
                 LOGGER.warning(
                     "store_unavailable", exc_info=error, extra={"fields": {"replica": self.replica}}
                 )
+                self._health(False)
                 raise store_unavailable(type(error).__name__) from error
+            self._health(True)
 
     # -- reads --------------------------------------------------------------------------------------
 
