@@ -1,15 +1,24 @@
-"""A small Threadline host: one thread kept in a file, driven from the terminal.
+"""A small Threadline host: one thread, driven from the terminal, kept in a file or by the server.
 
     python host.py --state thread.json "delete notes.txt"        # asks to approve, then resumes
     python host.py --state thread.json "client:local_time {\"tz\": \"Europe/Paris\"}"
     python host.py --state thread.json "count"                   # the counter lives in the state
     python host.py --state thread.json --fork branch.json "lookup grpc"
 
-The host owns the thread: after every run it writes the state envelope to `--state` (proto3 JSON
-when the name ends in `.json`, binary protobuf otherwise) and, while a run is suspended, the
-pending batch beside it (`<state>.pending.json`), so an interrupted session can be answered later by
-running the script again without a prompt. Approvals are asked on the terminal; calls of the
-host's own client tools (`local_time`, `word_count`) are executed here and their results sent back.
+    python host.py --thread thread_mine "delete notes.txt"       # the server keeps the thread
+    python host.py --thread thread_mine "count"                  # same thread, by its ID only
+
+With `--state` (HarnessService) the host owns the thread: after every run it writes the state
+envelope to the file (proto3 JSON when the name ends in `.json`, binary protobuf otherwise) and,
+while a run is suspended, the pending batch beside it (`<state>.pending.json`), so an interrupted
+session can be answered later by running the script again without a prompt.
+
+With `--thread` (ThreadService) the host keeps nothing: the server stores the thread under that ID
+(created on first use) with its pending batch, so a later session, from anywhere, answers what is
+pending by running the script again without a prompt.
+
+Either way, approvals are asked on the terminal; calls of the host's own client tools
+(`local_time`, `word_count`) are executed here and their results sent back.
 
 Start a server first: `threadline serve` (the embedded demo agent needs no key).
 """
@@ -135,22 +144,27 @@ async def answer(batch: tl.DeferredToolRequests) -> list[tl.v1.ApprovalResult | 
     return answers
 
 
-# --- one session -----------------------------------------------------------------------------------
+# --- a thread kept in a file (--state) ------------------------------------------------------------
+
+
+def show(event: tl.RunEvent) -> None:
+    """Print the model's text as it streams, and the tools it calls."""
+    match tl.event_case(event):
+        case "part_start" if event.part_start and event.part_start.kind == tl.v1.PartKind.TEXT:
+            print(event.part_start.content, end="", flush=True)
+        case "part_delta" if event.part_delta and event.part_delta.kind == tl.v1.PartKind.TEXT:
+            print(event.part_delta.content_delta, end="", flush=True)
+        case "tool_call" if event.tool_call:
+            print(f"[tool] {event.tool_call.tool_name}({event.tool_call.args_json})", flush=True)
+        case _:
+            pass  # every other event (and cases newer than this host) is not shown
 
 
 async def stream_once(client: tl.Client, spec: tl.RunSpec) -> tl.RunResult:
     """Run and show the model's text as it streams."""
     async with client.stream_run(spec) as stream:
         async for event in stream:
-            match tl.event_case(event):
-                case "part_start" if event.part_start and event.part_start.kind == tl.v1.PartKind.TEXT:
-                    print(event.part_start.content, end="", flush=True)
-                case "part_delta" if event.part_delta and event.part_delta.kind == tl.v1.PartKind.TEXT:
-                    print(event.part_delta.content_delta, end="", flush=True)
-                case "tool_call" if event.tool_call:
-                    print(f"[tool] {event.tool_call.tool_name}({event.tool_call.args_json})", flush=True)
-                case _:
-                    pass  # every other event (and cases newer than this host) is not shown
+            show(event)
     print()
     assert stream.result is not None  # a stream without a result ends with a ThreadlineError instead
     return stream.result
@@ -179,7 +193,7 @@ async def drive(
         resume, prompt = tl.resume(pending, await answer(pending)), None
 
 
-async def session(args: argparse.Namespace) -> int:
+async def file_session(args: argparse.Namespace) -> int:
     thread = ThreadFile(Path(args.state))
     state, pending = thread.load()
     async with tl.Client(args.server, token=args.token, timeout=args.timeout) as client:
@@ -204,7 +218,72 @@ async def session(args: argparse.Namespace) -> int:
         if args.prompt:
             result = await drive(client, thread, state, prompt=args.prompt)
     assert result is not None
+    return report(result)
 
+
+# --- a thread the server keeps (--thread) ----------------------------------------------------------
+
+
+async def drive_thread(
+    client: tl.Client,
+    thread_id: str,
+    *,
+    prompt: str | None = None,
+    answers: tl.DeferredToolResults | None = None,
+) -> tl.ThreadRunOutcome:
+    """Run the thread's next turn, then answer for as long as it suspends. Nothing is saved here:
+    the server commits every turn and keeps the pending batch, should the answer never come."""
+    while True:
+        async with client.threads.stream(
+            thread_id, text=prompt, answers=answers, client_tools=CLIENT_TOOLS
+        ) as stream:
+            async for event in stream:
+                show(event)
+        print()
+        outcome = stream.outcome
+        assert outcome is not None  # a stream without a result ends with a ThreadlineError instead
+        if outcome.result.status != tl.RunStatus.SUSPENDED or outcome.result.deferred is None:
+            return outcome
+        answers, prompt = tl.answers(*await answer(outcome.result.deferred)), None
+
+
+async def thread_session(args: argparse.Namespace) -> int:
+    """Reuse the thread with the given ID, or create it; answer what it waits on, then run the prompt."""
+    async with tl.Client(args.server, token=args.token, timeout=args.timeout) as client:
+        try:
+            thread = await client.threads.get(args.thread)
+            print(
+                f"[host] {thread.thread_id} is at revision {thread.revision}, {thread.status!s}",
+                file=sys.stderr,
+            )
+        except tl.ThreadNotFound:
+            thread = await client.threads.create(thread_id=args.thread)
+            print(f"[host] created {thread.thread_id}", file=sys.stderr)
+        if thread.pending is None and not args.prompt:
+            print("give a prompt (nothing is pending to resume)", file=sys.stderr)
+            return 2
+
+        outcome: tl.ThreadRunOutcome | None = None
+        if thread.pending is not None:
+            # A batch left by an earlier session (or another host): answer it first.
+            print(
+                f"[host] {len(tl.pending(thread.pending))} deferred call(s) wait for an answer",
+                file=sys.stderr,
+            )
+            replies = await answer(thread.pending)
+            outcome = await drive_thread(client, thread.thread_id, answers=tl.answers(*replies))
+        if args.prompt:
+            outcome = await drive_thread(client, thread.thread_id, prompt=args.prompt)
+    assert outcome is not None
+    print(f"[host] {thread.thread_id} is now at revision {outcome.revision}", file=sys.stderr)
+    return report(outcome.result)
+
+
+# --- how it ended ----------------------------------------------------------------------------------
+
+
+def report(result: tl.RunResult) -> int:
+    """Say how the last run ended; returns the exit status."""
     if result.status == tl.RunStatus.COMPLETED:
         print(f"[host] {result.thread_id} {result.run_id}: {tl.output(result)!r}", file=sys.stderr)
         return 0
@@ -215,20 +294,28 @@ async def session(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Drive one Threadline thread kept in a file.")
+    parser = argparse.ArgumentParser(
+        description="Drive one Threadline thread, kept in a file or by the server."
+    )
     parser.add_argument("prompt", nargs="?", default="", help="what to say; omit to answer a pending batch")
-    parser.add_argument(
-        "--state", required=True, help="the thread's state file (.json = proto3 JSON, else binary)"
+    kept = parser.add_mutually_exclusive_group(required=True)
+    kept.add_argument("--state", help="the thread's state file (.json = proto3 JSON, else binary)")
+    kept.add_argument(
+        "--thread",
+        metavar="THREAD_ID",
+        help="a thread the server keeps (ThreadService), created on first use",
     )
     parser.add_argument(
-        "--fork", metavar="NEW_STATE", help="branch the thread into this new state file first"
+        "--fork", metavar="NEW_STATE", help="with --state: branch the thread into this new state file first"
     )
     parser.add_argument("--server", default=tl.DEFAULT_TARGET, help="host:port of `threadline serve`")
     parser.add_argument("--token", default=None, help="bearer token, for a server started with --token")
     parser.add_argument("--timeout", type=float, default=120.0, help="deadline of each call, in seconds")
     args = parser.parse_args(argv)
+    if args.fork and not args.state:
+        parser.error("--fork needs --state")
     try:
-        return asyncio.run(session(args))
+        return asyncio.run(thread_session(args) if args.thread else file_session(args))
     except tl.ThreadlineError as exc:
         print(f"[host] error: {exc}", file=sys.stderr)
         if exc.reason:

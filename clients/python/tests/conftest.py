@@ -1,7 +1,8 @@
 """One real server for the whole test run, reached over loopback.
 
 Unless `THREADLINE_ADDR` names a running server (`host:port`), the session starts
-`<repo root>/.venv/bin/threadline serve --port 0`, reads `listening on <host>:<port>` from its
+`<repo root>/.venv/bin/threadline serve --port 0 --store memory` (threads in memory, so parallel
+servers never share the default thread store file), reads `listening on <host>:<port>` from its
 first stdout line, and stops it (SIGTERM, then SIGKILL) when the session ends. Its logs go to a
 temporary file whose tail is shown if it fails to start; `logged_server` is a server of the session's
 own whose log lines (JSON, one per run start and end) tests can read.
@@ -35,17 +36,21 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+SERVE_ARGS = ("serve", "--port", "0", "--store", "memory")
+"""Every server the suite starts keeps its threads in memory, its own."""
+
+
 def _server_command() -> list[str]:
     binary = REPO_ROOT / ".venv" / "bin" / "threadline"
     if binary.exists():
-        return [str(binary), "serve", "--port", "0"]
+        return [str(binary), *SERVE_ARGS]
     found = shutil.which("threadline")
     if found is None:
         message = f"no threadline server: {binary} is missing and `threadline` is not on PATH"
         if os.environ.get("THREADLINE_ADDR"):
             pytest.skip(message)  # only the tests that need a server of their own
         pytest.fail(message)
-    return [found, "serve", "--port", "0"]
+    return [found, *SERVE_ARGS]
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,7 @@ class Served:
 
 @contextlib.contextmanager
 def serve(*extra: str) -> Iterator[Served]:
-    """Run `threadline serve --port 0 EXTRA...` and yield it; stop it on exit."""
+    """Run `threadline serve --port 0 --store memory EXTRA...` and yield it; stop it on exit."""
     # The server reads a default token from THREADLINE_TOKEN; the suite's servers set theirs explicitly.
     env = {k: v for k, v in os.environ.items() if k != "THREADLINE_TOKEN"}
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as log:
@@ -130,7 +135,8 @@ StartServer = Callable[..., str]
 
 @pytest.fixture(scope="session")
 def start_server() -> Iterator[StartServer]:
-    """Start an extra `threadline serve --port 0 ARGS...` for this session; returns its `host:port`."""
+    """Start an extra `threadline serve --port 0 --store memory ARGS...` for this session; returns its
+    `host:port`."""
     with contextlib.ExitStack() as stack:
 
         def start(*args: str) -> str:

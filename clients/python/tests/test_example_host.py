@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,15 +21,18 @@ def host(server_addr: str, server_token: str | None) -> Host:
     """Run the example host against the suite's server: `host(*args, stdin="y\\n")`."""
     token = ["--token", server_token] if server_token else []
 
-    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return run_host(server_addr, *token, *args, stdin=stdin)
+    def run(*args: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return run_host(server_addr, *token, *args, stdin=stdin, cwd=cwd)
 
     return run
 
 
-def run_host(server_addr: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def run_host(
+    server_addr: str, *args: str, stdin: str = "", cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-W", "error", str(HOST), "--server", server_addr, *args],
+        cwd=cwd,
         input=stdin,
         capture_output=True,
         text=True,
@@ -89,3 +93,49 @@ def test_fork_into_a_new_file(host: Host, tmp_path: Path) -> None:
     assert forked.returncode == 0, forked.stderr
     assert "Tool results: count: 2" in forked.stdout
     assert json.loads(branch.read_text())["thread_id"] != json.loads(source.read_text())["thread_id"]
+
+
+# --- --thread: the server keeps the thread, the host keeps nothing --------------------------------
+
+
+def test_a_thread_driven_by_its_id_only(host: Host, tmp_path: Path) -> None:
+    thread_id = f"thread_host{uuid.uuid4().hex[:12]}"
+
+    approved = host("--thread", thread_id, "delete notes.txt", stdin="y\n", cwd=tmp_path)
+    assert approved.returncode == 0, approved.stderr
+    assert f"[host] created {thread_id}" in approved.stderr
+    assert "Approve delete_file" in approved.stdout
+    assert "Tool results: delete_file: Deleted notes.txt." in approved.stdout
+
+    # Later sessions find the thread by its ID: the counter lives in the server's thread.
+    for expected in ("count: 1", "count: 2"):
+        counted = host("--thread", thread_id, "count", cwd=tmp_path)
+        assert counted.returncode == 0, counted.stderr
+        assert f"[host] {thread_id} is at revision" in counted.stderr
+        assert f"Tool results: {expected}" in counted.stdout
+    tool = host("--thread", thread_id, 'client:word_count {"text": "one two three"}', cwd=tmp_path)
+    assert tool.returncode == 0, tool.stderr
+    assert "Tool results: word_count: 3" in tool.stdout
+    assert list(tmp_path.iterdir()) == [], "the host wrote no state file"
+
+
+@pytest.mark.anyio
+async def test_a_thread_left_suspended_is_answered_in_a_later_session(host: Host, client: tl.Client) -> None:
+    thread = await client.threads.create()
+    first = await client.threads.run(thread.thread_id, text="delete later.txt")
+    assert first.result.status == tl.RunStatus.SUSPENDED
+
+    later = host("--thread", thread.thread_id, stdin="y\n")
+
+    assert later.returncode == 0, later.stderr
+    assert "1 deferred call(s) wait for an answer" in later.stderr
+    assert "Tool results: delete_file: Deleted later.txt." in later.stdout
+    after = await client.threads.get(thread.thread_id)
+    assert after.status == tl.ThreadStatus.IDLE and after.revision > first.revision
+    assert f"is now at revision {after.revision}" in later.stderr
+
+
+def test_thread_mode_without_a_prompt_or_anything_pending(host: Host) -> None:
+    idle = host("--thread", f"thread_host{uuid.uuid4().hex[:12]}")
+    assert idle.returncode == 2
+    assert "nothing is pending" in idle.stderr

@@ -130,7 +130,11 @@ def _batch() -> tl.DeferredToolRequests:
 def test_answers_sorts_each_answer_into_its_category_in_order() -> None:
     batch = _batch()
     ext, question, approval = batch.calls[0], batch.calls[1], batch.approvals[0]
-    replies = [tl.external_result(question, "yes"), tl.approve(approval), tl.external_failure(ext, "boom")]
+    replies: list[v1.ApprovalResult | v1.CallResult] = [
+        tl.external_result(question, "yes"),
+        tl.approve(approval),
+        tl.external_failure(ext, "boom"),
+    ]
 
     results = tl.answers(*replies)
 

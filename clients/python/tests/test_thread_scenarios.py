@@ -1,0 +1,497 @@
+"""Durable threads driven end to end through `client.threads` against a real `threadline serve`.
+
+The suite's server keeps its threads in memory (`--store memory`). Its "default" agent is the
+scripted demo (`server/demo.py`): `delete <path>` asks for approval, `lookup` calls a plain tool,
+`count` bumps a counter in capability state, `sleep <s>` sleeps, `client:<name> {json}` calls a
+client tool the host declared, and anything else is echoed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import struct
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+import threadline_client as tl
+from threadline_client import v1
+
+pytestmark = pytest.mark.anyio
+
+GET_WEATHER = tl.client_tool(
+    "get_weather",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    description="The weather in a city.",
+)
+
+
+def fresh_id(what: str = "sdk") -> str:
+    return f"thread_{what}{uuid.uuid4().hex[:12]}"
+
+
+def cases(events: list[tl.RunEvent]) -> list[str]:
+    return [tl.event_case(e) for e in events]
+
+
+async def suspended_on_delete(
+    client: tl.Client, path: str = "notes.txt"
+) -> tuple[tl.Thread, tl.DeferredToolCall]:
+    """A new thread suspended on the approval of `delete_file(path)`, and that call."""
+    thread = await client.threads.create()
+    outcome = await client.threads.run(thread.thread_id, text=f"delete {path}")
+    assert outcome.result.status == tl.RunStatus.SUSPENDED
+    thread = await client.threads.get(thread.thread_id)
+    assert thread.status == tl.ThreadStatus.SUSPENDED and thread.pending is not None
+    (call,) = thread.pending.approvals
+    assert (call.tool_name, tl.call_args(call)) == ("delete_file", {"path": path})
+    return thread, call
+
+
+async def sleeping(client: tl.Client, thread_id: str) -> tuple[tl.ThreadRunStream, str]:
+    """A stream of a run that sleeps 30 s, read until the `sleep` tool is called; and the run's ID.
+
+    Waiting for the tool call (not only `run_started`) cancels a run that is inside a tool, clear of
+    its checkpoint boundaries: a cancel landing on the boundary after `model_request_completed` can
+    stall the run on the current server (reported to the server's owner; the run then neither
+    commits nor ends until its lease expires).
+    """
+    stream = client.threads.stream(thread_id, text="sleep 30")
+    first = await anext(stream)
+    assert tl.event_case(first) == "run_started" and first.run_id.startswith("run-")
+    async for event in stream:
+        if event.tool_call is not None:
+            assert event.tool_call.tool_name == "sleep"
+            break
+    return stream, first.run_id
+
+
+# --- create, get, list, delete -------------------------------------------------------------------
+
+
+async def test_create_get_list_and_delete(client: tl.Client) -> None:
+    label = uuid.uuid4().hex
+    made = await client.threads.create(labels={"suite": label, "n": "1"})
+
+    assert made.thread_id.startswith("thread_") and made.agent == "default"
+    assert (made.status, made.revision, made.labels) == (tl.ThreadStatus.IDLE, 1, {"suite": label, "n": "1"})
+    assert made.head is not None and made.head.kind == tl.CheckpointKind.CREATED and made.head.state is None
+    assert made.pending is None and made.lease is None and not made.recovery_pending
+    full = await client.threads.get(made.thread_id, full=True)
+    assert full.head is not None and full.head.state is not None
+    assert full.head.state.thread_id == made.thread_id
+    assert (await client.threads.get(made.thread_id)).head.state is None  # type: ignore[union-attr]
+
+    chosen = fresh_id()
+    assert (await client.threads.create(thread_id=chosen, labels={"suite": label})).thread_id == chosen
+    with pytest.raises(tl.ThreadExists) as exists:
+        await client.threads.create(thread_id=chosen)
+    assert (exists.value.status, exists.value.reason) == (tl.StatusCode.ALREADY_EXISTS, "THREAD_EXISTS")
+    third = await client.threads.create(labels={"suite": label})
+
+    every = {made.thread_id, chosen, third.thread_id}
+    assert {t.thread_id async for t in client.threads.list(labels={"suite": label})} == every
+    walked = [t.thread_id async for t in client.threads.list(labels={"suite": label}, page_size=1)]
+    assert sorted(walked) == sorted(every), "every page, each thread once"
+    page = await client.threads.list_page(labels={"suite": label}, page_size=2)
+    assert len(page.threads) == 2 and page.next_page_token
+    assert [t.thread_id async for t in client.threads.list(labels={"suite": label, "n": "1"})] == [
+        made.thread_id
+    ]
+    assert [
+        t async for t in client.threads.list(labels={"suite": label}, status=tl.ThreadStatus.SUSPENDED)
+    ] == []
+
+    with pytest.raises(tl.RevisionConflict) as conflict:
+        await client.threads.delete(chosen, expected_revision=5)
+    assert conflict.value.current_revision == 1
+    await client.threads.delete(chosen, expected_revision=1)
+    await client.threads.delete(third.thread_id)
+    with pytest.raises(tl.ThreadNotFound) as gone:
+        await client.threads.get(chosen)
+    assert (gone.value.status, gone.value.reason) == (tl.StatusCode.NOT_FOUND, "THREAD_NOT_FOUND")
+    assert [t.thread_id async for t in client.threads.list(labels={"suite": label})] == [made.thread_id]
+
+
+async def test_missing_checkpoints_runs_and_threads_are_typed(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    with pytest.raises(tl.CheckpointNotFound):
+        await client.threads.checkpoint(thread.thread_id, 99)
+    with pytest.raises(tl.RunNotFound):
+        await client.threads.cancel(thread.thread_id, f"run-{uuid.uuid4().hex}")
+    with pytest.raises(tl.ThreadNotFound):
+        await client.threads.run(fresh_id("missing"), text="hello")
+    with pytest.raises(tl.ThreadNotFound):
+        [c async for c in client.threads.checkpoints(fresh_id("missing"))]
+
+
+async def test_server_info_names_the_thread_store(client: tl.Client) -> None:
+    info = await client.get_server_info()
+    assert info.thread_store is not None
+    assert info.thread_store.kind == v1.ThreadStoreKind.MEMORY
+
+
+# --- import --------------------------------------------------------------------------------------
+
+
+async def test_import_a_suspended_state_and_answer_it_by_call_id(client: tl.Client) -> None:
+    held = await client.run(tl.RunSpec(text="delete notes.txt"))  # HarnessService: the host holds it
+    assert held.status == tl.RunStatus.SUSPENDED and held.state is not None and held.deferred is not None
+
+    thread = await client.threads.create(state=held.state, pending=held.deferred)
+
+    assert thread.thread_id == held.state.thread_id
+    assert thread.status == tl.ThreadStatus.SUSPENDED
+    assert thread.head is not None and thread.head.kind == tl.CheckpointKind.IMPORTED
+    assert thread.pending is not None
+    (call,) = thread.pending.approvals  # answered from what the thread says, not from `held`
+    assert call.tool_call_id == held.deferred.approvals[0].tool_call_id
+
+    outcome = await client.threads.run(thread.thread_id, answers=tl.answers(tl.approve(call)))
+
+    assert outcome.result.status == tl.RunStatus.COMPLETED
+    assert tl.output(outcome.result) == "Tool results: delete_file: Deleted notes.txt."
+    after = await client.threads.get(thread.thread_id)
+    assert (after.status, after.pending, after.revision) == (tl.ThreadStatus.IDLE, None, outcome.revision)
+
+
+async def test_an_import_whose_batch_does_not_match_its_state_is_refused(client: tl.Client) -> None:
+    held = await client.run(tl.RunSpec(text="delete notes.txt"))
+    empty = await client.new_state()
+    assert held.deferred is not None
+
+    with pytest.raises(tl.ThreadlineError) as caught:
+        await client.threads.create(state=empty, pending=held.deferred)
+
+    assert caught.value.status == tl.StatusCode.FAILED_PRECONDITION
+    assert caught.value.reason == "DEFERRED_REQUEST_MISSING"
+    with pytest.raises(tl.ThreadNotFound):
+        await client.threads.get(empty.thread_id)
+
+
+# --- streaming a turn ----------------------------------------------------------------------------
+
+
+async def test_stream_a_turn(client: tl.Client) -> None:
+    thread = await client.threads.create()
+
+    async with client.threads.stream(thread.thread_id, text="lookup threadline") as stream:
+        events = [event async for event in stream]
+
+    kinds = cases(events)
+    assert [e.sequence for e in events] == list(range(len(events)))
+    assert kinds[0] == "run_started" and kinds[-2:] == ["thread_committed", "result"]
+    assert kinds.count("result") == 1 and "checkpoint_candidate" not in kinds
+    assert {"tool_call", "tool_result", "part_delta"} <= set(kinds)
+    assert all(e.thread_id == thread.thread_id for e in events)
+    commits = [e.thread_committed for e in events if e.thread_committed is not None]
+    revisions = [c.revision for c in commits]
+    assert revisions == sorted(set(revisions)) and revisions[0] > thread.revision
+    assert [c.kind for c in commits[:-1]] == [tl.CheckpointKind.MID_RUN] * (len(commits) - 1)
+    assert commits[-1].kind == tl.CheckpointKind.COMPLETED and not any(c.replayed for c in commits)
+
+    outcome = stream.outcome
+    assert outcome is not None and outcome == await stream.collect()
+    result = outcome.result
+    assert result.status == tl.RunStatus.COMPLETED and result.state is None, "the state is the checkpoint"
+    assert result.request_id == stream.request_id and result.thread_id == thread.thread_id
+    assert (outcome.revision, outcome.replayed) == (revisions[-1], False)
+    assert (await client.threads.get(thread.thread_id)).revision == outcome.revision
+    head = await client.threads.checkpoint(thread.thread_id, outcome.revision)
+    assert head.kind == tl.CheckpointKind.COMPLETED and head.request_id == stream.request_id
+    assert head.state is not None and head.state.message_history is not None
+    assert "lookup" in head.state.message_history.data
+
+    listed = [c async for c in client.threads.checkpoints(thread.thread_id, page_size=2)]
+    assert [c.revision for c in listed] == list(range(outcome.revision, 0, -1)), "newest first, every page"
+    assert all(c.state is None for c in listed)
+
+    second = await client.threads.stream(thread.thread_id, text="hello").collect()
+    assert second.revision > outcome.revision
+    assert tl.output(second.result) == "You said: hello"
+
+
+# --- deferred calls ------------------------------------------------------------------------------
+
+
+async def test_approve_and_deny_by_answers(client: tl.Client) -> None:
+    thread, call = await suspended_on_delete(client)
+
+    approved = await client.threads.stream(thread.thread_id, answers=tl.answers(tl.approve(call))).collect()
+    assert tl.output(approved.result) == "Tool results: delete_file: Deleted notes.txt."
+
+    denied_on = await client.threads.run(thread.thread_id, text="delete b.txt")
+    assert denied_on.result.deferred is not None
+    (other,) = denied_on.result.deferred.approvals
+    denied = await client.threads.run(thread.thread_id, answers=tl.answers(tl.deny(other, "keep it")))
+    assert tl.output(denied.result) == "Tool results: delete_file: keep it"
+
+    with pytest.raises(tl.ThreadNotSuspended) as idle:
+        await client.threads.run(thread.thread_id, answers=tl.answers(tl.approve(other)))
+    assert (idle.value.status, idle.value.reason) == (
+        tl.StatusCode.FAILED_PRECONDITION,
+        "THREAD_NOT_SUSPENDED",
+    )
+
+
+async def test_an_incomplete_answer_is_refused_and_the_thread_stays_suspended(client: tl.Client) -> None:
+    thread, _ = await suspended_on_delete(client)
+    with pytest.raises(tl.ThreadlineError) as caught:
+        await client.threads.run(thread.thread_id, answers=tl.answers())
+    assert caught.value.reason == "DEFERRED_RESULTS_INCOMPLETE"
+    assert (await client.threads.get(thread.thread_id)).status == tl.ThreadStatus.SUSPENDED
+
+
+async def test_a_client_tool_answered_without_declaring_it_again(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    first = await client.threads.run(
+        thread.thread_id, text='client:get_weather {"city":"Paris"}', client_tools=[GET_WEATHER]
+    )
+    assert first.result.status == tl.RunStatus.SUSPENDED and first.result.deferred is not None
+    (call,) = first.result.deferred.calls
+    assert call.kind == tl.DeferredKind.EXTERNAL and tl.call_args(call) == {"city": "Paris"}
+    head = await client.threads.checkpoint(thread.thread_id, first.revision)
+    assert [t.name for t in head.client_tools] == ["get_weather"]
+
+    # No client tools declared: the pending call meets the tools the head was made with.
+    done = await client.threads.run(
+        thread.thread_id, answers=tl.answers(tl.external_result(call, {"sky": "clear", "temp_c": 21}))
+    )
+
+    assert done.result.status == tl.RunStatus.COMPLETED
+    text = tl.output(done.result)
+    assert text.startswith("Tool results: get_weather:") and "21" in text and "clear" in text
+
+
+# --- fork and rollback ---------------------------------------------------------------------------
+
+
+async def test_a_fork_of_a_suspended_thread_is_suspended_on_the_same_calls(client: tl.Client) -> None:
+    source, call = await suspended_on_delete(client)
+    label = uuid.uuid4().hex
+
+    fork = await client.threads.fork(source.thread_id, labels={"fork": label})
+
+    assert fork.thread_id != source.thread_id and fork.labels == {"fork": label}
+    assert (fork.status, fork.revision) == (tl.ThreadStatus.SUSPENDED, 1)
+    assert fork.head is not None and fork.head.kind == tl.CheckpointKind.FORKED
+    assert fork.pending is not None and [c.tool_call_id for c in tl.pending(fork.pending)] == [
+        call.tool_call_id
+    ]
+
+    done = await client.threads.run(fork.thread_id, answers=tl.answers(tl.approve(fork.pending.approvals[0])))
+    assert tl.output(done.result) == "Tool results: delete_file: Deleted notes.txt."
+    assert (await client.threads.get(source.thread_id)).status == tl.ThreadStatus.SUSPENDED, (
+        "source untouched"
+    )
+
+    with pytest.raises(tl.ThreadlineError) as onto_itself:
+        await client.threads.fork(source.thread_id, new_thread_id=source.thread_id)
+    assert onto_itself.value.reason == "FORK_THREAD_ID_CONFLICT"
+    with pytest.raises(tl.ThreadExists):
+        await client.threads.fork(source.thread_id, new_thread_id=fork.thread_id)
+    with pytest.raises(tl.CheckpointNotFound):
+        await client.threads.fork(source.thread_id, revision=999)
+
+
+async def test_rollback_makes_an_earlier_checkpoint_current(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    once = await client.threads.run(thread.thread_id, text="count")
+    twice = await client.threads.run(thread.thread_id, text="count")
+    assert tl.output(once.result) == "Tool results: count: 1"
+    assert tl.output(twice.result) == "Tool results: count: 2"
+
+    with pytest.raises(tl.RevisionConflict) as stale:
+        await client.threads.rollback(thread.thread_id, once.revision, expected_revision=once.revision)
+    assert stale.value.current_revision == twice.revision
+    rolled = await client.threads.rollback(thread.thread_id, once.revision, expected_revision=twice.revision)
+
+    assert rolled.revision == twice.revision + 1 and rolled.status == tl.ThreadStatus.IDLE
+    assert rolled.head is not None and rolled.head.kind == tl.CheckpointKind.ROLLED_BACK
+    again = await client.threads.run(thread.thread_id, text="count")
+    assert tl.output(again.result) == "Tool results: count: 2", "the counter came back with the checkpoint"
+    with pytest.raises(tl.CheckpointNotFound):
+        await client.threads.rollback(thread.thread_id, 999)
+
+
+# --- cancel, busy, conflict ----------------------------------------------------------------------
+
+
+async def test_cancel_ends_the_run_cancelled(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    stream, run_id = await sleeping(client, thread.thread_id)
+    async with stream:
+        status = await client.threads.cancel(thread.thread_id, run_id)
+        assert status in (tl.ThreadRunStatus.RUNNING, tl.ThreadRunStatus.CANCELLED)
+        outcome = await stream.collect()  # well before the 30 s sleep would end
+
+    assert outcome.result.status == tl.RunStatus.CANCELLED and outcome.result.run_id == run_id
+    head = await client.threads.checkpoint(thread.thread_id, outcome.revision)
+    assert head.kind == tl.CheckpointKind.CANCELLED and head.run_id == run_id
+    assert await client.threads.cancel(thread.thread_id, run_id) == tl.ThreadRunStatus.CANCELLED
+    assert (await client.threads.get(thread.thread_id)).status == tl.ThreadStatus.IDLE
+
+
+async def test_a_second_run_while_one_runs_is_busy(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    stream, run_id = await sleeping(client, thread.thread_id)
+    async with stream:
+        running = await client.threads.get(thread.thread_id)
+        assert running.status == tl.ThreadStatus.RUNNING and running.lease is not None
+        assert (running.lease.run_id, running.lease.request_id) == (run_id, stream.request_id)
+
+        for busy_call in (
+            client.threads.run(thread.thread_id, text="hello"),
+            # A retry of the running request itself: busy too, with its own request ID.
+            client.threads.run(thread.thread_id, text="sleep 30", request_id=stream.request_id),
+            client.threads.delete(thread.thread_id),
+        ):
+            with pytest.raises(tl.ThreadBusy) as busy:
+                await busy_call
+            assert (busy.value.status, busy.value.reason) == (tl.StatusCode.ABORTED, "THREAD_BUSY")
+            assert (busy.value.run_id, busy.value.request_id) == (run_id, stream.request_id)
+            expires = busy.value.lease_expires_at
+            assert expires is not None and expires > datetime.datetime.now(datetime.UTC) - datetime.timedelta(
+                minutes=5
+            )
+
+        await client.threads.cancel(thread.thread_id, run_id)
+        first = await stream.collect()
+
+    # Once it finished, the retry gets its stored outcome.
+    retried = await client.threads.run(thread.thread_id, text="sleep 30", request_id=stream.request_id)
+    assert retried.replayed and retried.result.status == tl.RunStatus.CANCELLED
+    assert (retried.result.run_id, retried.revision) == (run_id, first.revision)
+
+
+async def test_a_stale_expected_revision_is_a_conflict(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    moved = await client.threads.run(thread.thread_id, text="hello", expected_revision=thread.revision)
+    assert moved.revision > thread.revision
+
+    with pytest.raises(tl.RevisionConflict) as caught:
+        await client.threads.run(thread.thread_id, text="hello", expected_revision=thread.revision)
+
+    assert (caught.value.status, caught.value.reason) == (tl.StatusCode.ABORTED, "REVISION_CONFLICT")
+    assert caught.value.current_revision == moved.revision
+    assert (await client.threads.get(thread.thread_id)).revision == moved.revision, "nothing ran"
+    with pytest.raises(tl.RevisionConflict):
+        await client.threads.stream(thread.thread_id, text="hello", expected_revision=1).collect()
+
+
+# --- request IDs: retry, replay, reuse -----------------------------------------------------------
+
+
+async def test_the_same_request_id_runs_once_and_replays(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    request_id = f"req-{uuid.uuid4().hex}"
+
+    first = await client.threads.run(
+        thread.thread_id, text="hello", request_id=request_id, expected_revision=thread.revision
+    )
+    # The retry carries the now stale expected_revision: a finished request is replayed regardless.
+    again = await client.threads.run(
+        thread.thread_id, text="hello", request_id=request_id, expected_revision=thread.revision
+    )
+    async with client.threads.stream(
+        thread.thread_id, text="hello", request_id=request_id, expected_revision=thread.revision
+    ) as stream:
+        replay_events = [event async for event in stream]
+
+    assert not first.replayed and again.replayed
+    assert again.revision == first.revision
+    assert again.result.run_id == first.result.run_id and again.result.request_id == request_id
+    assert tl.output(again.result) == tl.output(first.result) == "You said: hello"
+    assert cases(replay_events) == ["run_started", "thread_committed", "result"]
+    assert (
+        stream.outcome is not None and stream.outcome.replayed and stream.outcome.revision == first.revision
+    )
+    assert all(e.run_id == first.result.run_id for e in replay_events)
+    # One run: the thread did not move, and every checkpoint of the request has the same run.
+    assert (await client.threads.get(thread.thread_id)).revision == first.revision
+    runs = {
+        c.run_id async for c in client.threads.checkpoints(thread.thread_id) if c.request_id == request_id
+    }
+    assert runs == {first.result.run_id}
+
+    with pytest.raises(tl.RequestIdReused) as reused:
+        await client.threads.run(thread.thread_id, text="something else", request_id=request_id)
+    assert (reused.value.status, reused.value.reason) == (tl.StatusCode.INVALID_ARGUMENT, "REQUEST_ID_REUSED")
+
+
+def _frame_header(header: bytes) -> tuple[int, int, int]:
+    """An HTTP/2 frame header's (payload length, type, stream ID)."""
+    return int.from_bytes(header[:3], "big"), header[3], struct.unpack(">I", header[5:9])[0] & 0x7FFFFFFF
+
+
+@asynccontextmanager
+async def cutting_proxy(upstream: str) -> AsyncIterator[tuple[str, list[str]]]:
+    """A loopback proxy to `upstream` whose first connection is cut just as the server starts to
+    answer a call (its first HEADERS frame on a stream): the server ran the call, the client never
+    hears back. Later connections pass through. Yields its address and one entry per connection."""
+    host, _, port = upstream.rpartition(":")
+    seen: list[str] = []
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def until_the_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Relay the server's frames (SETTINGS, PING, ...) up to the call's response headers."""
+        while True:
+            header = await reader.readexactly(9)
+            length, kind, stream_id = _frame_header(header)
+            payload = await reader.readexactly(length)
+            if kind == 0x1 and stream_id != 0:
+                return  # the call's response: never delivered
+            writer.write(header + payload)
+            await writer.drain()
+
+    async def handle(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        server_reader, server_writer = await asyncio.open_connection(host.strip("[]"), int(port))
+        if seen:
+            seen.append("passed")
+            await asyncio.gather(pipe(client_reader, server_writer), pipe(server_reader, client_writer))
+            return
+        seen.append("cut")
+        forward = asyncio.ensure_future(pipe(client_reader, server_writer))
+        try:
+            await until_the_answer(server_reader, client_writer)
+        finally:
+            forward.cancel()
+            client_writer.transport.abort()
+            server_writer.transport.abort()
+
+    proxy = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield f"127.0.0.1:{proxy.sockets[0].getsockname()[1]}", seen
+    finally:
+        proxy.close()
+
+
+async def test_run_retries_a_lost_answer_with_the_same_request_id(
+    client: tl.Client, server_addr: str, server_token: str | None
+) -> None:
+    thread = await client.threads.create()
+
+    async with (
+        cutting_proxy(server_addr) as (addr, seen),
+        tl.Client(addr, token=server_token, timeout=60.0) as cut,
+    ):
+        outcome = await cut.threads.run(thread.thread_id, text="hello")
+
+    # The first attempt ran and committed; its answer was lost, so the SDK sent the request again
+    # under the same ID, and the server answered it from its record instead of running it twice.
+    assert seen == ["cut", "passed"]
+    assert outcome.replayed and outcome.result.status == tl.RunStatus.COMPLETED
+    assert tl.output(outcome.result) == "You said: hello"
+    after = await client.threads.get(thread.thread_id)
+    assert after.revision == outcome.revision
+    runs = {c.run_id async for c in client.threads.checkpoints(thread.thread_id) if c.run_id}
+    assert runs == {outcome.result.run_id}
