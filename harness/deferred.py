@@ -515,7 +515,24 @@ class DeferredToolResume:
         """
         if _history.last_response_index(messages) is None:
             fail(ErrorCode.DEFERRED_REQUEST_MISSING, NO_PENDING_RESPONSE_MESSAGE)
-        pending = {call.tool_call_id for call in _history.pending_calls(messages)}
+        return self._keeping({call.tool_call_id for call in _history.pending_calls(messages)})
+
+    def without_positive_approvals(self) -> DeferredToolResume | None:
+        """This batch without its positive approvals (`None` when nothing else is left).
+
+        What a durable Host retains after a recovery run: a recovery never reuses a positive approval
+        (§2.7.6), so keeping one would only make a later run look like a recovery for nothing.
+        """
+        approved = {
+            key
+            for key, value in self._results.approvals.items()
+            if value is True or isinstance(value, ToolApproved)
+        }
+        ids = {_item_id_or_none(item) for item in (*self._requests._calls, *self._requests._approvals)}
+        return self._keeping({key for key in ids if key is not None and key not in approved})
+
+    def _keeping(self, pending: set[str]) -> DeferredToolResume | None:
+        """The items whose call ID is in `pending`, with their results, metadata and kinds."""
         requests = self._requests._filtered(pending)
         if not requests._calls and not requests._approvals:
             return None

@@ -141,7 +141,13 @@ class ThreadRun:
                 LOGGER.error(
                     "run_crashed",
                     exc_info=error,
-                    extra={"fields": {"thread_id": self.request.thread_id, "run_id": self.run_id}},
+                    extra={
+                        "fields": {
+                            "thread_id": self.request.thread_id,
+                            "run_id": self.run_id,
+                            "request_id": self.request.request_id,
+                        }
+                    },
                 )
             if self._listening:
                 self._queue.put_nowait((None, error, True))
@@ -440,12 +446,21 @@ class _Holder:
             self._base = await self._host.store.head(thread)
         return True
 
+    def _retained(self) -> str | None:
+        """The accepted batch to keep with a commit: what the history has not incorporated yet.
+
+        After a recovery run its positive approvals are dropped: a recovery never reuses one (SPEC §2.7.6).
+        """
+        remaining = self._stream.pending_deferred_input
+        if remaining is not None and not self._normal_resume:
+            remaining = remaining.without_positive_approvals()
+        return None if remaining is None else remaining.to_json()
+
     async def _mid_run(self, state: HarnessState) -> ThreadCommittedEvent | None:
         parts = state_parts(state)
         if parts == self._base.parts:
             return None  # nothing moved since the head: not committed
-        remaining = self._stream.pending_deferred_input
-        accepted = None if remaining is None else remaining.to_json()
+        accepted = self._retained()
         await self._commit(
             NewCheckpoint(
                 "mid_run",
@@ -478,8 +493,7 @@ class _Holder:
 
     async def _finish(self, result: HarnessRunResult[Any]) -> AsyncIterator[ThreadRunItem]:
         state = result.state
-        remaining = self._stream.pending_deferred_input
-        accepted = None if remaining is None else remaining.to_json()
+        accepted = self._retained()
         pending = result.deferred.to_json() if result.deferred is not None else None
         kind = _KIND[result.status]
         outcome = ThreadRunOutcome.of(
@@ -526,8 +540,7 @@ class _Holder:
             and error.outcome is not None
             and error.outcome.state is not None
         ):
-            remaining = self._stream.pending_deferred_input
-            accepted = None if remaining is None else remaining.to_json()
+            accepted = self._retained()
             checkpoint = NewCheckpoint(
                 "failed",
                 state_parts(error.outcome.state),
