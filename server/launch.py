@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -110,5 +110,7 @@ class ThreadLauncher:
             resume_field="spec.answers",
         )
 
-    def admit(self, stream: HarnessRunStream[Any]) -> AbstractContextManager[None]:
-        return self._runs.admit(stream)
+    def admit(
+        self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None]
+    ) -> AbstractContextManager[None]:
+        return self._runs.admit(stream, cancel=cancel)

@@ -6,7 +6,7 @@ and the host can back off or pick another replica; a queue would hide the overlo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -32,13 +32,17 @@ class ActiveRuns:
         """The most runs that may execute at once."""
         self.draining = False
         """Set by `drain()`: no new run is admitted."""
-        self._streams: set[HarnessRunStream[Any]] = set()
+        self._streams: dict[HarnessRunStream[Any], Callable[[], None]] = {}
 
     def __len__(self) -> int:
         return len(self._streams)
 
-    def admit(self, stream: HarnessRunStream[Any]) -> AbstractContextManager[None]:
+    def admit(
+        self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None] | None = None
+    ) -> AbstractContextManager[None]:
         """Count `stream` as running until the returned context exits; refuse it when full or draining.
+
+        `cancel` is how `drain()` stops it (default `stream.cancel`; a thread run stops between commits).
 
         Checking and counting happen without an `await` between them, so concurrent calls cannot both
         take the last place; enter the context at once (`with runs.admit(stream):`).
@@ -54,7 +58,7 @@ class ActiveRuns:
                 f"The server already runs its limit of {self.limit} runs; retry later.",
                 details={"limit": self.limit},
             )
-        self._streams.add(stream)
+        self._streams[stream] = cancel or stream.cancel
         return self._admitted(stream)
 
     @contextmanager
@@ -62,7 +66,7 @@ class ActiveRuns:
         try:
             yield
         finally:
-            self._streams.discard(stream)
+            self._streams.pop(stream, None)
 
     def drain(self) -> int:
         """Admit nothing more and ask every running run to stop; returns how many were asked.
@@ -71,6 +75,6 @@ class ActiveRuns:
         carrying its normalised candidate state, which its RPC still delivers to the host.
         """
         self.draining = True
-        for stream in list(self._streams):
-            stream.cancel()
+        for cancel in list(self._streams.values()):
+            cancel()
         return len(self._streams)

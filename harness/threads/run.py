@@ -71,7 +71,11 @@ class Launcher(Protocol):
         usage_limits: UsageLimits | None,
     ) -> HarnessRunStream[Any]: ...
 
-    def admit(self, stream: HarnessRunStream[Any]) -> AbstractContextManager[None]: ...
+    def admit(
+        self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None]
+    ) -> AbstractContextManager[None]:
+        """Count the run against the server's limit; `cancel` is how a drain stops it."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -106,14 +110,16 @@ class ThreadRun:
         self.request = request
         self._queue: asyncio.Queue[tuple[ThreadRunItem, BaseException | None, bool]] = asyncio.Queue()
         self._listening = True
-        self._stream: HarnessRunStream[Any] | None = None
+        self._holder: _Holder | None = None
+        self._cancel_asked = False
         self.run_id = ""
         self.task = asyncio.create_task(self._main())
 
     def cancel(self) -> None:
-        """Stop the run as `CancelThreadRun` asks: it ends CANCELLED with its candidate committed."""
-        if self._stream is not None:
-            self._stream.cancel()
+        """Stop the run (`CancelThreadRun`, a drain): it ends CANCELLED with its candidate committed."""
+        self._cancel_asked = True
+        if self._holder is not None:
+            self._holder.request_cancel()
 
     def detach(self) -> None:
         """The caller went away: drop what is queued and everything the run still produces."""
@@ -221,7 +227,7 @@ class ThreadRun:
                 client_tools=tools,
                 usage_limits=request.usage_limits,
             )
-            with host.launcher.admit(stream):
+            with host.launcher.admit(stream, cancel=self.cancel):
                 sent = time.monotonic()
                 try:
                     taken, _record = await store.begin(
@@ -245,8 +251,10 @@ class ThreadRun:
                 if time.monotonic() - sent > host.lease_ttl:
                     raise _lease_lost(thread.thread_id)
                 self.run_id = stream.run_id
-                self._stream = stream
                 holder = _Holder(host, taken, head, tools, stream, sent, normal_resume=normal)
+                self._holder = holder
+                if self._cancel_asked:
+                    holder.request_cancel()
                 with host.running(self):
                     async for item in holder.run():
                         yield item
@@ -295,6 +303,8 @@ class _Holder:
         self._normal_resume = normal_resume
         self._started_at = datetime.now(UTC)
         self._first_event = True
+        self._in_stream = False
+        self._cancel_asked = False
 
     @property
     def _ids(self) -> dict[str, str]:
@@ -306,7 +316,11 @@ class _Holder:
         try:
             try:
                 async with stream:
-                    async for item in stream:
+                    items = stream.__aiter__()
+                    while True:
+                        item = await self._next(items)
+                        if item is None:
+                            break
                         self._check_lease()
                         if self._lost is not None:
                             continue  # cancelled: let the stream close, commit nothing
@@ -341,6 +355,25 @@ class _Holder:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await renewer
 
+    async def _next(self, items: AsyncIterator[Any]) -> Any:
+        """The stream's next item (`None` at its end). Only while waiting here may the run be cancelled:
+        pydantic-ai cancels the task driving the run, and elsewhere that task is in a commit of ours."""
+        if self._cancel_asked:
+            self._stream.cancel()
+        self._in_stream = True
+        try:
+            return await items.__anext__()
+        except StopAsyncIteration:
+            return None
+        finally:
+            self._in_stream = False
+
+    def request_cancel(self) -> None:
+        """Stop the run: at once while it waits on the stream, else when it next does."""
+        self._cancel_asked = True
+        if self._in_stream:
+            self._stream.cancel()
+
     # -- the lease ------------------------------------------------------------------------------------
 
     def _check_lease(self) -> None:
@@ -349,7 +382,7 @@ class _Holder:
 
     def _lose(self, error: ThreadError) -> None:
         self._lost = error
-        self._stream.cancel()
+        self.request_cancel()
 
     async def _renew(self) -> None:
         ttl = self._host.lease_ttl
@@ -377,7 +410,7 @@ class _Holder:
                 continue
             self._expiry = sent + ttl
             if cancel:
-                self._stream.cancel()
+                self.request_cancel()
 
     # -- commits --------------------------------------------------------------------------------------
 

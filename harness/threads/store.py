@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import logging
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import (
     Row,
@@ -66,6 +67,32 @@ _NOW = {
     "sqlite": text("SELECT (julianday('now') - 2440587.5) * 86400.0"),
     "postgresql": text("SELECT extract(epoch from clock_timestamp())::float8"),
 }
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _whole(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Run a store call to its end even when its caller is cancelled (a client gone, a deadline).
+
+    A transaction interrupted halfway would leave its connection mid-statement; the call is short, so
+    it finishes in its own task and only the caller stops waiting.
+    """
+
+    @functools.wraps(method)
+    async def whole(*args: P.args, **kwargs: P.kwargs) -> T:
+        task = asyncio.ensure_future(method(*args, **kwargs))
+        task.add_done_callback(_consume)
+        return await asyncio.shield(task)
+
+    return whole
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    """Retrieve the outcome of a call whose caller went away, so it is not reported as unhandled."""
+    if not task.cancelled():
+        task.exception()
 
 
 def store_unavailable(detail: str = "") -> ThreadError:
@@ -158,10 +185,12 @@ class ThreadStore:
 
     # -- reads --------------------------------------------------------------------------------------
 
+    @_whole
     async def thread(self, thread_id: str) -> ThreadRow | None:
         async with self._tx(read=True) as (conn, now):
             return await self._thread(conn, thread_id, now)
 
+    @_whole
     async def head(self, thread: ThreadRow) -> Head:
         """The thread's head checkpoint with its state (rebuilt and checked)."""
         found = await self.checkpoint(thread.thread_id, thread.revision, with_state=True)
@@ -169,6 +198,7 @@ class ThreadStore:
             raise _not_found(thread.thread_id)
         return found
 
+    @_whole
     async def checkpoint(
         self, thread_id: str, revision: int, *, with_state: bool = False
     ) -> Head | CheckpointRow | None:
@@ -191,6 +221,7 @@ class ThreadStore:
             rest = await self._blob(conn, checkpoint.rest_blob)
         return Head(checkpoint, StateParts(history.data, rest.data, checkpoint.history_at), history, rest)
 
+    @_whole
     async def checkpoints(self, thread_id: str, *, limit: int, before: int | None) -> list[CheckpointRow]:
         """Newest first; `before` = only revisions below it."""
         query = select(checkpoints).where(
@@ -202,6 +233,7 @@ class ThreadStore:
             rows = (await conn.execute(query.order_by(checkpoints.c.revision.desc()).limit(limit))).all()
         return [_checkpoint(row) for row in rows]
 
+    @_whole
     async def threads(
         self,
         *,
@@ -238,12 +270,14 @@ class ThreadStore:
             rows = (await conn.execute(query)).all()
         return [_thread(row, now) for row in rows]
 
+    @_whole
     async def run_record(self, thread_id: str, request_id: str) -> RunRow | None:
         async with self._tx(read=True) as (conn, _now):
             return await self._run(conn, thread_id, request_id)
 
     # -- creating, forking, rolling back, deleting -------------------------------------------------------
 
+    @_whole
     async def create(
         self,
         thread_id: str,
@@ -295,6 +329,7 @@ class ThreadStore:
         assert created is not None
         return created
 
+    @_whole
     async def rollback(self, thread: ThreadRow, source: Head) -> ThreadRow:
         """A new head copying `source` (its data by reference), with a new fence and no lease.
 
@@ -342,6 +377,7 @@ class ThreadStore:
         assert rolled is not None
         return rolled
 
+    @_whole
     async def delete(self, thread: ThreadRow) -> None:
         """Delete the thread read as `thread` (compare-and-set), its checkpoints, records and own data."""
         async with self._tx() as (conn, now):
@@ -354,6 +390,7 @@ class ThreadStore:
 
     # -- the run protocol (THREADS §4) ------------------------------------------------------------------
 
+    @_whole
     async def begin(
         self,
         thread: ThreadRow,
@@ -423,6 +460,7 @@ class ThreadStore:
         assert taken is not None and taken_record is not None
         return taken, taken_record
 
+    @_whole
     async def commit(
         self,
         thread_id: str,
@@ -486,6 +524,7 @@ class ThreadStore:
                 await conn.execute(update(runs).where(*_run_key(thread_id, request_id)).values(**record))
         return Committed(head, expires, written)
 
+    @_whole
     async def renew(self, thread_id: str, *, fence: str, ttl: float) -> tuple[float, bool]:
         """Extend the lease of the holder of `fence`; returns the new expiry and whether a cancel was asked.
 
@@ -505,6 +544,7 @@ class ThreadStore:
             ).scalar_one()
         return now + ttl, bool(cancel)
 
+    @_whole
     async def cancel(self, thread_id: str, run_id: str, *, outcome: str) -> tuple[RunRowStatus, bool]:
         """Record a cancellation of `run_id`; returns the record's status and whether its holder is live.
 
