@@ -335,6 +335,19 @@ async def test_cancel_ends_the_run_cancelled(client: tl.Client) -> None:
     assert (await client.threads.get(thread.thread_id)).status == tl.ThreadStatus.IDLE
 
 
+async def test_a_cancel_right_after_run_started_ends_the_run_cancelled(client: tl.Client) -> None:
+    """The cancel lands while the server commits the run's first checkpoints, not inside a tool."""
+    for _ in range(10):  # each lands at a different point of the first model request
+        thread = await client.threads.create()
+        stream = client.threads.stream(thread.thread_id, text="sleep 30", timeout=20)
+        async with stream:
+            first = await anext(stream)
+            await client.threads.cancel(thread.thread_id, first.run_id)
+            outcome = await stream.collect()
+        assert outcome.result.status == tl.RunStatus.CANCELLED
+        assert (await client.threads.get(thread.thread_id)).status == tl.ThreadStatus.IDLE
+
+
 async def test_a_second_run_while_one_runs_is_busy(client: tl.Client) -> None:
     thread = await client.threads.create()
     stream, run_id = await sleeping(client, thread.thread_id)
