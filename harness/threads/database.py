@@ -16,7 +16,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
@@ -107,6 +107,9 @@ async def open_database(kind: StoreKind, path: str | None = None) -> Database:
     try:
         async with engine.begin() as connection:
             await connection.run_sync(_migrate)
+        async with engine.begin() as connection:
+            # SQLite opens a read-only file without complaint: prove now that a write commits.
+            await connection.execute(text("UPDATE alembic_version SET version_num = version_num"))
     except BaseException:
         await engine.dispose()
         raise

@@ -149,8 +149,12 @@ class ThreadStore:
         self._engine = database.engine
         self._reader = database.engine.execution_options(**READ)
         self._now = _NOW[database.engine.dialect.name]
-        # An in-memory database is one connection: its transactions take turns.
-        self._turns = asyncio.Lock() if database.kind == "memory" else None
+        # This process's write transactions take turns (an in-memory database is one connection, so all
+        # of its transactions do): waiting here is cheaper than in SQLite's busy handler, which sleeps.
+        self._writes = asyncio.Lock()
+        self._turns: asyncio.Lock | contextlib.nullcontext[None] = (
+            self._writes if database.kind == "memory" else contextlib.nullcontext()
+        )
         self.healthy = True
         """False from a transaction that found the database down until the next one that succeeds."""
         self.on_health: Callable[[bool], None] | None = None
@@ -167,7 +171,7 @@ class ThreadStore:
     @asynccontextmanager
     async def _tx(self, *, read: bool = False) -> AsyncIterator[tuple[AsyncConnection, float]]:
         """One transaction and the store's time at its start; a failing database is `store_unavailable`."""
-        async with self._turns or contextlib.nullcontext():
+        async with self._turns if read else self._writes:
             try:
                 async with (self._reader if read else self._engine).begin() as conn:
                     now = float((await conn.execute(self._now)).scalar_one())
