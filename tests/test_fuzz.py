@@ -1,4 +1,5 @@
-"""A bounded fuzz of every HarnessService RPC against a live `threadline serve`.
+"""A bounded fuzz of every HarnessService and ThreadService RPC against a live `threadline serve`
+(`--store memory`).
 
 What a hostile or broken host can send, and what it must get back:
 
@@ -11,6 +12,10 @@ What a hostile or broken host can send, and what it must get back:
   non-objects; histories of odd shapes; deferred resumes with forged ids;
 - a catalogue of hand-made hostile requests, one per class of input, so that each class fails on
   its own and names itself.
+
+ThreadService gets the same three kinds, starting from threads on the same server: an idle one, a
+suspended import, fresh suspended threads to answer by call ID (each seed a fixed request ID, so a
+repeated seed is a replay), and fresh threads for the RPCs that delete or roll back.
 
 Every answer is OK, or a status whose `grpc-status-details-bin` trailer carries `ErrorInfo` with
 domain `threadline`: never INTERNAL or UNKNOWN, never a bare status, and within a per-call deadline
@@ -35,13 +40,20 @@ from typing import Any
 import grpc
 import pytest
 from conftest import error_info
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 from logged_serve import LoggedServe, logged_serve
-from threadline.v1 import deferred_pb2, harness_service_pb2, run_pb2, state_pb2
+from threadline.v1 import (
+    deferred_pb2,
+    harness_service_pb2,
+    run_pb2,
+    state_pb2,
+    thread_pb2,
+    thread_service_pb2,
+)
 
 pytestmark = pytest.mark.filterwarnings(
     # Hostile requests are large on purpose; hypothesis warns when it prints one.
@@ -72,7 +84,7 @@ FUZZ = settings(
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[LoggedServe]:
-    with logged_serve() as running:
+    with logged_serve("--store", "memory") as running:
         yield running
 
 
@@ -117,11 +129,13 @@ def seeds(channel: grpc.Channel) -> Seeds:
     return Seeds(state=state, approval=approval, client=client)
 
 
-def raw(channel: grpc.Channel, method: str, body: bytes) -> list[bytes] | grpc.RpcError:
+def raw(
+    channel: grpc.Channel, method: str, body: bytes, service: ServiceDescriptor = SERVICE
+) -> list[bytes] | grpc.RpcError:
     """Send `body` to `method` unchanged; the response bodies, or the error the call ended with."""
-    path = f"/{SERVICE.full_name}/{method}"
+    path = f"/{service.full_name}/{method}"
     try:
-        if METHODS[method].server_streaming:
+        if service.methods_by_name[method].server_streaming:
             return list(channel.unary_stream(path)(body, timeout=DEADLINE_S))
         return [channel.unary_unary(path)(body, timeout=DEADLINE_S)]
     except grpc.RpcError as error:
@@ -155,6 +169,8 @@ def short(what: object) -> str:
 
 def _shorten(message: Message) -> None:
     for field, value in message.ListFields():
+        if is_map(field):  # label maps: shown whole
+            continue
         if field.type == FieldDescriptor.TYPE_MESSAGE:
             for item in value if field.is_repeated else [value]:
                 _shorten(item)
@@ -165,8 +181,8 @@ def _shorten(message: Message) -> None:
             setattr(message, field.name, value[:60] + (mark if isinstance(value, str) else mark.encode()))
 
 
-def send(channel: grpc.Channel, method: str, request: Message) -> None:
-    answer_is_typed(method, raw(channel, method, request.SerializeToString()), request)
+def send(channel: grpc.Channel, method: str, request: Message, service: ServiceDescriptor = SERVICE) -> None:
+    answer_is_typed(method, raw(channel, method, request.SerializeToString(), service), request)
 
 
 # --- hostile values ---------------------------------------------------------------------------------
@@ -259,6 +275,22 @@ def scalars(field: FieldDescriptor) -> st.SearchStrategy[Any]:
     return st.sampled_from([low, high, 0, -1, 1]).filter(lambda n: low <= n <= high) | st.integers(low, high)
 
 
+def is_map(field: FieldDescriptor) -> bool:
+    """Whether `field` is a `map<K, V>` (ThreadService's labels), set by key rather than appended to."""
+    return field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.GetOptions().map_entry
+
+
+def put_entries(draw: st.DrawFn, target: Any, field: FieldDescriptor, count: int) -> None:
+    """Put `count` entries of hostile keys and values into the map `target` of `field`."""
+    key, value = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
+    for _ in range(count):
+        at = draw(scalars(key))
+        if value.type == FieldDescriptor.TYPE_MESSAGE:
+            target[at].CopyFrom(draw(built(value.message_type, 3)))
+        else:
+            target[at] = draw(scalars(value))
+
+
 def assign(message: Message, field: FieldDescriptor, value: Any) -> None:
     if field.is_repeated:
         getattr(message, field.name).append(value)
@@ -274,6 +306,9 @@ def built(draw: st.DrawFn, descriptor: Descriptor, depth: int = 0) -> Message:
         if field.containing_oneof is not None and message.WhichOneof(field.containing_oneof.name):
             continue
         if not draw(st.booleans()):
+            continue
+        if is_map(field):
+            put_entries(draw, getattr(message, field.name), field, draw(st.integers(1, 3)))
             continue
         count = draw(st.integers(1, 3)) if field.is_repeated else 1
         for _ in range(count):
@@ -293,7 +328,7 @@ def slots(message: Message, depth: int = 0) -> list[tuple[Message, FieldDescript
     out: list[tuple[Message, FieldDescriptor]] = []
     for field in message.DESCRIPTOR.fields:
         out.append((message, field))
-        if field.type != FieldDescriptor.TYPE_MESSAGE:
+        if field.type != FieldDescriptor.TYPE_MESSAGE or is_map(field):
             continue
         value = getattr(message, field.name)
         if field.is_repeated:
@@ -313,7 +348,9 @@ def mutated(draw: st.DrawFn, seed: Message) -> Message:
         return message
     for _ in range(draw(st.integers(1, 3))):
         parent, field = draw(st.sampled_from(slots(message)))
-        if field.type == FieldDescriptor.TYPE_MESSAGE:
+        if is_map(field):
+            put_entries(draw, getattr(parent, field.name), field, 1)
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
             child = draw(built(field.message_type, 3))
             target = getattr(parent, field.name)
             if field.is_repeated:
@@ -759,6 +796,305 @@ HOSTILE_CASES = hostile_cases()
 def test_hostile_case(channel: grpc.Channel, seeds: Seeds, name: str) -> None:
     method, request = HOSTILE_CASES[name](seeds)
     send(channel, method, request)
+
+
+# --- ThreadService: the same hostile input, on the durable threads' RPCs ----------------------------
+
+THREAD_SERVICE = thread_service_pb2.DESCRIPTOR.services_by_name["ThreadService"]
+THREAD_METHODS = {method.name: method for method in THREAD_SERVICE.methods}
+
+
+def thread_call(channel: grpc.Channel, method: str, request: Message) -> Message:
+    """A ThreadService call that must succeed; its (first) response."""
+    answer = raw(channel, method, request.SerializeToString(), THREAD_SERVICE)
+    assert isinstance(answer, list), (method, short(request), answer)
+    return GetMessageClass(THREAD_METHODS[method].output_type).FromString(answer[0])
+
+
+def new_thread(channel: grpc.Channel, **fields: Any) -> str:
+    response = thread_call(channel, "CreateThread", thread_service_pb2.CreateThreadRequest(**fields))
+    assert isinstance(response, thread_service_pb2.CreateThreadResponse)
+    return response.thread.thread_id
+
+
+def imported(channel: grpc.Channel, result: run_pb2.RunResult, **fields: Any) -> str:
+    """A new thread importing `result`'s state (forked to a fresh ID) with `fields` (a batch)."""
+    request = harness_service_pb2.ForkStateRequest(state=result.state)
+    body = raw(channel, "ForkState", request.SerializeToString())
+    assert isinstance(body, list), body
+    state = harness_service_pb2.ForkStateResponse.FromString(body[0]).state
+    return new_thread(channel, state=state, client_tools=[WEATHER], **fields)
+
+
+def thread_run_specs(
+    channel: grpc.Channel, seeds: Seeds, idle: str
+) -> list[thread_service_pb2.ThreadRunSpec]:
+    """A turn of an idle thread, and the answers to two fresh suspended ones, each by a fixed request ID
+    (sent again, each is a replay, so a seed stays accepted)."""
+    approval, client = resume_of(seeds.approval), resume_of(seeds.client)
+    return [
+        thread_service_pb2.ThreadRunSpec(thread_id=idle, request_id="fuzz-turn", text="again"),
+        thread_service_pb2.ThreadRunSpec(
+            thread_id=imported(channel, seeds.approval, pending=seeds.approval.deferred),
+            request_id="fuzz-approve",
+            answers=approval.results,
+        ),
+        thread_service_pb2.ThreadRunSpec(
+            thread_id=imported(channel, seeds.client, pending=seeds.client.deferred),
+            request_id="fuzz-answer",
+            answers=client.results,
+        ),
+    ]
+
+
+@dataclass(frozen=True)
+class ThreadSeeds:
+    """Threads on the fuzzed server for requests to start from."""
+
+    idle: str
+    """A thread with one completed turn (revisions 1 to 3 or more)."""
+    suspended: str
+    """Imported suspended on `delete_file`; only read and forked, never answered."""
+    run_id: str
+    """The idle thread's finished run."""
+
+
+@pytest.fixture(scope="module")
+def thread_seeds(channel: grpc.Channel, seeds: Seeds) -> ThreadSeeds:
+    idle = new_thread(channel, labels={"fuzz": "seed"})
+    turn = thread_call(
+        channel,
+        "RunThread",
+        thread_service_pb2.RunThreadRequest(
+            spec=thread_service_pb2.ThreadRunSpec(thread_id=idle, text="hello")
+        ),
+    )
+    assert isinstance(turn, thread_service_pb2.RunThreadResponse)
+    assert turn.result.status == run_pb2.RUN_STATUS_COMPLETED, turn
+    suspended = imported(channel, seeds.approval, pending=seeds.approval.deferred)
+    return ThreadSeeds(idle=idle, suspended=suspended, run_id=turn.result.run_id)
+
+
+def working_thread_requests(
+    channel: grpc.Channel, seeds: Seeds, threads: ThreadSeeds, method: str
+) -> list[Message]:
+    """Requests to a ThreadService `method` that the server accepts; threads they change are new."""
+    ts = thread_service_pb2
+    match method:
+        case "CreateThread":
+            return [
+                ts.CreateThreadRequest(labels={"fuzz": "1", "empty": ""}),
+                ts.CreateThreadRequest(agent="default", client_tools=[WEATHER]),
+            ]
+        case "GetThread":
+            return [
+                ts.GetThreadRequest(thread_id=threads.idle, view=ts.THREAD_VIEW_FULL),
+                ts.GetThreadRequest(thread_id=threads.suspended),
+            ]
+        case "ListThreads":
+            return [
+                ts.ListThreadsRequest(page_size=5, labels=["fuzz=seed"]),
+                ts.ListThreadsRequest(status=thread_pb2.THREAD_STATUS_SUSPENDED),
+            ]
+        case "DeleteThread":
+            return [ts.DeleteThreadRequest(thread_id=new_thread(channel), expected_revision=1)]
+        case "ListCheckpoints":
+            return [ts.ListCheckpointsRequest(thread_id=threads.idle, page_size=2)]
+        case "GetCheckpoint":
+            return [
+                ts.GetCheckpointRequest(thread_id=threads.idle, revision=2),
+                ts.GetCheckpointRequest(thread_id=threads.suspended, revision=1),
+            ]
+        case "ForkThread":
+            return [
+                ts.ForkThreadRequest(thread_id=threads.idle),
+                ts.ForkThreadRequest(thread_id=threads.suspended, revision=1, labels={"fuzz": "fork"}),
+            ]
+        case "RollbackThread":
+            rolled = new_thread(channel)
+            return [ts.RollbackThreadRequest(thread_id=rolled, revision=1, expected_revision=0)]
+        case "RunThread":
+            return [ts.RunThreadRequest(spec=s) for s in thread_run_specs(channel, seeds, threads.idle)]
+        case "StreamThreadRun":
+            return [
+                ts.StreamThreadRunRequest(spec=s, max_events_per_message=8)
+                for s in thread_run_specs(channel, seeds, new_thread(channel))
+            ]
+        case "CancelThreadRun":
+            return [ts.CancelThreadRunRequest(thread_id=threads.idle, run_id=threads.run_id)]
+    raise AssertionError(method)
+
+
+def send_thread(channel: grpc.Channel, method: str, request: Message) -> None:
+    send(channel, method, request, THREAD_SERVICE)
+
+
+@pytest.mark.parametrize("method", list(THREAD_METHODS))
+def test_thread_seeds_are_accepted(
+    channel: grpc.Channel, seeds: Seeds, thread_seeds: ThreadSeeds, method: str
+) -> None:
+    for request in working_thread_requests(channel, seeds, thread_seeds, method):
+        thread_call(channel, method, request)
+
+
+@pytest.mark.parametrize("method", list(THREAD_METHODS))
+def test_thread_random_bodies(channel: grpc.Channel, method: str) -> None:
+    @FUZZ
+    @given(body=st.binary(max_size=256))
+    def check(body: bytes) -> None:
+        answer_is_typed(method, raw(channel, method, body, THREAD_SERVICE), body)
+
+    check()
+
+
+@pytest.mark.parametrize("method", list(THREAD_METHODS))
+def test_thread_bit_flipped_bodies(
+    channel: grpc.Channel, seeds: Seeds, thread_seeds: ThreadSeeds, method: str
+) -> None:
+    bodies = [r.SerializeToString() for r in working_thread_requests(channel, seeds, thread_seeds, method)]
+
+    @FUZZ
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        body = data.draw(st.sampled_from(bodies).flatmap(flipped))
+        answer_is_typed(method, raw(channel, method, body, THREAD_SERVICE), body)
+
+    check()
+
+
+@pytest.mark.parametrize("method", list(THREAD_METHODS))
+def test_thread_requests_built_from_descriptors(channel: grpc.Channel, method: str) -> None:
+    @FUZZ
+    @given(request=built(THREAD_METHODS[method].input_type))
+    def check(request: Message) -> None:
+        send_thread(channel, method, request)
+
+    check()
+
+
+@pytest.mark.parametrize("method", list(THREAD_METHODS))
+def test_thread_working_requests_with_hostile_fields(
+    channel: grpc.Channel, seeds: Seeds, thread_seeds: ThreadSeeds, method: str
+) -> None:
+    requests = working_thread_requests(channel, seeds, thread_seeds, method)
+
+    @FUZZ
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        send_thread(channel, method, data.draw(st.sampled_from(requests).flatmap(mutated)))
+
+    check()
+
+
+def thread_hostile_cases() -> dict[str, Callable[[grpc.Channel, Seeds], tuple[str, Message]]]:
+    """name -> how to build its ThreadService request: one per class of hostile input."""
+    ts = thread_service_pb2
+    cases: dict[str, Callable[[grpc.Channel, Seeds], tuple[str, Message]]] = {}
+    for label, value in (
+        ("deep", DEEP),
+        ("NaN", "NaN"),
+        ("lone surrogate", SURROGATE),
+        ("empty", ""),
+    ):
+
+        def answered(channel: grpc.Channel, seeds: Seeds, v: str = value) -> tuple[str, Message]:
+            thread_id = imported(channel, seeds.client, pending=seeds.client.deferred)
+            answers = resume_of(seeds.client, value_json=v).results
+            return "RunThread", ts.RunThreadRequest(
+                spec=ts.ThreadRunSpec(thread_id=thread_id, answers=answers)
+            )
+
+        cases[f"answer value_json: {label}"] = answered
+    for label, value in (("deep", DEEP_OBJECT), ("NaN", '{"a":NaN}'), ("lone surrogate", '{"a":"\\ud800"}')):
+
+        def overridden(channel: grpc.Channel, seeds: Seeds, v: str = value) -> tuple[str, Message]:
+            thread_id = imported(channel, seeds.approval, pending=seeds.approval.deferred)
+            answers = resume_of(seeds.approval).results
+            answers.approvals[0].approved.override_args_json = v
+            return "StreamThreadRun", ts.StreamThreadRunRequest(
+                spec=ts.ThreadRunSpec(thread_id=thread_id, answers=answers)
+            )
+
+        def bad_pending_metadata(channel: grpc.Channel, seeds: Seeds, v: str = value) -> tuple[str, Message]:
+            pending = deferred_pb2.DeferredToolRequests()
+            pending.CopyFrom(seeds.approval.deferred)
+            pending.approvals[0].metadata_json = v
+            return "CreateThread", ts.CreateThreadRequest(state=seeds.approval.state, pending=pending)
+
+        cases[f"override_args_json: {label}"] = overridden
+        cases[f"imported pending metadata_json: {label}"] = bad_pending_metadata
+
+    def forged_answer(channel: grpc.Channel, seeds: Seeds) -> tuple[str, Message]:
+        thread_id = imported(channel, seeds.approval, pending=seeds.approval.deferred)
+        answers = resume_of(seeds.approval).results
+        answers.approvals[0].tool_call_id = "call_forged"
+        return "RunThread", ts.RunThreadRequest(spec=ts.ThreadRunSpec(thread_id=thread_id, answers=answers))
+
+    def forged_accepted(channel: grpc.Channel, seeds: Seeds) -> tuple[str, Message]:
+        accepted = resume_of(seeds.approval)
+        forged_ids(accepted)
+        return "CreateThread", ts.CreateThreadRequest(state=seeds.approval.state, accepted=accepted)
+
+    def deep_history(channel: grpc.Channel, seeds: Seeds) -> tuple[str, Message]:
+        return "CreateThread", ts.CreateThreadRequest(state=with_history(seeds.state, "[" + DEEP + "]"))
+
+    cases["answer with a forged call id"] = forged_answer
+    cases["accepted batch with forged call ids"] = forged_accepted
+    cases["imported history: deep"] = deep_history
+    cases["imported state: thread id of 300 000 characters"] = lambda channel, seeds: (
+        "CreateThread",
+        ts.CreateThreadRequest(thread_id="t" * 300_000),
+    )
+    cases["labels: 10 000 of them"] = lambda channel, seeds: (
+        "CreateThread",
+        ts.CreateThreadRequest(labels={f"k{i}": "v" for i in range(10_000)}),
+    )
+    cases["label filter: 10 000 of them"] = lambda channel, seeds: (
+        "ListThreads",
+        ts.ListThreadsRequest(labels=[f"k{i}=v" for i in range(10_000)]),
+    )
+    cases["page_token: 100 000 characters"] = lambda channel, seeds: (
+        "ListThreads",
+        ts.ListThreadsRequest(page_token="A" * 100_000),
+    )
+    cases["revision: the largest int64"] = lambda channel, seeds: (
+        "GetCheckpoint",
+        ts.GetCheckpointRequest(thread_id=new_thread(channel), revision=2**63 - 1),
+    )
+    cases["expected_revision: the smallest int64"] = lambda channel, seeds: (
+        "RunThread",
+        ts.RunThreadRequest(
+            spec=ts.ThreadRunSpec(thread_id=new_thread(channel), text="x", expected_revision=-(2**63))
+        ),
+    )
+    cases["request_id: 100 000 characters"] = lambda channel, seeds: (
+        "RunThread",
+        ts.RunThreadRequest(
+            spec=ts.ThreadRunSpec(thread_id=new_thread(channel), text="x", request_id="r" * 100_000)
+        ),
+    )
+    cases["prompt: client call with deep arguments"] = lambda channel, seeds: (
+        "StreamThreadRun",
+        ts.StreamThreadRunRequest(
+            spec=ts.ThreadRunSpec(
+                thread_id=new_thread(channel), text="client:weather " + DEEP_OBJECT, client_tools=[WEATHER]
+            )
+        ),
+    )
+    cases["run_id: NULs"] = lambda channel, seeds: (
+        "CancelThreadRun",
+        ts.CancelThreadRunRequest(thread_id=new_thread(channel), run_id="\x00" * 10_000),
+    )
+    return cases
+
+
+THREAD_HOSTILE_CASES = thread_hostile_cases()
+
+
+@pytest.mark.parametrize("name", list(THREAD_HOSTILE_CASES))
+def test_thread_hostile_case(channel: grpc.Channel, seeds: Seeds, name: str) -> None:
+    method, request = THREAD_HOSTILE_CASES[name](channel, seeds)
+    send_thread(channel, method, request)
 
 
 # --- afterwards: the log -------------------------------------------------------------------------------
