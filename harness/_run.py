@@ -33,7 +33,7 @@ from pydantic_ai.tools import DeferredToolResults
 from pydantic_ai.usage import RunUsage, UsageLimits
 from pydantic_graph import End
 
-from ._history_codec import HistoryEncoder
+from ._history_codec import EncodedHistory, HistoryEncoder
 from ._prepare import (
     PartTracker,
     close_calls,
@@ -571,6 +571,11 @@ class HarnessRunStream(Generic[OutputT]):
 
     def _result(self, terminal: _Terminal) -> HarnessRunResult[OutputT]:
         state = self._state_from(terminal.history)
+        # The run is over and nothing else holds its final messages: the next run that continues this
+        # state takes them instead of validating the same JSON again (`EncodedHistory.take`).
+        encoded = state.__dict__["message_history"]
+        if type(encoded) is EncodedHistory and not encoded.fresh:
+            encoded.fresh.append(list(terminal.history))
         return HarnessRunResult(
             thread_id=self.thread_id,
             run_id=self.run_id,

@@ -93,6 +93,36 @@ async def test_continue_a_thread_twice() -> None:
     assert first.output_json() == b'"turn 1: Draft the plan"'
 
 
+async def test_a_run_continuing_a_result_state_takes_its_messages_instead_of_decoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A durable host continues each turn from the last result's state: no history is validated again."""
+    from harness._history_codec import EncodedHistory
+
+    decoded: list[int] = []
+    original = EncodedHistory.decode
+
+    def counting(self: EncodedHistory) -> list[ModelMessage]:
+        decoded.append(self.count)
+        return original(self)
+
+    monkeypatch.setattr(EncodedHistory, "decode", counting)
+    executable = ExecutableAgent(scripted_model(echo_script))
+    state = HarnessState.new(thread_id="thr_productthread1")
+    for turn in range(1, 4):
+        result = await executable.run(f"turn {turn}", bindings=RunBindings.embedded(), previous_state=state)
+        assert result.state is not None
+        state = result.state
+    assert [count for count in decoded if count] == []  # only the new state's empty history was read
+    # The messages go to one run only; a second continuation of the same state decodes its own.
+    first = await executable.run("a branch", bindings=RunBindings.embedded(), previous_state=state)
+    second = await executable.run("another", bindings=RunBindings.embedded(), previous_state=state)
+    assert [count for count in decoded if count] == [6]
+    for branch, text in ((first, "a branch"), (second, "another")):
+        assert branch.state is not None and len(branch.state.message_history) == 8
+        assert branch.output == f"turn 4: {text}"
+
+
 async def test_stream_orders_events_and_numbers_them_gap_free() -> None:
     executable = ExecutableAgent(scripted_model(one_tool_script), capabilities=[catalog])
     items: list[HarnessEvent | HarnessRunResultEvent[str]] = []
