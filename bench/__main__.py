@@ -7,7 +7,9 @@ Sections: (a) one run four ways, (b) streamed deltas/s against bare grpcio, and 
 delta against its limit (pydantic-ai in-process + bare grpcio at the same packing), (c) envelope
 encode + decode per message, (d) turn N of a thread against turn 1, (e) concurrent streaming runs,
 and idle stream memory against its limit (pydantic-ai's idle run + grpcio's idle stream), (f)
-checkpoint bytes as the history grows. Each section's module docstring says how
+checkpoint bytes as the history grows, (g) `ThreadService` turns 1, 50 and 500 of one thread beside
+`HarnessService`, (h) the SQLite thread store's commits/s, latency and bytes written per turn (g and h
+on a server of their own, `--store sqlite:` a temporary file). Each section's module docstring says how
 it measures; `bench.measure` says why cost is CPU time and ratios are medians of per-round ratios.
 """
 
@@ -18,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -33,12 +36,14 @@ from .proc import MAX_CONCURRENT_RUNS, Helper, ServerProcess, machine
 from .runs import run_section
 from .stream_rate import stream_section
 from .thread import build_thread, thread_section
+from .thread_store import thread_store_section
+from .threads import threads_section
 from .wire import CHANNEL_OPTIONS
 
 LATEST = Path(__file__).resolve().parent / "results" / "latest.json"
 """Where a full run writes its results (committed with the README's numbers)."""
 
-SECTIONS = "abcdef"
+SECTIONS = "abcdefgh"
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,12 @@ class Sizes:
     idle_streams: int = 1000
     checkpoint_turns: tuple[int, ...] = (1, 10, 20, 30, 40, 50)
     checkpoint_rounds: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    thread_levels: tuple[int, ...] = (50, 500)
+    thread_rounds: int = 5
+    store_levels: tuple[int, ...] = (1, 64)
+    store_threads: int = 64
+    store_turns: int = 3
+    store_bytes_turns: int = 30
 
 
 SMOKE = Sizes(
@@ -84,6 +95,12 @@ SMOKE = Sizes(
     idle_streams=3,
     checkpoint_turns=(1, 2, 3),
     checkpoint_rounds=(1, 2),
+    thread_levels=(2, 3),
+    thread_rounds=1,
+    store_levels=(1, 2),
+    store_threads=2,
+    store_turns=1,
+    store_bytes_turns=2,
 )
 
 # name -> (comparison, threshold, what it is)
@@ -142,6 +159,16 @@ TARGETS: dict[str, tuple[str, float, str]] = {
         "<=",
         1.2,
         "(f) k of all bytes a run streams ~ history^k across turns (CHECKPOINT_FORM_DELTA)",
+    ),
+    "thread_turn_last_over_turn_1": (
+        "<=",
+        1.3,
+        "(g) ThreadService turn 500 / turn 1, server CPU, head cached (SQLite)",
+    ),
+    "sqlite_bytes_over_added_worst_turn": (
+        "<=",
+        2.0,
+        "(h) SQLite bytes written / bytes the turn added to the state's JSON, worst turn",
     ),
 }
 
@@ -207,6 +234,44 @@ async def _server_sections(sizes: Sizes, wanted: str, smoke: bool, report: dict[
         )
 
 
+async def _thread_sections(sizes: Sizes, wanted: str, report: dict[str, Any]) -> None:
+    """(g) and (h), on a server of their own on a SQLite file of their own; (g) adds a second server."""
+    sections = report["sections"]
+    with tempfile.TemporaryDirectory(prefix="bench-threads-") as directory:
+        db = Path(directory) / "threads.sqlite3"
+        async with contextlib.AsyncExitStack() as stack:
+            server = stack.enter_context(ServerProcess(store=f"sqlite:{db}"))
+            channel = await stack.enter_async_context(
+                grpc.aio.insecure_channel(server.address, options=CHANNEL_OPTIONS)
+            )
+            long_thread = None
+            if "g" in wanted:
+                second = stack.enter_context(ServerProcess(store=f"sqlite:{db}"))
+                second_channel = await stack.enter_async_context(
+                    grpc.aio.insecure_channel(second.address, options=CHANNEL_OPTIONS)
+                )
+                sections["g_threads"] = await threads_section(
+                    server,
+                    second,
+                    channel,
+                    second_channel,
+                    levels=sizes.thread_levels,
+                    rounds=sizes.thread_rounds,
+                )
+                long_thread = sections["g_threads"]["long_thread"]
+            if "h" in wanted:
+                sections["h_thread_store"] = await thread_store_section(
+                    server,
+                    channel,
+                    db,
+                    levels=sizes.store_levels,
+                    threads=sizes.store_threads,
+                    turns=sizes.store_turns,
+                    bytes_turns=sizes.store_bytes_turns,
+                    long_thread=long_thread,
+                )
+
+
 def _ratios(sections: dict[str, Any]) -> dict[str, float]:
     ratios: dict[str, float] = {}
     for section in sections.values():
@@ -224,6 +289,10 @@ def _ratios(sections: dict[str, Any]) -> dict[str, float]:
     thread = sections.get("d_thread")
     if thread:
         ratios["turn_last_over_budget"] = ratios[f"turn_{thread['turns']}_over_budget"]
+    threads = sections.get("g_threads")
+    if threads:
+        last = threads["levels"][-1]["level"]
+        ratios["thread_turn_last_over_turn_1"] = ratios[f"thread_turn_{last}_over_turn_1"]
     concurrency = sections.get("e_concurrency")
     if concurrency:
         ratios["concurrent_runs_errors"] = float(concurrency["levels"][-1]["errors"])
@@ -279,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if set(wanted) & set("abdef"):
         asyncio.run(_server_sections(sizes, wanted, args.smoke, report))
+    if set(wanted) & set("gh"):
+        asyncio.run(_thread_sections(sizes, wanted, report))
     report["ratios"] = _ratios(report["sections"])
     report["targets"] = {
         name: {

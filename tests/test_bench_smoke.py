@@ -45,6 +45,8 @@ def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
         "e_idle_memory",
         "e_concurrency",
         "f_checkpoints",
+        "g_threads",
+        "h_thread_store",
     }
     ratios = report["ratios"]
     assert "stream_run_over_in_process" in ratios
@@ -107,6 +109,58 @@ def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
     rows = {line.split()[0]: line.split()[1:] for line in compared.stdout.splitlines()[2:] if line.strip()}
     assert set(ratios) <= set(rows)
     assert rows["stream_run_over_limit"][:2] == [f"{ratios['stream_run_over_limit']:.3f}"] * 2
+
+
+def test_smoke_run_of_the_thread_sections(tmp_path: Path) -> None:
+    out = tmp_path / "threads.json"
+    finished = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--sections", "gh", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert set(report["sections"]) == {"g_threads", "h_thread_store"}
+    sizes = report["sizes"]
+
+    threads = report["sections"]["g_threads"]
+    levels = threads["levels"]
+    assert [level["level"] for level in levels] == sizes["thread_levels"]
+    # The long thread reached each level and ran one turn per round there, three at the last (on the
+    # first server with its head cached, on the second server, and back on the first).
+    for level in levels:
+        per_round = 3 if level is levels[-1] else 1
+        assert level["long_thread_turns"] == [
+            level["level"],
+            level["level"] + per_round * sizes["thread_rounds"] - 1,
+        ]
+        assert level["history_messages"] > 0
+    assert threads["long_thread_turns"] == levels[-1]["long_thread_turns"][1]
+    top = sizes["thread_levels"][-1]
+    assert {"thread_turn_1", f"thread_turn_{top}", f"harness_turn_{top}", f"thread_turn_{top}_miss"} <= set(
+        levels[-1]["cost"]
+    )
+    assert report["targets"]["thread_turn_last_over_turn_1"]["threshold"] == 1.3
+
+    store = report["sections"]["h_thread_store"]
+    rows = store["levels"]
+    assert [row["threads_at_once"] for row in rows] == sizes["store_levels"]
+    for row in rows:
+        assert row["turns"] == sizes["store_threads"] * sizes["store_turns"]
+        assert row["commits"] >= 2 * row["turns"]  # a turn commits mid-run checkpoints and its result
+        assert row["commits_per_s"] > 0
+        assert 0 < row["latency_ms"]["p50"] <= row["latency_ms"]["p99"] <= row["latency_ms"]["max"]
+    written = store["bytes"]
+    assert len(written["per_turn"]) == sizes["store_bytes_turns"]
+    for turn in written["per_turn"]:
+        assert turn["bytes_written"] > 0 and turn["json_bytes_added"] > 0
+    # Written bytes are read back from the SQLite file: the store keeps deltas, so the whole state
+    # is never written again per turn.
+    assert written["bytes_written"] < written["json_bytes_at_end"] * sizes["store_bytes_turns"]
+    assert store["long_thread_bytes"]["thread_id"] == threads["long_thread"]
+    assert report["targets"]["sqlite_bytes_over_added_worst_turn"]["threshold"] == 2.0
 
 
 def test_smoke_run_refuses_to_overwrite_the_committed_results() -> None:

@@ -1,0 +1,205 @@
+"""(h) The SQLite thread store: commits per second, `RunThread` latency, bytes written per turn.
+
+Throughput: at each level c (1 and 64 threads at once), `threads` new threads of the `scenario` agent
+run `turns` turns each, c threads at a time, each thread's turns one after another (level 1 runs the
+same threads' turns, one thread at a time). A commit is one checkpoint (the `scenario` turn commits 7:
+6 `MID_RUN`, 1 `COMPLETED`), counted from the revisions `RunThread` returns; commits per second are
+over the level's wall time, latency is each `RunThread`'s wall time as this client saw it.
+
+Bytes: one thread runs `bytes_turns` turns; afterwards the SQLite file is read with `sqlite3` and
+each turn is charged what its checkpoints wrote: the `data` of every `blobs` row they were the first
+to refer to, plus each `checkpoints` row's payload (its text columns `kind`, `run_id`, `request_id`,
+`pending`, `remaining`, `client_tools`, in bytes). That is held against what the turn added to the
+state's JSON form (`GetCheckpoint` of the turn's last revision and of the one before, each state's
+JSON length, history and other parts). The run records (`runs`: prompt, outcome, attempts) are
+reported beside it. The long thread of (g), when it ran on the same file, is charged the same way as
+a whole: everything its checkpoints wrote after its first, against its JSON's growth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from server.mapping.state import state_from_pb, state_to_json
+
+from .measure import ratio
+from .proc import ServerProcess
+from .threads import ThreadClient
+
+__all__ = ("thread_store_section",)
+
+_PAYLOAD = " + ".join(
+    f"coalesce(length(cast({column} as blob)), 0)"
+    for column in ("kind", "run_id", "request_id", "pending", "remaining", "client_tools")
+)
+
+
+def _percentile(values: Sequence[float], q: int) -> float:
+    """The `q`-th percentile (inclusive method; the only value for one sample)."""
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+async def _level(
+    server: ServerProcess, client: ThreadClient, at_once: int, threads: int, turns: int
+) -> dict[str, Any]:
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for _ in range(threads):
+        queue.put_nowait(await client.create())  # revision 1
+    latencies: list[float] = []
+    commits = 0
+
+    async def worker() -> None:
+        nonlocal commits
+        while not queue.empty():
+            thread_id, revision = queue.get_nowait(), 1
+            for _ in range(turns):
+                started = time.perf_counter()
+                committed = await client.turn(thread_id)
+                latencies.append(time.perf_counter() - started)
+                commits += committed - revision
+                revision = committed
+
+    cpu, wall = server.thread_cpu(), time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(at_once)))
+    wall, cpu = time.perf_counter() - wall, server.thread_cpu() - cpu
+    return {
+        "threads_at_once": at_once,
+        "threads": threads,
+        "turns": len(latencies),
+        "commits": commits,
+        "wall_s": round(wall, 3),
+        "commits_per_s": round(commits / wall, 1),
+        "turns_per_s": round(len(latencies) / wall, 2),
+        "latency_ms": {
+            "p50": round(_percentile(latencies, 50) * 1e3, 2),
+            "p99": round(_percentile(latencies, 99) * 1e3, 2),
+            "max": round(max(latencies) * 1e3, 2),
+        },
+        "server_cpu_ms_per_commit": round(cpu / commits * 1e3, 3) if commits else 0.0,
+    }
+
+
+async def _json_bytes(client: ThreadClient, thread_id: str, revision: int) -> int:
+    """The length in bytes of checkpoint `revision`'s state in its JSON form."""
+    state = await client.state(thread_id, revision)
+    return len(state_to_json(state_from_pb(state, field="state")).encode())
+
+
+def _written(db: Path, thread_id: str) -> dict[int, int]:
+    """Revision -> bytes its checkpoint wrote: blobs it was first to refer to, plus its row's payload."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        rows = connection.execute(
+            f"SELECT revision, history_blob, rest_blob, {_PAYLOAD} FROM checkpoints"
+            " WHERE thread_id = ? ORDER BY revision",
+            (thread_id,),
+        ).fetchall()
+        ids = sorted({blob for row in rows for blob in row[1:3]})
+        sizes = dict(
+            connection.execute(
+                f"SELECT id, length(data) FROM blobs WHERE id IN ({','.join('?' * len(ids))})", ids
+            ).fetchall()
+        )
+    seen: set[int] = set()
+    written: dict[int, int] = {}
+    for revision, history_blob, rest_blob, payload in rows:
+        new = {history_blob, rest_blob} - seen
+        seen |= new
+        written[revision] = payload + sum(sizes[blob] for blob in new)
+    return written
+
+
+def _run_records(db: Path, thread_id: str) -> int:
+    """Bytes of the thread's run records (prompt, outcome, attempts)."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        (total,) = connection.execute(
+            "SELECT coalesce(sum(coalesce(length(cast(prompt as blob)), 0)"
+            " + coalesce(length(cast(outcome as blob)), 0) + length(cast(attempts as blob))), 0)"
+            " FROM runs WHERE thread_id = ?",
+            (thread_id,),
+        ).fetchone()
+    return int(total)
+
+
+async def _bytes(client: ThreadClient, db: Path, turns: int) -> dict[str, Any]:
+    thread_id = await client.create()
+    revisions = [1]
+    for _ in range(turns):
+        revisions.append(await client.turn(thread_id))
+    sizes = [await _json_bytes(client, thread_id, revision) for revision in revisions]
+    written = _written(db, thread_id)
+    per_turn = []
+    for turn in range(1, len(revisions)):
+        low, high = revisions[turn - 1], revisions[turn]
+        stored = sum(written[r] for r in range(low + 1, high + 1))
+        added = sizes[turn] - sizes[turn - 1]
+        per_turn.append(
+            {
+                "turn": turn,
+                "commits": high - low,
+                "bytes_written": stored,
+                "json_bytes_added": added,
+                "ratio": round(ratio(stored, added), 4),
+            }
+        )
+    total_written = sum(row["bytes_written"] for row in per_turn)
+    total_added = sizes[-1] - sizes[0]
+    return {
+        "turns": turns,
+        "per_turn": per_turn,
+        "json_bytes_at_end": sizes[-1],
+        "bytes_written": total_written,
+        "json_bytes_added": total_added,
+        "run_record_bytes_per_turn": round(_run_records(db, thread_id) / turns, 1) if turns else 0.0,
+    }
+
+
+async def _long_thread_bytes(client: ThreadClient, db: Path, thread_id: str) -> dict[str, Any]:
+    written = _written(db, thread_id)
+    first, head = min(written), max(written)
+    added = await _json_bytes(client, thread_id, head) - await _json_bytes(client, thread_id, first)
+    stored = sum(size for revision, size in written.items() if revision > first)
+    return {"thread_id": thread_id, "revisions": head, "bytes_written": stored, "json_bytes_added": added}
+
+
+async def thread_store_section(
+    server: ServerProcess,
+    channel: grpc.aio.Channel,
+    db: Path,
+    *,
+    levels: tuple[int, ...],
+    threads: int,
+    turns: int,
+    bytes_turns: int,
+    long_thread: str | None = None,
+) -> dict[str, Any]:
+    client = ThreadClient(channel)
+    await client.turn(await client.create())  # warm-up
+    rows = [await _level(server, client, at_once, threads, turns) for at_once in levels]
+    written = await _bytes(client, db, bytes_turns)
+    ratios: dict[str, float] = {}
+    for row in rows:
+        at_once = row["threads_at_once"]
+        ratios[f"sqlite_commits_per_s_{at_once}"] = row["commits_per_s"]
+        ratios[f"sqlite_run_thread_p50_ms_{at_once}"] = row["latency_ms"]["p50"]
+        ratios[f"sqlite_run_thread_p99_ms_{at_once}"] = row["latency_ms"]["p99"]
+    per_turn = [row["ratio"] for row in written["per_turn"]]
+    ratios["sqlite_bytes_over_added_worst_turn"] = max(per_turn, default=0.0)
+    ratios["sqlite_bytes_over_added_median_turn"] = statistics.median(per_turn) if per_turn else 0.0
+    ratios["sqlite_bytes_over_added"] = ratio(written["bytes_written"], written["json_bytes_added"])
+    result: dict[str, Any] = {"store": "sqlite", "levels": rows, "bytes": written}
+    if long_thread is not None:
+        long = await _long_thread_bytes(client, db, long_thread)
+        ratios["sqlite_bytes_over_added_long_thread"] = ratio(long["bytes_written"], long["json_bytes_added"])
+        result["long_thread_bytes"] = long
+    result["ratios"] = ratios
+    return result
