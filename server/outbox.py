@@ -26,7 +26,7 @@ from typing import Generic, TypeVar
 
 from threadline.v1 import events_pb2, harness_service_pb2, thread_service_pb2
 
-__all__ = ("AHEAD", "MAX_EVENTS_PER_MESSAGE", "MESSAGE_EVENT_BYTES", "Outbox", "ResponseTooLarge")
+__all__ = ("AHEAD", "MAX_EVENTS_PER_MESSAGE", "MESSAGE_EVENT_BYTES", "Outbox", "ResponseTooLarge", "wait_out")
 
 AHEAD = 16
 """How many responses a streamed run may produce before the stream has taken them."""
@@ -154,3 +154,16 @@ class Outbox(Generic[ItemT, ResponseT]):
         """The stream wrote the response it took last: it stays hot for `window_s`."""
         if self._window_s:
             self._hot_until = self._loop.time() + self._window_s
+
+
+async def wait_out(task: asyncio.Task[None]) -> None:
+    """Wait until a stream's producer `task` ended. Its own error already reached the stream
+    (`Outbox.end`); a cancellation of the waiting task itself keeps propagating."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise
+    except BaseException:
+        pass

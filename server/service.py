@@ -57,7 +57,7 @@ from .mapping.state import (
     state_to_json,
     state_to_pb,
 )
-from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge
+from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge, wait_out
 from .runlog import LOGGER, RunLog
 from .runs import ActiveRuns
 
@@ -117,19 +117,6 @@ def _crashed(error: Exception, **fields: str) -> _Refusal:
     return _Refusal(_internal(**fields))
 
 
-async def _wait_out(task: asyncio.Task[None]) -> None:
-    """Wait until `task` ended. Its own error already reached the stream (`Outbox.end`); a cancellation
-    of the waiting task itself keeps propagating."""
-    try:
-        await task
-    except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
-            raise
-    except BaseException:
-        pass
-
-
 def _history_bytes(*states: Any) -> int:
     return sum(len(state.message_history.data) for state in states)
 
@@ -185,7 +172,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             # The client went away, or the stream ended: the run is closed here and now.
             if not producer.done():
                 producer.cancel()
-            await _wait_out(producer)
+            await wait_out(producer)
 
     async def _produce(
         self,

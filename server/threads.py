@@ -44,7 +44,7 @@ from .mapping.threads import (
     fill_thread,
     run_request_from_pb,
 )
-from .outbox import ENVELOPE_BYTES, Outbox
+from .outbox import ENVELOPE_BYTES, Outbox, wait_out
 from .runlog import LOGGER
 
 __all__ = ("ThreadService",)
@@ -127,17 +127,22 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
         except Exception as error:
             LOGGER.error("request_crashed", exc_info=error, extra={"fields": {"method": method}})
             await abort(context, _internal())
+        await self._fits(context, response)
+        return response
+
+    async def _fits(self, context: Context, response: Message, *, ran: bool = False) -> None:
+        """Refuse an answer larger than `--max-message-bytes` with `RESPONSE_TOO_LARGE`."""
         size = response.ByteSize() + ENVELOPE_BYTES
         if size > self._max_message_bytes:
+            said = "The run ended, but its" if ran else "The"
             await abort(
                 context,
                 ServerError(
                     ServerReason.RESPONSE_TOO_LARGE,
-                    f"The {size}-byte answer exceeds the server's {self._max_message_bytes}-byte message limit.",
+                    f"{said} {size}-byte answer exceeds the server's {self._max_message_bytes}-byte message limit.",
                     details={"size": size, "limit": self._max_message_bytes},
                 ),
             )
-        return response
 
     async def _thread_pb(self, row: ThreadRow, msg: Any, *, full: bool = False) -> None:
         if full:
@@ -350,16 +355,7 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             raise
         except Exception:
             await abort(context, _internal(thread_id=request.spec.thread_id, run_id=run.run_id))
-        size = response.ByteSize() + ENVELOPE_BYTES
-        if size > self._max_message_bytes:
-            await abort(
-                context,
-                ServerError(
-                    ServerReason.RESPONSE_TOO_LARGE,
-                    f"The run ended, but its {size}-byte answer exceeds the message limit.",
-                    details={"size": size, "limit": self._max_message_bytes},
-                ),
-            )
+        await self._fits(context, response, ran=True)
         return response
 
     async def StreamThreadRun(
@@ -394,14 +390,7 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             run.detach()
             if not producer.done():
                 producer.cancel()
-            try:
-                await producer
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise
-            except Exception:  # its error already reached the stream
-                pass
+            await wait_out(producer)
 
 
 async def _produce(run: ThreadRun, outbox: Outbox[Any, thread_service_pb2.StreamThreadRunResponse]) -> None:

@@ -29,7 +29,7 @@ from .codec import client_tools_json, state_parts
 from .outcome import ThreadRunOutcome
 from .records import CheckpointKind, CheckpointRow, Head, RunRowStatus, ThreadRow, ThreadStatus
 from .run import Launcher, ThreadRun, ThreadRunRequest
-from .store import NewCheckpoint, ThreadStore, busy, conflict
+from .store import NewCheckpoint, ThreadStore, busy, conflict, not_found
 
 __all__ = ("DurableHost", "check_labels")
 
@@ -64,14 +64,6 @@ def check_labels(labels: Mapping[str, str], *, field: str = "labels") -> dict[st
     return dict(labels)
 
 
-def _not_found(thread_id: str) -> ThreadError:
-    return ThreadError(
-        f"No thread has the ID {thread_id!r}.",
-        code=ErrorCode.THREAD_NOT_FOUND,
-        details={"thread_id": thread_id},
-    )
-
-
 class DurableHost:
     """Threads on `store`, runs through `launcher`, leases of `lease_ttl` seconds, a head cache."""
 
@@ -95,7 +87,7 @@ class DurableHost:
     async def thread(self, thread_id: str) -> ThreadRow:
         found = await self.store.thread(thread_id)
         if found is None:
-            raise _not_found(thread_id)
+            raise not_found(thread_id)
         return found
 
     async def head_state(self, thread: ThreadRow) -> tuple[Head, HarnessState]:
@@ -129,7 +121,7 @@ class DurableHost:
     async def head_checkpoint(self, thread: ThreadRow) -> CheckpointRow:
         found = await self.store.checkpoint(thread.thread_id, thread.revision)
         if not isinstance(found, CheckpointRow):
-            raise _not_found(thread.thread_id)
+            raise not_found(thread.thread_id)
         return found
 
     async def checkpoints(self, thread_id: str, *, limit: int, before: int | None) -> list[CheckpointRow]:

@@ -56,7 +56,16 @@ from .records import (
 )
 from .schema import blobs, checkpoints, labels, runs, threads
 
-__all__ = ("Committed", "Finish", "NewCheckpoint", "ThreadStore", "busy", "conflict", "store_unavailable")
+__all__ = (
+    "Committed",
+    "Finish",
+    "NewCheckpoint",
+    "ThreadStore",
+    "busy",
+    "conflict",
+    "not_found",
+    "store_unavailable",
+)
 
 LOGGER = logging.getLogger("threadline.threads")
 
@@ -199,7 +208,7 @@ class ThreadStore:
         """The thread's head checkpoint with its state (rebuilt and checked)."""
         found = await self.checkpoint(thread.thread_id, thread.revision, with_state=True)
         if not isinstance(found, Head):  # deleted meanwhile: the caller's next write fails its CAS
-            raise _not_found(thread.thread_id)
+            raise not_found(thread.thread_id)
         return found
 
     @_whole
@@ -561,7 +570,7 @@ class ThreadStore:
         async with self._tx() as (conn, now):
             thread = await self._thread(conn, thread_id, now)
             if thread is None:
-                raise _not_found(thread_id)
+                raise not_found(thread_id)
             record = await self._run_of(conn, thread_id, run_id)
             if record is None:
                 raise ThreadError(
@@ -843,7 +852,7 @@ def _run_row(row: Row[Any]) -> RunRow:
 # -- errors -----------------------------------------------------------------------------------------------
 
 
-def _not_found(thread_id: str) -> ThreadError:
+def not_found(thread_id: str) -> ThreadError:
     return ThreadError(
         f"No thread has the ID {thread_id!r}.",
         code=ErrorCode.THREAD_NOT_FOUND,
@@ -890,6 +899,6 @@ def conflict(thread: ThreadRow) -> ThreadError:
 def _changed(now_row: ThreadRow | None, thread_id: str) -> ThreadError:
     """Why a compare-and-set failed: what the thread looks like now."""
     if now_row is None:
-        return _not_found(thread_id)
+        return not_found(thread_id)
     lease = now_row.live_lease
     return busy(now_row, lease) if lease is not None else conflict(now_row)
