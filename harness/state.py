@@ -491,13 +491,13 @@ class HarnessState(StateModel):
     # -- JSON form and equality ----------------------------------------------------------------------
 
     def _json(self) -> str:
-        before, history, after = self._json_parts()
-        return before + history + after
+        before, after = self._json_around_history()
+        return before + history_json_text(self.__dict__["message_history"]) + after
 
-    def _json_parts(self) -> tuple[str, str, str]:
-        """Internal: the JSON form cut around the history array, so a store keeps the two apart.
+    def _json_around_history(self) -> tuple[str, str]:
+        """Internal: the JSON form without its history array, so a store keeps the two apart.
 
-        `before + history + after` is exactly `model_dump_json()`; `history` is the history data.
+        `before + <the history data> + after` is exactly `model_dump_json()`.
         """
         d = self.__dict__
         snapshot = d["agent_context_state"]
@@ -514,8 +514,7 @@ class HarnessState(StateModel):
         for key, value in (self.__pydantic_extra__ or {}).items():
             parts += [",", json_str(key), ":", json_value(value)]
         parts.append(',"message_history":')
-        after = ',"environment_states":' + _env_json(d["environment_states"]) + "}"
-        return "".join(parts), history_json_text(d["message_history"]), after
+        return "".join(parts), ',"environment_states":' + _env_json(d["environment_states"]) + "}"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, HarnessState):

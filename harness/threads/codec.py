@@ -20,7 +20,7 @@ _PROMPT: TypeAdapter[str | list[UserContent]] = TypeAdapter(str | list[UserConte
 
 def state_parts(state: HarnessState) -> StateParts:
     """`state`'s JSON form as the store keeps it: the history data apart from the rest."""
-    before, _history, after = state._json_parts()
+    before, after = state._json_around_history()
     head = before.encode()
     return StateParts(state.message_history_json(), head + after.encode(), len(head))
 
