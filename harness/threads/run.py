@@ -305,12 +305,32 @@ class _Holder:
         self._first_event = True
         self._in_stream = False
         self._cancel_asked = False
+        self._status = "interrupted"
+        """How the run ended, as its `run_finished` line says (the result's status, or `error`)."""
+        self._reason: dict[str, str] = {}
 
     @property
     def _ids(self) -> dict[str, str]:
         return {"thread_id": self._thread.thread_id, "run_id": self._stream.run_id}
 
     async def run(self) -> AsyncIterator[ThreadRunItem]:
+        started = time.monotonic()
+        lease = self._thread.lease
+        ids = {**self._ids, "request_id": lease.request_id if lease is not None else ""}
+        LOGGER.info(
+            "run_started", extra={"fields": {"agent": self._thread.agent, "service": "threads", **ids}}
+        )
+        try:
+            async for item in self._run():
+                yield item
+        finally:
+            duration_ms = round((time.monotonic() - started) * 1000, 3)
+            LOGGER.info(
+                "run_finished",
+                extra={"fields": {"status": self._status, "duration_ms": duration_ms, **self._reason, **ids}},
+            )
+
+    async def _run(self) -> AsyncIterator[ThreadRunItem]:
         renewer = asyncio.create_task(self._renew())
         stream = self._stream
         try:
@@ -341,14 +361,17 @@ class _Holder:
             except _Lost as lost:
                 self._lost = lost.error
             except HarnessError as error:
+                self._ended("error", error)
                 if self._lost is None:
                     await self._failed(error)
                 raise
             except Exception:
+                self._status = "internal_error"
                 if self._lost is None:
                     await self._release("interrupted", None, pending=None)
                 raise
             if self._lost is not None:
+                self._ended("error", self._lost)
                 raise self._lost
         finally:
             renewer.cancel()
@@ -373,6 +396,11 @@ class _Holder:
         self._cancel_asked = True
         if self._in_stream:
             self._stream.cancel()
+
+    def _ended(self, status: str, error: HarnessError | None = None) -> None:
+        self._status = status
+        if error is not None:
+            self._reason = {"reason": error.code.value.upper()}
 
     # -- the lease ------------------------------------------------------------------------------------
 
@@ -551,6 +579,7 @@ class _Holder:
         )
         finish = Finish(self._host_request_id, result.status, outcome.to_json(), pending, accepted)
         await self._commit(checkpoint, accepted=accepted, finish=finish)
+        self._ended(result.status)
         if state is not None:
             self._host.remember(self._thread, self._base, state)
             # The commit event and the result share the outcome's time, live and in a replay alike.
