@@ -222,6 +222,8 @@ class ThreadlineServer:
         await self._close_store()
 
     async def _close_store(self) -> None:
+        if self.threads is not None:
+            self.threads.store.close()
         if self._database is not None:
             await self._database.close()
             self._database = None

@@ -8,6 +8,7 @@ start; a database whose schema is newer than this server's refuses to serve.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -16,8 +17,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, event, text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.pool import StaticPool
 
 __all__ = ("READ", "Database", "SchemaTooNew", "StoreKind", "open_database")
@@ -42,23 +42,26 @@ class SchemaTooNew(Exception):
 class Database:
     """An open store database: its engine and what kind it is."""
 
-    engine: AsyncEngine
+    engine: Engine
+    """Synchronous: the store runs each transaction whole in a worker thread (`harness.threads.store`)."""
     kind: StoreKind
     location: str
     """The SQLite file's path, or `:memory:`."""
 
     async def close(self) -> None:
-        await self.engine.dispose()
+        await asyncio.to_thread(self.engine.dispose)
 
 
-def _sqlite_engine(path: str | None) -> AsyncEngine:
+def _sqlite_engine(path: str | None) -> Engine:
+    # Worker threads share the pool's connections, one transaction at a time each.
+    threads = {"check_same_thread": False}
     if path is None:
         # One connection for the process: an in-memory database lives exactly as long as it.
-        engine = create_async_engine("sqlite+aiosqlite://", poolclass=StaticPool)
+        engine = create_engine("sqlite://", poolclass=StaticPool, connect_args=threads)
     else:
-        engine = create_async_engine(f"sqlite+aiosqlite:///{path}", pool_size=8, max_overflow=8)
+        engine = create_engine(f"sqlite:///{path}", pool_size=8, max_overflow=8, connect_args=threads)
 
-    @event.listens_for(engine.sync_engine, "connect")
+    @event.listens_for(engine, "connect")
     def _connected(dbapi_connection: Any, _record: Any) -> None:
         # The driver's own transaction handling off: `_begin` issues BEGIN itself.
         dbapi_connection.isolation_level = None
@@ -70,7 +73,7 @@ def _sqlite_engine(path: str | None) -> AsyncEngine:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(engine, "begin")
     def _begin(connection: Connection) -> None:
         read = connection.get_execution_options().get("threadline_read", False)
         connection.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
@@ -94,23 +97,27 @@ def _migrate(connection: Connection) -> None:
 
 
 async def open_database(kind: StoreKind, path: str | None = None) -> Database:
-    """Open (creating it if needed) and migrate the store's database.
+    """Open (creating it if needed) and migrate the store's database, in a worker thread.
 
     Raises:
         SchemaTooNew: The database has a newer schema.
         sqlalchemy.exc.SQLAlchemyError, OSError: It cannot be opened, created or written.
     """
+    return await asyncio.to_thread(_open, kind, path)
+
+
+def _open(kind: StoreKind, path: str | None) -> Database:
     if kind == "sqlite":
         assert path is not None
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     engine = _sqlite_engine(path if kind == "sqlite" else None)
     try:
-        async with engine.begin() as connection:
-            await connection.run_sync(_migrate)
-        async with engine.begin() as connection:
+        with engine.begin() as connection:
+            _migrate(connection)
+        with engine.begin() as connection:
             # SQLite opens a read-only file without complaint: prove now that a write commits.
-            await connection.execute(text("UPDATE alembic_version SET version_num = version_num"))
+            connection.execute(text("UPDATE alembic_version SET version_num = version_num"))
     except BaseException:
-        await engine.dispose()
+        engine.dispose()
         raise
     return Database(engine, kind, path if path is not None else ":memory:")

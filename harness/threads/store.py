@@ -19,13 +19,14 @@ import json
 import logging
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import (
+    Connection,
     Row,
     and_,
     delete,
@@ -37,7 +38,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import ErrorCode, ThreadError
 from ..json_text import JsonValue
@@ -82,20 +82,33 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def _whole(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
-    """Run a store call to its end even when its caller is cancelled (a client gone, a deadline).
+def _offloaded(
+    *, read: bool
+) -> Callable[
+    [Callable[Concatenate[ThreadStore, P], T]], Callable[Concatenate[ThreadStore, P], Awaitable[T]]
+]:
+    """Run a store method (one transaction, synchronous) in a worker thread, to its end.
 
-    A transaction interrupted halfway would leave its connection mid-statement; the call is short, so
-    it finishes in its own task and only the caller stops waiting.
+    One thread hop per transaction: the driver's calls are plain C calls there, where an async driver
+    would cross threads several times per statement. The call finishes even when its caller is
+    cancelled (a client gone, a deadline), so no transaction is left halfway; only the caller stops
+    waiting. `read` transactions run beside each other; this process's writes take turns.
     """
 
-    @functools.wraps(method)
-    async def whole(*args: P.args, **kwargs: P.kwargs) -> T:
-        task = asyncio.ensure_future(method(*args, **kwargs))
-        task.add_done_callback(_consume)
-        return await asyncio.shield(task)
+    def wrap(
+        method: Callable[Concatenate[ThreadStore, P], T],
+    ) -> Callable[Concatenate[ThreadStore, P], Awaitable[T]]:
+        @functools.wraps(method)
+        async def call(self: ThreadStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            task = asyncio.ensure_future(
+                self._offload(functools.partial(method, self, *args, **kwargs), read)
+            )
+            task.add_done_callback(_consume)
+            return await asyncio.shield(task)
 
-    return whole
+        return call
+
+    return wrap
 
 
 def _consume(task: asyncio.Future[Any]) -> None:
@@ -161,6 +174,8 @@ class ThreadStore:
         # This process's write transactions take turns (an in-memory database is one connection, so all
         # of its transactions do): waiting here is cheaper than in SQLite's busy handler, which sleeps.
         self._writes = asyncio.Lock()
+        # Threads of the store's own: a large decode in the loop's default executor never delays a commit.
+        self._workers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="threadline-store")
         self._turns: asyncio.Lock | contextlib.nullcontext[None] = (
             self._writes if database.kind == "memory" else contextlib.nullcontext()
         )
@@ -168,6 +183,10 @@ class ThreadStore:
         """False from a transaction that found the database down until the next one that succeeds."""
         self.on_health: Callable[[bool], None] | None = None
         """Called when `healthy` changes (the server reports it as the service's health)."""
+
+    def close(self) -> None:
+        """Let the store's threads go once their transactions ended (the database is closed apart)."""
+        self._workers.shutdown(wait=False)
 
     def _health(self, healthy: bool) -> None:
         if healthy != self.healthy:
@@ -177,33 +196,39 @@ class ThreadStore:
 
     # -- transactions -------------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def _tx(self, *, read: bool = False) -> AsyncIterator[tuple[AsyncConnection, float]]:
-        """One transaction and the store's time at its start; a failing database is `store_unavailable`."""
+    async def _offload(self, work: Callable[[], T], read: bool) -> T:
         async with self._turns if read else self._writes:
             try:
-                async with (self._reader if read else self._engine).begin() as conn:
-                    now = float((await conn.execute(self._now)).scalar_one())
-                    yield conn, now
-            except (ThreadError, IntegrityError):
+                result = await asyncio.get_running_loop().run_in_executor(self._workers, work)
+            except ThreadError as error:
+                self._health(error.code != ErrorCode.STORE_UNAVAILABLE)
+                raise
+            except IntegrityError:
                 self._health(True)
                 raise
-            except (DBAPIError, SQLAlchemyError, OSError) as error:
-                LOGGER.warning(
-                    "store_unavailable", exc_info=error, extra={"fields": {"replica": self.replica}}
-                )
-                self._health(False)
-                raise store_unavailable(type(error).__name__) from error
-            self._health(True)
+        self._health(True)
+        return result
+
+    @contextlib.contextmanager
+    def _tx(self, *, read: bool = False) -> Iterator[tuple[Connection, float]]:
+        """One transaction and the store's time at its start; a failing database is `store_unavailable`."""
+        try:
+            with (self._reader if read else self._engine).begin() as conn:
+                now = float(conn.execute(self._now).scalar_one())
+                yield conn, now
+        except (ThreadError, IntegrityError):
+            raise
+        except (DBAPIError, SQLAlchemyError, OSError) as error:
+            LOGGER.warning("store_unavailable", exc_info=error, extra={"fields": {"replica": self.replica}})
+            raise store_unavailable(type(error).__name__) from error
 
     # -- reads --------------------------------------------------------------------------------------
 
-    @_whole
-    async def thread(self, thread_id: str) -> ThreadRow | None:
-        async with self._tx(read=True) as (conn, now):
-            return await self._thread(conn, thread_id, now)
+    @_offloaded(read=True)
+    def thread(self, thread_id: str) -> ThreadRow | None:
+        with self._tx(read=True) as (conn, now):
+            return self._thread(conn, thread_id, now)
 
-    @_whole
     async def head(self, thread: ThreadRow) -> Head:
         """The thread's head checkpoint with its state (rebuilt and checked)."""
         found = await self.checkpoint(thread.thread_id, thread.revision, with_state=True)
@@ -211,13 +236,13 @@ class ThreadStore:
             raise not_found(thread.thread_id)
         return found
 
-    @_whole
-    async def checkpoint(
+    @_offloaded(read=True)
+    def checkpoint(
         self, thread_id: str, revision: int, *, with_state: bool = False
     ) -> Head | CheckpointRow | None:
-        async with self._tx(read=True) as (conn, _now):
+        with self._tx(read=True) as (conn, _now):
             row = (
-                await conn.execute(
+                conn.execute(
                     select(checkpoints).where(
                         checkpoints.c.namespace == NAMESPACE,
                         checkpoints.c.thread_id == thread_id,
@@ -230,24 +255,24 @@ class ThreadStore:
             checkpoint = _checkpoint(row)
             if not with_state:
                 return checkpoint
-            history = await self._blob(conn, checkpoint.history_blob)
-            rest = await self._blob(conn, checkpoint.rest_blob)
+            history = self._blob(conn, checkpoint.history_blob)
+            rest = self._blob(conn, checkpoint.rest_blob)
         return Head(checkpoint, StateParts(history.data, rest.data, checkpoint.history_at), history, rest)
 
-    @_whole
-    async def checkpoints(self, thread_id: str, *, limit: int, before: int | None) -> list[CheckpointRow]:
+    @_offloaded(read=True)
+    def checkpoints(self, thread_id: str, *, limit: int, before: int | None) -> list[CheckpointRow]:
         """Newest first; `before` = only revisions below it."""
         query = select(checkpoints).where(
             checkpoints.c.namespace == NAMESPACE, checkpoints.c.thread_id == thread_id
         )
         if before is not None:
             query = query.where(checkpoints.c.revision < before)
-        async with self._tx(read=True) as (conn, _now):
-            rows = (await conn.execute(query.order_by(checkpoints.c.revision.desc()).limit(limit))).all()
+        with self._tx(read=True) as (conn, _now):
+            rows = (conn.execute(query.order_by(checkpoints.c.revision.desc()).limit(limit))).all()
         return [_checkpoint(row) for row in rows]
 
-    @_whole
-    async def threads(
+    @_offloaded(read=True)
+    def threads(
         self,
         *,
         limit: int,
@@ -257,7 +282,7 @@ class ThreadStore:
     ) -> list[ThreadRow]:
         """Newest `update_time` first, then `thread_id`; `after` = the last thread of the previous page."""
         t = threads.c
-        async with self._tx(read=True) as (conn, now):
+        with self._tx(read=True) as (conn, now):
             query = select(threads).where(t.namespace == NAMESPACE)
             for key, value in labels_filter.items():
                 query = query.where(
@@ -280,18 +305,18 @@ class ThreadStore:
                     or_(t.update_time < after[0], and_(t.update_time == after[0], t.thread_id > after[1]))
                 )
             query = query.order_by(t.update_time.desc(), t.thread_id).limit(limit)
-            rows = (await conn.execute(query)).all()
+            rows = (conn.execute(query)).all()
         return [_thread(row, now) for row in rows]
 
-    @_whole
-    async def run_record(self, thread_id: str, request_id: str) -> RunRow | None:
-        async with self._tx(read=True) as (conn, _now):
-            return await self._run(conn, thread_id, request_id)
+    @_offloaded(read=True)
+    def run_record(self, thread_id: str, request_id: str) -> RunRow | None:
+        with self._tx(read=True) as (conn, _now):
+            return self._run(conn, thread_id, request_id)
 
     # -- creating, forking, rolling back, deleting -------------------------------------------------------
 
-    @_whole
-    async def create(
+    @_offloaded(read=False)
+    def create(
         self,
         thread_id: str,
         *,
@@ -308,10 +333,10 @@ class ThreadStore:
         """
         incarnation = uuid.uuid4().hex
         try:
-            async with self._tx() as (conn, now):
-                if await self._thread(conn, thread_id, now) is not None:
+            with self._tx() as (conn, now):
+                if self._thread(conn, thread_id, now) is not None:
                     raise _exists(thread_id)
-                await conn.execute(
+                conn.execute(
                     insert(threads).values(
                         namespace=NAMESPACE,
                         thread_id=thread_id,
@@ -328,22 +353,22 @@ class ThreadStore:
                     )
                 )
                 if thread_labels:
-                    await conn.execute(
+                    conn.execute(
                         insert(labels),
                         [
                             {"namespace": NAMESPACE, "thread_id": thread_id, "key": k, "value": v}
                             for k, v in thread_labels.items()
                         ],
                     )
-                await self._put_checkpoint(conn, thread_id, incarnation, 1, checkpoint, base, now)
-                created = await self._thread(conn, thread_id, now)
+                self._put_checkpoint(conn, thread_id, incarnation, 1, checkpoint, base, now)
+                created = self._thread(conn, thread_id, now)
         except IntegrityError:
             raise _exists(thread_id) from None
         assert created is not None
         return created
 
-    @_whole
-    async def rollback(self, thread: ThreadRow, source: Head) -> ThreadRow:
+    @_offloaded(read=False)
+    def rollback(self, thread: ThreadRow, source: Head) -> ThreadRow:
         """A new head copying `source` (its data by reference), with a new fence and no lease.
 
         `thread` is what the caller read and checked: the write is a compare-and-set on its revision and
@@ -352,9 +377,9 @@ class ThreadStore:
         Raises:
             ThreadError: `revision_conflict` or `thread_busy` when the thread changed since it was read.
         """
-        async with self._tx() as (conn, now):
-            await self._take(conn, thread, now, pending=source.checkpoint.pending)
-            await conn.execute(
+        with self._tx() as (conn, now):
+            self._take(conn, thread, now, pending=source.checkpoint.pending)
+            conn.execute(
                 update(threads)
                 .where(*_key(thread.thread_id))
                 .values(
@@ -368,7 +393,7 @@ class ThreadStore:
                 )
             )
             row = source.checkpoint
-            await conn.execute(
+            conn.execute(
                 insert(checkpoints).values(
                     namespace=NAMESPACE,
                     thread_id=thread.thread_id,
@@ -385,26 +410,26 @@ class ThreadStore:
                     client_tools=row.client_tools,
                 )
             )
-            await self._close_unfinished(conn, thread, now, status="interrupted")
-            rolled = await self._thread(conn, thread.thread_id, now)
+            self._close_unfinished(conn, thread, now, status="interrupted")
+            rolled = self._thread(conn, thread.thread_id, now)
         assert rolled is not None
         return rolled
 
-    @_whole
-    async def delete(self, thread: ThreadRow) -> None:
+    @_offloaded(read=False)
+    def delete(self, thread: ThreadRow) -> None:
         """Delete the thread read as `thread` (compare-and-set), its checkpoints, records and own data."""
-        async with self._tx() as (conn, now):
-            await self._take(conn, thread, now, pending=thread.pending)
+        with self._tx() as (conn, now):
+            self._take(conn, thread, now, pending=thread.pending)
             for table in (labels, runs, checkpoints, threads):
-                await conn.execute(
+                conn.execute(
                     delete(table).where(table.c.namespace == NAMESPACE, table.c.thread_id == thread.thread_id)
                 )
-            await self._collect(conn)
+            self._collect(conn)
 
     # -- the run protocol (THREADS §4) ------------------------------------------------------------------
 
-    @_whole
-    async def begin(
+    @_offloaded(read=False)
+    def begin(
         self,
         thread: ThreadRow,
         *,
@@ -427,9 +452,9 @@ class ThreadStore:
             ThreadError: `thread_busy` / `revision_conflict` when the thread changed since it was read
                 (nothing was written; read again and decide again).
         """
-        async with self._tx() as (conn, now):
-            fence = await self._take(conn, thread, now, pending=None)
-            await conn.execute(
+        with self._tx() as (conn, now):
+            fence = self._take(conn, thread, now, pending=None)
+            conn.execute(
                 update(threads)
                 .where(*_key(thread.thread_id))
                 .values(
@@ -443,10 +468,10 @@ class ThreadStore:
                 )
             )
             if thread.last_request_id != request_id:
-                await self._close_unfinished(conn, thread, now, status="interrupted")
+                self._close_unfinished(conn, thread, now, status="interrupted")
             entry = {**attempt, "run_id": run_id, "replica": self.replica, "fence": fence, "start": now}
             if record is None:
-                await conn.execute(
+                conn.execute(
                     insert(runs).values(
                         namespace=NAMESPACE,
                         thread_id=thread.thread_id,
@@ -463,18 +488,18 @@ class ThreadStore:
                     )
                 )
             else:
-                await conn.execute(
+                conn.execute(
                     update(runs)
                     .where(*_run_key(thread.thread_id, request_id))
                     .values(attempts=json.dumps([*record.attempts, entry]), run_id=run_id, update_time=now)
                 )
-            taken = await self._thread(conn, thread.thread_id, now)
-            taken_record = await self._run(conn, thread.thread_id, request_id)
+            taken = self._thread(conn, thread.thread_id, now)
+            taken_record = self._run(conn, thread.thread_id, request_id)
         assert taken is not None and taken_record is not None
         return taken, taken_record
 
-    @_whole
-    async def commit(
+    @_offloaded(read=False)
+    def commit(
         self,
         thread_id: str,
         *,
@@ -493,7 +518,7 @@ class ThreadStore:
         Raises:
             ThreadError: `lease_lost` when the fence is no longer the thread's.
         """
-        async with self._tx() as (conn, now):
+        with self._tx() as (conn, now):
             head = revision + (1 if checkpoint is not None else 0)
             values: dict[str, Any] = {"revision": head, "accepted": accepted}
             if checkpoint is not None:
@@ -512,7 +537,7 @@ class ThreadStore:
             elif ttl is not None:
                 expires = now + ttl
                 values["lease_expires"] = expires
-            changed = await conn.execute(
+            changed = conn.execute(
                 update(threads)
                 .where(*_key(thread_id), threads.c.fence == fence, threads.c.revision == revision)
                 .values(**values)
@@ -522,11 +547,9 @@ class ThreadStore:
             written: Head | None = None
             if checkpoint is not None:
                 incarnation = (
-                    await conn.execute(select(threads.c.incarnation).where(*_key(thread_id)))
+                    conn.execute(select(threads.c.incarnation).where(*_key(thread_id)))
                 ).scalar_one()
-                written = await self._put_checkpoint(
-                    conn, thread_id, incarnation, head, checkpoint, base, now
-                )
+                written = self._put_checkpoint(conn, thread_id, incarnation, head, checkpoint, base, now)
             if checkpoint is not None or finish is not None:
                 record: dict[str, Any] = {"update_time": now}
                 if checkpoint is not None:
@@ -534,31 +557,29 @@ class ThreadStore:
                 if finish is not None:
                     record.update(status=finish.status, outcome=finish.outcome)
                 request_id = finish.request_id if finish is not None else checkpoint.request_id  # type: ignore[union-attr]
-                await conn.execute(update(runs).where(*_run_key(thread_id, request_id)).values(**record))
+                conn.execute(update(runs).where(*_run_key(thread_id, request_id)).values(**record))
         return Committed(head, expires, written)
 
-    @_whole
-    async def renew(self, thread_id: str, *, fence: str, ttl: float) -> tuple[float, bool]:
+    @_offloaded(read=False)
+    def renew(self, thread_id: str, *, fence: str, ttl: float) -> tuple[float, bool]:
         """Extend the lease of the holder of `fence`; returns the new expiry and whether a cancel was asked.
 
         Raises:
             ThreadError: `lease_lost`.
         """
-        async with self._tx() as (conn, now):
-            changed = await conn.execute(
+        with self._tx() as (conn, now):
+            changed = conn.execute(
                 update(threads)
                 .where(*_key(thread_id), threads.c.fence == fence, threads.c.lease_run_id.is_not(None))
                 .values(lease_expires=now + ttl)
             )
             if changed.rowcount != 1:
                 raise _lease_lost(thread_id)
-            cancel = (
-                await conn.execute(select(threads.c.cancel_requested).where(*_key(thread_id)))
-            ).scalar_one()
+            cancel = (conn.execute(select(threads.c.cancel_requested).where(*_key(thread_id)))).scalar_one()
         return now + ttl, bool(cancel)
 
-    @_whole
-    async def cancel(self, thread_id: str, run_id: str, *, outcome: str) -> tuple[RunRowStatus, bool]:
+    @_offloaded(read=False)
+    def cancel(self, thread_id: str, run_id: str, *, outcome: str) -> tuple[RunRowStatus, bool]:
         """Record a cancellation of `run_id`; returns the record's status and whether its holder is live.
 
         A live holder is asked (`cancel_requested`, read at its next renewal); a record whose lease has
@@ -567,11 +588,11 @@ class ThreadStore:
         Raises:
             ThreadError: `thread_not_found`, `run_not_found`.
         """
-        async with self._tx() as (conn, now):
-            thread = await self._thread(conn, thread_id, now)
+        with self._tx() as (conn, now):
+            thread = self._thread(conn, thread_id, now)
             if thread is None:
                 raise not_found(thread_id)
-            record = await self._run_of(conn, thread_id, run_id)
+            record = self._run_of(conn, thread_id, run_id)
             if record is None:
                 raise ThreadError(
                     f"Thread {thread_id!r} never had a run {run_id!r}.",
@@ -582,15 +603,15 @@ class ThreadStore:
                 return record.status, False
             live = thread.live_lease
             if live is not None and live.run_id == record.run_id:
-                await conn.execute(update(threads).where(*_key(thread_id)).values(cancel_requested=True))
+                conn.execute(update(threads).where(*_key(thread_id)).values(cancel_requested=True))
                 return "running", True
-            await conn.execute(
+            conn.execute(
                 update(runs)
                 .where(*_run_key(thread_id, record.request_id))
                 .values(status="cancelled", outcome=outcome, update_time=now)
             )
             if thread.lease is not None and thread.lease.request_id == record.request_id:
-                await conn.execute(
+                conn.execute(
                     update(threads)
                     .where(*_key(thread_id))
                     .values(
@@ -606,12 +627,10 @@ class ThreadStore:
 
     # -- internals ------------------------------------------------------------------------------------
 
-    async def _take(
-        self, conn: AsyncConnection, thread: ThreadRow, now: float, *, pending: str | None
-    ) -> str:
+    def _take(self, conn: Connection, thread: ThreadRow, now: float, *, pending: str | None) -> str:
         """Compare-and-set on `thread` as read: same revision and fence, no live lease; new fence."""
         fence = _fence()
-        changed = await conn.execute(
+        changed = conn.execute(
             update(threads)
             .where(
                 *_key(thread.thread_id),
@@ -622,31 +641,31 @@ class ThreadStore:
             .values(fence=fence, pending=pending, update_time=now)
         )
         if changed.rowcount != 1:
-            raise _changed(await self._thread(conn, thread.thread_id, now), thread.thread_id)
+            raise _changed(self._thread(conn, thread.thread_id, now), thread.thread_id)
         return fence
 
-    async def _close_unfinished(
-        self, conn: AsyncConnection, thread: ThreadRow, now: float, *, status: RunRowStatus
+    def _close_unfinished(
+        self, conn: Connection, thread: ThreadRow, now: float, *, status: RunRowStatus
     ) -> None:
         if thread.last_request_id is None:
             return
-        await conn.execute(
+        conn.execute(
             update(runs)
             .where(*_run_key(thread.thread_id, thread.last_request_id), runs.c.status == "running")
             .values(status=status, update_time=now)
         )
 
-    async def _thread(self, conn: AsyncConnection, thread_id: str, now: float) -> ThreadRow | None:
-        row = (await conn.execute(select(threads).where(*_key(thread_id)))).first()
+    def _thread(self, conn: Connection, thread_id: str, now: float) -> ThreadRow | None:
+        row = (conn.execute(select(threads).where(*_key(thread_id)))).first()
         return None if row is None else _thread(row, now)
 
-    async def _run(self, conn: AsyncConnection, thread_id: str, request_id: str) -> RunRow | None:
-        row = (await conn.execute(select(runs).where(*_run_key(thread_id, request_id)))).first()
+    def _run(self, conn: Connection, thread_id: str, request_id: str) -> RunRow | None:
+        row = (conn.execute(select(runs).where(*_run_key(thread_id, request_id)))).first()
         return None if row is None else _run_row(row)
 
-    async def _run_of(self, conn: AsyncConnection, thread_id: str, run_id: str) -> RunRow | None:
+    def _run_of(self, conn: Connection, thread_id: str, run_id: str) -> RunRow | None:
         row = (
-            await conn.execute(
+            conn.execute(
                 select(runs).where(
                     runs.c.namespace == NAMESPACE, runs.c.thread_id == thread_id, runs.c.run_id == run_id
                 )
@@ -656,7 +675,7 @@ class ThreadStore:
             return _run_row(row)
         # An earlier attempt's run ID: rare, so the attempts are searched here rather than indexed.
         rows = (
-            await conn.execute(
+            conn.execute(
                 select(runs).where(
                     runs.c.namespace == NAMESPACE,
                     runs.c.thread_id == thread_id,
@@ -670,7 +689,7 @@ class ThreadStore:
                 return record
         return None
 
-    async def _blob(self, conn: AsyncConnection, blob_id: int) -> BlobRef:
+    def _blob(self, conn: Connection, blob_id: int) -> BlobRef:
         chain = text(
             "WITH RECURSIVE chain(id, base_id, keep, data, sha256, chain_bytes, depth) AS ("
             " SELECT id, base_id, keep, data, sha256, chain_bytes, 0 FROM blobs WHERE id = :id"
@@ -679,7 +698,7 @@ class ThreadStore:
             " FROM blobs b JOIN chain c ON b.id = c.base_id)"
             " SELECT keep, data, sha256, chain_bytes, depth FROM chain ORDER BY depth DESC"
         )
-        rows = (await conn.execute(chain, {"id": blob_id})).all()
+        rows = (conn.execute(chain, {"id": blob_id})).all()
         if not rows:
             raise store_unavailable(f"blob {blob_id} is missing")
         data = rebuild([(row.keep, bytes(row.data)) for row in rows])
@@ -688,14 +707,12 @@ class ThreadStore:
             raise store_unavailable(f"blob {blob_id} does not match its sha256")
         return BlobRef(blob_id, data, int(top.chain_bytes))
 
-    async def _put_blob(
-        self, conn: AsyncConnection, owner: str, data: bytes, base: BlobRef | None
-    ) -> BlobRef:
+    def _put_blob(self, conn: Connection, owner: str, data: bytes, base: BlobRef | None) -> BlobRef:
         if base is not None and base.data == data:
             return base  # unchanged: refer to it
         delta = plan_delta(data, base)
         blob_id = (
-            await conn.execute(
+            conn.execute(
                 insert(blobs)
                 .values(
                     owner=owner,
@@ -711,9 +728,9 @@ class ThreadStore:
         ).scalar_one()
         return BlobRef(int(blob_id), data, delta.chain_bytes)
 
-    async def _put_checkpoint(
+    def _put_checkpoint(
         self,
-        conn: AsyncConnection,
+        conn: Connection,
         thread_id: str,
         owner: str,
         revision: int,
@@ -721,12 +738,12 @@ class ThreadStore:
         base: Head | None,
         now: float,
     ) -> Head:
-        history = await self._put_blob(conn, owner, checkpoint.parts.history, base.history if base else None)
+        history = self._put_blob(conn, owner, checkpoint.parts.history, base.history if base else None)
         # The rest is small and rarely changes: stored whole, and only when it differs.
         rest = (
             base.rest
             if base is not None and base.rest.data == checkpoint.parts.rest
-            else await self._put_blob(conn, owner, checkpoint.parts.rest, None)
+            else self._put_blob(conn, owner, checkpoint.parts.rest, None)
         )
         row = CheckpointRow(
             thread_id=thread_id,
@@ -742,7 +759,7 @@ class ThreadStore:
             rest_blob=rest.id,
             history_at=checkpoint.parts.history_at,
         )
-        await conn.execute(
+        conn.execute(
             insert(checkpoints).values(
                 namespace=NAMESPACE,
                 thread_id=thread_id,
@@ -761,13 +778,13 @@ class ThreadStore:
         )
         return Head(row, checkpoint.parts, history, rest)
 
-    async def _collect(self, conn: AsyncConnection) -> None:
+    def _collect(self, conn: Connection) -> None:
         """Delete the data of deleted threads that no checkpoint of any thread still reaches.
 
         A fork refers to its source's data, so a deleted thread's blobs may outlive it; they go once the
         last thread reaching them (directly or as a delta's base) is deleted too.
         """
-        await conn.execute(
+        conn.execute(
             text(
                 "WITH RECURSIVE mine(id) AS ("
                 "  SELECT id FROM blobs WHERE owner NOT IN (SELECT incarnation FROM threads)),"
