@@ -147,6 +147,7 @@ class HarnessRunStream(Generic[OutputT]):
         self._closed = False
         self._aiter_taken = False
         self._busy = False
+        self._cancel_asked = False
         self._sequence = 0
         self._request_index = -1
         self._in_model_request = False
@@ -215,13 +216,23 @@ class HarnessRunStream(Generic[OutputT]):
             )
         self._busy = True
         try:
+            if self._cancel_asked:
+                self._token.cancel()
             return await self._gen.__anext__()
         finally:
             self._busy = False
 
     def cancel(self) -> None:
-        """Ask the run to stop; it ends with a `cancelled` result and a normalized state."""
-        self._token.cancel()
+        """Ask the run to stop; it ends with a `cancelled` result and a normalized state.
+
+        pydantic-ai stops a run by cancelling the task driving it, so the request reaches the run only
+        while that task waits on this stream: called while the consumer is busy with something else (a
+        commit, a slow reader), it takes effect at the consumer's next `__anext__`, never inside its
+        own work.
+        """
+        self._cancel_asked = True
+        if self._busy:
+            self._token.cancel()
 
     @property
     def usage(self) -> RunUsage:

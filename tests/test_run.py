@@ -211,6 +211,21 @@ async def _items(stream: HarnessRunStream[Any]) -> AsyncIterator[Any]:
             yield item
 
 
+async def test_a_cancel_while_the_consumer_is_busy_reaches_the_run_at_its_next_read() -> None:
+    """pydantic-ai cancels the task driving a run; a host busy with its own work (a commit, a slow
+    reader) when it asks must not have that work cancelled: the run stops at the host's next read."""
+    executable = ExecutableAgent(scripted_model(one_tool_script), capabilities=[catalog])
+    async with executable.stream("lookup a", checkpoints=True) as stream:
+        items = stream.__aiter__()
+        while not isinstance(await anext(items), HarnessCheckpointEvent):
+            pass  # until the native run is going, bound to this task
+        stream.cancel()
+        await asyncio.sleep(0.01)  # the host's own work: before the fix, cancelled here
+        while not isinstance(result := await anext(items), HarnessRunResultEvent):
+            pass
+    assert result.result.status == "cancelled"
+
+
 async def test_export_state_before_entering_is_run_not_active() -> None:
     stream = ExecutableAgent(scripted_model(echo_script)).stream("hi")
     with pytest.raises(StateError) as info:

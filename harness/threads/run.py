@@ -303,8 +303,6 @@ class _Holder:
         self._normal_resume = normal_resume
         self._started_at = datetime.now(UTC)
         self._first_event = True
-        self._in_stream = False
-        self._cancel_asked = False
         self._status = "interrupted"
         """How the run ended, as its `run_finished` line says (the result's status, or `error`)."""
         self._reason: dict[str, str] = {}
@@ -336,11 +334,7 @@ class _Holder:
         try:
             try:
                 async with stream:
-                    items = stream.__aiter__()
-                    while True:
-                        item = await self._next(items)
-                        if item is None:
-                            break
+                    async for item in stream:
                         self._check_lease()
                         if self._lost is not None:
                             continue  # cancelled: let the stream close, commit nothing
@@ -378,24 +372,9 @@ class _Holder:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await renewer
 
-    async def _next(self, items: AsyncIterator[Any]) -> Any:
-        """The stream's next item (`None` at its end). Only while waiting here may the run be cancelled:
-        pydantic-ai cancels the task driving the run, and elsewhere that task is in a commit of ours."""
-        if self._cancel_asked:
-            self._stream.cancel()
-        self._in_stream = True
-        try:
-            return await items.__anext__()
-        except StopAsyncIteration:
-            return None
-        finally:
-            self._in_stream = False
-
     def request_cancel(self) -> None:
-        """Stop the run: at once while it waits on the stream, else when it next does."""
-        self._cancel_asked = True
-        if self._in_stream:
-            self._stream.cancel()
+        """Stop the run; the core delivers it at the holder's next wait on the stream, never in a commit."""
+        self._stream.cancel()
 
     def _ended(self, status: str, error: HarnessError | None = None) -> None:
         self._status = status
