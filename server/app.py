@@ -133,7 +133,7 @@ class ThreadlineServer:
         if self._store_kind != "none":
             self._thread_service = ThreadService(
                 None,
-                default_agent=registry.default,
+                registry,
                 max_message_bytes=config.max_message_bytes,
                 pack_window_s=config.pack_window_ms / 1000,
             )

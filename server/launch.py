@@ -28,7 +28,17 @@ from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field
 from .runs import ActiveRuns
 
-__all__ = ("ThreadLauncher", "start_stream")
+__all__ = ("ThreadLauncher", "start_stream", "unknown_agent")
+
+
+def unknown_agent(registry: AgentRegistry, name: str, *, field: str) -> ServerError:
+    """`AGENT_UNKNOWN` for a name `registry` does not serve, with the names it does."""
+    return ServerError(
+        ServerReason.AGENT_UNKNOWN,
+        f"No agent is called {name!r}.",
+        details={"agent": name, "served": list(registry)},
+        field=field,
+    )
 
 
 def start_stream(
@@ -50,12 +60,7 @@ def start_stream(
     """
     agent = registry.get(agent_name)
     if agent is None:
-        raise ServerError(
-            ServerReason.AGENT_UNKNOWN,
-            f"No agent is called {agent_name!r}.",
-            details={"agent": agent_name, "served": list(registry)},
-            field="spec.agent",
-        )
+        raise unknown_agent(registry, agent_name, field="spec.agent")
     reserved = [tool.name for tool in registry.tools(agent_name)]
     try:
         capability = client_tools_capability(client_tools, reserved_names=reserved)
@@ -82,7 +87,6 @@ class ThreadLauncher:
     """`harness.threads.Launcher` for the server's agents and its run limit."""
 
     def __init__(self, registry: AgentRegistry, runs: ActiveRuns) -> None:
-        self.registry = registry
         self._registry = registry
         self._runs = runs
 

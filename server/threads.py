@@ -29,7 +29,9 @@ from harness.threads import (
     ThreadRunOutcome,
 )
 
+from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field
+from .launch import unknown_agent
 from .mapping.deferred import requests_from_pb, resume_from_pb
 from .mapping.errors import abort
 from .mapping.events import fill_event, fill_timestamp
@@ -101,11 +103,17 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
     """The gRPC face of a `DurableHost`."""
 
     def __init__(
-        self, host: DurableHost | None, *, default_agent: str, max_message_bytes: int, pack_window_s: float
+        self,
+        host: DurableHost | None,
+        registry: AgentRegistry,
+        *,
+        max_message_bytes: int,
+        pack_window_s: float,
     ) -> None:
         self.host = host
         """Set once the store is open (`ThreadlineServer.start`), before the server takes calls."""
-        self._default_agent = default_agent
+        self._registry = registry
+        self._default_agent = registry.default
         self._max_message_bytes = max_message_bytes
         self._pack_window_s = pack_window_s
 
@@ -169,7 +177,8 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
                 resume_from_pb(request.accepted, field="accepted") if request.HasField("accepted") else None
             )
             agent = request.agent or self._default_agent
-            _check_agent(self._h, agent)
+            if self._registry.get(agent) is None:
+                raise unknown_agent(self._registry, agent, field="agent")
             if request.thread_id and state is None:
                 _required_id(request.thread_id)
             try:
@@ -433,17 +442,6 @@ def _fill(event: events_pb2.RunEvent, item: Any, sequence: int) -> None:
 
 def _terminal_kind(outcome: ThreadRunOutcome) -> thread_pb2.CheckpointKind.ValueType:
     return KIND_PB[outcome.status]
-
-
-def _check_agent(host: DurableHost, agent: str) -> None:
-    registry = getattr(host.launcher, "registry", None)
-    if registry is not None and registry.get(agent) is None:
-        raise ServerError(
-            ServerReason.AGENT_UNKNOWN,
-            f"No agent is called {agent!r}.",
-            details={"agent": agent, "served": list(registry)},
-            field="agent",
-        )
 
 
 def _internal(**ids: str) -> ServerError:

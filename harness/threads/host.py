@@ -108,15 +108,16 @@ class DurableHost:
         )
 
     async def checkpoint(self, thread_id: str, revision: int) -> tuple[CheckpointRow, HarnessState]:
+        found = await self._stored(thread_id, revision)
+        return found.checkpoint, await _load(found.parts.json())
+
+    async def _stored(self, thread_id: str, revision: int) -> Head:
+        """A checkpoint with its state's parts, or THREAD_NOT_FOUND / CHECKPOINT_NOT_FOUND."""
         found = await self.store.checkpoint(thread_id, revision, with_state=True)
         if not isinstance(found, Head):
             await self.thread(thread_id)  # THREAD_NOT_FOUND first
-            raise ThreadError(
-                f"Thread {thread_id!r} has no checkpoint {revision}.",
-                code=ErrorCode.CHECKPOINT_NOT_FOUND,
-                details={"thread_id": thread_id, "revision": revision},
-            )
-        return found.checkpoint, await _load(found.parts.json())
+            raise _no_checkpoint(thread_id, revision)
+        return found
 
     async def head_checkpoint(self, thread: ThreadRow) -> CheckpointRow:
         found = await self.store.checkpoint(thread.thread_id, thread.revision)
@@ -214,13 +215,12 @@ class DurableHost:
                 code=ErrorCode.FORK_THREAD_ID_CONFLICT,
                 details={"thread_id": thread_id},
             )
-        row, state = await self.checkpoint(thread_id, revision or source.revision)
+        found = await self._stored(thread_id, revision or source.revision)
+        row = found.checkpoint
         try:
-            forked = state.fork(thread_id=new_thread_id or None)
+            forked = (await _load(found.parts.json())).fork(thread_id=new_thread_id or None)
         except ValidationError as error:
             raise _bad_thread_id(error) from None
-        found = await self.store.checkpoint(thread_id, row.revision, with_state=True)
-        assert isinstance(found, Head)
         return await self.store.create(
             forked.thread_id,
             agent=source.agent,
@@ -240,13 +240,9 @@ class DurableHost:
         for attempt in range(_CAS_TRIES):
             thread = await self.thread(thread_id)
             self._check_free(thread, expected_revision)
-            found = await self.store.checkpoint(thread_id, revision, with_state=True)
-            if not isinstance(found, Head):
-                raise ThreadError(
-                    f"Thread {thread_id!r} has no checkpoint {revision}.",
-                    code=ErrorCode.CHECKPOINT_NOT_FOUND,
-                    details={"thread_id": thread_id, "revision": revision},
-                )
+            found = await self.store.checkpoint(thread_id, revision)  # copied by reference: no data read
+            if not isinstance(found, CheckpointRow):
+                raise _no_checkpoint(thread_id, revision)
             try:
                 return await self.store.rollback(thread, found)
             except ThreadError as error:
@@ -336,6 +332,14 @@ def _parts(resume: DeferredToolResume) -> tuple[Any, Any]:
 
 def _empty_usage() -> RunUsage:
     return RunUsage()
+
+
+def _no_checkpoint(thread_id: str, revision: int) -> ThreadError:
+    return ThreadError(
+        f"Thread {thread_id!r} has no checkpoint {revision}.",
+        code=ErrorCode.CHECKPOINT_NOT_FOUND,
+        details={"thread_id": thread_id, "revision": revision},
+    )
 
 
 def _bad_thread_id(error: ValidationError) -> StateError:

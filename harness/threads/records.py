@@ -79,6 +79,11 @@ class ThreadRow:
         return self.lease if self.lease is not None and self.lease.expires > self.now else None
 
     @property
+    def recovery_pending(self) -> bool:
+        """Whether the next run recovers: a retained accepted batch, or a run whose lease expired unfinished."""
+        return self.accepted is not None or (self.lease is not None and self.live_lease is None)
+
+    @property
     def status(self) -> ThreadStatus:
         if self.live_lease is not None:
             return "running"

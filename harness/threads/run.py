@@ -31,8 +31,8 @@ from ..results import HarnessRunResult
 from ..state import HarnessState
 from .codec import client_tools_from_json, client_tools_json, prompt_from_json, prompt_json, state_parts
 from .outcome import Replayed, ThreadCommittedEvent, ThreadRunOutcome, error_json, raise_stored_error
-from .records import CheckpointKind, Head, RunRow, ThreadRow
-from .store import Finish, NewCheckpoint, busy, conflict
+from .records import CheckpointKind, Head, RunRow, RunRowStatus, StateParts, ThreadRow
+from .store import Finish, NewCheckpoint, busy, conflict, lease_lost
 
 if TYPE_CHECKING:
     from .host import DurableHost
@@ -212,11 +212,8 @@ class ThreadRun:
                 input = prompt_from_json(record.prompt) if record.committed_revision == 0 else None
             else:
                 input = request.input
-            recovering = thread.accepted is not None or (
-                thread.last_request_id is not None and thread.lease is not None
-            )
             tools = list(request.client_tools)
-            if not tools and (resume is not None or recovering):
+            if not tools and (resume is not None or thread.recovery_pending):
                 tools = client_tools_from_json(head.checkpoint.client_tools)
             stream = host.launcher.stream(
                 thread.agent,
@@ -249,7 +246,7 @@ class ThreadRun:
                         continue  # the thread moved between our read and our write: decide again
                     raise
                 if time.monotonic() - sent > host.lease_ttl:
-                    raise _lease_lost(thread.thread_id)
+                    raise lease_lost(thread.thread_id)
                 self.run_id = stream.run_id
                 holder = _Holder(host, taken, head, tools, stream, sent, normal_resume=normal)
                 self._holder = holder
@@ -362,7 +359,7 @@ class _Holder:
             except Exception:
                 self._status = "internal_error"
                 if self._lost is None:
-                    await self._release("interrupted", None, pending=None)
+                    await self._release("interrupted", None, pending=None, accepted=self._accepted)
                 raise
             if self._lost is not None:
                 self._ended("error", self._lost)
@@ -385,7 +382,7 @@ class _Holder:
 
     def _check_lease(self) -> None:
         if self._lost is None and time.monotonic() > self._expiry:
-            self._lose(_lease_lost(self._thread.thread_id))
+            self._lose(lease_lost(self._thread.thread_id))
 
     def _lose(self, error: ThreadError) -> None:
         self._lost = error
@@ -475,10 +472,7 @@ class _Holder:
         if thread is None or thread.fence != self._fence:
             return False
         moved = thread.revision == self._revision + (1 if with_checkpoint else 0)
-        released = thread.lease is None
-        if not (moved and (released or not with_finish)) or (
-            with_checkpoint and thread.revision == self._revision
-        ):
+        if not moved or (with_finish and thread.lease is not None):
             return False
         # Landed without a head in hand: the next delta is based on the checkpoint as read back.
         self._revision = thread.revision
@@ -502,24 +496,29 @@ class _Holder:
             return None  # nothing moved since the head: not committed
         accepted = self._retained()
         await self._commit(
-            NewCheckpoint(
-                "mid_run",
-                parts,
-                pending=None,
-                remaining=accepted,
-                client_tools=self._tools,
-                run_id=self._stream.run_id,
-                request_id=self._host_request_id,
-            ),
-            accepted=accepted,
+            self._checkpoint("mid_run", parts, pending=None, remaining=accepted), accepted=accepted
         )
         return self._committed("mid_run")
 
     @property
-    def _host_request_id(self) -> str:
-        lease = self._thread.lease
+    def _request_id(self) -> str:
+        lease = self._thread.lease  # taken at Begin for this request
         assert lease is not None
         return lease.request_id
+
+    def _checkpoint(
+        self, kind: CheckpointKind, parts: StateParts, *, pending: str | None, remaining: str | None
+    ) -> NewCheckpoint:
+        """A checkpoint of this run's state, made with its client tools."""
+        return NewCheckpoint(
+            kind,
+            parts,
+            pending=pending,
+            remaining=remaining,
+            client_tools=self._tools,
+            run_id=self._stream.run_id,
+            request_id=self._request_id,
+        )
 
     def _committed(self, kind: CheckpointKind) -> ThreadCommittedEvent:
         return ThreadCommittedEvent(
@@ -538,7 +537,7 @@ class _Holder:
         kind = _KIND[result.status]
         outcome = ThreadRunOutcome.of(
             result,
-            request_id=self._host_request_id,
+            request_id=self._request_id,
             revision=self._revision + (1 if state is not None else 0),
             committed=state is not None,
             started_at=self._started_at,
@@ -546,17 +545,9 @@ class _Holder:
         checkpoint = (
             None
             if state is None
-            else NewCheckpoint(
-                kind,
-                state_parts(state),
-                pending=pending,
-                remaining=accepted,
-                client_tools=self._tools,
-                run_id=self._stream.run_id,
-                request_id=self._host_request_id,
-            )
+            else self._checkpoint(kind, state_parts(state), pending=pending, remaining=accepted)
         )
-        finish = Finish(self._host_request_id, result.status, outcome.to_json(), pending, accepted)
+        finish = Finish(self._request_id, result.status, outcome.to_json(), pending, accepted)
         await self._commit(checkpoint, accepted=accepted, finish=finish)
         self._ended(result.status)
         if state is not None:
@@ -574,7 +565,7 @@ class _Holder:
                     "error", error_json(error), pending=self._start_head.checkpoint.pending, accepted=None
                 )
             else:
-                await self._release("error", error_json(error), pending=None)
+                await self._release("error", error_json(error), pending=None, accepted=self._accepted)
             return
         if (
             isinstance(error, RunCleanupError)
@@ -582,36 +573,19 @@ class _Holder:
             and error.outcome.state is not None
         ):
             accepted = self._retained()
-            checkpoint = NewCheckpoint(
-                "failed",
-                state_parts(error.outcome.state),
-                pending=None,
-                remaining=accepted,
-                client_tools=self._tools,
-                run_id=self._stream.run_id,
-                request_id=self._host_request_id,
+            checkpoint = self._checkpoint(
+                "failed", state_parts(error.outcome.state), pending=None, remaining=accepted
             )
-            finish = Finish(self._host_request_id, "error", error_json(error), None, accepted)
+            finish = Finish(self._request_id, "error", error_json(error), None, accepted)
             with contextlib.suppress(_Lost):
                 await self._commit(checkpoint, accepted=accepted, finish=finish)
             return
-        await self._release("interrupted", None, pending=None)
-
-    _KEEP = object()
+        await self._release("interrupted", None, pending=None, accepted=self._accepted)
 
     async def _release(
-        self, status: Any, outcome: str | None, *, pending: str | None, accepted: Any = _KEEP
+        self, status: RunRowStatus, outcome: str | None, *, pending: str | None, accepted: str | None
     ) -> None:
         """Release the lease without a checkpoint, closing the record as `status`."""
-        kept = self._accepted if accepted is self._KEEP else accepted
-        finish = Finish(self._host_request_id, status, outcome or "null", pending, kept)
+        finish = Finish(self._request_id, status, outcome or "null", pending, accepted)
         with contextlib.suppress(_Lost):
-            await self._commit(None, accepted=kept, finish=finish)
-
-
-def _lease_lost(thread_id: str) -> ThreadError:
-    return ThreadError(
-        "This server lost the thread's lease before its run could finish; nothing more was committed.",
-        code=ErrorCode.LEASE_LOST,
-        details={"thread_id": thread_id},
-    )
+            await self._commit(None, accepted=accepted, finish=finish)

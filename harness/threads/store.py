@@ -368,7 +368,7 @@ class ThreadStore:
         return created
 
     @_offloaded(read=False)
-    def rollback(self, thread: ThreadRow, source: Head) -> ThreadRow:
+    def rollback(self, thread: ThreadRow, source: CheckpointRow) -> ThreadRow:
         """A new head copying `source` (its data by reference), with a new fence and no lease.
 
         `thread` is what the caller read and checked: the write is a compare-and-set on its revision and
@@ -378,13 +378,13 @@ class ThreadStore:
             ThreadError: `revision_conflict` or `thread_busy` when the thread changed since it was read.
         """
         with self._tx() as (conn, now):
-            self._take(conn, thread, now, pending=source.checkpoint.pending)
+            self._take(conn, thread, now, pending=source.pending)
             conn.execute(
                 update(threads)
                 .where(*_key(thread.thread_id))
                 .values(
                     revision=thread.revision + 1,
-                    accepted=source.checkpoint.remaining,
+                    accepted=source.remaining,
                     lease_run_id=None,
                     lease_request_id=None,
                     lease_replica=None,
@@ -392,7 +392,7 @@ class ThreadStore:
                     cancel_requested=False,
                 )
             )
-            row = source.checkpoint
+            row = source
             conn.execute(
                 insert(checkpoints).values(
                     namespace=NAMESPACE,
@@ -543,7 +543,7 @@ class ThreadStore:
                 .values(**values)
             )
             if changed.rowcount != 1:
-                raise _lease_lost(thread_id)
+                raise lease_lost(thread_id)
             written: Head | None = None
             if checkpoint is not None:
                 incarnation = (
@@ -574,7 +574,7 @@ class ThreadStore:
                 .values(lease_expires=now + ttl)
             )
             if changed.rowcount != 1:
-                raise _lease_lost(thread_id)
+                raise lease_lost(thread_id)
             cancel = (conn.execute(select(threads.c.cancel_requested).where(*_key(thread_id)))).scalar_one()
         return now + ttl, bool(cancel)
 
@@ -885,9 +885,9 @@ def _exists(thread_id: str) -> ThreadError:
     )
 
 
-def _lease_lost(thread_id: str) -> ThreadError:
+def lease_lost(thread_id: str) -> ThreadError:
     return ThreadError(
-        "This server lost the thread's lease: another run took the thread over; nothing more was committed.",
+        "This server lost the thread's lease before its run could finish; nothing more was committed.",
         code=ErrorCode.LEASE_LOST,
         details={"thread_id": thread_id},
     )

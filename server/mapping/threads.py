@@ -127,7 +127,7 @@ def fill_thread(
     fill_checkpoint_pb(msg.head, head, state)
     if row.pending is not None and row.status == "suspended":
         msg.pending.CopyFrom(requests_to_pb(DeferredToolRequests.from_json(row.pending)))
-    msg.recovery_pending = row.accepted is not None or (row.lease is not None and row.live_lease is None)
+    msg.recovery_pending = row.recovery_pending
     lease = row.live_lease
     if lease is not None:
         msg.lease.run_id = lease.run_id
