@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the project needs, from a fresh clone on a fresh machine (Debian 12 with
-# python3 >= 3.11, node 20 / npm, Go 1.26; only package registries reachable). Idempotent: a second
-# run skips what is already in place and finishes in seconds.
+# python3 >= 3.11, node 20 / npm, Go 1.26; only package registries reachable: apt installs jq and
+# postgresql where missing). Idempotent: a second run skips what is already in place and finishes in
+# seconds.
 #
 #   bash scripts/setup.sh
 #
@@ -19,10 +20,15 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 step() { printf '==> %s\n' "$*"; }
 
-# --- System tools the tests use: jq (the grpcurl walkthrough); in the machine image, installed if not ---
-if ! command -v jq >/dev/null 2>&1; then
-  step "apt-get install jq"
-  apt-get update -qq && apt-get install -y -qq jq >/dev/null
+# --- System tools the tests use: jq (the grpcurl walkthrough) and PostgreSQL (the store's tests start
+# throwaway clusters with its initdb/pg_ctl; the server itself needs no database server by default) ---
+apt_packages=()
+command -v jq >/dev/null 2>&1 || apt_packages+=(jq)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || apt_packages+=(postgresql)
+if [ ${#apt_packages[@]} -gt 0 ]; then
+  step "apt-get install ${apt_packages[*]}"
+  sudo=$([ "$(id -u)" -eq 0 ] || echo sudo)
+  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_packages[@]}" >/dev/null
 fi
 
 # --- Python: .venv at the repo root, the project (editable) with its dev tools -------------------

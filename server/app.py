@@ -22,6 +22,7 @@ from grpc_health.v1 import health_pb2
 from threadline.v1 import harness_service_pb2, thread_service_pb2
 
 from harness.threads import Database, DurableHost, SchemaTooNew, ThreadStore, open_database
+from harness.threads.database import password_of, redacted
 
 from .agents import AgentRegistry
 from .config import ConfigError, ServerConfig
@@ -157,20 +158,30 @@ class ThreadlineServer:
         """Open and migrate the thread store; a store that cannot serve stops the start (`ConfigError`)."""
         if self._thread_service is None:
             return
-        where = "memory" if self._store_kind == "memory" else str(self._store_path)
+        kind, location = self._store_kind, self._store_path
+        assert kind != "none"
+        where = redacted(location or "") if kind == "postgresql" else location or "memory"
+        secret = password_of(location or "") if kind == "postgresql" else None
+        if secret:
+            # Visible in the process list and shell history; PGPASSWORD or a password file is not.
+            log_run("store_password_in_command_line", hint="use PGPASSWORD or a libpq password file")
         try:
-            if self._store_kind == "memory":
-                self._database = await open_database("memory")
-            else:
-                self._database = await open_database("sqlite", where)
+            self._database = await open_database(kind, location)
         except SchemaTooNew as error:
             raise ConfigError(f"--store {where}: {error}.") from None
-        except Exception as error:  # the file or directory cannot be created, opened or written
+        except Exception as error:  # the file cannot be created or written; the database refuses us
+            hint = (
+                "Check that the database runs and accepts this user (its password from PGPASSWORD or "
+                "a libpq password file)."
+                if kind == "postgresql"
+                else "Pick a writable place with --store sqlite:PATH, or --store memory / none."
+            )
+            detail = str(error).replace(secret, "***") if secret else str(error)
             raise ConfigError(
-                f"--store: cannot use the thread store at {where} ({type(error).__name__}: {str(error)[:300]}). "
-                "Pick a writable place with --store sqlite:PATH, or --store memory / none."
+                f"--store: cannot use the thread store at {where} ({type(error).__name__}: "
+                f"{detail.strip()[:300]}). {hint}"
             ) from None
-        log_run("thread_store_opened", kind=self._store_kind, path=where)
+        log_run("thread_store_opened", kind=kind, path=where)
         store = ThreadStore(self._database, replica=uuid.uuid4().hex[:12])
         store.on_health = self._store_health
         self.threads = DurableHost(

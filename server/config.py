@@ -11,7 +11,9 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from harness.threads.database import StoreKind, postgresql_conninfo
 
 __all__ = (
     "DEFAULT_HOST",
@@ -140,12 +142,13 @@ class ServerConfig:
     store: str | None = _setting(
         None,
         "--store",
-        "where ThreadService keeps threads: sqlite:PATH, memory (lost at exit), or none (ThreadService "
-        "answers UNIMPLEMENTED); default: threads.sqlite3 in the user's data directory "
-        "($XDG_DATA_HOME/threadline, else ~/.local/share/threadline)",
+        "where ThreadService keeps threads: sqlite:PATH, postgresql://USER@HOST:PORT/DB (several "
+        "replicas on one database; the password from PGPASSWORD or a libpq password file), memory "
+        "(lost at exit), or none (ThreadService answers UNIMPLEMENTED); default: threads.sqlite3 in "
+        "the user's data directory ($XDG_DATA_HOME/threadline, else ~/.local/share/threadline)",
         metavar="STORE",
     )
-    """The thread store: `sqlite:PATH`, `memory`, `none`, or `None` for the default SQLite file."""
+    """The thread store: `sqlite:PATH`, `postgresql://...`, `memory`, `none`, or `None` for the default file."""
     lease_ttl_s: float = _setting(
         DEFAULT_LEASE_TTL_S,
         "--lease-ttl",
@@ -197,19 +200,30 @@ class ServerConfig:
                 "agents. Add --tls-cert/--tls-key and/or --token, or --insecure if that is intended."
             )
 
-    def store_location(self) -> tuple[str, Path | None]:
-        """The store's kind ("sqlite", "memory", "none") and, for SQLite, its file.
+    def store_location(self) -> tuple[StoreKind | Literal["none"], str | None]:
+        """The store's kind ("sqlite", "memory", "postgresql", "none") and its file or connection string.
 
         Raises:
-            ConfigError: `--store` is none of the accepted forms.
+            ConfigError: `--store` is none of the accepted forms (a PostgreSQL one is never echoed: it
+                may hold a password).
         """
         if self.store is None:
-            return "sqlite", default_store_path()
+            return "sqlite", str(default_store_path())
         if self.store in ("memory", "none"):
-            return self.store, None
+            return "memory" if self.store == "memory" else "none", None
         if self.store.startswith("sqlite:") and len(self.store) > len("sqlite:"):
-            return "sqlite", Path(self.store[len("sqlite:") :]).expanduser()
-        raise ConfigError(f"--store must be sqlite:PATH, memory or none, not {self.store[:200]!r}.")
+            return "sqlite", str(Path(self.store[len("sqlite:") :]).expanduser())
+        if self.store.startswith(("postgresql:", "postgres:")):
+            # A URL as it is, or `postgresql:` before a key=value connection string.
+            location = self.store if "://" in self.store else self.store.split(":", 1)[1]
+            try:
+                postgresql_conninfo(location)
+            except ValueError as error:
+                raise ConfigError(f"--store: not a valid PostgreSQL connection string ({error}).") from None
+            return "postgresql", location
+        raise ConfigError(
+            f"--store must be sqlite:PATH, postgresql://..., memory or none, not {self.store[:200]!r}."
+        )
 
     def grpc_options(self) -> list[tuple[str, int]]:
         """The channel arguments of the grpc server: message sizes and keepalive."""

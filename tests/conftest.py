@@ -352,3 +352,41 @@ def user_prompts(state: Any) -> list[str]:
         for part in message["parts"]
         if part["part_kind"] == "user-prompt"
     ]
+
+
+# -- PostgreSQL (THREADS §7): one throwaway cluster for the session, a fresh database per test ---------
+
+from pgcluster import Cluster  # noqa: E402
+
+
+@dataclass(frozen=True)
+class PgStore:
+    """A fresh database on the session's cluster: `--store` for it and the env holding its password."""
+
+    cluster: Cluster
+    url: str
+
+    @property
+    def args(self) -> tuple[str, str]:
+        return ("--store", self.url)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.cluster.env
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    """A started cluster (initdb in a temporary directory, as `postgres` when run as root), removed at the end."""
+    cluster = Cluster(fsync=False)
+    cluster.start()
+    yield cluster
+    cluster.remove()
+
+
+@pytest.fixture
+def pg_store(pg_cluster: Cluster) -> PgStore:
+    """A new empty database of the session's cluster (started again if a test stopped it)."""
+    if not pg_cluster.running():
+        pg_cluster.start()
+    return PgStore(pg_cluster, pg_cluster.database())

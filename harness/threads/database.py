@@ -1,35 +1,78 @@
-"""Opening the thread store's database: the engine, SQLite's durability settings, migrations at start.
+"""Opening the thread store's database: the engine, its durability settings, migrations at start.
 
 SQLite (THREADS §6): WAL, `synchronous=FULL` (a commit returns after its fsync), a busy timeout, and
 `BEGIN IMMEDIATE` for write transactions, so two writers never both read and then fail to upgrade their
-lock. Reads use a deferred `BEGIN` and run beside writers. Migrations are Alembic's, applied on every
-start; a database whose schema is newer than this server's refuses to serve.
+lock. Reads use a deferred `BEGIN` and run beside writers.
+
+PostgreSQL (several replicas on one database): psycopg 3's synchronous driver (the store runs each
+transaction whole in a worker thread), libpq's own connection string (so `PGPASSWORD`, `~/.pgpass`,
+`PGPASSFILE`, `sslmode` and every libpq setting work as users know them), a bounded pool that checks a
+connection before lending it (a restarted database is reconnected to, not failed on), and timeouts on
+connecting, on statements and on a dead peer, so a database that stops answering fails a transaction
+instead of hanging it. Replicas starting together migrate once, under an advisory lock.
+
+Migrations are Alembic's, applied on every start; a database whose schema is newer than this server's
+refuses to serve.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import psycopg
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.pool import StaticPool
 
-__all__ = ("READ", "Database", "SchemaTooNew", "StoreKind", "open_database")
+__all__ = (
+    "POOL_SIZE",
+    "READ",
+    "Database",
+    "SchemaTooNew",
+    "StoreKind",
+    "open_database",
+    "password_of",
+    "postgresql_conninfo",
+    "redacted",
+)
 
-StoreKind = Literal["sqlite", "memory"]
-"""Where threads live: an SQLite file, or memory only (tests, demos)."""
+StoreKind = Literal["sqlite", "memory", "postgresql"]
+"""Where threads live: an SQLite file, memory only (tests, demos), or PostgreSQL (several replicas)."""
 
 READ = {"threadline_read": True}
 """Execution options of a read-only transaction (a deferred `BEGIN` on SQLite)."""
 
 BUSY_TIMEOUT_MS = 10_000
 """How long an SQLite writer waits for another process's write lock before the store reports it down."""
+
+POOL_SIZE = 8
+"""PostgreSQL connections per server: one per store worker thread, so a transaction never waits for one."""
+
+PG_DEFAULTS = {
+    "connect_timeout": "5",
+    "application_name": "threadline",
+    # A peer that stops answering (a frozen host, a cut network) fails the transaction after 10 s.
+    "keepalives": "1",
+    "keepalives_idle": "5",
+    "keepalives_interval": "2",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "10000",
+}
+"""libpq settings the store applies unless the connection string sets them."""
+
+PG_SESSION = "-c statement_timeout=15000 -c lock_timeout=10000 -c idle_in_transaction_session_timeout=60000"
+"""Server-side limits of the store's sessions: its statements are short, so a long one is a fault."""
+
+MIGRATION_LOCK = 0x7468_7264
+"""The advisory lock key replicas take to migrate one at a time ("thrd")."""
 
 _MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -46,7 +89,7 @@ class Database:
     """Synchronous: the store runs each transaction whole in a worker thread (`harness.threads.store`)."""
     kind: StoreKind
     location: str
-    """The SQLite file's path, or `:memory:`."""
+    """The SQLite file's path, `:memory:`, or PostgreSQL's location without its password."""
 
     async def close(self) -> None:
         await asyncio.to_thread(self.engine.dispose)
@@ -81,7 +124,64 @@ def _sqlite_engine(path: str | None) -> Engine:
     return engine
 
 
+def postgresql_conninfo(location: str) -> str:
+    """The libpq connection string the store uses for `location` (a URL or a key=value DSN).
+
+    Raises:
+        ValueError: `location` is not a valid libpq connection string (the message never holds it).
+    """
+    try:
+        params = {key: str(value) for key, value in conninfo_to_dict(location).items() if value is not None}
+    except psycopg.ProgrammingError as error:
+        # libpq quotes the offending part, which may be the password: keep only its words.
+        raise ValueError(re.sub(r'"[^"]*"', '"…"', str(error).strip())[:200]) from None
+    for key, value in PG_DEFAULTS.items():
+        params.setdefault(key, value)
+    params["options"] = f"{params.get('options', '')} {PG_SESSION}".strip()
+    return make_conninfo("", **params)
+
+
+def password_of(location: str) -> str | None:
+    """The password written into `location` itself, if any (it should come from elsewhere)."""
+    try:
+        password = conninfo_to_dict(location).get("password")
+    except psycopg.ProgrammingError:
+        return None
+    return str(password) if password else None
+
+
+def redacted(location: str) -> str:
+    """`location` as it may be logged: `postgresql://user@host:port/dbname`, never a password."""
+    try:
+        params = conninfo_to_dict(location)
+    except psycopg.ProgrammingError:
+        return "postgresql://(invalid)"
+    user = f"{params['user']}@" if params.get("user") else ""
+    port = f":{params['port']}" if params.get("port") else ""
+    return f"postgresql://{user}{params.get('host', '')}{port}/{params.get('dbname', '')}"
+
+
+def _postgresql_engine(location: str) -> Engine:
+    conninfo = postgresql_conninfo(location)
+
+    def connect() -> Any:
+        return psycopg.connect(conninfo)
+
+    # `creator`: libpq parses the connection string itself, password sources included.
+    return create_engine(
+        "postgresql+psycopg://",
+        creator=connect,
+        pool_size=POOL_SIZE,
+        max_overflow=0,
+        pool_timeout=10,
+        pool_pre_ping=True,
+    )
+
+
 def _migrate(connection: Connection) -> None:
+    if connection.dialect.name == "postgresql":
+        # Held to the end of the migration's transaction: replicas starting together migrate once.
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
     config = Config()
     config.set_main_option("script_location", str(_MIGRATIONS))
     config.attributes["connection"] = connection
@@ -99,6 +199,8 @@ def _migrate(connection: Connection) -> None:
 async def open_database(kind: StoreKind, path: str | None = None) -> Database:
     """Open (creating it if needed) and migrate the store's database, in a worker thread.
 
+    `path` is the SQLite file, or PostgreSQL's connection string.
+
     Raises:
         SchemaTooNew: The database has a newer schema.
         sqlalchemy.exc.SQLAlchemyError, OSError: It cannot be opened, created or written.
@@ -107,10 +209,14 @@ async def open_database(kind: StoreKind, path: str | None = None) -> Database:
 
 
 def _open(kind: StoreKind, path: str | None) -> Database:
-    if kind == "sqlite":
+    if kind == "postgresql":
         assert path is not None
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    engine = _sqlite_engine(path if kind == "sqlite" else None)
+        engine = _postgresql_engine(path)
+    else:
+        if kind == "sqlite":
+            assert path is not None
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = _sqlite_engine(path if kind == "sqlite" else None)
     try:
         with engine.begin() as connection:
             _migrate(connection)
@@ -120,4 +226,7 @@ def _open(kind: StoreKind, path: str | None) -> Database:
     except BaseException:
         engine.dispose()
         raise
+    if kind == "postgresql":
+        assert path is not None
+        return Database(engine, kind, redacted(path))
     return Database(engine, kind, path if path is not None else ":memory:")

@@ -42,7 +42,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from ..errors import ErrorCode, ThreadError
 from ..json_text import JsonValue
 from .blobs import BlobRef, plan_delta, rebuild
-from .database import READ, Database
+from .database import POOL_SIZE, READ, Database
 from .records import (
     CheckpointKind,
     CheckpointRow,
@@ -171,14 +171,15 @@ class ThreadStore:
         self._engine = database.engine
         self._reader = database.engine.execution_options(**READ)
         self._now = _NOW[database.engine.dialect.name]
-        # This process's write transactions take turns (an in-memory database is one connection, so all
-        # of its transactions do): waiting here is cheaper than in SQLite's busy handler, which sleeps.
-        self._writes = asyncio.Lock()
+        # SQLite: this process's write transactions take turns (an in-memory database is one connection,
+        # so all of its transactions do): waiting here is cheaper than in SQLite's busy handler, which
+        # sleeps. PostgreSQL locks rows, so transactions on different threads run side by side.
+        lock = asyncio.Lock()
+        free: contextlib.nullcontext[None] = contextlib.nullcontext()
+        self._writes = free if database.kind == "postgresql" else lock
+        self._turns = lock if database.kind == "memory" else free
         # Threads of the store's own: a large decode in the loop's default executor never delays a commit.
-        self._workers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="threadline-store")
-        self._turns: asyncio.Lock | contextlib.nullcontext[None] = (
-            self._writes if database.kind == "memory" else contextlib.nullcontext()
-        )
+        self._workers = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="threadline-store")
         self.healthy = True
         """False from a transaction that found the database down until the next one that succeeds."""
         self.on_health: Callable[[bool], None] | None = None
@@ -363,7 +364,12 @@ class ThreadStore:
                 self._put_checkpoint(conn, thread_id, incarnation, 1, checkpoint, base, now)
                 created = self._thread(conn, thread_id, now)
         except IntegrityError:
-            raise _exists(thread_id) from None
+            # The ID was taken meanwhile, or a fork's source was deleted (its data with it).
+            with self._tx(read=True) as (conn, now):
+                taken = self._thread(conn, thread_id, now) is not None
+            if taken or base is None:
+                raise _exists(thread_id) from None
+            raise not_found(base.checkpoint.thread_id) from None
         assert created is not None
         return created
 
@@ -589,7 +595,8 @@ class ThreadStore:
             ThreadError: `thread_not_found`, `run_not_found`.
         """
         with self._tx() as (conn, now):
-            thread = self._thread(conn, thread_id, now)
+            # The thread row first, as every other write takes it: two writers never wait on each other.
+            thread = self._thread(conn, thread_id, now, lock=True)
             if thread is None:
                 raise not_found(thread_id)
             record = self._run_of(conn, thread_id, run_id)
@@ -655,8 +662,11 @@ class ThreadStore:
             .values(status=status, update_time=now)
         )
 
-    def _thread(self, conn: Connection, thread_id: str, now: float) -> ThreadRow | None:
-        row = (conn.execute(select(threads).where(*_key(thread_id)))).first()
+    def _thread(
+        self, conn: Connection, thread_id: str, now: float, *, lock: bool = False
+    ) -> ThreadRow | None:
+        query = select(threads).where(*_key(thread_id))
+        row = (conn.execute(query.with_for_update() if lock else query)).first()
         return None if row is None else _thread(row, now)
 
     def _run(self, conn: Connection, thread_id: str, request_id: str) -> RunRow | None:
@@ -784,21 +794,25 @@ class ThreadStore:
         A fork refers to its source's data, so a deleted thread's blobs may outlive it; they go once the
         last thread reaching them (directly or as a delta's base) is deleted too.
         """
-        conn.execute(
-            text(
-                "WITH RECURSIVE mine(id) AS ("
-                "  SELECT id FROM blobs WHERE owner NOT IN (SELECT incarnation FROM threads)),"
-                " live(id) AS ("
-                "  SELECT id FROM ("
-                "   SELECT history_blob AS id FROM checkpoints WHERE history_blob IN (SELECT id FROM mine)"
-                "   UNION SELECT rest_blob FROM checkpoints WHERE rest_blob IN (SELECT id FROM mine)"
-                "   UNION SELECT base_id FROM blobs"
-                "    WHERE id NOT IN (SELECT id FROM mine) AND base_id IN (SELECT id FROM mine)"
-                "  ) AS roots"
-                "  UNION SELECT b.base_id FROM blobs b JOIN live l ON b.id = l.id WHERE b.base_id IS NOT NULL)"
-                " DELETE FROM blobs WHERE id IN (SELECT id FROM mine) AND id NOT IN (SELECT id FROM live)"
-            )
+        collect = text(
+            "WITH RECURSIVE mine(id) AS ("
+            "  SELECT id FROM blobs WHERE owner NOT IN (SELECT incarnation FROM threads)),"
+            " live(id) AS ("
+            "  SELECT id FROM ("
+            "   SELECT history_blob AS id FROM checkpoints WHERE history_blob IN (SELECT id FROM mine)"
+            "   UNION SELECT rest_blob FROM checkpoints WHERE rest_blob IN (SELECT id FROM mine)"
+            "   UNION SELECT base_id FROM blobs"
+            "    WHERE id NOT IN (SELECT id FROM mine) AND base_id IN (SELECT id FROM mine)"
+            "  ) AS roots"
+            "  UNION SELECT b.base_id FROM blobs b JOIN live l ON b.id = l.id WHERE b.base_id IS NOT NULL)"
+            " DELETE FROM blobs WHERE id IN (SELECT id FROM mine) AND id NOT IN (SELECT id FROM live)"
         )
+        try:
+            with conn.begin_nested():
+                conn.execute(collect)
+        except IntegrityError:
+            # A fork committed meanwhile refers to some of it: collected by a later delete instead.
+            LOGGER.info("thread_data_kept", extra={"fields": {"replica": self.replica}})
 
 
 # -- rows -> records ------------------------------------------------------------------------------------

@@ -79,6 +79,7 @@ RUN_STATUS_PB: dict[RunRowStatus, thread_pb2.ThreadRunStatus.ValueType] = {
 STORE_KIND_PB = {
     "sqlite": harness_service_pb2.THREAD_STORE_KIND_SQLITE,
     "memory": harness_service_pb2.THREAD_STORE_KIND_MEMORY,
+    "postgresql": harness_service_pb2.THREAD_STORE_KIND_POSTGRESQL,
     "none": harness_service_pb2.THREAD_STORE_KIND_NONE,
 }
 MAX_REQUEST_ID = 128
