@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -90,6 +90,8 @@ class Database:
     kind: StoreKind
     location: str
     """The SQLite file's path, `:memory:`, or PostgreSQL's location without its password."""
+    conninfo: str | None = field(default=None, repr=False)
+    """PostgreSQL's connection string, for connections outside the pool (`harness.threads.notify`)."""
 
     async def close(self) -> None:
         await asyncio.to_thread(self.engine.dispose)
@@ -228,5 +230,5 @@ def _open(kind: StoreKind, path: str | None) -> Database:
         raise
     if kind == "postgresql":
         assert path is not None
-        return Database(engine, kind, redacted(path))
+        return Database(engine, kind, redacted(path), postgresql_conninfo(path))
     return Database(engine, kind, path if path is not None else ":memory:")

@@ -81,6 +81,7 @@ class DurableHost:
         self.cache = HeadCache(cache_bytes)
         self._running: dict[tuple[str, str], ThreadRun] = {}
         self._runs: set[ThreadRun] = set()
+        store.listen_for_cancels(self._cancel_here)
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -313,10 +314,14 @@ class DurableHost:
         )
         status, live = await self.store.cancel(thread_id, run_id, outcome=outcome.to_json())
         if live:
-            local = self._running.get((thread_id, run_id))
-            if local is not None:
-                local.cancel()
+            self._cancel_here(thread_id, run_id)
         return status
+
+    def _cancel_here(self, thread_id: str, run_id: str) -> None:
+        """Cancel `run_id` if this process holds it (asked here, or by another replica)."""
+        local = self._running.get((thread_id, run_id))
+        if local is not None:
+            local.cancel()
 
     async def drain(self, grace: float) -> None:
         """Wait up to `grace` seconds for the runs to end (the caller cancelled their streams)."""

@@ -43,6 +43,7 @@ from ..errors import ErrorCode, ThreadError
 from ..json_text import JsonValue
 from .blobs import BlobRef, plan_delta, rebuild
 from .database import POOL_SIZE, READ, Database
+from .notify import CHANNEL, CancelListener, payload
 from .records import (
     CheckpointKind,
     CheckpointRow,
@@ -185,8 +186,20 @@ class ThreadStore:
         self.on_health: Callable[[bool], None] | None = None
         """Called when `healthy` changes (the server reports it as the service's health)."""
 
+        self._listener: CancelListener | None = None
+
+    def listen_for_cancels(self, deliver: Callable[[str, str], None]) -> None:
+        """Call `deliver(thread_id, run_id)` on this loop when another replica asks to cancel a run.
+
+        PostgreSQL only (LISTEN/NOTIFY); elsewhere the holder reads the request at its next renewal.
+        """
+        if self.database.conninfo is not None and self._listener is None:
+            self._listener = CancelListener(self.database.conninfo, asyncio.get_running_loop(), deliver)
+
     def close(self) -> None:
         """Let the store's threads go once their transactions ended (the database is closed apart)."""
+        if self._listener is not None:
+            self._listener.close()
         self._workers.shutdown(wait=False)
 
     def _health(self, healthy: bool) -> None:
@@ -611,6 +624,12 @@ class ThreadStore:
             live = thread.live_lease
             if live is not None and live.run_id == record.run_id:
                 conn.execute(update(threads).where(*_key(thread_id)).values(cancel_requested=True))
+                if conn.dialect.name == "postgresql" and live.replica != self.replica:
+                    # Heard by the holder when this commits (`harness.threads.notify`).
+                    conn.execute(
+                        text("SELECT pg_notify(:channel, :payload)"),
+                        {"channel": CHANNEL, "payload": payload(thread_id, run_id)},
+                    )
                 return "running", True
             conn.execute(
                 update(runs)
