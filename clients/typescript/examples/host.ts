@@ -1,18 +1,29 @@
 /**
- * An example host: a terminal chat that keeps one thread's state in a file.
+ * An example host: a terminal chat on one thread, kept in a file or by the server.
  *
  *   npm run host -- "delete notes.txt"                      # asks you to approve or deny
  *   npm run host -- 'client:local_time {"zone": "Asia/Tokyo"}'  # runs this host's own tool
  *   npm run host -- --state other.json "hello"              # another thread
  *
- * Options: `--addr host:port` (default $THREADLINE_ADDR or 127.0.0.1:50051), `--token`
- * (default $THREADLINE_TOKEN), `--state FILE` (default thread.json), `--timeout SECONDS`.
+ *   npm run host -- --thread thread_mine "delete notes.txt" # the server keeps the thread
+ *   npm run host -- --thread thread_mine "count"            # same thread, by its ID only
  *
- * What a host does, in order: load the stored envelope (and the deferred batch it waits on, if
- * the last run suspended); stream a run from it; store the new envelope after every run; when the
- * run suspends, answer each pending call — ask the person at the terminal to approve or deny, or
- * execute the client tool the host declared itself — and resume, until the run ends. The server
- * keeps nothing between runs: the file is the thread.
+ * Options: `--addr host:port` (default $THREADLINE_ADDR or 127.0.0.1:50051), `--token`
+ * (default $THREADLINE_TOKEN), `--state FILE` (default thread.json), `--thread ID` (instead of
+ * `--state`), `--timeout SECONDS`.
+ *
+ * With `--state` (HarnessService) the host owns the thread. What it does, in order: load the
+ * stored envelope (and the deferred batch it waits on, if the last run suspended); stream a run
+ * from it; store the new envelope after every run; when the run suspends, answer each pending
+ * call — ask the person at the terminal to approve or deny, or execute the client tool the host
+ * declared itself — and resume, until the run ends. The server keeps nothing between runs: the
+ * file is the thread.
+ *
+ * With `--thread` (ThreadService, `client.threads`) the host keeps nothing: the server stores the
+ * thread under that ID (created on first use) with every turn and its pending batch, so a later
+ * session, from anywhere, answers what is pending by running the host again without a prompt. The
+ * answers are the same; they go back by call ID, without the batch. Ctrl-C stops this host, not
+ * the run: a thread run outlives its call and commits on the server.
  */
 
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
@@ -22,6 +33,13 @@ import { parseArgs } from "node:util";
 import {
   type Answer,
   type DeferredToolRequests,
+  type Thread,
+  type ThreadRunInput,
+  type ThreadRunOutcome,
+  ThreadNotFound,
+  ThreadStatus,
+  type ThreadlineClient,
+  answers,
   DeferredToolRequestsSchema,
   type HarnessState,
   type RunEvent,
@@ -98,12 +116,15 @@ async function main(): Promise<void> {
     options: {
       addr: { type: "string", default: process.env["THREADLINE_ADDR"] ?? "127.0.0.1:50051" },
       token: { type: "string", default: process.env["THREADLINE_TOKEN"] ?? "" },
-      state: { type: "string", default: "thread.json" },
+      state: { type: "string" },
+      thread: { type: "string" },
       timeout: { type: "string", default: "600" },
     },
     allowPositionals: true,
   });
   const prompt = positionals.join(" ");
+  if (values.state !== undefined && values.thread !== undefined) throw new Error("give --state or --thread, not both");
+  const statePath = values.state ?? "thread.json";
   const client = createThreadlineClient({ baseUrl: values.addr, token: values.token, runTimeoutMs: Number(values.timeout) * 1000 });
   const terminal = new Terminal();
 
@@ -112,8 +133,12 @@ async function main(): Promise<void> {
   process.once("SIGINT", () => abort.abort());
 
   try {
-    let thread = load(values.state);
-    console.log(thread ? `thread ${thread.state.threadId} (${values.state})` : `new thread (${values.state})`);
+    if (values.thread !== undefined) {
+      process.exitCode = await threadSession(client, values.thread, prompt, terminal, abort.signal);
+      return;
+    }
+    let thread = load(statePath);
+    console.log(thread ? `thread ${thread.state.threadId} (${statePath})` : `new thread (${statePath})`);
     if (!thread && prompt === "") throw new Error("give a prompt to start a thread");
 
     // A suspended thread is answered first; the prompt, if any, goes into the next run.
@@ -130,7 +155,7 @@ async function main(): Promise<void> {
       const result = await stream(client.streamRun(spec, { signal: abort.signal }));
       if (result.state) {
         thread = { state: result.state, ...(result.deferred ? { pending: result.deferred } : {}) };
-        save(values.state, thread);
+        save(statePath, thread);
       }
       if (result.status === RunStatus.SUSPENDED && result.deferred && result.state) {
         const answers = await answer(result.deferred, terminal);
@@ -148,6 +173,67 @@ async function main(): Promise<void> {
   } finally {
     terminal.close();
     client.close();
+  }
+}
+
+/**
+ * `--thread`: reuse the thread with this ID, or create it; answer what it waits on, then run the
+ * prompt. Returns the exit status.
+ */
+async function threadSession(
+  client: ThreadlineClient,
+  threadId: string,
+  prompt: string,
+  terminal: Terminal,
+  signal: AbortSignal,
+): Promise<number> {
+  let thread: Thread;
+  try {
+    thread = await client.threads.get(threadId);
+    console.log(`thread ${thread.threadId} is at revision ${thread.revision}, ${ThreadStatus[thread.status]}`);
+  } catch (err) {
+    if (!(err instanceof ThreadNotFound)) throw err;
+    thread = await client.threads.create({ threadId });
+    console.log(`created thread ${thread.threadId}`);
+  }
+  if (thread.pending === undefined && prompt === "") {
+    console.error("give a prompt (nothing is pending to resume)");
+    return 2;
+  }
+
+  let outcome: ThreadRunOutcome | undefined;
+  if (thread.pending !== undefined) {
+    // A batch left by an earlier session (or another host): answer it first.
+    console.log(`${pendingCalls(thread.pending).length} deferred call(s) wait for an answer`);
+    const replies = await answer(thread.pending, terminal);
+    outcome = await driveThread(client, threadId, { answers: answers(...replies) }, terminal, signal);
+  }
+  if (prompt !== "") {
+    outcome = await driveThread(client, threadId, { text: prompt }, terminal, signal);
+  }
+  report(outcome!.result);
+  console.log(`thread ${threadId} is now at revision ${outcome!.revision}`);
+  return outcome!.result.status === RunStatus.COMPLETED ? 0 : 1;
+}
+
+/**
+ * Run the thread's next turn, then answer for as long as it suspends. Nothing is saved here: the
+ * server commits every turn and keeps the pending batch, should the answer never come.
+ */
+async function driveThread(
+  client: ThreadlineClient,
+  threadId: string,
+  input: ThreadRunInput,
+  terminal: Terminal,
+  signal: AbortSignal,
+): Promise<ThreadRunOutcome> {
+  for (;;) {
+    const events = client.threads.stream(threadId, { ...input, clientTools: CLIENT_TOOLS, signal });
+    const result = await stream(events);
+    if (result.status !== RunStatus.SUSPENDED || result.deferred === undefined) {
+      return events.outcome!;
+    }
+    input = { answers: answers(...(await answer(result.deferred, terminal))) };
   }
 }
 

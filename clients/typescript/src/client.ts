@@ -1,5 +1,6 @@
 /**
- * The Threadline client: `threadline.v1.HarnessService` over gRPC (HTTP/2), with Connect-ES.
+ * The Threadline client: `threadline.v1.HarnessService` over gRPC (HTTP/2), with Connect-ES, and
+ * `client.threads` for `threadline.v1.ThreadService` on the same connection (`threads.ts`).
  *
  * ```ts
  * const client = createThreadlineClient({ baseUrl: "http://127.0.0.1:50051" });
@@ -19,22 +20,26 @@
 
 import { create } from "@bufbuild/protobuf";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import type { CallOptions as ConnectCallOptions, Client, Interceptor } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
+import type { Client, Interceptor } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 
+import { type CallOptions, STREAM_WITHOUT_RESULT, call, connectOptions, required, streamEvents } from "./calls.js";
 import { CandidateHistories } from "./checkpoints.js";
-import { ProtocolError, ThreadlineError } from "./errors.js";
+import { ProtocolError } from "./errors.js";
 import type { DeferredToolResume } from "./gen/threadline/v1/deferred_pb.js";
 import type { RunEvent } from "./gen/threadline/v1/events_pb.js";
 import {
   type GetServerInfoResponse,
   HarnessService,
   type NewStateRequestSchema,
-  type StreamRunResponse,
 } from "./gen/threadline/v1/harness_service_pb.js";
 import { CheckpointForm, type RunResult, type RunSpec, RunSpecSchema } from "./gen/threadline/v1/run_pb.js";
 import type { HarnessState } from "./gen/threadline/v1/state_pb.js";
+import { ThreadService } from "./gen/threadline/v1/thread_service_pb.js";
+import { Threads } from "./threads.js";
+
+export type { CallOptions } from "./calls.js";
 
 /** The deadline of a unary call (everything but `run` and `streamRun`) unless one is given. */
 export const DEFAULT_TIMEOUT_MS = 30_000;
@@ -45,9 +50,6 @@ export const DEFAULT_MAX_EVENTS_PER_MESSAGE = 64;
 
 /** The largest value the contract's `uint32 max_events_per_message` can carry. */
 const MAX_UINT32 = 0xffff_ffff;
-
-/** The message of the `ProtocolError` for a stream that ended without its terminal result. */
-const STREAM_WITHOUT_RESULT = "the stream ended without its terminal result";
 
 /** How to reach the server. */
 export interface ThreadlineClientOptions {
@@ -70,16 +72,6 @@ export interface ThreadlineClientOptions {
    * a `RangeError`.
    */
   maxEventsPerMessage?: number;
-}
-
-/** Options of a single call. */
-export interface CallOptions {
-  /** Abort the call; the SDK then throws a `ThreadlineError` with `Code.Canceled`. */
-  signal?: AbortSignal;
-  /** This call's deadline in ms, replacing the client's default; 0 = none. */
-  timeoutMs?: number;
-  /** Extra request headers (gRPC metadata). */
-  headers?: ConnectCallOptions["headers"];
 }
 
 /** What to run: a `RunSpec`, where `prompt` may also be plain text. */
@@ -141,6 +133,11 @@ export interface ThreadlineClient {
   ): Promise<DeferredToolResume | undefined>;
   /** What the server supports: state versions, history formats, agents and their tools, limits. */
   getServerInfo(options?: CallOptions): Promise<GetServerInfoResponse>;
+  /**
+   * Durable threads the server keeps (`ThreadService`), on this client's connection, token and
+   * default deadlines: the host sends only what is new, by thread ID.
+   */
+  readonly threads: Threads;
   /** The generated Connect client, for anything the SDK does not wrap (errors are not converted). */
   readonly service: Client<typeof HarnessService>;
   /** Close the HTTP/2 connection; open calls end with `Code.Canceled`. */
@@ -171,12 +168,28 @@ export function createThreadlineClient(options: ThreadlineClientOptions): Thread
   const runTimeout = options.runTimeoutMs ?? DEFAULT_RUN_TIMEOUT_MS;
 
   const unary = (callOptions: CallOptions | undefined) => connectOptions(callOptions, unaryTimeout);
+  const threads = new Threads({
+    service: createClient(ThreadService, transport),
+    unaryTimeoutMs: unaryTimeout,
+    runTimeoutMs: runTimeout,
+    maxEventsPerMessage,
+  });
 
   return {
     service,
+    threads,
 
     streamRun(spec, callOptions) {
-      return streamEvents(service, toStreamRunSpec(spec), maxEventsPerMessage, connectOptions(callOptions, runTimeout));
+      const runSpec = toStreamRunSpec(spec);
+      // Read the first candidate's base now, as the request is about to carry it.
+      const histories = new CandidateHistories(runSpec);
+      return streamEvents(
+        (options) => service.streamRun({ spec: runSpec, maxEventsPerMessage }, options),
+        connectOptions(callOptions, runTimeout),
+        "StreamRunResponse.event or .events",
+        // A candidate that does not rebuild throws, which cancels the run.
+        (event) => histories.complete(event),
+      );
     },
 
     async run(spec, callOptions) {
@@ -240,82 +253,6 @@ export async function collectRun(events: AsyncIterable<RunEvent>): Promise<{ eve
   return { events: seen, result };
 }
 
-async function* streamEvents(
-  service: Client<typeof HarnessService>,
-  spec: RunSpec,
-  maxEventsPerMessage: number,
-  options: ConnectCallOptions,
-): AsyncGenerator<RunEvent, void, undefined> {
-  // Connect's stream iterator has no `return()`, so leaving the loop early would leave the run
-  // going on the server (and the call's deadline timer keeping the process alive). So when the
-  // caller stops reading (`break`, `return`, an exception in its loop body), `finally` aborts our
-  // own signal, which cancels the RPC and so the run, and reads the stream to its end so Connect
-  // cleans up.
-  const controller = new AbortController();
-  const { signal } = options;
-  const forward = () => controller.abort(signal?.reason);
-  if (signal?.aborted) {
-    forward();
-  } else {
-    signal?.addEventListener("abort", forward, { once: true });
-  }
-  // Read the first candidate's base now, as the request is about to carry it.
-  const histories = new CandidateHistories(spec);
-  const responses = service
-    .streamRun({ spec, maxEventsPerMessage }, { ...options, signal: controller.signal })
-    [Symbol.asyncIterator]();
-  let finished = false;
-  let sawResult = false;
-  try {
-    for (;;) {
-      let next: IteratorResult<StreamRunResponse>;
-      try {
-        next = await responses.next();
-      } catch (err) {
-        finished = true;
-        throw ThreadlineError.from(err);
-      }
-      if (next.done === true) {
-        finished = true;
-        if (!sawResult) {
-          throw new ProtocolError(STREAM_WITHOUT_RESULT);
-        }
-        return;
-      }
-      // One event in `event` (packing off), or one or more in `events` (packing on).
-      const { event, events } = next.value;
-      const received = event !== undefined ? [event] : events;
-      if (received.length === 0) {
-        // A broken contract: `finally` cancels the run like any other early exit.
-        throw missing("StreamRunResponse.event or .events");
-      }
-      for (const item of received) {
-        // Once the caller aborts, it gets no more events: not the rest of a packed response, nor
-        // responses Connect has already buffered (it would hand those out before it noticed).
-        if (controller.signal.aborted) {
-          throw ThreadlineError.from(ConnectError.from(controller.signal.reason, Code.Canceled));
-        }
-        // A candidate that does not rebuild throws, and `finally` cancels the run.
-        histories.complete(item);
-        sawResult ||= item.event.case === "result";
-        yield item;
-      }
-    }
-  } finally {
-    signal?.removeEventListener("abort", forward);
-    if (!finished) {
-      controller.abort();
-      try {
-        while ((await responses.next()).done !== true) {
-          // Discard what was already in flight.
-        }
-      } catch {
-        // The cancellation we just caused.
-      }
-    }
-  }
-}
-
 function toRunSpec(input: RunInput): RunSpec {
   const { prompt, ...rest } = input;
   return create(RunSpecSchema, {
@@ -335,41 +272,6 @@ function toStreamRunSpec(input: RunInput): RunSpec {
     spec.checkpointForm = CheckpointForm.DELTA;
   }
   return spec;
-}
-
-function connectOptions(options: CallOptions | undefined, defaultTimeoutMs: number): ConnectCallOptions {
-  const timeoutMs = options?.timeoutMs ?? defaultTimeoutMs;
-  const result: ConnectCallOptions = {};
-  if (timeoutMs > 0) {
-    result.timeoutMs = timeoutMs;
-  }
-  if (options?.signal !== undefined) {
-    result.signal = options.signal;
-  }
-  if (options?.headers !== undefined) {
-    result.headers = options.headers;
-  }
-  return result;
-}
-
-async function call<T>(promise: Promise<T>): Promise<T> {
-  try {
-    return await promise;
-  } catch (err) {
-    throw ThreadlineError.from(err);
-  }
-}
-
-function required<T>(value: T | undefined, what: string): T {
-  if (value === undefined) {
-    throw missing(what);
-  }
-  return value;
-}
-
-/** The error for a response that lacks what the contract says it carries. */
-function missing(what: string): ProtocolError {
-  return new ProtocolError(`the server's response has no ${what}`);
 }
 
 function checkMaxEventsPerMessage(value: number | undefined): number {

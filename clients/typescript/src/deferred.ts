@@ -14,6 +14,13 @@
  * await client.run({ previousState: result.state, deferredResume: resume, clientTools });
  * ```
  *
+ * A thread the server keeps (`client.threads`) is answered without the batch: the server holds it,
+ * so `answers(...)` gives only the `DeferredToolResults`, matched to the pending items by call ID:
+ *
+ * ```ts
+ * await client.threads.run(threadId, { answers: answers(approve(thread.pending!.approvals[0]!)) });
+ * ```
+ *
  * Values given to the helpers are plain JavaScript values; the helpers write them as the JSON
  * text the contract carries (`value_json`, `override_args_json`, `metadata_json`).
  *
@@ -29,6 +36,8 @@ import {
   CallResultSchema,
   type DeferredToolCall,
   type DeferredToolRequests,
+  type DeferredToolResults,
+  DeferredToolResultsSchema,
   type DeferredToolResume,
   DeferredToolResumeSchema,
 } from "./gen/threadline/v1/deferred_pb.js";
@@ -123,13 +132,24 @@ export function resumeWith(
   answers: readonly Answer[],
   { recovery = false }: { recovery?: boolean } = {},
 ): DeferredToolResume {
-  return create(DeferredToolResumeSchema, {
-    requests,
-    results: {
-      approvals: answers.filter((answer): answer is ApprovalResult => answer.$typeName === "threadline.v1.ApprovalResult"),
-      calls: answers.filter((answer): answer is CallResult => answer.$typeName === "threadline.v1.CallResult"),
-    },
-    recovery,
+  return create(DeferredToolResumeSchema, { requests, results: answersOf(answers), recovery });
+}
+
+/**
+ * The answers to a thread's pending batch, for `client.threads.run` / `stream` (`answers`): one
+ * per item of `Thread.pending` (or of the suspended result's `deferred`), in any order, sorted
+ * into their categories (approval decisions and call results, each in the order given). The
+ * server pairs them with the batch it stored, by call ID, and checks that every item is answered
+ * exactly once before anything runs.
+ */
+export function answers(...answers: Answer[]): DeferredToolResults {
+  return answersOf(answers);
+}
+
+function answersOf(answers: readonly Answer[]): DeferredToolResults {
+  return create(DeferredToolResultsSchema, {
+    approvals: answers.filter((answer): answer is ApprovalResult => answer.$typeName === "threadline.v1.ApprovalResult"),
+    calls: answers.filter((answer): answer is CallResult => answer.$typeName === "threadline.v1.CallResult"),
   });
 }
 

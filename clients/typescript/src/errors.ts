@@ -14,6 +14,25 @@
  * rebuild, a response without a required field): `Code.Internal`, no reason, and a message that
  * says what broke. `err instanceof ProtocolError` tells it from a status the server sent.
  *
+ * `ThreadService`'s reasons (THREADS.md §3) each have a subclass that carries its metadata as typed
+ * properties, so `instanceof ThreadlineError` still catches everything:
+ *
+ * ```
+ * ThreadlineError
+ *  ├── ProtocolError       the server's answer broke the contract (Code.Internal, no reason)
+ *  ├── ThreadNotFound      NOT_FOUND
+ *  ├── CheckpointNotFound  NOT_FOUND
+ *  ├── RunNotFound         NOT_FOUND
+ *  ├── ThreadExists        ALREADY_EXISTS
+ *  ├── RequestIdReused     INVALID_ARGUMENT
+ *  ├── ThreadNotSuspended  FAILED_PRECONDITION
+ *  ├── RequestInterrupted  FAILED_PRECONDITION  .runId .revision
+ *  ├── ThreadBusy          ABORTED              .runId .requestId .leaseExpiresAt
+ *  ├── RevisionConflict    ABORTED              .currentRevision
+ *  ├── LeaseLost           ABORTED
+ *  └── StoreUnavailable    UNAVAILABLE
+ * ```
+ *
  * Failures after a run has started are not errors: they arrive as a FAILED `RunResult`.
  *
  * @module
@@ -85,12 +104,17 @@ export class ThreadlineError extends Error {
    *
    * A `ThreadlineError` is returned as it is; a `ConnectError` keeps its code and details; an
    * `AbortError` becomes `Code.Canceled`; anything else becomes `Code.Unknown` with no reason.
+   * A status whose ErrorInfo (domain "threadline") names one of `ThreadService`'s reasons becomes
+   * that reason's subclass (`ThreadBusy`, `RevisionConflict`, …).
    */
   static from(reason: unknown): ThreadlineError {
     if (reason instanceof ThreadlineError) {
       return reason;
     }
-    return new ThreadlineError(ConnectError.from(reason));
+    const cause = ConnectError.from(reason);
+    const info = cause.findDetails(ErrorInfoSchema)[0];
+    const kind = info?.domain === THREADLINE_ERROR_DOMAIN ? BY_REASON.get(info.reason) : undefined;
+    return kind === undefined ? new ThreadlineError(cause) : new kind(cause);
   }
 }
 
@@ -134,3 +158,158 @@ export class ProtocolError extends ThreadlineError {
     super(new ConnectError(message, Code.Internal));
   }
 }
+
+// --- ThreadService's reasons (THREADS.md §3) ------------------------------------------------------
+
+/**
+ * The base of the classes below: one ErrorInfo reason each (`REASON`), picked by
+ * `ThreadlineError.from`.
+ */
+abstract class ReasonError extends ThreadlineError {
+  /** @param cause - The `ConnectError` whose ErrorInfo carries the class's reason. */
+  constructor(cause: ConnectError) {
+    super(cause);
+  }
+}
+
+/** A numeric metadata entry; 0n when the server sent none (or not an integer). */
+function bigintEntry(metadata: Readonly<Record<string, string>>, key: string): bigint {
+  const text = metadata[key] ?? "";
+  return /^-?\d+$/.test(text) ? BigInt(text) : 0n;
+}
+
+/** NOT_FOUND: no thread has this ID (`THREAD_NOT_FOUND`). */
+export class ThreadNotFound extends ReasonError {
+  override name = "ThreadNotFound";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "THREAD_NOT_FOUND";
+}
+
+/** NOT_FOUND: the thread has no checkpoint with this revision (`CHECKPOINT_NOT_FOUND`). */
+export class CheckpointNotFound extends ReasonError {
+  override name = "CheckpointNotFound";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "CHECKPOINT_NOT_FOUND";
+}
+
+/** NOT_FOUND: `cancel` named a run this thread never had (`RUN_NOT_FOUND`). */
+export class RunNotFound extends ReasonError {
+  override name = "RunNotFound";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "RUN_NOT_FOUND";
+}
+
+/** ALREADY_EXISTS: `create` or `fork` with a thread ID in use (`THREAD_EXISTS`). */
+export class ThreadExists extends ReasonError {
+  override name = "ThreadExists";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "THREAD_EXISTS";
+}
+
+/**
+ * INVALID_ARGUMENT: this thread already used the `requestId` for a different request
+ * (`REQUEST_ID_REUSED`). A retry must repeat its request exactly (prompt, answers, expected
+ * revision); a new request needs a new ID.
+ */
+export class RequestIdReused extends ReasonError {
+  override name = "RequestIdReused";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "REQUEST_ID_REUSED";
+}
+
+/** FAILED_PRECONDITION: `answers` for a thread that is not SUSPENDED (`THREAD_NOT_SUSPENDED`). */
+export class ThreadNotSuspended extends ReasonError {
+  override name = "ThreadNotSuspended";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "THREAD_NOT_SUSPENDED";
+}
+
+/**
+ * FAILED_PRECONDITION: a retry of a request whose run another request superseded
+ * (`REQUEST_INTERRUPTED`). Its holder was gone and another request took the thread, so this
+ * request never finishes; `revision` tells the host whether its input reached the thread.
+ */
+export class RequestInterrupted extends ReasonError {
+  override name = "RequestInterrupted";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "REQUEST_INTERRUPTED";
+  /** The interrupted run (its last attempt); "" when the server sent none. */
+  get runId(): string {
+    return this.metadata["run_id"] ?? "";
+  }
+  /** The last checkpoint the interrupted run committed; 0n when it committed none. */
+  get revision(): bigint {
+    return bigintEntry(this.metadata, "revision");
+  }
+}
+
+/**
+ * ABORTED: a run holds the thread's lease (`THREAD_BUSY`). When `requestId` is the request just
+ * sent, that request's own run is still going (e.g. a retry after a dropped connection): retry
+ * later with the same ID to get its outcome.
+ */
+export class ThreadBusy extends ReasonError {
+  override name = "ThreadBusy";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "THREAD_BUSY";
+  /** The run holding the thread (`threads.cancel` takes it). */
+  get runId(): string {
+    return this.metadata["run_id"] ?? "";
+  }
+  /** The request that run serves. */
+  get requestId(): string {
+    return this.metadata["request_id"] ?? "";
+  }
+  /** When the holder's lease expires unless renewed, by the store's clock; undefined if not sent. */
+  get leaseExpiresAt(): Date | undefined {
+    const text = this.metadata["lease_expires_at"] ?? "";
+    const time = text === "" ? Number.NaN : Date.parse(text);
+    return Number.isNaN(time) ? undefined : new Date(time);
+  }
+}
+
+/** ABORTED: `expectedRevision` is not the thread's head (`REVISION_CONFLICT`). */
+export class RevisionConflict extends ReasonError {
+  override name = "RevisionConflict";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "REVISION_CONFLICT";
+  /** The head's revision when the server checked; 0n when the server sent none. */
+  get currentRevision(): bigint {
+    return bigintEntry(this.metadata, "current_revision");
+  }
+}
+
+/**
+ * ABORTED: the server lost the thread's lease before or during the run (`LEASE_LOST`). The call
+ * ended with no result; nothing after the run's last commit reached the thread, and the next run
+ * recovers it.
+ */
+export class LeaseLost extends ReasonError {
+  override name = "LeaseLost";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "LEASE_LOST";
+}
+
+/** UNAVAILABLE: the thread store cannot be reached or written (`STORE_UNAVAILABLE`). */
+export class StoreUnavailable extends ReasonError {
+  override name = "StoreUnavailable";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "STORE_UNAVAILABLE";
+}
+
+/** The class of each of `ThreadService`'s reasons, for `ThreadlineError.from`. */
+const BY_REASON: ReadonlyMap<string, new (cause: ConnectError) => ThreadlineError> = new Map(
+  [
+    ThreadNotFound,
+    CheckpointNotFound,
+    RunNotFound,
+    ThreadExists,
+    RequestIdReused,
+    ThreadNotSuspended,
+    RequestInterrupted,
+    ThreadBusy,
+    RevisionConflict,
+    LeaseLost,
+    StoreUnavailable,
+  ].map((kind) => [kind.REASON, kind] as const),
+);

@@ -2,10 +2,13 @@
  * `@threadline/client`: the TypeScript host SDK of Threadline.
  *
  * - `createThreadlineClient` — the client (`streamRun`, `run`, state operations, server info).
- * - `approve`, `deny`, `callResult`, … and `resumeWith` — answers to a suspended run.
+ * - `client.threads` (`Threads`) — durable threads the server keeps (`ThreadService`), by ID.
+ * - `approve`, `deny`, `callResult`, … and `resumeWith` — answers to a suspended run; `answers` —
+ *   the same answers for a thread the server keeps.
  * - `encodeState` / `decodeState` — store an envelope as protobuf bytes or proto3 JSON.
  * - `ThreadlineError` — every failure, with the server's `reason` and `metadata`; `ProtocolError` —
- *   the kind the SDK throws itself when the server's answer breaks the contract.
+ *   the kind the SDK throws itself when the server's answer breaks the contract; `ThreadBusy`,
+ *   `RevisionConflict`, … — one kind per `ThreadService` reason, with its metadata typed.
  * - The contract's generated messages and enums (`threadline.v1`), re-exported as they are.
  *
  * @module
@@ -30,7 +33,22 @@ export type {
 } from "./client.js";
 export { decodeMessage, decodeState, encodeMessage, encodeState } from "./codec.js";
 export type { Format } from "./codec.js";
+export { RUN_RETRIES, ThreadRunStream, Threads, newRequestId } from "./threads.js";
+export type {
+  ClientToolInput,
+  CreateThreadOptions,
+  ExpectedRevisionOptions,
+  ForkThreadOptions,
+  GetThreadOptions,
+  ListCheckpointsOptions,
+  ListThreadsOptions,
+  ListThreadsPageOptions,
+  Revision,
+  ThreadRunInput,
+  ThreadRunOutcome,
+} from "./threads.js";
 export {
+  answers,
   approve,
   callFailed,
   callResult,
@@ -41,7 +59,25 @@ export {
   resumeWith,
 } from "./deferred.js";
 export type { Answer, AnswerOptions, ApproveOptions, CallRef, PendingCall } from "./deferred.js";
-export { Code, ProtocolError, THREADLINE_ERROR_DOMAIN, ThreadlineError, codeName, reasonOf } from "./errors.js";
+export {
+  CheckpointNotFound,
+  Code,
+  LeaseLost,
+  ProtocolError,
+  RequestIdReused,
+  RequestInterrupted,
+  RevisionConflict,
+  RunNotFound,
+  StoreUnavailable,
+  THREADLINE_ERROR_DOMAIN,
+  ThreadBusy,
+  ThreadExists,
+  ThreadNotFound,
+  ThreadNotSuspended,
+  ThreadlineError,
+  codeName,
+  reasonOf,
+} from "./errors.js";
 export type { FieldViolation } from "./errors.js";
 
 export * from "./gen/threadline/v1/deferred_pb.js";
@@ -49,3 +85,5 @@ export * from "./gen/threadline/v1/events_pb.js";
 export * from "./gen/threadline/v1/harness_service_pb.js";
 export * from "./gen/threadline/v1/run_pb.js";
 export * from "./gen/threadline/v1/state_pb.js";
+export * from "./gen/threadline/v1/thread_pb.js";
+export * from "./gen/threadline/v1/thread_service_pb.js";

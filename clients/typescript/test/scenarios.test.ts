@@ -6,10 +6,11 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createHash, randomUUID } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 
 import { create, isMessage } from "@bufbuild/protobuf";
@@ -33,6 +34,7 @@ import {
   SuspendReason,
   type ThreadlineClient,
   ThreadlineError,
+  ThreadStatus,
   ToolCategory,
   ToolOutcome,
   approve,
@@ -865,11 +867,19 @@ describe("errors", () => {
 describe("example host", () => {
   const PACKAGE_DIR = new URL("..", import.meta.url);
 
+  const HOST = fileURLToPath(new URL("examples/host.ts", PACKAGE_DIR));
+  // Resolved here, so the host also starts in a directory of its own (`cwd`).
+  const TSX = import.meta.resolve("tsx");
+
   /** Run examples/host.ts with `input` on stdin; resolve with its exit code and output. */
-  function host(args: string[], input: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  function host(
+    args: string[],
+    input: string,
+    cwd: string | URL = PACKAGE_DIR,
+  ): Promise<{ code: number | null; stdout: string; stderr: string }> {
     return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, ["--import", "tsx", "examples/host.ts", "--addr", server.baseUrl, ...args], {
-        cwd: PACKAGE_DIR,
+      const child = spawn(process.execPath, ["--import", TSX, HOST, "--addr", server.baseUrl, ...args], {
+        cwd,
         stdio: ["pipe", "pipe", "pipe"],
       });
       let stdout = "";
@@ -908,6 +918,56 @@ describe("example host", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test("--thread drives a thread the server keeps by its ID only, and writes no file", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "threadline-host-"));
+    const threadId = `thread_host${randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    try {
+      const approved = await host(["--thread", threadId, "delete notes.txt"], "y\n", dir);
+      assert.equal(approved.code, 0, approved.stderr);
+      assert.match(approved.stdout, new RegExp(`created thread ${threadId}\n`));
+      assert.match(approved.stdout, /Allow delete_file/);
+      assert.match(approved.stdout, /done: Tool results: delete_file: Deleted notes\.txt\./);
+
+      // Later sessions find the thread by its ID: the counter lives in the server's thread.
+      for (const expected of ["count: 1", "count: 2"]) {
+        const counted = await host(["--thread", threadId, "count"], "", dir);
+        assert.equal(counted.code, 0, counted.stderr);
+        assert.match(counted.stdout, new RegExp(`thread ${threadId} is at revision \\d+, IDLE`));
+        assert.ok(counted.stdout.includes(`done: Tool results: ${expected}\n`), counted.stdout);
+      }
+      const tool = await host(["--thread", threadId, 'client:local_time {"zone": "UTC"}'], "", dir);
+      assert.equal(tool.code, 0, tool.stderr);
+      assert.match(tool.stdout, /done: Tool results: local_time: \d{1,2}:\d\d:\d\d UTC/);
+      assert.deepEqual(readdirSync(dir), [], "the host wrote no state file");
+      const thread = await client.threads.get(threadId);
+      assert.ok(tool.stdout.includes(`thread ${threadId} is now at revision ${thread.revision}\n`), tool.stdout);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("--thread answers a thread left suspended in a later session", async () => {
+    const thread = await client.threads.create();
+    const first = await client.threads.run(thread.threadId, { text: "delete later.txt" });
+    assert.equal(first.result.status, RunStatus.SUSPENDED);
+
+    const later = await host(["--thread", thread.threadId], "y\n");
+
+    assert.equal(later.code, 0, later.stderr);
+    assert.match(later.stdout, /1 deferred call\(s\) wait for an answer/);
+    assert.match(later.stdout, /done: Tool results: delete_file: Deleted later\.txt\./);
+    const afterwards = await client.threads.get(thread.threadId);
+    assert.equal(afterwards.status, ThreadStatus.IDLE);
+    assert.ok(afterwards.revision > first.revision);
+    assert.ok(later.stdout.includes(`is now at revision ${afterwards.revision}\n`), later.stdout);
+  });
+
+  test("--thread without a prompt or anything pending asks for a prompt", async () => {
+    const idle = await host(["--thread", `thread_host${randomUUID().replaceAll("-", "").slice(0, 12)}`], "");
+    assert.equal(idle.code, 2);
+    assert.match(idle.stderr, /nothing is pending/);
   });
 });
 

@@ -15,6 +15,8 @@ import * as eventsPb from "../src/gen/threadline/v1/events_pb.js";
 import * as servicePb from "../src/gen/threadline/v1/harness_service_pb.js";
 import * as runPb from "../src/gen/threadline/v1/run_pb.js";
 import * as statePb from "../src/gen/threadline/v1/state_pb.js";
+import * as threadPb from "../src/gen/threadline/v1/thread_pb.js";
+import * as threadServicePb from "../src/gen/threadline/v1/thread_service_pb.js";
 import { BadRequestSchema, ErrorInfoSchema } from "../src/googleapis/google/rpc/error_details_pb.js";
 import * as sdk from "../src/index.js";
 import {
@@ -187,6 +189,129 @@ test("ThreadlineError.from turns anything else into Unknown or Canceled without 
   assert.equal(reasonOf(undefined), "");
 });
 
+/** A status with an ErrorInfo of `reason` (domain "threadline" unless given) and `metadata`. */
+function statusWith(reason: string, metadata: Record<string, string> = {}, domain = "threadline"): ConnectError {
+  return new ConnectError(`a ${reason}`, Code.Aborted, undefined, [{ desc: ErrorInfoSchema, value: { reason, domain, metadata } }]);
+}
+
+test("each of ThreadService's reasons is its own ThreadlineError", () => {
+  const classes = [
+    sdk.ThreadNotFound,
+    sdk.CheckpointNotFound,
+    sdk.RunNotFound,
+    sdk.ThreadExists,
+    sdk.RequestIdReused,
+    sdk.ThreadNotSuspended,
+    sdk.RequestInterrupted,
+    sdk.ThreadBusy,
+    sdk.RevisionConflict,
+    sdk.LeaseLost,
+    sdk.StoreUnavailable,
+  ];
+  // The reasons of THREADS.md §3's table, exactly.
+  assert.deepEqual(
+    classes.map((kind) => kind.REASON),
+    [
+      "THREAD_NOT_FOUND",
+      "CHECKPOINT_NOT_FOUND",
+      "RUN_NOT_FOUND",
+      "THREAD_EXISTS",
+      "REQUEST_ID_REUSED",
+      "THREAD_NOT_SUSPENDED",
+      "REQUEST_INTERRUPTED",
+      "THREAD_BUSY",
+      "REVISION_CONFLICT",
+      "LEASE_LOST",
+      "STORE_UNAVAILABLE",
+    ],
+  );
+  for (const kind of classes) {
+    const err = ThreadlineError.from(statusWith(kind.REASON));
+    assert.ok(err instanceof kind && err instanceof ThreadlineError && err instanceof Error, kind.REASON);
+    assert.equal(err.name, kind.name);
+    assert.equal(err.reason, kind.REASON);
+    assert.equal(err.message, `[aborted ${kind.REASON}] a ${kind.REASON}`);
+    assert.equal(reasonOf(err), kind.REASON);
+    for (const other of classes.filter((c) => c !== kind)) assert.ok(!(err instanceof other));
+  }
+});
+
+test("thread reasons' metadata becomes typed properties", () => {
+  const busy = ThreadlineError.from(
+    statusWith("THREAD_BUSY", { run_id: "run-1", request_id: "req-1", lease_expires_at: "2026-12-01T10:00:00.250Z" }),
+  );
+  assert.ok(busy instanceof sdk.ThreadBusy);
+  assert.deepEqual([busy.runId, busy.requestId], ["run-1", "req-1"]);
+  assert.equal(busy.leaseExpiresAt?.toISOString(), "2026-12-01T10:00:00.250Z");
+  const conflict = ThreadlineError.from(statusWith("REVISION_CONFLICT", { current_revision: "12" }));
+  assert.ok(conflict instanceof sdk.RevisionConflict);
+  assert.equal(conflict.currentRevision, 12n);
+  const interrupted = ThreadlineError.from(statusWith("REQUEST_INTERRUPTED", { run_id: "run-2", revision: "0" }));
+  assert.ok(interrupted instanceof sdk.RequestInterrupted);
+  assert.deepEqual([interrupted.runId, interrupted.revision], ["run-2", 0n]);
+});
+
+test("missing or malformed thread metadata reads as empty", () => {
+  const busy = ThreadlineError.from(statusWith("THREAD_BUSY", { lease_expires_at: "soon" }));
+  assert.ok(busy instanceof sdk.ThreadBusy);
+  assert.deepEqual([busy.runId, busy.requestId, busy.leaseExpiresAt], ["", "", undefined]);
+  const conflict = ThreadlineError.from(statusWith("REVISION_CONFLICT", { current_revision: "12x" }));
+  assert.ok(conflict instanceof sdk.RevisionConflict);
+  assert.equal(conflict.currentRevision, 0n);
+  const interrupted = ThreadlineError.from(statusWith("REQUEST_INTERRUPTED"));
+  assert.ok(interrupted instanceof sdk.RequestInterrupted);
+  assert.deepEqual([interrupted.runId, interrupted.revision], ["", 0n]);
+});
+
+test("other reasons, and thread reasons of another domain, stay plain ThreadlineErrors", () => {
+  for (const cause of [statusWith("AGENT_UNKNOWN"), statusWith("THREAD_BUSY", {}, "example.com"), new ConnectError("x", Code.Aborted)]) {
+    const err = ThreadlineError.from(cause);
+    assert.equal(Object.getPrototypeOf(err), ThreadlineError.prototype);
+    assert.equal(err.name, "ThreadlineError");
+  }
+});
+
+test("answers sorts each answer into its category, in order", () => {
+  const results = sdk.answers(approve("a1"), callResult("c1", 1), deny("a2", "no"), callFailed("c2", "broken"));
+  assert.equal(results.$typeName, "threadline.v1.DeferredToolResults");
+  assert.deepEqual(
+    results.approvals.map((a) => [a.toolCallId, a.decision.case]),
+    [
+      ["a1", "approved"],
+      ["a2", "denied"],
+    ],
+  );
+  assert.deepEqual(
+    results.calls.map((c) => [c.toolCallId, c.result.case]),
+    [
+      ["c1", "valueJson"],
+      ["c2", "failed"],
+    ],
+  );
+  assert.deepEqual([sdk.answers().approvals, sdk.answers().calls], [[], []]);
+});
+
+test("every thread request gets a fresh request ID unless given, and a prompt is text or parts", async () => {
+  const ids = new Set(Array.from({ length: 100 }, () => sdk.newRequestId()));
+  assert.equal(ids.size, 100);
+  for (const id of ids) assert.match(id, /^req-[0-9a-f]{32}$/);
+  const client = createThreadlineClient({ baseUrl: "127.0.0.1:1" });
+  try {
+    const fresh = [client.threads.stream("thread_x"), client.threads.stream("thread_x")];
+    assert.notEqual(fresh[0]!.requestId, fresh[1]!.requestId);
+    assert.match(fresh[0]!.requestId, /^req-[0-9a-f]{32}$/);
+    assert.equal(client.threads.stream("thread_x", { requestId: "req-mine" }).requestId, "req-mine");
+    assert.equal(client.threads.stream("thread_x", { requestId: "" }).requestId.length, 36);
+    assert.throws(() => client.threads.stream("thread_x", { text: "a", parts: { parts: [] } }), {
+      name: "TypeError",
+      message: "give the prompt as text or as parts, not both",
+    });
+    await assert.rejects(client.threads.run("thread_x", { text: "a", parts: { parts: [] } }), TypeError);
+  } finally {
+    client.close();
+  }
+});
+
 /** A checkpoint candidate event whose history is `data`, sent as a delta on `base` or whole. */
 function candidate(sequence: number, data: string, delta?: { base: string; keep?: number }) {
   const bytes = Buffer.from(data, "utf8");
@@ -344,7 +469,9 @@ test("maxEventsPerMessage must be an integer from 0 to 2^32 - 1", () => {
 });
 
 test("the package exports exactly its public surface plus the generated contract", () => {
-  const generated = [deferredPb, eventsPb, servicePb, runPb, statePb].flatMap((module) => Object.keys(module));
+  const generated = [deferredPb, eventsPb, servicePb, runPb, statePb, threadPb, threadServicePb].flatMap((module) =>
+    Object.keys(module),
+  );
   for (const name of generated) {
     assert.ok(name in sdk, `${name} is re-exported`);
   }
@@ -353,13 +480,28 @@ test("the package exports exactly its public surface plus the generated contract
     .sort();
   // A change here is a change of the public API: review it as one.
   assert.deepEqual(own, [
+    "CheckpointNotFound",
     "Code",
     "DEFAULT_MAX_EVENTS_PER_MESSAGE",
     "DEFAULT_RUN_TIMEOUT_MS",
     "DEFAULT_TIMEOUT_MS",
+    "LeaseLost",
     "ProtocolError",
+    "RUN_RETRIES",
+    "RequestIdReused",
+    "RequestInterrupted",
+    "RevisionConflict",
+    "RunNotFound",
+    "StoreUnavailable",
     "THREADLINE_ERROR_DOMAIN",
+    "ThreadBusy",
+    "ThreadExists",
+    "ThreadNotFound",
+    "ThreadNotSuspended",
+    "ThreadRunStream",
     "ThreadlineError",
+    "Threads",
+    "answers",
     "approve",
     "callFailed",
     "callResult",
@@ -373,6 +515,7 @@ test("the package exports exactly its public surface plus the generated contract
     "encodeMessage",
     "encodeState",
     "externalResult",
+    "newRequestId",
     "pendingCalls",
     "reasonOf",
     "resumeWith",

@@ -1,0 +1,575 @@
+/**
+ * `client.threads`: durable threads the server keeps (`threadline.v1.ThreadService`, THREADS.md).
+ *
+ * With `HarnessService` the host stores every state and sends it back; here the server stores the
+ * thread and the host sends only what is new: a prompt, or its answers to `Thread.pending` by call
+ * ID (`answers(...)`). Three rules shape this module:
+ *
+ * - Every run request carries a `requestId`, fresh (`req-<32 hex>`) unless the caller gives one.
+ *   The server answers a request ID once: a retry gets the stored outcome (`replayed`), never a
+ *   second run. So `run` retries UNAVAILABLE and transport failures with the same ID, up to
+ *   `RUN_RETRIES` times within its deadline; `stream` does not retry, but exposes its `requestId`
+ *   so a host can.
+ * - A thread run outlives its RPC: leaving a stream early, a deadline or a dropped connection
+ *   stops the events, not the run, which goes on to commit. Stop a run with `cancel`.
+ * - A thread run's `RunResult` has no `state`; the state is the checkpoint at the outcome's
+ *   `revision` (`checkpoint(threadId, revision)`), so a turn's answer does not grow with the thread.
+ *
+ * ```ts
+ * const thread = await client.threads.create({ labels: { user: "ada" } });
+ * let outcome = await client.threads.run(thread.threadId, { text: "delete notes.txt" });
+ * if (outcome.result.status === RunStatus.SUSPENDED) {
+ *   const call = outcome.result.deferred!.approvals[0]!;
+ *   outcome = await client.threads.run(thread.threadId, { answers: answers(approve(call)) });
+ * }
+ * ```
+ *
+ * @module
+ */
+
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+
+import { create } from "@bufbuild/protobuf";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code } from "@connectrpc/connect";
+import type { Client } from "@connectrpc/connect";
+
+import { type CallOptions, call, connectOptions, required, streamEvents } from "./calls.js";
+import { ThreadlineError } from "./errors.js";
+import type {
+  DeferredToolRequests,
+  DeferredToolResultsSchema,
+  DeferredToolResume,
+} from "./gen/threadline/v1/deferred_pb.js";
+import type { RunEvent } from "./gen/threadline/v1/events_pb.js";
+import type {
+  ClientToolSchema,
+  PromptPartsSchema,
+  RunResult,
+  ToolRecovery,
+  UsageLimitsSchema,
+} from "./gen/threadline/v1/run_pb.js";
+import type { HarnessState } from "./gen/threadline/v1/state_pb.js";
+import type { Checkpoint, Thread, ThreadRunStatus } from "./gen/threadline/v1/thread_pb.js";
+import { ThreadStatus } from "./gen/threadline/v1/thread_pb.js";
+import {
+  type ListThreadsResponse,
+  ThreadRunSpecSchema,
+  type ThreadRunSpec,
+  type ThreadService,
+  ThreadView,
+} from "./gen/threadline/v1/thread_service_pb.js";
+
+/** How many times `Threads.run` sends a request again after UNAVAILABLE, with the same request ID. */
+export const RUN_RETRIES = 3;
+/** Milliseconds before the first retry of `Threads.run`; doubled before each next one. */
+const RETRY_BACKOFF_MS = 200;
+
+/** A fresh request ID, `req-<32 lowercase hex>`: what the SDK sends unless the caller gives one. */
+export function newRequestId(): string {
+  return `req-${randomUUID().replaceAll("-", "")}`;
+}
+
+/** A client tool declaration: a `ClientTool`, or a plain object of its fields. */
+export type ClientToolInput = MessageInitShape<typeof ClientToolSchema>;
+
+/** A revision: the contract's int64 as a `bigint`, or a safe integer. */
+export type Revision = bigint | number;
+
+/** How a thread run ended: `Threads.run`, or `ThreadRunStream.collect()`. */
+export interface ThreadRunOutcome {
+  /** The terminal result; `state` is unset (it is the checkpoint at `revision`). */
+  readonly result: RunResult;
+  /**
+   * The revision of the run's terminal checkpoint, the thread's head after it. 0n when the run
+   * committed nothing (a run `cancel` closed after its server was gone).
+   */
+  readonly revision: bigint;
+  /** True when the server answered an already finished request again: nothing ran this time. */
+  readonly replayed: boolean;
+}
+
+/** Options of `Threads.create`. */
+export interface CreateThreadOptions extends CallOptions {
+  /** The new thread's ID; default `state.threadId` with a state, else a server-made `thread_<32 hex>`. */
+  threadId?: string;
+  /** The agent of every run of the thread; default the server's default agent. */
+  agent?: string;
+  /** Up to 32 labels to find it by (`list({ labels })`); set now, never changed. */
+  labels?: Record<string, string>;
+  /** A host-held state to import (validated like a run's previous state). */
+  state?: HarnessState;
+  /**
+   * The batch `state` is suspended on, exactly as `RunResult.deferred` gave it; the thread is
+   * then SUSPENDED, and its next run answers it by call ID.
+   */
+  pending?: DeferredToolRequests;
+  /** A resume the host accepted whose run did not finish; the next run recovers what its history lacks. Not with `pending`. */
+  accepted?: DeferredToolResume;
+  /** The client tools `state` was made with, for a resume that declares none. */
+  clientTools?: ClientToolInput[];
+}
+
+/** Options of `Threads.get`. */
+export interface GetThreadOptions extends CallOptions {
+  /** Add the head checkpoint's `state` (the FULL view). Default false. */
+  full?: boolean;
+}
+
+/** Filters of `Threads.list` and `Threads.listPage`. */
+export interface ListThreadsOptions extends CallOptions {
+  /** Only threads with every one of these labels. */
+  labels?: Record<string, string>;
+  /** Only threads with this status; default any. */
+  status?: ThreadStatus;
+  /** Threads per request; 0 = the server's default (100), at most 1000. */
+  pageSize?: number;
+}
+
+/** Options of `Threads.listPage`. */
+export interface ListThreadsPageOptions extends ListThreadsOptions {
+  /** The previous page's `nextPageToken`; empty = the first page. Pass the same filters with it. */
+  pageToken?: string;
+}
+
+/** Options of calls that change a thread only if its head is still the one the host read. */
+export interface ExpectedRevisionOptions extends CallOptions {
+  /** Act only if this is still the head; 0 (the default) = whatever the head is. */
+  expectedRevision?: Revision;
+}
+
+/** Options of `Threads.checkpoints`. */
+export interface ListCheckpointsOptions extends CallOptions {
+  /** Checkpoints per request; 0 = the server's default (100), at most 1000. */
+  pageSize?: number;
+}
+
+/** Options of `Threads.fork`. */
+export interface ForkThreadOptions extends CallOptions {
+  /** The checkpoint to branch from; 0 (the default) = the head. */
+  revision?: Revision;
+  /** The new thread's ID; default server-made. */
+  newThreadId?: string;
+  /** The new thread's labels. */
+  labels?: Record<string, string>;
+}
+
+/** What to run on a thread, and the call's options: `Threads.stream` and `Threads.run`. */
+export interface ThreadRunInput extends CallOptions {
+  /** A text prompt. Not together with `parts`; neither = no new input. */
+  text?: string;
+  /** A prompt of several parts. */
+  parts?: MessageInitShape<typeof PromptPartsSchema>;
+  /** Answers to every item of `Thread.pending`, by call ID (`answers(...)`). */
+  answers?: MessageInitShape<typeof DeferredToolResultsSchema>;
+  /** This request's ID, unique per thread; default (or "") a fresh `newRequestId()`. Reuse it only to retry. */
+  requestId?: string;
+  /** Run only if this is still the head; 0 (the default) = whatever the head is. */
+  expectedRevision?: Revision;
+  /** How to settle calls the head left unanswered; default DECLARED. */
+  toolRecovery?: ToolRecovery;
+  /** The host's tools for this run; none on a resume or recovery = the head checkpoint's. */
+  clientTools?: ClientToolInput[];
+  /** Limits on the run's model usage; default the agent's own. */
+  usageLimits?: MessageInitShape<typeof UsageLimitsSchema>;
+}
+
+/** How a `Threads` reaches the server: the client's `ThreadService` client and its defaults. */
+export interface ThreadsConfig {
+  readonly service: Client<typeof ThreadService>;
+  readonly unaryTimeoutMs: number;
+  readonly runTimeoutMs: number;
+  readonly maxEventsPerMessage: number;
+}
+
+/**
+ * The events of one `StreamThreadRun` call, for `for await` (once), with the run's outcome.
+ *
+ * The events are those of `streamRun` without checkpoint candidates, plus a `threadCommitted`
+ * event after each checkpoint the run commits; the terminal commit's comes right before
+ * `result`. Leaving a `for await` loop early (or `close()`, a deadline, an aborted signal) ends
+ * the call, not the run: the run goes on to its terminal commit on the server. To learn its
+ * outcome, send the same request again with `requestId: stream.requestId`; to stop it,
+ * `threads.cancel`. To read some events and then the rest, call `next()` and then `collect()`.
+ */
+export class ThreadRunStream implements AsyncIterableIterator<RunEvent, void> {
+  /** The thread the request runs. */
+  readonly threadId: string;
+  /** The request's ID: send it again (same body) to retry without running twice. */
+  readonly requestId: string;
+  #revision = 0n;
+  #replayed = false;
+  #result: RunResult | undefined;
+  readonly #events: AsyncGenerator<RunEvent, void, undefined>;
+
+  /**
+   * @param threadId - The thread the request runs.
+   * @param requestId - The request ID the request carries.
+   * @param open - Start the call; each event goes through the given function before it is yielded.
+   */
+  constructor(
+    threadId: string,
+    requestId: string,
+    open: (accept: (event: RunEvent) => void) => AsyncGenerator<RunEvent, void, undefined>,
+  ) {
+    this.threadId = threadId;
+    this.requestId = requestId;
+    this.#events = open((event) => this.#accept(event));
+  }
+
+  /** The revision of the latest checkpoint the stream reported committed; 0n before any. */
+  get revision(): bigint {
+    return this.#revision;
+  }
+
+  /** True once the stream showed that it replays an already finished request. */
+  get replayed(): boolean {
+    return this.#replayed;
+  }
+
+  /** The run's outcome once its `result` event has been read; undefined before. */
+  get outcome(): ThreadRunOutcome | undefined {
+    if (this.#result === undefined) {
+      return undefined;
+    }
+    return { result: this.#result, revision: this.#revision, replayed: this.#replayed };
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  /** The next event; the call starts with the first. */
+  next(): Promise<IteratorResult<RunEvent, void>> {
+    return this.#events.next();
+  }
+
+  /** Stop reading and close the call (what leaving a `for await` loop does); the run goes on. */
+  async return(): Promise<IteratorResult<RunEvent, void>> {
+    await this.close();
+    return { done: true, value: undefined };
+  }
+
+  /** Stop reading and close the call; the run itself goes on on the server. Idempotent. */
+  async close(): Promise<void> {
+    await this.#events.return(undefined);
+  }
+
+  /**
+   * Read the remaining events and return the run's outcome.
+   *
+   * @throws ThreadlineError as iterating does (`ProtocolError` when the stream ends without its
+   *   result); `Error` when the stream was closed before its result.
+   */
+  async collect(): Promise<ThreadRunOutcome> {
+    while ((await this.next()).done !== true) {
+      // Each event updates the outcome as it passes.
+    }
+    const outcome = this.outcome;
+    if (outcome === undefined) {
+      throw new Error("the stream was closed before its result");
+    }
+    return outcome;
+  }
+
+  #accept(event: RunEvent): void {
+    switch (event.event.case) {
+      case "threadCommitted":
+        this.#revision = event.event.value.revision;
+        this.#replayed ||= event.event.value.replayed;
+        break;
+      case "result":
+        this.#result = event.event.value;
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+/**
+ * `ThreadService`: threads the server stores, runs one at a time, and answers exactly once.
+ *
+ * Get it as `client.threads`: it shares the client's connection, token, TLS and default
+ * deadlines (unary calls the client's `timeoutMs`, `stream` and `run` its `runTimeoutMs`). Every
+ * method takes its options last, with `signal`, `timeoutMs` (for one call or, for the listings,
+ * for each page) and `headers`. Failures throw `ThreadlineError`, of the subclass its reason
+ * names (`ThreadNotFound`, `ThreadBusy`, `RevisionConflict`, …).
+ */
+export class Threads {
+  /** The generated Connect client, for anything `Threads` does not wrap (errors are not converted). */
+  readonly service: Client<typeof ThreadService>;
+  readonly #unaryTimeoutMs: number;
+  readonly #runTimeoutMs: number;
+  readonly #maxEventsPerMessage: number;
+
+  /** Made by `createThreadlineClient`; use `client.threads`. */
+  constructor(config: ThreadsConfig) {
+    this.service = config.service;
+    this.#unaryTimeoutMs = config.unaryTimeoutMs;
+    this.#runTimeoutMs = config.runTimeoutMs;
+    this.#maxEventsPerMessage = config.maxEventsPerMessage;
+  }
+
+  // --- threads ---------------------------------------------------------------------------------
+
+  /**
+   * Create a thread: empty, or importing a state the host held (e.g. from `HarnessService`).
+   *
+   * @throws ThreadExists when the ID is in use; `ThreadlineError` e.g. `STATE_INVALID`,
+   *   `INPUT_INVALID`, `AGENT_UNKNOWN`, or a `pending` batch that does not match the state.
+   */
+  async create(options: CreateThreadOptions = {}): Promise<Thread> {
+    const { threadId = "", agent = "", labels = {}, state, pending, accepted, clientTools = [], ...rest } = options;
+    const response = await call(
+      this.service.createThread({ threadId, agent, labels, state, pending, accepted, clientTools }, this.#unary(rest)),
+    );
+    return required(response.thread, "CreateThreadResponse.thread");
+  }
+
+  /**
+   * A thread as it is now; `{ full: true }` adds its head checkpoint's `state`.
+   *
+   * @throws ThreadNotFound when no thread has this ID.
+   */
+  async get(threadId: string, options: GetThreadOptions = {}): Promise<Thread> {
+    const { full = false, ...rest } = options;
+    const view = full ? ThreadView.FULL : ThreadView.BASIC;
+    const response = await call(this.service.getThread({ threadId, view }, this.#unary(rest)));
+    return required(response.thread, "GetThreadResponse.thread");
+  }
+
+  /** One page of `list`: its `threads` and the `nextPageToken` (empty on the last page). */
+  async listPage(options: ListThreadsPageOptions = {}): Promise<ListThreadsResponse> {
+    const { labels = {}, status = ThreadStatus.UNSPECIFIED, pageSize = 0, pageToken = "", ...rest } = options;
+    const request = { labels: labelList(labels), status, pageSize, pageToken };
+    return call(this.service.listThreads(request, this.#unary(rest)));
+  }
+
+  /**
+   * Every matching thread, newest `updateTime` first, walking every page.
+   *
+   * ```ts
+   * for await (const thread of client.threads.list({ labels: { user: "ada" } })) { ... }
+   * ```
+   */
+  async *list(options: ListThreadsOptions = {}): AsyncGenerator<Thread, void, undefined> {
+    let pageToken = "";
+    do {
+      const page = await this.listPage({ ...options, pageToken });
+      yield* page.threads;
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+  }
+
+  /**
+   * Delete a thread with its checkpoints and run records.
+   *
+   * @throws ThreadNotFound; `ThreadBusy` while a run holds the thread; `RevisionConflict` when
+   *   the head is not `expectedRevision`.
+   */
+  async delete(threadId: string, options: ExpectedRevisionOptions = {}): Promise<void> {
+    const { expectedRevision = 0n, ...rest } = options;
+    await call(this.service.deleteThread({ threadId, expectedRevision: BigInt(expectedRevision) }, this.#unary(rest)));
+  }
+
+  /**
+   * Branch a new thread from a committed checkpoint (default the head), with the same agent.
+   *
+   * The new thread's first checkpoint (FORKED, revision 1) keeps the source checkpoint's pending
+   * batch, retained answers and client tools: a fork of a SUSPENDED checkpoint is SUSPENDED on
+   * the same calls. Environment states are cleared (SPEC §1.5). The source may be running.
+   *
+   * @throws ThreadNotFound, CheckpointNotFound when there is no such source; `ThreadExists` when
+   *   `newThreadId` is in use (the source's own ID is `FORK_THREAD_ID_CONFLICT`).
+   */
+  async fork(threadId: string, options: ForkThreadOptions = {}): Promise<Thread> {
+    const { revision = 0n, newThreadId = "", labels = {}, ...rest } = options;
+    const response = await call(
+      this.service.forkThread({ threadId, revision: BigInt(revision), newThreadId, labels }, this.#unary(rest)),
+    );
+    return required(response.thread, "ForkThreadResponse.thread");
+  }
+
+  /**
+   * Make an earlier checkpoint current again, as a new head (ROLLED_BACK); nothing is deleted.
+   * The thread's status follows the copied checkpoint: SUSPENDED again on its calls if it was,
+   * and answering them again runs them again.
+   *
+   * @throws CheckpointNotFound; `ThreadBusy` while a run holds the thread; `RevisionConflict`
+   *   when the head is not `expectedRevision`.
+   */
+  async rollback(threadId: string, revision: Revision, options: ExpectedRevisionOptions = {}): Promise<Thread> {
+    const { expectedRevision = 0n, ...rest } = options;
+    const request = { threadId, revision: BigInt(revision), expectedRevision: BigInt(expectedRevision) };
+    const response = await call(this.service.rollbackThread(request, this.#unary(rest)));
+    return required(response.thread, "RollbackThreadResponse.thread");
+  }
+
+  // --- checkpoints -----------------------------------------------------------------------------
+
+  /**
+   * Every checkpoint of a thread, newest first, without its `state`, walking every page.
+   *
+   * @throws ThreadNotFound when no thread has this ID.
+   */
+  async *checkpoints(threadId: string, options: ListCheckpointsOptions = {}): AsyncGenerator<Checkpoint, void, undefined> {
+    const { pageSize = 0, ...rest } = options;
+    let pageToken = "";
+    do {
+      const page = await call(this.service.listCheckpoints({ threadId, pageSize, pageToken }, this.#unary(rest)));
+      yield* page.checkpoints;
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+  }
+
+  /**
+   * One checkpoint with its `state` and pending batch, e.g. the state a run's outcome points at.
+   *
+   * @throws ThreadNotFound; `CheckpointNotFound` when the thread has no such revision.
+   */
+  async checkpoint(threadId: string, revision: Revision, options: CallOptions = {}): Promise<Checkpoint> {
+    const response = await call(this.service.getCheckpoint({ threadId, revision: BigInt(revision) }, this.#unary(options)));
+    return required(response.checkpoint, "GetCheckpointResponse.checkpoint");
+  }
+
+  // --- runs ------------------------------------------------------------------------------------
+
+  /**
+   * Run the thread's next turn and stream its events, `threadCommitted` then `result` last.
+   *
+   * ```ts
+   * const stream = client.threads.stream(threadId, { text: "lookup grpc" });
+   * for await (const event of stream) { ... }
+   * const { result, revision, replayed } = stream.outcome!;
+   * ```
+   *
+   * Nothing is retried: after a transport error, send the same request again with
+   * `requestId: stream.requestId` (a finished run is replayed, a running one is `ThreadBusy`).
+   * Errors are thrown while iterating: e.g. `ThreadBusy`, `RevisionConflict`,
+   * `ThreadNotSuspended`, `RequestIdReused`, or a `DEFERRED_*` reason for the answers.
+   *
+   * @throws TypeError at once when `input` has both `text` and `parts`.
+   */
+  stream(threadId: string, input: ThreadRunInput = {}): ThreadRunStream {
+    const spec = runSpec(threadId, input);
+    const options = connectOptions(input, this.#runTimeoutMs);
+    const maxEventsPerMessage = this.#maxEventsPerMessage;
+    return new ThreadRunStream(threadId, spec.requestId, (accept) =>
+      streamEvents(
+        (callOptions) => this.service.streamThreadRun({ spec, maxEventsPerMessage }, callOptions),
+        options,
+        "StreamThreadRunResponse.event or .events",
+        accept,
+      ),
+    );
+  }
+
+  /**
+   * Run the thread's next turn and return its outcome (`RunThread`).
+   *
+   * UNAVAILABLE (the server unreachable, `STORE_UNAVAILABLE`) and transport failures (the
+   * connection lost before the answer, also when that ends the call with `Code.Canceled` without
+   * the caller's `signal`) are retried up to `RUN_RETRIES` times, 200 ms apart and
+   * doubling, with the same request ID, so the run happens at most once; `replayed` says the
+   * server answered it from its record. `timeoutMs` bounds the whole call, retries included.
+   *
+   * @throws TypeError when `input` has both `text` and `parts`; `ThreadlineError` e.g.
+   *   `ThreadBusy`, `RevisionConflict`, `ThreadNotSuspended`, `RequestIdReused`,
+   *   `RequestInterrupted`, `LeaseLost`; the last failure once retries run out.
+   */
+  async run(threadId: string, input: ThreadRunInput = {}): Promise<ThreadRunOutcome> {
+    const spec = runSpec(threadId, input);
+    const timeoutMs = input.timeoutMs ?? this.#runTimeoutMs;
+    const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : undefined;
+    for (let attempt = 0; ; attempt++) {
+      // Each attempt gets what is left of the call's deadline (at least 1 ms: 0 would mean none).
+      const left = deadline === undefined ? 0 : Math.max(1, deadline - Date.now());
+      try {
+        const response = await call(this.service.runThread({ spec }, connectOptions({ ...input, timeoutMs: left }, 0)));
+        const result = required(response.result, "RunThreadResponse.result");
+        return { result, revision: response.revision, replayed: response.replayed };
+      } catch (err) {
+        const error = ThreadlineError.from(err);
+        const backoff = RETRY_BACKOFF_MS * 2 ** attempt;
+        if (
+          !retryable(error, input.signal) ||
+          attempt === RUN_RETRIES ||
+          input.signal?.aborted === true ||
+          (deadline !== undefined && deadline - Date.now() <= backoff)
+        ) {
+          throw error;
+        }
+        await call(sleep(backoff, undefined, input.signal === undefined ? {} : { signal: input.signal }));
+      }
+    }
+  }
+
+  /**
+   * Ask a thread's run to stop; it ends CANCELLED with its progress committed. Returns as soon as
+   * the server recorded the request, before the run ends: RUNNING while the run stops, CANCELLED
+   * when its server was gone and the record was closed at once, or the status of a run that had
+   * ended.
+   *
+   * @param runId - The run (`RunEvent.runId`, `Thread.lease.runId`, `ThreadBusy.runId`).
+   * @throws RunNotFound when the thread never had this run.
+   */
+  async cancel(threadId: string, runId: string, options: CallOptions = {}): Promise<ThreadRunStatus> {
+    const response = await call(this.service.cancelThreadRun({ threadId, runId }, this.#unary(options)));
+    return response.status;
+  }
+
+  #unary(options: CallOptions) {
+    return connectOptions(options, this.#unaryTimeoutMs);
+  }
+}
+
+/** The `ThreadRunSpec` of a run request, with a fresh request ID unless the caller gave one. */
+function runSpec(threadId: string, input: ThreadRunInput): ThreadRunSpec {
+  const { text, parts, answers, requestId, expectedRevision = 0n, toolRecovery, clientTools = [], usageLimits } = input;
+  if (text !== undefined && parts !== undefined) {
+    throw new TypeError("give the prompt as text or as parts, not both");
+  }
+  return create(ThreadRunSpecSchema, {
+    threadId,
+    requestId: requestId || newRequestId(),
+    expectedRevision: BigInt(expectedRevision),
+    prompt:
+      text !== undefined
+        ? { case: "text", value: text }
+        : parts !== undefined
+          ? { case: "parts", value: parts }
+          : undefined,
+    answers,
+    toolRecovery,
+    clientTools,
+    usageLimits,
+  });
+}
+
+/**
+ * Whether `run` may send a request again: UNAVAILABLE, or a transport failure (no status from the
+ * server: the connection broke before the answer). Safe because the retry carries the same
+ * request ID: the server runs it at most once.
+ */
+function retryable(error: ThreadlineError, signal: AbortSignal | undefined): boolean {
+  if (error.code === Code.Unavailable) {
+    return true;
+  }
+  if (error.reason !== "") {
+    return false;
+  }
+  // A connection that closes under a call resets its stream with CANCEL, which Connect reports as
+  // Code.Canceled; it is a transport failure unless the caller aborted.
+  if (error.code === Code.Canceled) {
+    return signal?.aborted !== true;
+  }
+  // Connect keeps the Node error (ECONNRESET, ERR_HTTP2_…) as the cause of a transport failure.
+  const origin: unknown = error.cause.cause;
+  return origin instanceof Error && typeof (origin as { code?: unknown }).code === "string";
+}
+
+function labelList(labels: Record<string, string>): string[] {
+  return Object.entries(labels).map(([key, value]) => `${key}=${value}`);
+}

@@ -1,0 +1,640 @@
+// The shared threads scenarios (THREADS.md §7), driven end to end through `client.threads` against a
+// real server: `THREADLINE_ADDR`, or `threadline serve --port 0 --store memory` started here. Its
+// "default" agent is the scripted demo (server/demo.py): `delete <path>` asks for approval,
+// `lookup` calls a plain tool, `count` bumps a counter in capability state, `sleep <s>` sleeps,
+// `client:<name> {json}` calls a client tool the host declared, and anything else is echoed.
+// Mirrors clients/python/tests/test_thread_scenarios.py, test by test.
+
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { type Server, type Socket, connect, createServer } from "node:net";
+import { after, before, describe, test } from "node:test";
+
+import {
+  CheckpointKind,
+  CheckpointNotFound,
+  Code,
+  type DeferredToolCall,
+  DeferredKind,
+  RequestIdReused,
+  RevisionConflict,
+  type RunEvent,
+  type RunResult,
+  RunNotFound,
+  RunStatus,
+  type Thread,
+  ThreadBusy,
+  ThreadExists,
+  ThreadNotFound,
+  ThreadNotSuspended,
+  ThreadRunStatus,
+  type ThreadRunStream,
+  ThreadStatus,
+  ThreadStoreKind,
+  type ThreadlineClient,
+  ThreadlineError,
+  answers,
+  approve,
+  createThreadlineClient,
+  deny,
+  externalResult,
+  pendingCalls,
+} from "../src/index.js";
+import { type TestServer, startServer } from "./server.js";
+
+const TOKEN = process.env["THREADLINE_TOKEN"];
+
+let server: TestServer;
+let client: ThreadlineClient;
+
+before(async () => {
+  server = await startServer();
+  client = createThreadlineClient({ baseUrl: server.baseUrl, token: TOKEN, timeoutMs: 30_000 });
+});
+
+after(async () => {
+  client?.close();
+  await server?.stop();
+});
+
+const GET_WEATHER = {
+  name: "get_weather",
+  description: "The weather in a city.",
+  parametersJsonSchema: JSON.stringify({
+    type: "object",
+    properties: { city: { type: "string" } },
+    required: ["city"],
+  }),
+};
+
+function freshId(what = "sdk"): string {
+  return `thread_${what}${randomUUID().replaceAll("-", "").slice(0, 12)}`;
+}
+
+function cases(events: RunEvent[]): (string | undefined)[] {
+  return events.map((event) => event.event.case);
+}
+
+/** The run's output, parsed from `output_json`. */
+function output(result: RunResult): unknown {
+  return JSON.parse(result.outputJson) as unknown;
+}
+
+function callArgs(call: DeferredToolCall): unknown {
+  return JSON.parse(call.argsJson) as unknown;
+}
+
+/** Every item a thread iterable yields. */
+async function all<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const seen: T[] = [];
+  for await (const item of items) seen.push(item);
+  return seen;
+}
+
+/** A new thread suspended on the approval of `delete_file(path)`, and that call. */
+async function suspendedOnDelete(path = "notes.txt"): Promise<{ thread: Thread; call: DeferredToolCall }> {
+  const made = await client.threads.create();
+  const outcome = await client.threads.run(made.threadId, { text: `delete ${path}` });
+  assert.equal(outcome.result.status, RunStatus.SUSPENDED);
+  const thread = await client.threads.get(made.threadId);
+  assert.equal(thread.status, ThreadStatus.SUSPENDED);
+  assert.ok(thread.pending !== undefined);
+  assert.equal(thread.pending.approvals.length, 1);
+  assert.equal(thread.pending.calls.length, 0);
+  const call = thread.pending.approvals[0]!;
+  assert.deepEqual([call.toolName, callArgs(call)], ["delete_file", { path }]);
+  return { thread, call };
+}
+
+/**
+ * A stream of a run that sleeps 30 s, read until the `sleep` tool is called; and the run's ID.
+ *
+ * Waiting for the tool call (not only `runStarted`) cancels a run that is inside a tool, clear of
+ * its checkpoint boundaries, as the Python suite does. The stream's deadline (25 s) is below the
+ * sleep, so a cancel that did not reach the run fails the test instead of waiting the sleep out.
+ */
+async function sleeping(threadId: string): Promise<{ stream: ThreadRunStream; runId: string }> {
+  const stream = client.threads.stream(threadId, { text: "sleep 30", timeoutMs: 25_000 });
+  const first = await stream.next();
+  assert.ok(first.done !== true);
+  assert.equal(first.value.event.case, "runStarted");
+  assert.match(first.value.runId, /^run-/);
+  for (;;) {
+    const next = await stream.next();
+    assert.ok(next.done !== true, "the stream ended before the sleep tool was called");
+    if (next.value.event.case === "toolCall") {
+      assert.equal(next.value.event.value.toolName, "sleep");
+      break;
+    }
+  }
+  return { stream, runId: first.value.runId };
+}
+
+describe("create, get, list, delete", () => {
+  test("create, get, list and delete", async () => {
+    const label = randomUUID().replaceAll("-", "");
+    const made = await client.threads.create({ labels: { suite: label, n: "1" } });
+
+    assert.match(made.threadId, /^thread_/);
+    assert.equal(made.agent, "default");
+    assert.deepEqual([made.status, made.revision, made.labels], [ThreadStatus.IDLE, 1n, { suite: label, n: "1" }]);
+    assert.equal(made.head?.kind, CheckpointKind.CREATED);
+    assert.equal(made.head.state, undefined);
+    assert.equal(made.pending, undefined);
+    assert.equal(made.lease, undefined);
+    assert.equal(made.recoveryPending, false);
+    const full = await client.threads.get(made.threadId, { full: true });
+    assert.ok(full.head?.state !== undefined);
+    assert.equal(full.head.state.threadId, made.threadId);
+    assert.equal((await client.threads.get(made.threadId)).head?.state, undefined);
+
+    const chosen = freshId();
+    assert.equal((await client.threads.create({ threadId: chosen, labels: { suite: label } })).threadId, chosen);
+    await assert.rejects(client.threads.create({ threadId: chosen }), (err: unknown) => {
+      assert.ok(err instanceof ThreadExists && err instanceof ThreadlineError);
+      assert.deepEqual([err.code, err.reason, err.name], [Code.AlreadyExists, "THREAD_EXISTS", "ThreadExists"]);
+      return true;
+    });
+    const third = await client.threads.create({ labels: { suite: label } });
+
+    const every = [made.threadId, chosen, third.threadId].sort();
+    const ids = async (items: AsyncIterable<Thread>) => (await all(items)).map((thread) => thread.threadId);
+    assert.deepEqual((await ids(client.threads.list({ labels: { suite: label } }))).sort(), every);
+    const walked = await ids(client.threads.list({ labels: { suite: label }, pageSize: 1 }));
+    assert.deepEqual([...walked].sort(), every, "every page, each thread once");
+    const page = await client.threads.listPage({ labels: { suite: label }, pageSize: 2 });
+    assert.equal(page.threads.length, 2);
+    assert.notEqual(page.nextPageToken, "");
+    assert.deepEqual(await ids(client.threads.list({ labels: { suite: label, n: "1" } })), [made.threadId]);
+    assert.deepEqual(await ids(client.threads.list({ labels: { suite: label }, status: ThreadStatus.SUSPENDED })), []);
+
+    await assert.rejects(client.threads.delete(chosen, { expectedRevision: 5 }), (err: unknown) => {
+      assert.ok(err instanceof RevisionConflict);
+      assert.equal(err.currentRevision, 1n);
+      return true;
+    });
+    await client.threads.delete(chosen, { expectedRevision: 1n });
+    await client.threads.delete(third.threadId);
+    await assert.rejects(client.threads.get(chosen), (err: unknown) => {
+      assert.ok(err instanceof ThreadNotFound);
+      assert.deepEqual([err.code, err.reason], [Code.NotFound, "THREAD_NOT_FOUND"]);
+      return true;
+    });
+    assert.deepEqual(await ids(client.threads.list({ labels: { suite: label } })), [made.threadId]);
+  });
+
+  test("missing checkpoints, runs and threads are typed", async () => {
+    const thread = await client.threads.create();
+    await assert.rejects(client.threads.checkpoint(thread.threadId, 99), CheckpointNotFound);
+    await assert.rejects(client.threads.cancel(thread.threadId, `run-${randomUUID().replaceAll("-", "")}`), RunNotFound);
+    await assert.rejects(client.threads.run(freshId("missing"), { text: "hello" }), ThreadNotFound);
+    await assert.rejects(all(client.threads.checkpoints(freshId("missing"))), ThreadNotFound);
+  });
+
+  test("server info names the thread store", async () => {
+    const info = await client.getServerInfo();
+    assert.equal(info.threadStore?.kind, ThreadStoreKind.MEMORY);
+  });
+});
+
+describe("import", () => {
+  test("a suspended state imported with its batch is answered by call ID", async () => {
+    const held = await client.run({ prompt: "delete notes.txt" }); // HarnessService: the host holds it
+    assert.equal(held.status, RunStatus.SUSPENDED);
+    assert.ok(held.state !== undefined && held.deferred !== undefined);
+
+    const thread = await client.threads.create({ state: held.state, pending: held.deferred });
+
+    assert.equal(thread.threadId, held.state.threadId);
+    assert.equal(thread.status, ThreadStatus.SUSPENDED);
+    assert.equal(thread.head?.kind, CheckpointKind.IMPORTED);
+    assert.ok(thread.pending !== undefined);
+    assert.equal(thread.pending.approvals.length, 1);
+    const call = thread.pending.approvals[0]!; // answered from what the thread says, not from `held`
+    assert.equal(call.toolCallId, held.deferred.approvals[0]!.toolCallId);
+
+    const outcome = await client.threads.run(thread.threadId, { answers: answers(approve(call)) });
+
+    assert.equal(outcome.result.status, RunStatus.COMPLETED);
+    assert.equal(output(outcome.result), "Tool results: delete_file: Deleted notes.txt.");
+    const afterwards = await client.threads.get(thread.threadId);
+    assert.deepEqual(
+      [afterwards.status, afterwards.pending, afterwards.revision],
+      [ThreadStatus.IDLE, undefined, outcome.revision],
+    );
+  });
+
+  test("an import whose batch does not match its state is refused", async () => {
+    const held = await client.run({ prompt: "delete notes.txt" });
+    const empty = await client.newState();
+    assert.ok(held.deferred !== undefined);
+
+    await assert.rejects(client.threads.create({ state: empty, pending: held.deferred }), (err: unknown) => {
+      assert.ok(err instanceof ThreadlineError);
+      assert.deepEqual([err.code, err.reason], [Code.FailedPrecondition, "DEFERRED_REQUEST_MISSING"]);
+      return true;
+    });
+    await assert.rejects(client.threads.get(empty.threadId), ThreadNotFound);
+  });
+});
+
+describe("streaming a turn", () => {
+  test("stream a turn", async () => {
+    const thread = await client.threads.create();
+
+    const stream = client.threads.stream(thread.threadId, { text: "lookup threadline" });
+    const events = await all(stream);
+
+    const kinds = cases(events);
+    assert.deepEqual(
+      events.map((event) => event.sequence),
+      events.map((_, index) => BigInt(index)),
+    );
+    assert.equal(kinds[0], "runStarted");
+    assert.deepEqual(kinds.slice(-2), ["threadCommitted", "result"]);
+    assert.equal(kinds.filter((kind) => kind === "result").length, 1);
+    assert.ok(!kinds.includes("checkpointCandidate"));
+    for (const kind of ["toolCall", "toolResult", "partDelta"]) {
+      assert.ok(kinds.includes(kind), `a ${kind} event`);
+    }
+    assert.ok(events.every((event) => event.threadId === thread.threadId));
+    const commits = events.flatMap((event) => (event.event.case === "threadCommitted" ? [event.event.value] : []));
+    const revisions = commits.map((commit) => commit.revision);
+    assert.deepEqual(revisions, [...new Set(revisions)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)));
+    assert.ok(revisions[0]! > thread.revision);
+    assert.deepEqual(
+      commits.slice(0, -1).map((commit) => commit.kind),
+      commits.slice(0, -1).map(() => CheckpointKind.MID_RUN),
+    );
+    assert.equal(commits.at(-1)!.kind, CheckpointKind.COMPLETED);
+    assert.ok(!commits.some((commit) => commit.replayed));
+
+    const outcome = stream.outcome;
+    assert.ok(outcome !== undefined);
+    assert.deepEqual(await stream.collect(), outcome);
+    const { result } = outcome;
+    assert.equal(result.status, RunStatus.COMPLETED);
+    assert.equal(result.state, undefined, "the state is the checkpoint");
+    assert.equal(result.requestId, stream.requestId);
+    assert.match(stream.requestId, /^req-[0-9a-f]{32}$/);
+    assert.equal(result.threadId, thread.threadId);
+    assert.deepEqual([outcome.revision, outcome.replayed], [revisions.at(-1), false]);
+    assert.equal((await client.threads.get(thread.threadId)).revision, outcome.revision);
+    const head = await client.threads.checkpoint(thread.threadId, outcome.revision);
+    assert.equal(head.kind, CheckpointKind.COMPLETED);
+    assert.equal(head.requestId, stream.requestId);
+    assert.ok(head.state?.messageHistory !== undefined);
+    assert.ok(head.state.messageHistory.data.includes("lookup"));
+
+    const listed = await all(client.threads.checkpoints(thread.threadId, { pageSize: 2 }));
+    assert.deepEqual(
+      listed.map((checkpoint) => checkpoint.revision),
+      Array.from({ length: Number(outcome.revision) }, (_, index) => outcome.revision - BigInt(index)),
+      "newest first, every page",
+    );
+    assert.ok(listed.every((checkpoint) => checkpoint.state === undefined));
+
+    const second = await client.threads.stream(thread.threadId, { text: "hello" }).collect();
+    assert.ok(second.revision > outcome.revision);
+    assert.equal(output(second.result), "You said: hello");
+  });
+});
+
+describe("deferred calls", () => {
+  test("approve and deny by answers", async () => {
+    const { thread, call } = await suspendedOnDelete();
+
+    const approved = await client.threads.stream(thread.threadId, { answers: answers(approve(call)) }).collect();
+    assert.equal(output(approved.result), "Tool results: delete_file: Deleted notes.txt.");
+
+    const deniedOn = await client.threads.run(thread.threadId, { text: "delete b.txt" });
+    assert.ok(deniedOn.result.deferred !== undefined);
+    assert.equal(deniedOn.result.deferred.approvals.length, 1);
+    const other = deniedOn.result.deferred.approvals[0]!;
+    const denied = await client.threads.run(thread.threadId, { answers: answers(deny(other, "keep it")) });
+    assert.equal(output(denied.result), "Tool results: delete_file: keep it");
+
+    await assert.rejects(client.threads.run(thread.threadId, { answers: answers(approve(other)) }), (err: unknown) => {
+      assert.ok(err instanceof ThreadNotSuspended);
+      assert.deepEqual([err.code, err.reason], [Code.FailedPrecondition, "THREAD_NOT_SUSPENDED"]);
+      return true;
+    });
+  });
+
+  test("an incomplete answer is refused and the thread stays suspended", async () => {
+    const { thread } = await suspendedOnDelete();
+    await assert.rejects(client.threads.run(thread.threadId, { answers: answers() }), (err: unknown) => {
+      assert.ok(err instanceof ThreadlineError);
+      assert.equal(err.reason, "DEFERRED_RESULTS_INCOMPLETE");
+      return true;
+    });
+    assert.equal((await client.threads.get(thread.threadId)).status, ThreadStatus.SUSPENDED);
+  });
+
+  test("a client tool is answered without declaring it again", async () => {
+    const thread = await client.threads.create();
+    const first = await client.threads.run(thread.threadId, {
+      text: 'client:get_weather {"city":"Paris"}',
+      clientTools: [GET_WEATHER],
+    });
+    assert.equal(first.result.status, RunStatus.SUSPENDED);
+    assert.ok(first.result.deferred !== undefined);
+    assert.equal(first.result.deferred.calls.length, 1);
+    const call = first.result.deferred.calls[0]!;
+    assert.equal(call.kind, DeferredKind.EXTERNAL);
+    assert.deepEqual(callArgs(call), { city: "Paris" });
+    const head = await client.threads.checkpoint(thread.threadId, first.revision);
+    assert.deepEqual(
+      head.clientTools.map((tool) => tool.name),
+      ["get_weather"],
+    );
+
+    // No client tools declared: the pending call meets the tools the head was made with.
+    const done = await client.threads.run(thread.threadId, {
+      answers: answers(externalResult(call, { sky: "clear", temp_c: 21 })),
+    });
+
+    assert.equal(done.result.status, RunStatus.COMPLETED);
+    const text = output(done.result);
+    assert.equal(typeof text, "string");
+    assert.ok((text as string).startsWith("Tool results: get_weather:"), String(text));
+    assert.ok((text as string).includes("21") && (text as string).includes("clear"), String(text));
+  });
+});
+
+describe("fork and rollback", () => {
+  test("a fork of a suspended thread is suspended on the same calls", async () => {
+    const { thread: source, call } = await suspendedOnDelete();
+    const label = randomUUID().replaceAll("-", "");
+
+    const fork = await client.threads.fork(source.threadId, { labels: { fork: label } });
+
+    assert.notEqual(fork.threadId, source.threadId);
+    assert.deepEqual(fork.labels, { fork: label });
+    assert.deepEqual([fork.status, fork.revision], [ThreadStatus.SUSPENDED, 1n]);
+    assert.equal(fork.head?.kind, CheckpointKind.FORKED);
+    assert.ok(fork.pending !== undefined);
+    assert.deepEqual(
+      pendingCalls(fork.pending).map(({ call: pending }) => pending.toolCallId),
+      [call.toolCallId],
+    );
+
+    const done = await client.threads.run(fork.threadId, { answers: answers(approve(fork.pending.approvals[0]!)) });
+    assert.equal(output(done.result), "Tool results: delete_file: Deleted notes.txt.");
+    assert.equal((await client.threads.get(source.threadId)).status, ThreadStatus.SUSPENDED, "source untouched");
+
+    await assert.rejects(client.threads.fork(source.threadId, { newThreadId: source.threadId }), (err: unknown) => {
+      assert.ok(err instanceof ThreadlineError);
+      assert.equal(err.reason, "FORK_THREAD_ID_CONFLICT");
+      return true;
+    });
+    await assert.rejects(client.threads.fork(source.threadId, { newThreadId: fork.threadId }), ThreadExists);
+    await assert.rejects(client.threads.fork(source.threadId, { revision: 999 }), CheckpointNotFound);
+  });
+
+  test("rollback makes an earlier checkpoint current", async () => {
+    const thread = await client.threads.create();
+    const once = await client.threads.run(thread.threadId, { text: "count" });
+    const twice = await client.threads.run(thread.threadId, { text: "count" });
+    assert.equal(output(once.result), "Tool results: count: 1");
+    assert.equal(output(twice.result), "Tool results: count: 2");
+
+    await assert.rejects(
+      client.threads.rollback(thread.threadId, once.revision, { expectedRevision: once.revision }),
+      (err: unknown) => {
+        assert.ok(err instanceof RevisionConflict);
+        assert.equal(err.currentRevision, twice.revision);
+        return true;
+      },
+    );
+    const rolled = await client.threads.rollback(thread.threadId, once.revision, { expectedRevision: twice.revision });
+
+    assert.equal(rolled.revision, twice.revision + 1n);
+    assert.equal(rolled.status, ThreadStatus.IDLE);
+    assert.equal(rolled.head?.kind, CheckpointKind.ROLLED_BACK);
+    const again = await client.threads.run(thread.threadId, { text: "count" });
+    assert.equal(output(again.result), "Tool results: count: 2", "the counter came back with the checkpoint");
+    await assert.rejects(client.threads.rollback(thread.threadId, 999), CheckpointNotFound);
+  });
+});
+
+describe("cancel, busy, conflict", () => {
+  test("cancel ends the run cancelled", async () => {
+    const thread = await client.threads.create();
+    const { stream, runId } = await sleeping(thread.threadId);
+    let outcome;
+    try {
+      const status = await client.threads.cancel(thread.threadId, runId);
+      assert.ok([ThreadRunStatus.RUNNING, ThreadRunStatus.CANCELLED].includes(status), ThreadRunStatus[status]);
+      outcome = await stream.collect(); // well before the 30 s sleep would end (the stream's deadline is 25 s)
+    } finally {
+      await stream.close();
+    }
+
+    assert.equal(outcome.result.status, RunStatus.CANCELLED);
+    assert.equal(outcome.result.runId, runId);
+    const head = await client.threads.checkpoint(thread.threadId, outcome.revision);
+    assert.equal(head.kind, CheckpointKind.CANCELLED);
+    assert.equal(head.runId, runId);
+    assert.equal(await client.threads.cancel(thread.threadId, runId), ThreadRunStatus.CANCELLED);
+    assert.equal((await client.threads.get(thread.threadId)).status, ThreadStatus.IDLE);
+  });
+
+  test("a cancel right after runStarted ends the run cancelled", async () => {
+    // The cancel lands while the server commits the run's first checkpoints, not inside a tool;
+    // each of the ten lands at a different point of the first model request.
+    for (let i = 0; i < 10; i++) {
+      const thread = await client.threads.create();
+      const stream = client.threads.stream(thread.threadId, { text: "sleep 30", timeoutMs: 20_000 });
+      let outcome;
+      try {
+        const first = await stream.next();
+        assert.ok(first.done !== true);
+        await client.threads.cancel(thread.threadId, first.value.runId);
+        outcome = await stream.collect();
+      } finally {
+        await stream.close();
+      }
+      assert.equal(outcome.result.status, RunStatus.CANCELLED);
+      assert.equal((await client.threads.get(thread.threadId)).status, ThreadStatus.IDLE);
+    }
+  });
+
+  test("a second run while one runs is busy", async () => {
+    const thread = await client.threads.create();
+    const { stream, runId } = await sleeping(thread.threadId);
+    let first;
+    try {
+      const running = await client.threads.get(thread.threadId);
+      assert.equal(running.status, ThreadStatus.RUNNING);
+      assert.ok(running.lease !== undefined);
+      assert.deepEqual([running.lease.runId, running.lease.requestId], [runId, stream.requestId]);
+
+      for (const busyCall of [
+        () => client.threads.run(thread.threadId, { text: "hello" }),
+        // A retry of the running request itself: busy too, with its own request ID.
+        () => client.threads.run(thread.threadId, { text: "sleep 30", requestId: stream.requestId }),
+        () => client.threads.delete(thread.threadId),
+      ]) {
+        await assert.rejects(busyCall(), (err: unknown) => {
+          assert.ok(err instanceof ThreadBusy);
+          assert.deepEqual([err.code, err.reason], [Code.Aborted, "THREAD_BUSY"]);
+          assert.deepEqual([err.runId, err.requestId], [runId, stream.requestId]);
+          const expires = err.leaseExpiresAt;
+          assert.ok(expires !== undefined, `lease_expires_at ${JSON.stringify(err.metadata)}`);
+          assert.ok(expires.getTime() > Date.now() - 5 * 60_000);
+          return true;
+        });
+      }
+
+      await client.threads.cancel(thread.threadId, runId);
+      first = await stream.collect();
+    } finally {
+      await stream.close();
+    }
+
+    // Once it finished, the retry gets its stored outcome.
+    const retried = await client.threads.run(thread.threadId, { text: "sleep 30", requestId: stream.requestId });
+    assert.ok(retried.replayed);
+    assert.equal(retried.result.status, RunStatus.CANCELLED);
+    assert.deepEqual([retried.result.runId, retried.revision], [runId, first.revision]);
+  });
+
+  test("a stale expected revision is a conflict", async () => {
+    const thread = await client.threads.create();
+    const moved = await client.threads.run(thread.threadId, { text: "hello", expectedRevision: thread.revision });
+    assert.ok(moved.revision > thread.revision);
+
+    await assert.rejects(
+      client.threads.run(thread.threadId, { text: "hello", expectedRevision: thread.revision }),
+      (err: unknown) => {
+        assert.ok(err instanceof RevisionConflict);
+        assert.deepEqual([err.code, err.reason], [Code.Aborted, "REVISION_CONFLICT"]);
+        assert.equal(err.currentRevision, moved.revision);
+        return true;
+      },
+    );
+    assert.equal((await client.threads.get(thread.threadId)).revision, moved.revision, "nothing ran");
+    await assert.rejects(
+      client.threads.stream(thread.threadId, { text: "hello", expectedRevision: 1 }).collect(),
+      RevisionConflict,
+    );
+  });
+});
+
+describe("request IDs: retry, replay, reuse", () => {
+  test("the same request ID runs once and replays", async () => {
+    const thread = await client.threads.create();
+    const requestId = `req-${randomUUID().replaceAll("-", "")}`;
+    const spec = { text: "hello", requestId, expectedRevision: thread.revision };
+
+    const first = await client.threads.run(thread.threadId, spec);
+    // The retry carries the now stale expectedRevision: a finished request is replayed regardless.
+    const again = await client.threads.run(thread.threadId, spec);
+    const stream = client.threads.stream(thread.threadId, spec);
+    const replayEvents = await all(stream);
+
+    assert.ok(!first.replayed && again.replayed);
+    assert.equal(again.revision, first.revision);
+    assert.equal(again.result.runId, first.result.runId);
+    assert.equal(again.result.requestId, requestId);
+    assert.equal(output(again.result), "You said: hello");
+    assert.equal(output(first.result), "You said: hello");
+    assert.deepEqual(cases(replayEvents), ["runStarted", "threadCommitted", "result"]);
+    assert.ok(stream.outcome?.replayed === true);
+    assert.equal(stream.outcome.revision, first.revision);
+    assert.ok(replayEvents.every((event) => event.runId === first.result.runId));
+    // One run: the thread did not move, and every checkpoint of the request has the same run.
+    assert.equal((await client.threads.get(thread.threadId)).revision, first.revision);
+    const checkpoints = await all(client.threads.checkpoints(thread.threadId));
+    const runs = new Set(checkpoints.filter((c) => c.requestId === requestId).map((c) => c.runId));
+    assert.deepEqual([...runs], [first.result.runId]);
+
+    await assert.rejects(client.threads.run(thread.threadId, { text: "something else", requestId }), (err: unknown) => {
+      assert.ok(err instanceof RequestIdReused);
+      assert.deepEqual([err.code, err.reason], [Code.InvalidArgument, "REQUEST_ID_REUSED"]);
+      return true;
+    });
+  });
+
+  test("run retries a lost answer with the same request ID", async () => {
+    const thread = await client.threads.create();
+    const proxy = await cuttingProxy(new URL(server.baseUrl).host);
+    const cut = createThreadlineClient({ baseUrl: proxy.addr, token: TOKEN, timeoutMs: 60_000, runTimeoutMs: 60_000 });
+    let outcome;
+    try {
+      outcome = await cut.threads.run(thread.threadId, { text: "hello" });
+    } finally {
+      cut.close();
+      await proxy.close();
+    }
+
+    // The first attempt ran and committed; its answer was lost, so the SDK sent the request again
+    // under the same ID, and the server answered it from its record instead of running it twice.
+    assert.deepEqual(proxy.seen, ["cut", "passed"]);
+    assert.ok(outcome.replayed);
+    assert.equal(outcome.result.status, RunStatus.COMPLETED);
+    assert.equal(output(outcome.result), "You said: hello");
+    const afterwards = await client.threads.get(thread.threadId);
+    assert.equal(afterwards.revision, outcome.revision);
+    const runs = new Set((await all(client.threads.checkpoints(thread.threadId))).map((c) => c.runId).filter((id) => id !== ""));
+    assert.deepEqual([...runs], [outcome.result.runId]);
+  });
+});
+
+/**
+ * A loopback proxy to `upstream` (`host:port`) whose first connection is cut just as the server
+ * starts to answer a call (its first HEADERS frame on a stream): the server ran the call, the
+ * client never hears back. Later connections pass through. `seen` has one entry per connection.
+ */
+async function cuttingProxy(upstream: string): Promise<{ addr: string; seen: string[]; close(): Promise<void> }> {
+  const url = new URL(`http://${upstream}`);
+  const seen: string[] = [];
+  const sockets = new Set<Socket>();
+  const proxy: Server = createServer((downstream) => {
+    const up = connect(Number(url.port), url.hostname.replace(/^\[|\]$/g, ""));
+    for (const socket of [downstream, up]) {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+      socket.on("error", () => {}); // the cut, seen from either side
+    }
+    downstream.pipe(up);
+    if (seen.length > 0) {
+      seen.push("passed");
+      up.pipe(downstream);
+      return;
+    }
+    seen.push("cut");
+    // Relay the server's frames (SETTINGS, PING, WINDOW_UPDATE, ...) up to the call's response
+    // headers, which are never delivered.
+    let buffered = Buffer.alloc(0);
+    up.on("data", (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      while (buffered.length >= 9) {
+        const length = buffered.readUIntBE(0, 3);
+        const kind = buffered[3];
+        const streamId = buffered.readUInt32BE(5) & 0x7fffffff;
+        if (kind === 0x1 && streamId !== 0) {
+          downstream.destroy();
+          up.destroy();
+          return;
+        }
+        if (buffered.length < 9 + length) return;
+        downstream.write(buffered.subarray(0, 9 + length));
+        buffered = buffered.subarray(9 + length);
+      }
+    });
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  const address = proxy.address();
+  assert.ok(address !== null && typeof address === "object");
+  return {
+    addr: `127.0.0.1:${address.port}`,
+    seen,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        proxy.close(() => resolve());
+      }),
+  };
+}
