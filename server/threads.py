@@ -237,10 +237,10 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
                 limit=limit + 1, labels=labels, status=STATUS_FROM_PB[request.status], after=after
             )
             response = thread_service_pb2.ListThreadsResponse()
-            for row in rows[:limit]:
-                await self._thread_pb(row, response.threads.add())
+            for row, head in rows[:limit]:
+                fill_thread(response.threads.add(), row, head)
             if len(rows) > limit:
-                last = rows[limit - 1]
+                last, _head = rows[limit - 1]
                 response.next_page_token = _token({"t": last.update_time, "id": last.thread_id})
             return response
 

@@ -139,7 +139,8 @@ class DurableHost:
         labels: Mapping[str, str],
         status: ThreadStatus | None,
         after: tuple[float, str] | None,
-    ) -> list[ThreadRow]:
+    ) -> list[tuple[ThreadRow, CheckpointRow]]:
+        """A page of threads, each with its head checkpoint."""
         return await self.store.threads(limit=limit, labels_filter=labels, status=status, after=after)
 
     # -- creating -----------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    tuple_,
     update,
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
@@ -293,8 +294,9 @@ class ThreadStore:
         labels_filter: Mapping[str, str],
         status: ThreadStatus | None,
         after: tuple[float, str] | None,
-    ) -> list[ThreadRow]:
-        """Newest `update_time` first, then `thread_id`; `after` = the last thread of the previous page."""
+    ) -> list[tuple[ThreadRow, CheckpointRow]]:
+        """Newest `update_time` first, then `thread_id`, each with its head checkpoint (one transaction);
+        `after` = the last thread of the previous page."""
         t = threads.c
         with self._tx(read=True) as (conn, now):
             query = select(threads).where(t.namespace == NAMESPACE)
@@ -319,8 +321,22 @@ class ThreadStore:
                     or_(t.update_time < after[0], and_(t.update_time == after[0], t.thread_id > after[1]))
                 )
             query = query.order_by(t.update_time.desc(), t.thread_id).limit(limit)
-            rows = (conn.execute(query)).all()
-        return [_thread(row, now) for row in rows]
+            found = [_thread(row, now) for row in conn.execute(query)]
+            heads = {
+                (row.thread_id, int(row.revision)): _checkpoint(row)
+                for row in conn.execute(
+                    select(checkpoints).where(
+                        checkpoints.c.namespace == NAMESPACE,
+                        tuple_(checkpoints.c.thread_id, checkpoints.c.revision).in_(
+                            [(thread.thread_id, thread.revision) for thread in found]
+                        ),
+                    )
+                )
+            }
+        # PostgreSQL reads each statement at its own moment: a thread deleted in between is left out.
+        return [
+            (thread, heads[at]) for thread in found if (at := (thread.thread_id, thread.revision)) in heads
+        ]
 
     @_offloaded(read=True)
     def run_record(self, thread_id: str, request_id: str) -> RunRow | None:
