@@ -10,6 +10,8 @@ import { randomUUID } from "node:crypto";
 import { type Server, type Socket, connect, createServer } from "node:net";
 import { after, before, describe, test } from "node:test";
 
+import { isMessage } from "@bufbuild/protobuf";
+
 import {
   CheckpointKind,
   CheckpointNotFound,
@@ -27,6 +29,9 @@ import {
   ThreadExists,
   ThreadNotFound,
   ThreadNotSuspended,
+  ProtocolError,
+  RUN_RETRIES,
+  StreamThreadRunResponseSchema,
   ThreadRunStatus,
   type ThreadRunStream,
   ThreadStatus,
@@ -579,6 +584,151 @@ describe("request IDs: retry, replay, reuse", () => {
     assert.equal(afterwards.revision, outcome.revision);
     const runs = new Set((await all(client.threads.checkpoints(thread.threadId))).map((c) => c.runId).filter((id) => id !== ""));
     assert.deepEqual([...runs], [outcome.result.runId]);
+  });
+});
+
+describe("the SDK's own handling of thread runs", () => {
+  /** A client whose interceptor hands the SDK each of the server's responses through `change`. */
+  function tampered(change: (response: AsyncIterable<unknown>) => AsyncIterable<unknown>): ThreadlineClient {
+    return createThreadlineClient({
+      baseUrl: server.baseUrl,
+      token: TOKEN,
+      maxEventsPerMessage: 0, // one event per response, so a cut falls between two events
+      interceptors: [
+        (next) => async (request) => {
+          const response = await next(request);
+          return response.stream ? { ...response, message: change(response.message) as AsyncIterable<never> } : response;
+        },
+      ],
+    });
+  }
+
+  /** A client of a port nobody listens on, and the request ID of every request it sent. */
+  async function unreachable(): Promise<{ client: ThreadlineClient; sent: string[] }> {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const address = closed.address();
+    assert.ok(address !== null && typeof address === "object");
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const sent: string[] = [];
+    const client = createThreadlineClient({
+      baseUrl: `127.0.0.1:${address.port}`,
+      interceptors: [
+        (next) => (request) => {
+          const message = request.message as { spec?: { requestId: string } };
+          sent.push(request.stream ? "stream" : (message.spec?.requestId ?? ""));
+          return next(request);
+        },
+      ],
+    });
+    return { client, sent };
+  }
+
+  /** Wait until `check` holds, polling; fail after `withinMs` (a bound for a broken server). */
+  async function eventually(check: () => Promise<boolean>, what: string, withinMs = 30_000): Promise<void> {
+    const until = Date.now() + withinMs;
+    while (!(await check())) {
+      assert.ok(Date.now() < until, `${what} within ${withinMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  test("a thread stream that ends without its result is a ProtocolError; the run committed", async () => {
+    const cut = tampered((received) =>
+      (async function* () {
+        for await (const message of received) {
+          if (isMessage(message, StreamThreadRunResponseSchema) && message.event?.event.case === "result") return;
+          yield message;
+        }
+      })(),
+    );
+    try {
+      const thread = await client.threads.create();
+      const stream = cut.threads.stream(thread.threadId, { text: "hello" });
+      await assert.rejects(stream.collect(), (err: unknown) => {
+        assert.ok(err instanceof ProtocolError);
+        assert.equal(err.rawMessage, "the stream ended without its terminal result");
+        return true;
+      });
+      assert.equal(stream.outcome, undefined);
+      assert.ok(stream.revision > thread.revision, "the terminal commit was reported before the cut");
+
+      const retried = await client.threads.run(thread.threadId, { text: "hello", requestId: stream.requestId });
+      assert.ok(retried.replayed);
+      assert.equal(retried.revision, stream.revision);
+      assert.equal(output(retried.result), "You said: hello");
+    } finally {
+      cut.close();
+    }
+  });
+
+  test("leaving a stream early ends the call, not the run", async () => {
+    const thread = await client.threads.create();
+    const stream = client.threads.stream(thread.threadId, { text: "lookup threadline" });
+    let runId = "";
+    for await (const event of stream) {
+      assert.equal(event.event.case, "runStarted");
+      runId = event.runId;
+      break;
+    }
+    await assert.rejects(stream.collect(), { message: "the stream was closed before its result" });
+
+    await eventually(async () => {
+      const now = await client.threads.get(thread.threadId);
+      return now.status === ThreadStatus.IDLE && now.revision > thread.revision;
+    }, "the run's terminal commit");
+    const retried = await client.threads.run(thread.threadId, { text: "lookup threadline", requestId: stream.requestId });
+    assert.ok(retried.replayed);
+    assert.equal(retried.result.status, RunStatus.COMPLETED);
+    assert.equal(retried.result.runId, runId);
+    assert.equal(retried.revision, (await client.threads.get(thread.threadId)).revision);
+  });
+
+  test("run retries UNAVAILABLE RUN_RETRIES times with one request ID, then throws it", async () => {
+    const { client: lost, sent } = await unreachable();
+    try {
+      const started = Date.now();
+      await assert.rejects(lost.threads.run("thread_x", { text: "hello" }), (err: unknown) => {
+        assert.ok(err instanceof ThreadlineError);
+        assert.equal(err.code, Code.Unavailable);
+        return true;
+      });
+      assert.equal(sent.length, RUN_RETRIES + 1);
+      assert.equal(new Set(sent).size, 1, "every attempt carries the same request ID");
+      assert.match(sent[0]!, /^req-[0-9a-f]{32}$/);
+      assert.ok(Date.now() - started >= 200 + 400 + 800, "200 ms before the first retry, doubling");
+    } finally {
+      lost.close();
+    }
+  });
+
+  test("run retries only within its deadline", async () => {
+    const { client: lost, sent } = await unreachable();
+    try {
+      await assert.rejects(lost.threads.run("thread_x", { text: "hello", timeoutMs: 500 }), (err: unknown) => {
+        assert.ok(err instanceof ThreadlineError);
+        assert.ok([Code.Unavailable, Code.DeadlineExceeded].includes(err.code), String(err));
+        return true;
+      });
+      // 0 ms, 200 ms, then the next backoff (400 ms) no longer fits in what is left.
+      assert.ok(sent.length >= 1 && sent.length <= 2, `${sent.length} attempts`);
+    } finally {
+      lost.close();
+    }
+  });
+
+  test("stream does not retry", async () => {
+    const { client: lost, sent } = await unreachable();
+    try {
+      await assert.rejects(lost.threads.stream("thread_x", { text: "hello" }).collect(), (err: unknown) => {
+        assert.ok(err instanceof ThreadlineError);
+        assert.equal(err.code, Code.Unavailable);
+        return true;
+      });
+      assert.deepEqual(sent, ["stream"]);
+    } finally {
+      lost.close();
+    }
   });
 });
 
