@@ -80,6 +80,9 @@ _NOW = {
 }
 
 
+PROBE_S = 1.0
+"""How often a store whose database is down tries it again."""
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -188,6 +191,7 @@ class ThreadStore:
         """Called when `healthy` changes (the server reports it as the service's health)."""
 
         self._listener: CancelListener | None = None
+        self._probe: asyncio.Future[None] | None = None
 
     def listen_for_cancels(self, deliver: Callable[[str, str], None]) -> None:
         """Call `deliver(thread_id, run_id)` on this loop when another replica asks to cancel a run.
@@ -201,6 +205,8 @@ class ThreadStore:
         """Let the store's threads go once their transactions ended (the database is closed apart)."""
         if self._listener is not None:
             self._listener.close()
+        if self._probe is not None:
+            self._probe.cancel()
         self._workers.shutdown(wait=False)
 
     def _health(self, healthy: bool) -> None:
@@ -208,6 +214,25 @@ class ThreadStore:
             self.healthy = healthy
             if self.on_health is not None:
                 self.on_health(healthy)
+            if not healthy and self._probe is None:
+                self._probe = asyncio.ensure_future(self._recover())
+
+    async def _recover(self) -> None:
+        """While the database is down, try it every second: a replica that load balancers stopped
+        sending requests to (its health says NOT_SERVING) must find out by itself that it is back."""
+        try:
+            while not self.healthy:
+                await asyncio.sleep(PROBE_S)
+                with contextlib.suppress(ThreadError):
+                    await self.ping()
+        finally:
+            self._probe = None
+
+    @_offloaded(read=True)
+    def ping(self) -> float:
+        """The database's time: proves it answers."""
+        with self._tx(read=True) as (_conn, now):
+            return now
 
     # -- transactions -------------------------------------------------------------------------------
 
@@ -234,7 +259,10 @@ class ThreadStore:
         except (ThreadError, IntegrityError):
             raise
         except (DBAPIError, SQLAlchemyError, OSError) as error:
-            LOGGER.warning("store_unavailable", exc_info=error, extra={"fields": {"replica": self.replica}})
+            if self.healthy:  # the first failure of an outage; `thread_store_health` marks its end
+                LOGGER.warning(
+                    "store_unavailable", exc_info=error, extra={"fields": {"replica": self.replica}}
+                )
             raise store_unavailable(type(error).__name__) from error
 
     # -- reads --------------------------------------------------------------------------------------
