@@ -3,7 +3,7 @@
 //
 // A host owns its threads: it keeps the state envelope ([HarnessState]) each run returns,
 // answers deferred tool calls (approvals, client tools), and starts the next run with the state
-// it chose. The server keeps nothing between runs.
+// it chose. The server keeps nothing between runs of [Client.Run] and [Client.StreamRun].
 //
 //	c, err := threadline.Dial("127.0.0.1:50051")
 //	if err != nil { ... }
@@ -17,8 +17,21 @@
 //	if err := s.Err(); err != nil { ... }
 //	result := s.Result() // the terminal RunResult: persist result.GetState()
 //
+// With [Client.Threads] the server keeps the threads instead (ThreadService): the host sends only
+// what is new, a prompt or its answers by call ID, and every request is answered exactly once.
+//
+//	th := c.Threads()
+//	thread, err := th.Create(ctx, nil)
+//	outcome, err := th.Run(ctx, thread.GetThreadId(), &threadline.ThreadRun{Text: "delete notes.txt"})
+//	if outcome.Result.GetStatus() == threadline.StatusSuspended {
+//		answers := threadline.NewAnswers(outcome.Result.GetDeferred())
+//		answers.Approve(answers.Approvals()[0].GetToolCallId())
+//		outcome, err = th.Run(ctx, thread.GetThreadId(), &threadline.ThreadRun{Answers: answers.Results()})
+//	}
+//
 // Errors from the server are *[Error] values carrying the gRPC code and the ErrorInfo reason
 // (e.g. [ReasonSchemaVersionUnsupported]); [ReasonOf] and [CodeOf] read them through wrapping.
+// The threads' reasons are typed errors wrapping one, such as *[ThreadBusyError].
 // When the server's answer breaks the contract (a stream without its result, a checkpoint delta
 // that does not rebuild), the SDK returns a *[ProtocolError]: a kind of *[Error] with
 // codes.Internal and no reason. Failures after a run started are not errors: they are a FAILED

@@ -279,3 +279,114 @@ func ExampleClient_ForkState() {
 	// Output:
 	// thr_branch1 true
 }
+
+func ExampleClient_Threads() {
+	c, err := threadline.Dial(serverAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	th := c.Threads()
+
+	// The server keeps the thread: the host sends only the prompt, then its answers by call ID.
+	thread, err := th.Create(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer th.Delete(ctx, thread.GetThreadId(), 0)
+	outcome, err := th.Run(ctx, thread.GetThreadId(), &threadline.ThreadRun{Text: "delete notes.txt"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(outcome.Result.GetStatus())
+
+	answers := threadline.NewAnswers(outcome.Result.GetDeferred())
+	answers.Approve(answers.Approvals()[0].GetToolCallId())
+	outcome, err = th.Run(ctx, thread.GetThreadId(), &threadline.ThreadRun{Answers: answers.Results()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(outcome.Result.GetStatus(), outcome.Result.GetOutputJson())
+
+	// The result carries no state: it is the checkpoint at the outcome's revision.
+	head, err := th.Checkpoint(ctx, thread.GetThreadId(), outcome.Revision)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(head.GetKind(), head.GetState().GetThreadId() == thread.GetThreadId())
+	// Output:
+	// RUN_STATUS_SUSPENDED
+	// RUN_STATUS_COMPLETED "Tool results: delete_file: Deleted notes.txt."
+	// CHECKPOINT_KIND_COMPLETED true
+}
+
+func ExampleThreads_Stream() {
+	c, err := threadline.Dial(serverAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	thread, err := c.Threads().Create(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	s := c.Threads().Stream(ctx, thread.GetThreadId(), &threadline.ThreadRun{Text: "hello"})
+	defer s.Close()
+	var last *threadlinev1.ThreadCommitted // the run commits at every checkpoint boundary
+	for s.Receive() {
+		if committed := s.Msg().GetThreadCommitted(); committed != nil {
+			last = committed
+		} else if s.Msg().GetResult() != nil {
+			fmt.Println("committed", last.GetKind(), "before the result")
+		}
+	}
+	outcome, err := s.Collect()
+	if err != nil {
+		log.Fatal(err) // retry with &threadline.ThreadRun{Text: "hello", RequestID: s.RequestID()}
+	}
+	fmt.Println(outcome.Result.GetOutputJson(), outcome.Revision == last.GetRevision(), outcome.Replayed)
+	// Output:
+	// committed CHECKPOINT_KIND_COMPLETED before the result
+	// "You said: hello" true false
+}
+
+func ExampleThreadBusyError() {
+	c, err := threadline.Dial(serverAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	th := c.Threads()
+	thread, err := th.Create(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	s := th.Stream(ctx, thread.GetThreadId(), &threadline.ThreadRun{Text: "sleep 30"})
+	defer s.Close()
+	for s.Receive() {
+		if s.Msg().GetToolCall() != nil {
+			break // inside the sleep tool; the thread is busy from run_started on
+		}
+	}
+
+	_, err = th.Run(ctx, thread.GetThreadId(), &threadline.ThreadRun{Text: "hello"})
+	var busy *threadline.ThreadBusyError
+	if errors.As(err, &busy) {
+		fmt.Println(threadline.ReasonOf(err), busy.RequestID == s.RequestID())
+		if _, err := th.Cancel(ctx, thread.GetThreadId(), busy.RunID); err != nil {
+			log.Fatal(err)
+		}
+	}
+	outcome, err := s.Collect()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(outcome.Result.GetStatus())
+	// Output:
+	// THREAD_BUSY true
+	// RUN_STATUS_CANCELLED
+}

@@ -3,3 +3,6 @@ package threadline
 // RebuildHistory lets the tests of package threadline_test rebuild a delta checkpoint
 // candidate's history outside a stream (the golden vector).
 var RebuildHistory = rebuildHistory
+
+// ThreadErr lets the tests turn a status into the threads' typed errors without a server.
+var ThreadErr = threadErr

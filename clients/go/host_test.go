@@ -1,6 +1,7 @@
 package threadline_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,13 +11,20 @@ import (
 	threadline "github.com/threadline-dev/threadline/clients/go"
 )
 
-// TestExampleHost builds examples/host and drives it like a person at a terminal.
-func TestExampleHost(t *testing.T) {
-	dir := t.TempDir()
+// buildHost builds examples/host into dir.
+func buildHost(t *testing.T, dir string) string {
+	t.Helper()
 	bin := filepath.Join(dir, "host")
 	if out, err := exec.Command("go", "build", "-o", bin, "./examples/host").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// TestExampleHost builds examples/host and drives it like a person at a terminal.
+func TestExampleHost(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildHost(t, dir)
 	state := filepath.Join(dir, "thread.json")
 	host := func(stdin string, args ...string) string {
 		t.Helper()
@@ -70,5 +78,70 @@ func TestExampleHost(t *testing.T) {
 	}
 	if last.GetMessageHistory().GetMessageCount() <= first.GetMessageHistory().GetMessageCount() {
 		t.Error("history did not grow")
+	}
+}
+
+// TestExampleHostThread drives examples/host -thread, which keeps no file: the server keeps the
+// thread, found by its ID alone in every session.
+func TestExampleHostThread(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	bin := buildHost(t, t.TempDir())
+	work := t.TempDir() // the host's working directory, which must stay empty
+	id := freshID("host")
+	host := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"-addr", serverAddr, "-thread", id}, args...)...)
+		cmd.Dir = work
+		cmd.Stdin = strings.NewReader(stdin)
+		cmd.Env = append(os.Environ(), "THREADLINE_TOKEN=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("host %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+
+	out := host("", "hello")
+	if !strings.Contains(out, "created "+id) || !strings.Contains(out, "You said: hello") {
+		t.Errorf("first run:\n%s", out)
+	}
+	first := mustGet(t, th, ctx, id)
+
+	out = host("y\n", "delete notes.txt")
+	if !strings.Contains(out, "is at revision") || !strings.Contains(out, "Approve? [y/N]") || !strings.Contains(out, "Deleted notes.txt.") {
+		t.Errorf("approval:\n%s", out)
+	}
+	out = host("n\nplease keep it\n", "delete b.txt")
+	if !strings.Contains(out, "DENIED") || !strings.Contains(out, "Tool results: delete_file: please keep it") {
+		t.Errorf("denial:\n%s", out)
+	}
+	out = host("", `client:get_time {"zone":"UTC"}`)
+	if !strings.Contains(out, "host ran get_time") || !strings.Contains(out, "Tool results: get_time: ") {
+		t.Errorf("client tool:\n%s", out)
+	}
+
+	// A batch another session left pending is answered by running the host without a prompt.
+	left := mustRun(t, th, ctx, id, &threadline.ThreadRun{Text: "delete later.txt"})
+	if left.Result.GetStatus() != threadline.StatusSuspended {
+		t.Fatalf("status %v, want suspended", left.Result.GetStatus())
+	}
+	out = host("y\n")
+	if !strings.Contains(out, "1 deferred call(s) wait for an answer") || !strings.Contains(out, "Deleted later.txt.") {
+		t.Errorf("answering the pending batch:\n%s", out)
+	}
+
+	last := mustGet(t, th, ctx, id)
+	if last.GetStatus() != threadline.ThreadIdle || last.GetRevision() <= first.GetRevision() {
+		t.Errorf("thread %v at revision %d (was %d): want idle and moved on", last.GetStatus(), last.GetRevision(), first.GetRevision())
+	}
+	if !strings.Contains(out, fmt.Sprintf("now at revision %d", last.GetRevision())) {
+		t.Errorf("the host did not report revision %d:\n%s", last.GetRevision(), out)
+	}
+	if files, err := os.ReadDir(work); err != nil || len(files) != 0 {
+		t.Errorf("the host wrote %v (%v): want no state file", files, err)
+	}
+	if err := th.Delete(ctx, id, 0); err != nil {
+		t.Error(err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // Answers collects a host's answers to the deferred batch a run suspended on. Answer every
 // pending item once, in its own category (Approve or Deny an approval; Return, Fail or Retry a
-// call), then pass the answers to Resume.
+// call), then pass the answers to Resume, or their Results to a thread run (Threads).
 //
 //	answers := threadline.NewAnswers(result.GetDeferred())
 //	for _, call := range answers.Approvals() {
@@ -128,6 +128,17 @@ func (a *Answers) Resume() *DeferredToolResume {
 		Requests: a.requests,
 		Results:  proto.CloneOf(a.results),
 	}
+}
+
+// Results returns the answers alone, keyed by call ID, for a thread run's ThreadRun.Answers: the
+// server keeps the batch (Thread.Pending) and pairs them with it. They are copied, so a later
+// change to a does not alter them.
+//
+//	answers := threadline.NewAnswers(thread.GetPending())
+//	answers.Approve(answers.Approvals()[0].GetToolCallId())
+//	outcome, err := c.Threads().Run(ctx, thread.GetThreadId(), &threadline.ThreadRun{Answers: answers.Results()})
+func (a *Answers) Results() *DeferredToolResults {
+	return proto.CloneOf(a.results)
 }
 
 // Resume returns the RunSpec that continues the suspended run result with answers: previous

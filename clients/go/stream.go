@@ -38,8 +38,7 @@ var ErrNoEvent = errors.New("threadline: run stream response carried no event")
 // *ProtocolError (errors.Is ErrCheckpointDelta).
 type RunStream struct {
 	cancel  context.CancelFunc
-	stream  grpc.ServerStreamingClient[threadlinev1.StreamRunResponse]
-	pending []*RunEvent // the events of the last response that Receive has not handed out yet
+	events  *eventReader
 	msg     *RunEvent
 	result  *RunResult
 	err     error
@@ -58,7 +57,11 @@ func (c *Client) StreamRun(ctx context.Context, spec *RunSpec) *RunStream {
 	ctx, cancel := withDefaultTimeout(ctx, c.runTimeout)
 	spec = withDeltaCheckpoints(spec)
 	stream, err := c.svc.StreamRun(ctx, &threadlinev1.StreamRunRequest{Spec: spec, MaxEventsPerMessage: c.maxEvents})
-	s := &RunStream{cancel: cancel, stream: stream, history: candidateHistory{base: firstHistoryBase(spec)}}
+	s := &RunStream{
+		cancel:  cancel,
+		events:  newEventReader(stream, "StreamRunResponse", wrap),
+		history: candidateHistory{base: firstHistoryBase(spec)},
+	}
 	if err != nil {
 		s.finish(wrap(err))
 	}
@@ -86,34 +89,75 @@ func (s *RunStream) Receive() bool {
 	return true
 }
 
-// next returns the next event: the rest of the last packed response first, then the first of the
-// next response. At the end of the stream it returns nil, with a *ProtocolError (ErrNoResult)
-// when no result came.
+// next returns the next event. At the end of the stream it returns nil, with a *ProtocolError
+// (ErrNoResult) when no result came.
 func (s *RunStream) next() (*RunEvent, error) {
-	if len(s.pending) > 0 {
-		ev := s.pending[0]
-		s.pending = s.pending[1:]
+	ev, err := s.events.next()
+	if ev == nil && err == nil && s.result == nil {
+		return nil, noResult()
+	}
+	return ev, err
+}
+
+// noResult is the *ProtocolError of a stream that ended cleanly without its result.
+func noResult() *ProtocolError {
+	return protocolError(ErrNoResult, "the stream ended without its terminal result")
+}
+
+// packedResponse is a streamed response that carries one event in `event` (packing off), else
+// one or more in `events`: StreamRunResponse and StreamThreadRunResponse.
+type packedResponse interface {
+	GetEvent() *RunEvent
+	GetEvents() []*RunEvent
+}
+
+// eventReader hands out a stream's events one at a time, unpacking packed responses.
+type eventReader struct {
+	recv    func() (packedResponse, error)
+	name    string            // the response message, for the *ProtocolError of an empty one
+	wrap    func(error) error // turns a status error into the SDK's error
+	pending []*RunEvent       // the events of the last response not handed out yet
+}
+
+// newEventReader reads the events of stream, whose responses are the message name; wrap turns
+// its status errors into the SDK's.
+func newEventReader[R any, P interface {
+	*R
+	packedResponse
+}](stream grpc.ServerStreamingClient[R], name string, wrap func(error) error) *eventReader {
+	recv := func() (packedResponse, error) {
+		if stream == nil { // the call failed to start; nothing is read
+			return nil, io.EOF
+		}
+		resp, err := stream.Recv()
+		return P(resp), err
+	}
+	return &eventReader{recv: recv, name: name, wrap: wrap}
+}
+
+// next returns the rest of the last packed response first, then the first event of the next
+// response; nil, nil at the end of the stream.
+func (r *eventReader) next() (*RunEvent, error) {
+	if len(r.pending) > 0 {
+		ev := r.pending[0]
+		r.pending = r.pending[1:]
 		return ev, nil
 	}
-	resp, err := s.stream.Recv()
+	resp, err := r.recv()
 	if errors.Is(err, io.EOF) {
-		if s.result == nil {
-			return nil, protocolError(ErrNoResult, "the stream ended without its terminal result")
-		}
 		return nil, nil
 	}
 	if err != nil {
-		return nil, wrap(err)
+		return nil, r.wrap(err)
 	}
-	// One event in `event` (packing off), else one or more in `events`.
 	if ev := resp.GetEvent(); ev != nil {
 		return ev, nil
 	}
 	events := resp.GetEvents()
 	if len(events) == 0 {
-		return nil, protocolError(ErrNoEvent, "the server's response has no StreamRunResponse.event or .events")
+		return nil, protocolError(ErrNoEvent, "the server's response has no %s.event or .events", r.name)
 	}
-	s.pending = events[1:]
+	r.pending = events[1:]
 	return events[0], nil
 }
 
@@ -146,6 +190,6 @@ func (s *RunStream) Close() error {
 func (s *RunStream) finish(err error) {
 	s.done = true
 	s.err = err
-	s.pending = nil
+	s.events.pending = nil
 	s.cancel()
 }

@@ -27,6 +27,25 @@ type (
 	RunStatus = threadlinev1.RunStatus
 	// DeferredKind is what a pending call asks of the host.
 	DeferredKind = threadlinev1.DeferredKind
+	// DeferredToolResults are a host's answers by call ID, sent in ThreadRun.Answers.
+	DeferredToolResults = threadlinev1.DeferredToolResults
+	// PromptParts is a prompt of several parts.
+	PromptParts = threadlinev1.PromptParts
+	// UsageLimits limits a run's model usage.
+	UsageLimits = threadlinev1.UsageLimits
+	// ToolRecovery says how a run settles calls its previous state left unanswered.
+	ToolRecovery = threadlinev1.ToolRecovery
+
+	// Thread is a thread the server keeps (Threads).
+	Thread = threadlinev1.Thread
+	// Checkpoint is one committed revision of a thread.
+	Checkpoint = threadlinev1.Checkpoint
+	// ThreadStatus is what a thread is doing: IDLE, RUNNING or SUSPENDED.
+	ThreadStatus = threadlinev1.ThreadStatus
+	// ThreadRunStatus is the status of a thread run's record (Threads.Cancel).
+	ThreadRunStatus = threadlinev1.ThreadRunStatus
+	// CheckpointKind is what made a checkpoint.
+	CheckpointKind = threadlinev1.CheckpointKind
 )
 
 // Short names for the values of RunStatus and DeferredKind.
@@ -39,6 +58,13 @@ const (
 	KindApproval = threadlinev1.DeferredKind_DEFERRED_KIND_APPROVAL
 	KindExternal = threadlinev1.DeferredKind_DEFERRED_KIND_EXTERNAL
 	KindQuestion = threadlinev1.DeferredKind_DEFERRED_KIND_QUESTION
+)
+
+// Short names for the values of ThreadStatus.
+const (
+	ThreadIdle      = threadlinev1.ThreadStatus_THREAD_STATUS_IDLE
+	ThreadRunning   = threadlinev1.ThreadStatus_THREAD_STATUS_RUNNING
+	ThreadSuspended = threadlinev1.ThreadStatus_THREAD_STATUS_SUSPENDED
 )
 
 // Text is a plain text prompt for RunSpec.Prompt.

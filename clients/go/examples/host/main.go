@@ -1,6 +1,6 @@
-// Command host is a small Threadline host: it keeps one thread's state in a file, runs a prompt,
-// asks on the terminal to approve or deny the calls that need approval, executes the client tool
-// it declares itself (get_time), and resumes until the run ends.
+// Command host is a small Threadline host: it runs a prompt on one thread, asks on the terminal
+// to approve or deny the calls that need approval, executes the client tool it declares itself
+// (get_time), and resumes until the run ends. The thread is kept in a file or by the server.
 //
 //	threadline serve &                       # prints "listening on 127.0.0.1:50051"
 //	go run ./examples/host "hello"
@@ -8,7 +8,16 @@
 //	go run ./examples/host 'client:get_time {"zone":"Europe/Paris"}'
 //	go run ./examples/host -state other.binpb -fork "lookup grpc"
 //
-// The state file is proto3 JSON when its name ends in .json, binary protobuf otherwise.
+//	go run ./examples/host -thread thread_mine "delete notes.txt"   # the server keeps the thread
+//	go run ./examples/host -thread thread_mine "count"              # same thread, by its ID only
+//	go run ./examples/host -thread thread_mine                      # answer what it waits on
+//
+// With -state (HarnessService) the host owns the thread: after every run it writes the state to
+// the file, proto3 JSON when its name ends in .json, binary protobuf otherwise.
+//
+// With -thread (ThreadService) the host keeps nothing: the server stores the thread under that ID
+// (created on first use) with its pending batch, so a later session, from anywhere, answers what
+// is pending by running the host again without a prompt.
 package main
 
 import (
@@ -41,12 +50,18 @@ func main() {
 	token := flag.String("token", os.Getenv("THREADLINE_TOKEN"), "bearer token, for a server started with --token")
 	useTLS := flag.Bool("tls", false, "connect over TLS (system roots)")
 	fork := flag.Bool("fork", false, "fork the stored thread into a new one (which the file then holds) before running")
+	threadID := flag.String("thread", "", "keep no file: run the thread the server keeps under this ID (created on first use)")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] PROMPT\n", filepath.Base(os.Args[0]))
+		out := flag.CommandLine.Output()
+		fmt.Fprintf(out, "usage: %s [flags] PROMPT\n       %s -thread ID [flags] [PROMPT]\n", filepath.Base(os.Args[0]), filepath.Base(os.Args[0]))
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() != 1 {
+	stateSet := false
+	flag.Visit(func(f *flag.Flag) { stateSet = stateSet || f.Name == "state" || f.Name == "fork" })
+	switch {
+	case *threadID != "" && (stateSet || flag.NArg() > 1),
+		*threadID == "" && flag.NArg() != 1:
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -61,7 +76,13 @@ func main() {
 	if *useTLS {
 		opts = append(opts, threadline.WithTLS(nil))
 	}
-	if err := h.run(ctx, *addr, opts, flag.Arg(0), *fork); err != nil {
+	var err error
+	if *threadID != "" {
+		err = h.runThread(ctx, *addr, opts, *threadID, flag.Arg(0))
+	} else {
+		err = h.run(ctx, *addr, opts, flag.Arg(0), *fork)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "host:", err)
 		if r := threadline.ReasonOf(err); r != "" {
 			fmt.Fprintln(os.Stderr, "reason:", r)
@@ -112,19 +133,107 @@ func (h *host) run(ctx context.Context, addr string, opts []threadline.Option, p
 				return err
 			}
 			spec = threadline.Resume(result, answers)
-		case threadline.StatusCompleted:
-			var text string
-			if json.Unmarshal([]byte(result.GetOutputJson()), &text) != nil {
-				text = result.GetOutputJson() // a structured output: print its JSON
-			}
-			fmt.Printf("\n%s\n(thread %s saved to %s)\n", text, result.GetThreadId(), h.statePath)
-			return nil
-		case threadline.StatusFailed:
-			f := result.GetFailure()
-			return fmt.Errorf("run failed: %s: %s (retry hint %v)", f.GetCode(), f.GetMessage(), f.GetRetryHint())
 		default:
-			return fmt.Errorf("run ended %v", result.GetStatus())
+			if err := report(result); err != nil {
+				return err
+			}
+			fmt.Printf("(thread %s saved to %s)\n", result.GetThreadId(), h.statePath)
+			return nil
 		}
+	}
+}
+
+// runThread drives the thread the server keeps under threadID: it creates it if missing,
+// answers what it waits on (a batch an earlier session left), then runs prompt, answering for as
+// long as it suspends. Nothing is saved here: the server commits every turn and keeps the
+// pending batch, should the answer never come.
+func (h *host) runThread(ctx context.Context, addr string, opts []threadline.Option, threadID, prompt string) error {
+	c, err := threadline.Dial(addr, opts...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	threads := c.Threads()
+
+	thread, err := threads.Get(ctx, threadID, false)
+	var missing *threadline.ThreadNotFoundError
+	switch {
+	case errors.As(err, &missing):
+		if thread, err = threads.Create(ctx, &threadline.CreateThread{ThreadID: threadID}); err != nil {
+			return fmt.Errorf("create: %w", err)
+		}
+		fmt.Printf("created %s\n", thread.GetThreadId())
+	case err != nil:
+		return err
+	default:
+		fmt.Printf("%s is at revision %d, %v\n", thread.GetThreadId(), thread.GetRevision(), thread.GetStatus())
+	}
+	if thread.GetPending() == nil && prompt == "" {
+		return errors.New("give a prompt (nothing is pending to answer)")
+	}
+
+	var result *threadline.RunResult
+	var revision int64
+	if pending := thread.GetPending(); pending != nil {
+		// A batch left by an earlier session (or another host): answer it first.
+		fmt.Printf("%d deferred call(s) wait for an answer\n", len(pending.GetApprovals())+len(pending.GetCalls()))
+		answers, err := h.answer(pending)
+		if err != nil {
+			return err
+		}
+		if result, revision, err = h.driveThread(ctx, threads, threadID, &threadline.ThreadRun{Answers: answers.Results()}); err != nil {
+			return err
+		}
+	}
+	if prompt != "" {
+		if result, revision, err = h.driveThread(ctx, threads, threadID, &threadline.ThreadRun{Text: prompt}); err != nil {
+			return err
+		}
+	}
+	if err := report(result); err != nil {
+		return err
+	}
+	fmt.Printf("(thread %s kept by the server, now at revision %d)\n", threadID, revision)
+	return nil
+}
+
+// driveThread runs one turn of the thread, then answers and runs again for as long as it suspends.
+func (h *host) driveThread(ctx context.Context, threads *threadline.Threads, threadID string, run *threadline.ThreadRun) (*threadline.RunResult, int64, error) {
+	for {
+		run.ClientTools = []*threadline.ClientTool{getTime} // declared in every run, resumes too
+		s := threads.Stream(ctx, threadID, run)
+		show(s)
+		outcome, err := s.Collect()
+		s.Close()
+		if err != nil {
+			return nil, 0, err
+		}
+		if outcome.Result.GetStatus() != threadline.StatusSuspended {
+			return outcome.Result, outcome.Revision, nil
+		}
+		answers, err := h.answer(outcome.Result.GetDeferred())
+		if err != nil {
+			return nil, 0, err
+		}
+		run = &threadline.ThreadRun{Answers: answers.Results()}
+	}
+}
+
+// report says how the last run ended: nil for COMPLETED, printing its output.
+func report(result *threadline.RunResult) error {
+	switch result.GetStatus() {
+	case threadline.StatusCompleted:
+		var text string
+		if json.Unmarshal([]byte(result.GetOutputJson()), &text) != nil {
+			text = result.GetOutputJson() // a structured output: print its JSON
+		}
+		fmt.Printf("\n%s\n", text)
+		return nil
+	case threadline.StatusFailed:
+		f := result.GetFailure()
+		return fmt.Errorf("run failed: %s: %s (retry hint %v)", f.GetCode(), f.GetMessage(), f.GetRetryHint())
+	default:
+		return fmt.Errorf("run ended %v", result.GetStatus())
 	}
 }
 
@@ -132,6 +241,18 @@ func (h *host) run(ctx context.Context, addr string, opts []threadline.Option, p
 func (h *host) stream(ctx context.Context, c *threadline.Client, spec *threadline.RunSpec) (*threadline.RunResult, error) {
 	s := c.StreamRun(ctx, spec)
 	defer s.Close()
+	show(s)
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	return s.Result(), nil
+}
+
+// show reads a stream's events, printing the tool activity as it happens.
+func show(s interface {
+	Receive() bool
+	Msg() *threadline.RunEvent
+}) {
 	for s.Receive() {
 		ev := s.Msg()
 		switch {
@@ -144,10 +265,6 @@ func (h *host) stream(ctx context.Context, c *threadline.Client, spec *threadlin
 			fmt.Printf("  <- %s %s: %s\n", r.GetToolName(), strings.TrimPrefix(r.GetOutcome().String(), "TOOL_OUTCOME_"), r.GetContentJson())
 		}
 	}
-	if err := s.Err(); err != nil {
-		return nil, err
-	}
-	return s.Result(), nil
 }
 
 // answer asks about every approval on the terminal and runs every client tool call.

@@ -1,0 +1,326 @@
+package threadline_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	threadline "github.com/threadline-dev/threadline/clients/go"
+	threadlinev1 "github.com/threadline-dev/threadline/clients/go/gen/threadline/v1"
+)
+
+// The threads client's own logic, without a thread server: typed errors by reason, answers,
+// request IDs, and Run's retries against a real listener that drops every connection.
+
+func statusErr(t *testing.T, code codes.Code, reason, domain string, md map[string]string) error {
+	t.Helper()
+	st, err := status.New(code, "it happened").WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: domain, Metadata: md})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Err()
+}
+
+func TestEachThreadReasonIsItsOwnType(t *testing.T) {
+	is := func(target any) func(error) bool {
+		return func(err error) bool { return errors.As(err, target) }
+	}
+	for _, tc := range []struct {
+		reason string
+		code   codes.Code
+		is     func(error) bool
+	}{
+		{threadline.ReasonThreadNotFound, codes.NotFound, is(new(*threadline.ThreadNotFoundError))},
+		{threadline.ReasonCheckpointNotFound, codes.NotFound, is(new(*threadline.CheckpointNotFoundError))},
+		{threadline.ReasonRunNotFound, codes.NotFound, is(new(*threadline.RunNotFoundError))},
+		{threadline.ReasonThreadExists, codes.AlreadyExists, is(new(*threadline.ThreadExistsError))},
+		{threadline.ReasonRequestIDReused, codes.InvalidArgument, is(new(*threadline.RequestIDReusedError))},
+		{threadline.ReasonThreadNotSuspended, codes.FailedPrecondition, is(new(*threadline.ThreadNotSuspendedError))},
+		{threadline.ReasonRequestInterrupted, codes.FailedPrecondition, is(new(*threadline.RequestInterruptedError))},
+		{threadline.ReasonThreadBusy, codes.Aborted, is(new(*threadline.ThreadBusyError))},
+		{threadline.ReasonRevisionConflict, codes.Aborted, is(new(*threadline.RevisionConflictError))},
+		{threadline.ReasonLeaseLost, codes.Aborted, is(new(*threadline.LeaseLostError))},
+		{threadline.ReasonStoreUnavailable, codes.Unavailable, is(new(*threadline.StoreUnavailableError))},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			err := threadline.ThreadErr(statusErr(t, tc.code, tc.reason, threadline.Domain, map[string]string{"k": "v"}))
+			if !tc.is(err) {
+				t.Fatalf("%T is not its reason's type", err)
+			}
+			// Still the *Error it always was.
+			var base *threadline.Error
+			if !errors.As(err, &base) || base.Reason() != tc.reason || base.Metadata()["k"] != "v" {
+				t.Errorf("errors.As *Error: %v", base)
+			}
+			if threadline.ReasonOf(err) != tc.reason || threadline.CodeOf(err) != tc.code || status.Code(err) != tc.code {
+				t.Errorf("ReasonOf %q CodeOf %v status.Code %v", threadline.ReasonOf(err), threadline.CodeOf(err), status.Code(err))
+			}
+			if threadline.FromError(err) != base {
+				t.Error("FromError does not return the wrapped *Error")
+			}
+			if want := base.Error(); err.Error() != want {
+				t.Errorf("text %q, want %q", err.Error(), want)
+			}
+			// Another reason's type does not match.
+			var other *threadline.LeaseLostError
+			if tc.reason != threadline.ReasonLeaseLost && errors.As(err, &other) {
+				t.Error("matches LeaseLostError too")
+			}
+		})
+	}
+}
+
+func TestThreadErrorMetadataBecomesFields(t *testing.T) {
+	var busy *threadline.ThreadBusyError
+	err := threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonThreadBusy, threadline.Domain, map[string]string{
+		"run_id": "run-1", "request_id": "req-1", "lease_expires_at": "2030-01-02T03:04:05.250Z",
+	}))
+	if !errors.As(err, &busy) {
+		t.Fatalf("%T", err)
+	}
+	if want := time.Date(2030, 1, 2, 3, 4, 5, 250e6, time.UTC); busy.RunID != "run-1" || busy.RequestID != "req-1" || !busy.LeaseExpiresAt.Equal(want) {
+		t.Errorf("busy %q %q %v", busy.RunID, busy.RequestID, busy.LeaseExpiresAt)
+	}
+	if busy.Code() != codes.Aborted || busy.Reason() != threadline.ReasonThreadBusy || busy.Message() != "it happened" {
+		t.Errorf("busy %v %q %q", busy.Code(), busy.Reason(), busy.Message())
+	}
+
+	var conflict *threadline.RevisionConflictError
+	err = threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonRevisionConflict, threadline.Domain, map[string]string{"current_revision": "7"}))
+	if !errors.As(err, &conflict) || conflict.CurrentRevision != 7 {
+		t.Errorf("conflict %v", err)
+	}
+
+	var interrupted *threadline.RequestInterruptedError
+	err = threadline.ThreadErr(statusErr(t, codes.FailedPrecondition, threadline.ReasonRequestInterrupted, threadline.Domain, map[string]string{"run_id": "run-2", "revision": "4"}))
+	if !errors.As(err, &interrupted) || interrupted.RunID != "run-2" || interrupted.Revision != 4 {
+		t.Errorf("interrupted %v", err)
+	}
+}
+
+func TestThreadErrorMissingOrMalformedMetadataReadsAsZero(t *testing.T) {
+	var busy *threadline.ThreadBusyError
+	err := threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonThreadBusy, threadline.Domain, map[string]string{"lease_expires_at": "soon"}))
+	if !errors.As(err, &busy) || busy.RunID != "" || busy.RequestID != "" || !busy.LeaseExpiresAt.IsZero() {
+		t.Errorf("busy %v", busy)
+	}
+	var conflict *threadline.RevisionConflictError
+	err = threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonRevisionConflict, threadline.Domain, map[string]string{"current_revision": "x"}))
+	if !errors.As(err, &conflict) || conflict.CurrentRevision != 0 {
+		t.Errorf("conflict %v", conflict)
+	}
+}
+
+func TestOtherReasonsAndDomainsStayPlainErrors(t *testing.T) {
+	for _, err := range []error{
+		statusErr(t, codes.InvalidArgument, threadline.ReasonStateInvalid, threadline.Domain, nil),
+		statusErr(t, codes.NotFound, threadline.ReasonThreadNotFound, "elsewhere", nil),
+		status.Error(codes.Unavailable, "down"),
+	} {
+		got := threadline.ThreadErr(err)
+		if _, ok := got.(*threadline.Error); !ok {
+			t.Errorf("%v became %T, want *Error", err, got)
+		}
+	}
+	if threadline.ThreadErr(nil) != nil {
+		t.Error("nil did not stay nil")
+	}
+}
+
+func TestAnswersResultsAreACopyByCallID(t *testing.T) {
+	batch := &threadline.DeferredToolRequests{
+		Approvals: []*threadline.DeferredToolCall{{ToolCallId: "a1", ToolName: "delete_file"}},
+		Calls:     []*threadline.DeferredToolCall{{ToolCallId: "c1", ToolName: "get_time"}},
+	}
+	answers := threadline.NewAnswers(batch).AnsweredBy("ada").Deny("a1", "no")
+	answers.ReturnJSON("c1", `"noon"`)
+	results := answers.Results()
+	if len(results.GetApprovals()) != 1 || results.GetApprovals()[0].GetDenied().GetMessage() != "no" || results.GetApprovals()[0].GetAnsweredBy() != "ada" {
+		t.Errorf("approvals %v", results.GetApprovals())
+	}
+	if len(results.GetCalls()) != 1 || results.GetCalls()[0].GetValueJson() != `"noon"` {
+		t.Errorf("calls %v", results.GetCalls())
+	}
+	if !proto.Equal(results, answers.Resume().GetResults()) {
+		t.Error("Results and Resume disagree")
+	}
+	answers.Fail("c1", "later")
+	if len(results.GetCalls()) != 1 {
+		t.Error("Results shares its slices with the Answers")
+	}
+}
+
+func TestNewRequestIDIsFreshEveryTime(t *testing.T) {
+	seen := map[string]bool{}
+	pattern := regexp.MustCompile(`^req-[0-9a-f]{32}$`)
+	for range 50 {
+		id := threadline.NewRequestID()
+		if !pattern.MatchString(id) || seen[id] {
+			t.Fatalf("request ID %q (seen before: %v)", id, seen[id])
+		}
+		seen[id] = true
+	}
+}
+
+// calls records every RunThread and StreamThreadRun attempt the client makes, and when.
+type calls struct {
+	mu    sync.Mutex
+	times []time.Time
+	ids   []string
+}
+
+func (c *calls) record(req any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.times = append(c.times, time.Now())
+	if r, ok := req.(*threadlinev1.RunThreadRequest); ok {
+		c.ids = append(c.ids, r.GetSpec().GetRequestId())
+	}
+}
+
+func (c *calls) options() threadline.Option {
+	return threadline.WithDialOptions(
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			c.record(req)
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			c.record(nil)
+			return streamer(ctx, desc, cc, method, opts...)
+		}),
+	)
+}
+
+// droppingListener accepts each connection and closes it at once: a transport failure.
+func droppingListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = conn.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestRunRetriesATransportFailureThreeTimesThenReturnsUnavailable(t *testing.T) {
+	var seen calls
+	c, err := threadline.Dial(droppingListener(t), seen.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+
+	started := time.Now()
+	_, err = c.Threads().Run(ctx, "thread_t", &threadline.ThreadRun{Text: "hi"})
+
+	if threadline.CodeOf(err) != codes.Unavailable {
+		t.Fatalf("error %v, want unavailable", err)
+	}
+	if len(seen.times) != 1+threadline.RunRetries {
+		t.Fatalf("%d attempts, want %d", len(seen.times), 1+threadline.RunRetries)
+	}
+	// 0.2, 0.4, 0.8 s of backoff: a lower bound that holds on any machine.
+	prev := started
+	for i, backoff := range []time.Duration{0, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond} {
+		if gap := seen.times[i].Sub(prev); gap < backoff {
+			t.Errorf("attempt %d came %v after the previous, want at least %v", i, gap, backoff)
+		}
+		prev = seen.times[i]
+	}
+	for _, id := range seen.ids {
+		if id != seen.ids[0] || id == "" {
+			t.Errorf("request IDs %v: want one, the same on every attempt", seen.ids)
+			break
+		}
+	}
+}
+
+func TestRunRetriesOnlyWithinItsDeadline(t *testing.T) {
+	var seen calls
+	c, err := threadline.Dial(droppingListener(t), seen.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 1200*time.Millisecond)
+	defer cancel()
+
+	_, err = c.Threads().Run(ctx, "thread_t", &threadline.ThreadRun{Text: "hi"})
+
+	// Retries at 0.2 s and 0.6 s; the next backoff (0.8 s) no longer fits, so it is not waited
+	// for (the call does not end with the deadline's DEADLINE_EXCEEDED).
+	if threadline.CodeOf(err) != codes.Unavailable || len(seen.times) != 3 {
+		t.Errorf("error %v after %d attempts, want unavailable after 3", err, len(seen.times))
+	}
+}
+
+func TestStreamDoesNotRetry(t *testing.T) {
+	var seen calls
+	c, err := threadline.Dial(droppingListener(t), seen.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	s := c.Threads().Stream(t.Context(), "thread_t", &threadline.ThreadRun{Text: "hi"})
+	_, err = s.Collect()
+
+	if threadline.CodeOf(err) != codes.Unavailable || len(seen.times) != 1 {
+		t.Errorf("error %v after %d attempts, want unavailable after 1", err, len(seen.times))
+	}
+	if s.RequestID() == "" {
+		t.Error("the stream has no request ID to retry with")
+	}
+}
+
+func TestAPromptIsTextOrPartsNotBoth(t *testing.T) {
+	c, err := threadline.Dial("127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	both := &threadline.ThreadRun{Text: "hi", Parts: &threadline.PromptParts{}}
+	if _, err := c.Threads().Run(t.Context(), "thread_t", both); !errors.Is(err, threadline.ErrPromptAmbiguous) {
+		t.Errorf("Run: %v", err)
+	}
+	if _, err := c.Threads().Stream(t.Context(), "thread_t", both).Collect(); !errors.Is(err, threadline.ErrPromptAmbiguous) {
+		t.Errorf("Stream: %v", err)
+	}
+}
+
+func TestCollectAfterCloseSaysTheStreamWasClosed(t *testing.T) {
+	c, ctx := newClient(t)
+	made, err := c.Threads().Create(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Threads().Stream(ctx, made.GetThreadId(), &threadline.ThreadRun{Text: "hi"})
+	_ = s.Close()
+	if _, err := s.Collect(); !errors.Is(err, threadline.ErrStreamClosed) {
+		t.Errorf("Collect after Close: %v", err)
+	}
+	if s.Err() != nil {
+		t.Errorf("Err after Close: %v", s.Err())
+	}
+}

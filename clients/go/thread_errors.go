@@ -1,0 +1,170 @@
+package threadline
+
+import (
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The threads' reasons (THREADS §3) each have an error type of their own, carrying the reason's
+// metadata as fields. Every one wraps the *Error it came from, so errors.As with an *Error,
+// ReasonOf, CodeOf and status.Code see it like any other server error; errors.As with, say, a
+// *ThreadBusyError picks the reason out and reads its fields:
+//
+//	var busy *threadline.ThreadBusyError
+//	if errors.As(err, &busy) {
+//		_, err = c.Threads().Cancel(ctx, threadID, busy.RunID)
+//	}
+//
+// Every other reason stays a plain *Error: branch on ReasonOf for those.
+
+// threadError is the part every typed thread error shares: the *Error behind it.
+type threadError struct{ err *Error }
+
+// Error returns the *Error's text: "<code>: <REASON>: <message>".
+func (e threadError) Error() string { return e.err.Error() }
+
+// Unwrap returns the *Error, so errors.As, ReasonOf and CodeOf look through the typed error.
+func (e threadError) Unwrap() error { return e.err }
+
+// Code returns the gRPC status code.
+func (e threadError) Code() codes.Code { return e.err.Code() }
+
+// Reason returns the ErrorInfo reason, e.g. ReasonThreadBusy.
+func (e threadError) Reason() string { return e.err.Reason() }
+
+// Message returns the status message (for people; branch on the type or Reason instead).
+func (e threadError) Message() string { return e.err.Message() }
+
+// Metadata returns a copy of the ErrorInfo metadata.
+func (e threadError) Metadata() map[string]string { return e.err.Metadata() }
+
+// GRPCStatus returns the underlying status, so status.Code works on the typed error.
+func (e threadError) GRPCStatus() *status.Status { return e.err.GRPCStatus() }
+
+// ThreadNotFoundError is NOT_FOUND THREAD_NOT_FOUND: no thread has this ID.
+type ThreadNotFoundError struct{ threadError }
+
+// CheckpointNotFoundError is NOT_FOUND CHECKPOINT_NOT_FOUND: the thread has no checkpoint with
+// this revision.
+type CheckpointNotFoundError struct{ threadError }
+
+// RunNotFoundError is NOT_FOUND RUN_NOT_FOUND: Cancel named a run this thread never had.
+type RunNotFoundError struct{ threadError }
+
+// ThreadExistsError is ALREADY_EXISTS THREAD_EXISTS: Create or Fork with a thread ID in use.
+type ThreadExistsError struct{ threadError }
+
+// RequestIDReusedError is INVALID_ARGUMENT REQUEST_ID_REUSED: the thread already used this
+// request ID for a different request. A retry must repeat its request exactly (prompt, answers,
+// expected revision); a new request needs a new ID.
+type RequestIDReusedError struct{ threadError }
+
+// ThreadNotSuspendedError is FAILED_PRECONDITION THREAD_NOT_SUSPENDED: answers for a thread that
+// is not SUSPENDED.
+type ThreadNotSuspendedError struct{ threadError }
+
+// RequestInterruptedError is FAILED_PRECONDITION REQUEST_INTERRUPTED: a retry of a request whose
+// run another request superseded (its holder was gone), so this request never finishes. Revision
+// tells the host whether its input reached the thread.
+type RequestInterruptedError struct {
+	threadError
+	// RunID is the interrupted run (its last attempt).
+	RunID string
+	// Revision is the last checkpoint the interrupted run committed; 0 when it committed none.
+	Revision int64
+}
+
+// ThreadBusyError is ABORTED THREAD_BUSY: another run holds the thread's lease. When RequestID is
+// the request just sent, that request's own run is still going (e.g. a retry after a dropped
+// connection): retry later with the same ID to get its outcome.
+type ThreadBusyError struct {
+	threadError
+	// RunID is the run holding the thread (Cancel takes it).
+	RunID string
+	// RequestID is the request that run serves.
+	RequestID string
+	// LeaseExpiresAt is when the holder's lease expires unless renewed, by the store's clock;
+	// the zero time when the server sent none.
+	LeaseExpiresAt time.Time
+}
+
+// RevisionConflictError is ABORTED REVISION_CONFLICT: the expected revision is not the head.
+type RevisionConflictError struct {
+	threadError
+	// CurrentRevision is the head's revision when the server checked; 0 when not sent.
+	CurrentRevision int64
+}
+
+// LeaseLostError is ABORTED LEASE_LOST: the server lost the thread's lease before or during the
+// run. The call ended with no result; nothing after the run's last commit reached the thread,
+// and the next run recovers it.
+type LeaseLostError struct{ threadError }
+
+// StoreUnavailableError is UNAVAILABLE STORE_UNAVAILABLE: the thread store cannot be reached or
+// written. Threads.Run retries it like any UNAVAILABLE.
+type StoreUnavailableError struct{ threadError }
+
+// threadErr returns err as the typed error of its reason when it is one of the threads' reasons
+// (domain Domain), else as an *Error; nil stays nil.
+func threadErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	e := FromError(err)
+	if e.Domain() != Domain {
+		return e
+	}
+	base := threadError{err: e}
+	md := e.info.GetMetadata()
+	switch e.Reason() {
+	case ReasonThreadNotFound:
+		return &ThreadNotFoundError{base}
+	case ReasonCheckpointNotFound:
+		return &CheckpointNotFoundError{base}
+	case ReasonRunNotFound:
+		return &RunNotFoundError{base}
+	case ReasonThreadExists:
+		return &ThreadExistsError{base}
+	case ReasonRequestIDReused:
+		return &RequestIDReusedError{base}
+	case ReasonThreadNotSuspended:
+		return &ThreadNotSuspendedError{base}
+	case ReasonRequestInterrupted:
+		return &RequestInterruptedError{threadError: base, RunID: md["run_id"], Revision: metaInt(md["revision"])}
+	case ReasonThreadBusy:
+		return &ThreadBusyError{
+			threadError:    base,
+			RunID:          md["run_id"],
+			RequestID:      md["request_id"],
+			LeaseExpiresAt: metaTime(md["lease_expires_at"]),
+		}
+	case ReasonRevisionConflict:
+		return &RevisionConflictError{threadError: base, CurrentRevision: metaInt(md["current_revision"])}
+	case ReasonLeaseLost:
+		return &LeaseLostError{base}
+	case ReasonStoreUnavailable:
+		return &StoreUnavailableError{base}
+	}
+	return e
+}
+
+// metaInt reads a numeric metadata value; 0 when missing or not a number.
+func metaInt(s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// metaTime reads an RFC 3339 metadata value; the zero time when missing or malformed.
+func metaTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}

@@ -1,0 +1,958 @@
+package threadline_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	threadline "github.com/threadline-dev/threadline/clients/go"
+	threadlinev1 "github.com/threadline-dev/threadline/clients/go/gen/threadline/v1"
+)
+
+// The shared threads scenarios (clients/python/tests/test_thread_scenarios.py), driven through
+// Client.Threads against the suite's server, which keeps its threads in memory. Its "default"
+// agent is the scripted demo (server/demo.py): "delete <path>" asks for approval, "lookup" calls
+// a plain tool, "count" bumps a counter in capability state, "sleep <s>" sleeps,
+// `client:<name> {json}` calls a client tool the host declared, anything else is echoed.
+
+var getWeather = &threadline.ClientTool{
+	Name:                 "get_weather",
+	Description:          "The weather in a city.",
+	ParametersJsonSchema: `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`,
+}
+
+func freshID(what string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "thread_" + what + hex.EncodeToString(b[:])
+}
+
+func randomHex() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// caseOf names the case of an event's oneof, e.g. "run_started", "thread_committed".
+func caseOf(ev *threadline.RunEvent) string {
+	m := ev.ProtoReflect()
+	fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("event"))
+	if fd == nil {
+		return ""
+	}
+	return string(fd.Name())
+}
+
+func caseNames(events []*threadline.RunEvent) []string {
+	out := make([]string, len(events))
+	for i, ev := range events {
+		out[i] = caseOf(ev)
+	}
+	return out
+}
+
+func callArgs(t *testing.T, call *threadline.DeferredToolCall) map[string]any {
+	t.Helper()
+	var args map[string]any
+	if err := json.Unmarshal([]byte(call.GetArgsJson()), &args); err != nil {
+		t.Fatalf("args_json %q: %v", call.GetArgsJson(), err)
+	}
+	return args
+}
+
+// collectAll reads a whole iterator, failing the test on its error.
+func collectAll[T any](t *testing.T, seq func(func(T, error) bool)) []T {
+	t.Helper()
+	var out []T
+	for v, err := range seq {
+		if err != nil {
+			t.Fatalf("listing: %v", err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func threadIDs(threads []*threadline.Thread) []string {
+	ids := make([]string, len(threads))
+	for i, th := range threads {
+		ids[i] = th.GetThreadId()
+	}
+	return ids
+}
+
+// asErr asserts that err is (or wraps) a *T with the given code and reason, and returns it.
+func asErr[T error](t *testing.T, err error, code codes.Code, reason string) T {
+	t.Helper()
+	var typed T
+	if !errors.As(err, &typed) {
+		t.Fatalf("error %v (%T): want a %T", err, err, typed)
+	}
+	if threadline.CodeOf(err) != code || threadline.ReasonOf(err) != reason {
+		t.Fatalf("error %v: want %v %s", err, code, reason)
+	}
+	var base *threadline.Error
+	if !errors.As(err, &base) || base.Reason() != reason {
+		t.Fatalf("error %v: not an *Error with reason %s", err, reason)
+	}
+	return typed
+}
+
+func mustCreate(t *testing.T, th *threadline.Threads, ctx context.Context, spec *threadline.CreateThread) *threadline.Thread {
+	t.Helper()
+	made, err := th.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return made
+}
+
+func mustGet(t *testing.T, th *threadline.Threads, ctx context.Context, id string) *threadline.Thread {
+	t.Helper()
+	got, err := th.Get(ctx, id, false)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	return got
+}
+
+func mustRun(t *testing.T, th *threadline.Threads, ctx context.Context, id string, run *threadline.ThreadRun) *threadline.ThreadRunOutcome {
+	t.Helper()
+	outcome, err := th.Run(ctx, id, run)
+	if err != nil {
+		t.Fatalf("Run %+v: %v", run, err)
+	}
+	return outcome
+}
+
+// suspendedOnDelete returns a new thread suspended on the approval of delete_file(path), and that call.
+func suspendedOnDelete(t *testing.T, th *threadline.Threads, ctx context.Context, path string) (*threadline.Thread, *threadline.DeferredToolCall) {
+	t.Helper()
+	made := mustCreate(t, th, ctx, nil)
+	outcome := mustRun(t, th, ctx, made.GetThreadId(), &threadline.ThreadRun{Text: "delete " + path})
+	if outcome.Result.GetStatus() != threadline.StatusSuspended {
+		t.Fatalf("status %v, want suspended", outcome.Result.GetStatus())
+	}
+	got := mustGet(t, th, ctx, made.GetThreadId())
+	if got.GetStatus() != threadline.ThreadSuspended || got.GetPending() == nil {
+		t.Fatalf("thread %v pending %v: want suspended with a batch", got.GetStatus(), got.GetPending())
+	}
+	approvals := got.GetPending().GetApprovals()
+	if len(approvals) != 1 {
+		t.Fatalf("approvals %v: want one", approvals)
+	}
+	call := approvals[0]
+	if call.GetToolName() != "delete_file" || !maps.Equal(callArgs(t, call), map[string]any{"path": path}) {
+		t.Fatalf("call %s(%s): want delete_file(path=%s)", call.GetToolName(), call.GetArgsJson(), path)
+	}
+	return got, call
+}
+
+// sleeping starts a run that sleeps 30 s and reads it until the sleep tool is called, so a
+// cancel lands inside the tool, clear of its checkpoint boundaries. It returns the stream and the
+// run's ID.
+func sleeping(t *testing.T, th *threadline.Threads, ctx context.Context, id string) (*threadline.ThreadRunStream, string) {
+	t.Helper()
+	s := th.Stream(ctx, id, &threadline.ThreadRun{Text: "sleep 30"})
+	t.Cleanup(func() { _ = s.Close() })
+	if !s.Receive() {
+		t.Fatalf("no first event: %v", s.Err())
+	}
+	first := s.Msg()
+	if caseOf(first) != "run_started" || !strings.HasPrefix(first.GetRunId(), "run-") {
+		t.Fatalf("first event %v: want run_started with a run-… ID", first)
+	}
+	for s.Receive() {
+		if call := s.Msg().GetToolCall(); call != nil {
+			if call.GetToolName() != "sleep" {
+				t.Fatalf("tool %q, want sleep", call.GetToolName())
+			}
+			return s, first.GetRunId()
+		}
+	}
+	t.Fatalf("the stream ended before the sleep call: %v", s.Err())
+	return nil, ""
+}
+
+// --- create, get, list, delete -------------------------------------------------------------------
+
+func TestThreadCreateGetListAndDelete(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	label := randomHex()
+	made := mustCreate(t, th, ctx, &threadline.CreateThread{Labels: map[string]string{"suite": label, "n": "1"}})
+
+	if !strings.HasPrefix(made.GetThreadId(), "thread_") || made.GetAgent() != "default" {
+		t.Errorf("thread %q agent %q", made.GetThreadId(), made.GetAgent())
+	}
+	if made.GetStatus() != threadline.ThreadIdle || made.GetRevision() != 1 ||
+		!maps.Equal(made.GetLabels(), map[string]string{"suite": label, "n": "1"}) {
+		t.Errorf("made %v rev %d labels %v", made.GetStatus(), made.GetRevision(), made.GetLabels())
+	}
+	if made.GetHead() == nil || made.GetHead().GetKind() != threadlinev1.CheckpointKind_CHECKPOINT_KIND_CREATED || made.GetHead().GetState() != nil {
+		t.Errorf("head %v: want CREATED without state", made.GetHead())
+	}
+	if made.GetPending() != nil || made.GetLease() != nil || made.GetRecoveryPending() {
+		t.Errorf("pending %v lease %v recovery %v", made.GetPending(), made.GetLease(), made.GetRecoveryPending())
+	}
+	full, err := th.Get(ctx, made.GetThreadId(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.GetHead().GetState() == nil || full.GetHead().GetState().GetThreadId() != made.GetThreadId() {
+		t.Errorf("full view head state %v", full.GetHead().GetState())
+	}
+	if mustGet(t, th, ctx, made.GetThreadId()).GetHead().GetState() != nil {
+		t.Error("basic view carries the state")
+	}
+
+	chosen := freshID("sdk")
+	if got := mustCreate(t, th, ctx, &threadline.CreateThread{ThreadID: chosen, Labels: map[string]string{"suite": label}}); got.GetThreadId() != chosen {
+		t.Errorf("chosen ID %q, want %q", got.GetThreadId(), chosen)
+	}
+	_, err = th.Create(ctx, &threadline.CreateThread{ThreadID: chosen})
+	asErr[*threadline.ThreadExistsError](t, err, codes.AlreadyExists, threadline.ReasonThreadExists)
+	third := mustCreate(t, th, ctx, &threadline.CreateThread{Labels: map[string]string{"suite": label}})
+
+	every := []string{made.GetThreadId(), chosen, third.GetThreadId()}
+	slices.Sort(every)
+	bySuite := threadline.ListThreads{Labels: map[string]string{"suite": label}}
+	if got := threadIDs(collectAll(t, th.List(ctx, bySuite))); !slices.Equal(slices.Sorted(slices.Values(got)), every) {
+		t.Errorf("list %v, want %v", got, every)
+	}
+	onePerPage := bySuite
+	onePerPage.PageSize = 1
+	if got := threadIDs(collectAll(t, th.List(ctx, onePerPage))); !slices.Equal(slices.Sorted(slices.Values(got)), every) {
+		t.Errorf("list page by page %v, want every page, each thread once: %v", got, every)
+	}
+	twoPerPage := bySuite
+	twoPerPage.PageSize = 2
+	page, err := th.ListPage(ctx, twoPerPage, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.GetThreads()) != 2 || page.GetNextPageToken() == "" {
+		t.Errorf("page of %d, next %q", len(page.GetThreads()), page.GetNextPageToken())
+	}
+	both := threadline.ListThreads{Labels: map[string]string{"suite": label, "n": "1"}}
+	if got := threadIDs(collectAll(t, th.List(ctx, both))); !slices.Equal(got, []string{made.GetThreadId()}) {
+		t.Errorf("list by both labels %v", got)
+	}
+	suspended := bySuite
+	suspended.Status = threadline.ThreadSuspended
+	if got := collectAll(t, th.List(ctx, suspended)); len(got) != 0 {
+		t.Errorf("suspended threads %v, want none", threadIDs(got))
+	}
+
+	conflict := asErr[*threadline.RevisionConflictError](t, th.Delete(ctx, chosen, 5), codes.Aborted, threadline.ReasonRevisionConflict)
+	if conflict.CurrentRevision != 1 {
+		t.Errorf("current revision %d, want 1", conflict.CurrentRevision)
+	}
+	if err := th.Delete(ctx, chosen, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := th.Delete(ctx, third.GetThreadId(), 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = th.Get(ctx, chosen, false)
+	asErr[*threadline.ThreadNotFoundError](t, err, codes.NotFound, threadline.ReasonThreadNotFound)
+	if got := threadIDs(collectAll(t, th.List(ctx, bySuite))); !slices.Equal(got, []string{made.GetThreadId()}) {
+		t.Errorf("after delete %v", got)
+	}
+}
+
+func TestThreadMissingCheckpointsRunsAndThreadsAreTyped(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made := mustCreate(t, th, ctx, nil)
+
+	_, err := th.Checkpoint(ctx, made.GetThreadId(), 99)
+	asErr[*threadline.CheckpointNotFoundError](t, err, codes.NotFound, threadline.ReasonCheckpointNotFound)
+	_, err = th.Cancel(ctx, made.GetThreadId(), "run-"+randomHex())
+	asErr[*threadline.RunNotFoundError](t, err, codes.NotFound, threadline.ReasonRunNotFound)
+	_, err = th.Run(ctx, freshID("missing"), &threadline.ThreadRun{Text: "hello"})
+	asErr[*threadline.ThreadNotFoundError](t, err, codes.NotFound, threadline.ReasonThreadNotFound)
+	var listed []*threadline.Checkpoint
+	var listErr error
+	for cp, err := range th.Checkpoints(ctx, freshID("missing"), 0) {
+		if err != nil {
+			listErr = err
+			break
+		}
+		listed = append(listed, cp)
+	}
+	if listed != nil {
+		t.Errorf("checkpoints of a missing thread: %v", listed)
+	}
+	asErr[*threadline.ThreadNotFoundError](t, listErr, codes.NotFound, threadline.ReasonThreadNotFound)
+}
+
+func TestThreadServerInfoNamesTheThreadStore(t *testing.T) {
+	c, ctx := newClient(t)
+	info, err := c.ServerInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.GetThreadStore() == nil || info.GetThreadStore().GetKind() != threadlinev1.ThreadStoreKind_THREAD_STORE_KIND_MEMORY {
+		t.Errorf("thread store %v, want MEMORY", info.GetThreadStore())
+	}
+}
+
+// --- import --------------------------------------------------------------------------------------
+
+func TestThreadImportASuspendedStateAndAnswerItByCallID(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	held := run(t, c, ctx, &threadline.RunSpec{Prompt: threadline.Text("delete notes.txt")}, threadline.StatusSuspended)
+
+	made := mustCreate(t, th, ctx, &threadline.CreateThread{State: held.GetState(), Pending: held.GetDeferred()})
+
+	if made.GetThreadId() != held.GetState().GetThreadId() || made.GetStatus() != threadline.ThreadSuspended {
+		t.Errorf("imported %q %v", made.GetThreadId(), made.GetStatus())
+	}
+	if made.GetHead().GetKind() != threadlinev1.CheckpointKind_CHECKPOINT_KIND_IMPORTED {
+		t.Errorf("head kind %v", made.GetHead().GetKind())
+	}
+	approvals := made.GetPending().GetApprovals() // answered from what the thread says, not from held
+	if len(approvals) != 1 || approvals[0].GetToolCallId() != held.GetDeferred().GetApprovals()[0].GetToolCallId() {
+		t.Fatalf("pending %v", made.GetPending())
+	}
+	answers := threadline.NewAnswers(made.GetPending()).Approve(approvals[0].GetToolCallId())
+
+	outcome := mustRun(t, th, ctx, made.GetThreadId(), &threadline.ThreadRun{Answers: answers.Results()})
+
+	if outcome.Result.GetStatus() != threadline.StatusCompleted || output(t, outcome.Result) != "Tool results: delete_file: Deleted notes.txt." {
+		t.Errorf("outcome %v %q", outcome.Result.GetStatus(), outcome.Result.GetOutputJson())
+	}
+	after := mustGet(t, th, ctx, made.GetThreadId())
+	if after.GetStatus() != threadline.ThreadIdle || after.GetPending() != nil || after.GetRevision() != outcome.Revision {
+		t.Errorf("after: %v pending %v rev %d, want IDLE, none, %d", after.GetStatus(), after.GetPending(), after.GetRevision(), outcome.Revision)
+	}
+}
+
+func TestThreadAnImportWhoseBatchDoesNotMatchItsStateIsRefused(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	held := run(t, c, ctx, &threadline.RunSpec{Prompt: threadline.Text("delete notes.txt")}, threadline.StatusSuspended)
+	empty, err := c.NewState(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = th.Create(ctx, &threadline.CreateThread{State: empty, Pending: held.GetDeferred()})
+
+	if threadline.CodeOf(err) != codes.FailedPrecondition || threadline.ReasonOf(err) != threadline.ReasonDeferredRequestMissing {
+		t.Errorf("error %v: want failed_precondition DEFERRED_REQUEST_MISSING", err)
+	}
+	_, err = th.Get(ctx, empty.GetThreadId(), false)
+	asErr[*threadline.ThreadNotFoundError](t, err, codes.NotFound, threadline.ReasonThreadNotFound)
+}
+
+// --- streaming a turn ----------------------------------------------------------------------------
+
+func TestThreadStreamATurn(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made := mustCreate(t, th, ctx, nil)
+
+	s := th.Stream(ctx, made.GetThreadId(), &threadline.ThreadRun{Text: "lookup threadline"})
+	defer s.Close()
+	var events []*threadline.RunEvent
+	for s.Receive() {
+		events = append(events, s.Msg())
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	kinds := caseNames(events)
+	for i, ev := range events {
+		if ev.GetSequence() != uint64(i) {
+			t.Fatalf("sequences %v", events)
+		}
+		if ev.GetThreadId() != made.GetThreadId() {
+			t.Errorf("event %d thread %q", i, ev.GetThreadId())
+		}
+	}
+	n := len(kinds)
+	if n < 3 || kinds[0] != "run_started" || kinds[n-2] != "thread_committed" || kinds[n-1] != "result" {
+		t.Fatalf("events %v: want run_started first, thread_committed then result last", kinds)
+	}
+	count := map[string]int{}
+	for _, k := range kinds {
+		count[k]++
+	}
+	if count["result"] != 1 || count["checkpoint_candidate"] != 0 || count["tool_call"] == 0 || count["tool_result"] == 0 || count["part_delta"] == 0 {
+		t.Errorf("events %v", kinds)
+	}
+	var commits []*threadlinev1.ThreadCommitted
+	for _, ev := range events {
+		if c := ev.GetThreadCommitted(); c != nil {
+			commits = append(commits, c)
+		}
+	}
+	for i, cm := range commits {
+		if i > 0 && cm.GetRevision() <= commits[i-1].GetRevision() {
+			t.Errorf("revisions do not grow: %v", commits)
+		}
+		want := threadlinev1.CheckpointKind_CHECKPOINT_KIND_MID_RUN
+		if i == len(commits)-1 {
+			want = threadlinev1.CheckpointKind_CHECKPOINT_KIND_COMPLETED
+		}
+		if cm.GetKind() != want || cm.GetReplayed() {
+			t.Errorf("commit %d: %v replayed %v, want %v", i, cm.GetKind(), cm.GetReplayed(), want)
+		}
+	}
+	if commits[0].GetRevision() <= made.GetRevision() {
+		t.Errorf("first commit %d, thread was at %d", commits[0].GetRevision(), made.GetRevision())
+	}
+	last := commits[len(commits)-1].GetRevision()
+
+	outcome := s.Outcome()
+	collected, err := s.Collect()
+	if err != nil || outcome == nil || *collected != *outcome {
+		t.Fatalf("outcome %v, collected %v, %v", outcome, collected, err)
+	}
+	result := outcome.Result
+	if result.GetStatus() != threadline.StatusCompleted || result.GetState() != nil {
+		t.Errorf("result %v with state %v: the state is the checkpoint", result.GetStatus(), result.GetState() != nil)
+	}
+	if result.GetRequestId() != s.RequestID() || result.GetThreadId() != made.GetThreadId() {
+		t.Errorf("result request %q thread %q, stream %q", result.GetRequestId(), result.GetThreadId(), s.RequestID())
+	}
+	if outcome.Revision != last || outcome.Replayed {
+		t.Errorf("outcome revision %d replayed %v, want %d false", outcome.Revision, outcome.Replayed, last)
+	}
+	if got := mustGet(t, th, ctx, made.GetThreadId()).GetRevision(); got != outcome.Revision {
+		t.Errorf("thread revision %d, want %d", got, outcome.Revision)
+	}
+	head, err := th.Checkpoint(ctx, made.GetThreadId(), outcome.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.GetKind() != threadlinev1.CheckpointKind_CHECKPOINT_KIND_COMPLETED || head.GetRequestId() != s.RequestID() {
+		t.Errorf("head %v request %q", head.GetKind(), head.GetRequestId())
+	}
+	if data := head.GetState().GetMessageHistory().GetData(); !json.Valid([]byte(data)) || !strings.Contains(data, "lookup") {
+		t.Errorf("head history %q", data)
+	}
+
+	listed := collectAll(t, th.Checkpoints(ctx, made.GetThreadId(), 2))
+	for i, cp := range listed {
+		if cp.GetRevision() != outcome.Revision-int64(i) || cp.GetState() != nil {
+			t.Errorf("checkpoint %d: revision %d state %v", i, cp.GetRevision(), cp.GetState() != nil)
+		}
+	}
+	if int64(len(listed)) != outcome.Revision {
+		t.Errorf("%d checkpoints, want %d: newest first, every page", len(listed), outcome.Revision)
+	}
+
+	second, err := th.Stream(ctx, made.GetThreadId(), &threadline.ThreadRun{Text: "hello"}).Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Revision <= outcome.Revision || output(t, second.Result) != "You said: hello" {
+		t.Errorf("second %d %q", second.Revision, second.Result.GetOutputJson())
+	}
+}
+
+// --- deferred calls ------------------------------------------------------------------------------
+
+func TestThreadApproveAndDenyByAnswers(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made, call := suspendedOnDelete(t, th, ctx, "notes.txt")
+
+	approve := threadline.NewAnswers(made.GetPending()).Approve(call.GetToolCallId())
+	approved, err := th.Stream(ctx, made.GetThreadId(), &threadline.ThreadRun{Answers: approve.Results()}).Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := output(t, approved.Result); got != "Tool results: delete_file: Deleted notes.txt." {
+		t.Errorf("approved: %q", got)
+	}
+
+	deniedOn := mustRun(t, th, ctx, made.GetThreadId(), &threadline.ThreadRun{Text: "delete b.txt"})
+	others := deniedOn.Result.GetDeferred().GetApprovals()
+	if len(others) != 1 {
+		t.Fatalf("deferred %v", deniedOn.Result.GetDeferred())
+	}
+	deny := threadline.NewAnswers(deniedOn.Result.GetDeferred()).Deny(others[0].GetToolCallId(), "keep it")
+	denied := mustRun(t, th, ctx, made.GetThreadId(), &threadline.ThreadRun{Answers: deny.Results()})
+	if got := output(t, denied.Result); got != "Tool results: delete_file: keep it" {
+		t.Errorf("denied: %q", got)
+	}
+
+	again := threadline.NewAnswers(deniedOn.Result.GetDeferred()).Approve(others[0].GetToolCallId())
+	_, err = th.Run(ctx, made.GetThreadId(), &threadline.ThreadRun{Answers: again.Results()})
+	asErr[*threadline.ThreadNotSuspendedError](t, err, codes.FailedPrecondition, threadline.ReasonThreadNotSuspended)
+}
+
+func TestThreadAnIncompleteAnswerIsRefusedAndTheThreadStaysSuspended(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made, _ := suspendedOnDelete(t, th, ctx, "notes.txt")
+
+	_, err := th.Run(ctx, made.GetThreadId(), &threadline.ThreadRun{Answers: threadline.NewAnswers(made.GetPending()).Results()})
+
+	if threadline.ReasonOf(err) != threadline.ReasonDeferredResultsIncomplete {
+		t.Errorf("error %v: want DEFERRED_RESULTS_INCOMPLETE", err)
+	}
+	if got := mustGet(t, th, ctx, made.GetThreadId()).GetStatus(); got != threadline.ThreadSuspended {
+		t.Errorf("status %v, want suspended", got)
+	}
+}
+
+func TestThreadAClientToolAnsweredWithoutDeclaringItAgain(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made := mustCreate(t, th, ctx, nil)
+	first := mustRun(t, th, ctx, made.GetThreadId(), &threadline.ThreadRun{
+		Text: `client:get_weather {"city":"Paris"}`, ClientTools: []*threadline.ClientTool{getWeather},
+	})
+	if first.Result.GetStatus() != threadline.StatusSuspended {
+		t.Fatalf("status %v", first.Result.GetStatus())
+	}
+	calls := first.Result.GetDeferred().GetCalls()
+	if len(calls) != 1 || calls[0].GetKind() != threadline.KindExternal || !maps.Equal(callArgs(t, calls[0]), map[string]any{"city": "Paris"}) {
+		t.Fatalf("calls %v", calls)
+	}
+	head, err := th.Checkpoint(ctx, made.GetThreadId(), first.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(head.GetClientTools()) != 1 || head.GetClientTools()[0].GetName() != "get_weather" {
+		t.Errorf("head client tools %v", head.GetClientTools())
+	}
+
+	// No client tools declared: the pending call meets the tools the head was made with.
+	answers := threadline.NewAnswers(first.Result.GetDeferred())
+	if err := answers.Return(calls[0].GetToolCallId(), map[string]any{"sky": "clear", "temp_c": 21}); err != nil {
+		t.Fatal(err)
+	}
+	done := mustRun(t, th, ctx, made.GetThreadId(), &threadline.ThreadRun{Answers: answers.Results()})
+
+	if done.Result.GetStatus() != threadline.StatusCompleted {
+		t.Fatalf("status %v (failure %v)", done.Result.GetStatus(), done.Result.GetFailure())
+	}
+	text := output(t, done.Result)
+	if !strings.HasPrefix(text, "Tool results: get_weather:") || !strings.Contains(text, "21") || !strings.Contains(text, "clear") {
+		t.Errorf("output %q", text)
+	}
+}
+
+// --- fork and rollback ---------------------------------------------------------------------------
+
+func TestThreadAForkOfASuspendedThreadIsSuspendedOnTheSameCalls(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	source, call := suspendedOnDelete(t, th, ctx, "notes.txt")
+	label := randomHex()
+
+	fork, err := th.Fork(ctx, source.GetThreadId(), threadline.ForkOptions{Labels: map[string]string{"fork": label}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if fork.GetThreadId() == source.GetThreadId() || !maps.Equal(fork.GetLabels(), map[string]string{"fork": label}) {
+		t.Errorf("fork %q labels %v", fork.GetThreadId(), fork.GetLabels())
+	}
+	if fork.GetStatus() != threadline.ThreadSuspended || fork.GetRevision() != 1 || fork.GetHead().GetKind() != threadlinev1.CheckpointKind_CHECKPOINT_KIND_FORKED {
+		t.Errorf("fork %v rev %d head %v", fork.GetStatus(), fork.GetRevision(), fork.GetHead().GetKind())
+	}
+	pending := threadline.NewAnswers(fork.GetPending()).Pending()
+	if len(pending) != 1 || pending[0].GetToolCallId() != call.GetToolCallId() {
+		t.Fatalf("fork pending %v, want %s", fork.GetPending(), call.GetToolCallId())
+	}
+
+	approve := threadline.NewAnswers(fork.GetPending()).Approve(fork.GetPending().GetApprovals()[0].GetToolCallId())
+	done := mustRun(t, th, ctx, fork.GetThreadId(), &threadline.ThreadRun{Answers: approve.Results()})
+	if got := output(t, done.Result); got != "Tool results: delete_file: Deleted notes.txt." {
+		t.Errorf("fork's run: %q", got)
+	}
+	if got := mustGet(t, th, ctx, source.GetThreadId()).GetStatus(); got != threadline.ThreadSuspended {
+		t.Errorf("source %v: want untouched, suspended", got)
+	}
+
+	_, err = th.Fork(ctx, source.GetThreadId(), threadline.ForkOptions{NewThreadID: source.GetThreadId()})
+	if threadline.ReasonOf(err) != threadline.ReasonForkThreadIDConflict {
+		t.Errorf("fork onto itself: %v", err)
+	}
+	_, err = th.Fork(ctx, source.GetThreadId(), threadline.ForkOptions{NewThreadID: fork.GetThreadId()})
+	asErr[*threadline.ThreadExistsError](t, err, codes.AlreadyExists, threadline.ReasonThreadExists)
+	_, err = th.Fork(ctx, source.GetThreadId(), threadline.ForkOptions{Revision: 999})
+	asErr[*threadline.CheckpointNotFoundError](t, err, codes.NotFound, threadline.ReasonCheckpointNotFound)
+}
+
+func TestThreadRollbackMakesAnEarlierCheckpointCurrent(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made := mustCreate(t, th, ctx, nil)
+	once := mustRun(t, th, ctx, made.GetThreadId(), &threadline.ThreadRun{Text: "count"})
+	twice := mustRun(t, th, ctx, made.GetThreadId(), &threadline.ThreadRun{Text: "count"})
+	if output(t, once.Result) != "Tool results: count: 1" || output(t, twice.Result) != "Tool results: count: 2" {
+		t.Fatalf("counts %q %q", once.Result.GetOutputJson(), twice.Result.GetOutputJson())
+	}
+
+	_, err := th.Rollback(ctx, made.GetThreadId(), once.Revision, once.Revision)
+	stale := asErr[*threadline.RevisionConflictError](t, err, codes.Aborted, threadline.ReasonRevisionConflict)
+	if stale.CurrentRevision != twice.Revision {
+		t.Errorf("current revision %d, want %d", stale.CurrentRevision, twice.Revision)
+	}
+	rolled, err := th.Rollback(ctx, made.GetThreadId(), once.Revision, twice.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if rolled.GetRevision() != twice.Revision+1 || rolled.GetStatus() != threadline.ThreadIdle || rolled.GetHead().GetKind() != threadlinev1.CheckpointKind_CHECKPOINT_KIND_ROLLED_BACK {
+		t.Errorf("rolled %d %v %v", rolled.GetRevision(), rolled.GetStatus(), rolled.GetHead().GetKind())
+	}
+	again := mustRun(t, th, ctx, made.GetThreadId(), &threadline.ThreadRun{Text: "count"})
+	if got := output(t, again.Result); got != "Tool results: count: 2" {
+		t.Errorf("after rollback %q: the counter should come back with the checkpoint", got)
+	}
+	_, err = th.Rollback(ctx, made.GetThreadId(), 999, 0)
+	asErr[*threadline.CheckpointNotFoundError](t, err, codes.NotFound, threadline.ReasonCheckpointNotFound)
+}
+
+// --- cancel, busy, conflict ----------------------------------------------------------------------
+
+func TestThreadCancelEndsTheRunCancelled(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made := mustCreate(t, th, ctx, nil)
+	s, runID := sleeping(t, th, ctx, made.GetThreadId())
+
+	status, err := th.Cancel(ctx, made.GetThreadId(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_RUNNING && status != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_CANCELLED {
+		t.Errorf("cancel status %v", status)
+	}
+	outcome, err := s.Collect() // well before the 30 s sleep would end
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if outcome.Result.GetStatus() != threadline.StatusCancelled || outcome.Result.GetRunId() != runID {
+		t.Errorf("result %v run %q, want cancelled %q", outcome.Result.GetStatus(), outcome.Result.GetRunId(), runID)
+	}
+	head, err := th.Checkpoint(ctx, made.GetThreadId(), outcome.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.GetKind() != threadlinev1.CheckpointKind_CHECKPOINT_KIND_CANCELLED || head.GetRunId() != runID {
+		t.Errorf("head %v run %q", head.GetKind(), head.GetRunId())
+	}
+	if status, err := th.Cancel(ctx, made.GetThreadId(), runID); err != nil || status != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_CANCELLED {
+		t.Errorf("second cancel %v, %v: want CANCELLED", status, err)
+	}
+	if got := mustGet(t, th, ctx, made.GetThreadId()).GetStatus(); got != threadline.ThreadIdle {
+		t.Errorf("status %v, want idle", got)
+	}
+}
+
+// The cancel lands while the server commits the run's first checkpoints, not inside a tool.
+func TestThreadACancelRightAfterRunStartedEndsTheRunCancelled(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	for i := range 10 { // each lands at a different point of the first model request
+		made := mustCreate(t, th, ctx, nil)
+		callCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		s := th.Stream(callCtx, made.GetThreadId(), &threadline.ThreadRun{Text: "sleep 30"})
+		if !s.Receive() {
+			cancel()
+			t.Fatalf("round %d: no first event: %v", i, s.Err())
+		}
+		if _, err := th.Cancel(ctx, made.GetThreadId(), s.Msg().GetRunId()); err != nil {
+			cancel()
+			t.Fatalf("round %d: cancel: %v", i, err)
+		}
+		outcome, err := s.Collect()
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if outcome.Result.GetStatus() != threadline.StatusCancelled {
+			t.Errorf("round %d: status %v", i, outcome.Result.GetStatus())
+		}
+		if got := mustGet(t, th, ctx, made.GetThreadId()).GetStatus(); got != threadline.ThreadIdle {
+			t.Errorf("round %d: thread %v, want idle", i, got)
+		}
+	}
+}
+
+func TestThreadASecondRunWhileOneRunsIsBusy(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made := mustCreate(t, th, ctx, nil)
+	id := made.GetThreadId()
+	s, runID := sleeping(t, th, ctx, id)
+
+	running := mustGet(t, th, ctx, id)
+	if running.GetStatus() != threadline.ThreadRunning || running.GetLease().GetRunId() != runID || running.GetLease().GetRequestId() != s.RequestID() {
+		t.Errorf("running %v lease %v, want run %q request %q", running.GetStatus(), running.GetLease(), runID, s.RequestID())
+	}
+	busyCalls := map[string]func() error{
+		"another run": func() error {
+			_, err := th.Run(ctx, id, &threadline.ThreadRun{Text: "hello"})
+			return err
+		},
+		// A retry of the running request itself: busy too, with its own request ID.
+		"a retry": func() error {
+			_, err := th.Run(ctx, id, &threadline.ThreadRun{Text: "sleep 30", RequestID: s.RequestID()})
+			return err
+		},
+		"a delete": func() error { return th.Delete(ctx, id, 0) },
+	}
+	for name, call := range busyCalls {
+		busy := asErr[*threadline.ThreadBusyError](t, call(), codes.Aborted, threadline.ReasonThreadBusy)
+		if busy.RunID != runID || busy.RequestID != s.RequestID() {
+			t.Errorf("%s: busy with %q %q, want %q %q", name, busy.RunID, busy.RequestID, runID, s.RequestID())
+		}
+		if busy.LeaseExpiresAt.IsZero() || busy.LeaseExpiresAt.Before(time.Now().Add(-5*time.Minute)) {
+			t.Errorf("%s: lease expires at %v", name, busy.LeaseExpiresAt)
+		}
+	}
+
+	if _, err := th.Cancel(ctx, id, runID); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Once it finished, the retry gets its stored outcome.
+	retried := mustRun(t, th, ctx, id, &threadline.ThreadRun{Text: "sleep 30", RequestID: s.RequestID()})
+	if !retried.Replayed || retried.Result.GetStatus() != threadline.StatusCancelled || retried.Result.GetRunId() != runID || retried.Revision != first.Revision {
+		t.Errorf("retried: replayed %v %v run %q rev %d, want replayed CANCELLED %q %d",
+			retried.Replayed, retried.Result.GetStatus(), retried.Result.GetRunId(), retried.Revision, runID, first.Revision)
+	}
+}
+
+func TestThreadAStaleExpectedRevisionIsAConflict(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made := mustCreate(t, th, ctx, nil)
+	moved := mustRun(t, th, ctx, made.GetThreadId(), &threadline.ThreadRun{Text: "hello", ExpectedRevision: made.GetRevision()})
+	if moved.Revision <= made.GetRevision() {
+		t.Fatalf("revision %d, was %d", moved.Revision, made.GetRevision())
+	}
+
+	_, err := th.Run(ctx, made.GetThreadId(), &threadline.ThreadRun{Text: "hello", ExpectedRevision: made.GetRevision()})
+
+	conflict := asErr[*threadline.RevisionConflictError](t, err, codes.Aborted, threadline.ReasonRevisionConflict)
+	if conflict.CurrentRevision != moved.Revision {
+		t.Errorf("current revision %d, want %d", conflict.CurrentRevision, moved.Revision)
+	}
+	if got := mustGet(t, th, ctx, made.GetThreadId()).GetRevision(); got != moved.Revision {
+		t.Errorf("revision %d, want %d: nothing ran", got, moved.Revision)
+	}
+	_, err = th.Stream(ctx, made.GetThreadId(), &threadline.ThreadRun{Text: "hello", ExpectedRevision: 1}).Collect()
+	asErr[*threadline.RevisionConflictError](t, err, codes.Aborted, threadline.ReasonRevisionConflict)
+}
+
+// --- request IDs: retry, replay, reuse -----------------------------------------------------------
+
+func TestThreadTheSameRequestIDRunsOnceAndReplays(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made := mustCreate(t, th, ctx, nil)
+	requestID := "req-" + randomHex()
+	same := &threadline.ThreadRun{Text: "hello", RequestID: requestID, ExpectedRevision: made.GetRevision()}
+
+	first := mustRun(t, th, ctx, made.GetThreadId(), same)
+	// The retry carries the now stale expected revision: a finished request is replayed regardless.
+	again := mustRun(t, th, ctx, made.GetThreadId(), same)
+	s := th.Stream(ctx, made.GetThreadId(), same)
+	defer s.Close()
+	var replay []*threadline.RunEvent
+	for s.Receive() {
+		replay = append(replay, s.Msg())
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	if first.Replayed || !again.Replayed || again.Revision != first.Revision {
+		t.Errorf("first replayed %v, again replayed %v rev %d (first %d)", first.Replayed, again.Replayed, again.Revision, first.Revision)
+	}
+	if again.Result.GetRunId() != first.Result.GetRunId() || again.Result.GetRequestId() != requestID {
+		t.Errorf("again run %q request %q", again.Result.GetRunId(), again.Result.GetRequestId())
+	}
+	if output(t, again.Result) != "You said: hello" || output(t, first.Result) != "You said: hello" {
+		t.Errorf("outputs %q %q", first.Result.GetOutputJson(), again.Result.GetOutputJson())
+	}
+	if got := caseNames(replay); !slices.Equal(got, []string{"run_started", "thread_committed", "result"}) {
+		t.Errorf("replay events %v", got)
+	}
+	if o := s.Outcome(); o == nil || !o.Replayed || o.Revision != first.Revision {
+		t.Errorf("stream outcome %+v", o)
+	}
+	for _, ev := range replay {
+		if ev.GetRunId() != first.Result.GetRunId() {
+			t.Errorf("replay event run %q, want %q", ev.GetRunId(), first.Result.GetRunId())
+		}
+	}
+	// One run: the thread did not move, and every checkpoint of the request has the same run.
+	if got := mustGet(t, th, ctx, made.GetThreadId()).GetRevision(); got != first.Revision {
+		t.Errorf("revision %d, want %d", got, first.Revision)
+	}
+	runs := map[string]bool{}
+	for _, cp := range collectAll(t, th.Checkpoints(ctx, made.GetThreadId(), 0)) {
+		if cp.GetRequestId() == requestID {
+			runs[cp.GetRunId()] = true
+		}
+	}
+	if !maps.Equal(runs, map[string]bool{first.Result.GetRunId(): true}) {
+		t.Errorf("runs of the request %v, want only %q", runs, first.Result.GetRunId())
+	}
+
+	_, err := th.Run(ctx, made.GetThreadId(), &threadline.ThreadRun{Text: "something else", RequestID: requestID})
+	asErr[*threadline.RequestIDReusedError](t, err, codes.InvalidArgument, threadline.ReasonRequestIDReused)
+}
+
+// cuttingProxy is a loopback proxy to upstream whose first connection is cut just as the server
+// starts to answer a call (its first HEADERS frame on a stream): the server ran the call, the
+// client never hears back. Later connections pass through. seen returns one entry per connection.
+func cuttingProxy(t *testing.T, upstream string) (addr string, seen func() []string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		log   []string
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	track := func(c ...net.Conn) {
+		mu.Lock()
+		conns = append(conns, c...)
+		mu.Unlock()
+	}
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	handle := func(client net.Conn) {
+		defer wg.Done()
+		server, err := net.Dial("tcp", upstream)
+		if err != nil {
+			_ = client.Close()
+			return
+		}
+		track(client, server)
+		mu.Lock()
+		first := len(log) == 0
+		if first {
+			log = append(log, "cut")
+		} else {
+			log = append(log, "passed")
+		}
+		mu.Unlock()
+		go func() { _, _ = io.Copy(server, client); _ = server.Close() }()
+		if !first {
+			_, _ = io.Copy(client, server)
+			_ = client.Close()
+			return
+		}
+		// Relay the server's frames (SETTINGS, PING, ...) up to the call's response headers.
+		defer client.Close()
+		defer server.Close()
+		header := make([]byte, 9)
+		for {
+			if _, err := io.ReadFull(server, header); err != nil {
+				return
+			}
+			length := int(header[0])<<16 | int(header[1])<<8 | int(header[2])
+			kind, stream := header[3], binary.BigEndian.Uint32(header[5:9])&0x7fffffff
+			payload := make([]byte, length)
+			if _, err := io.ReadFull(server, payload); err != nil {
+				return
+			}
+			if kind == 0x1 && stream != 0 {
+				return // the call's response: never delivered
+			}
+			if _, err := client.Write(append(header, payload...)); err != nil {
+				return
+			}
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go handle(client)
+		}
+	}()
+	return ln.Addr().String(), func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(log)
+	}
+}
+
+func TestThreadRunRetriesALostAnswerWithTheSameRequestID(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made := mustCreate(t, th, ctx, nil)
+	addr, seen := cuttingProxy(t, serverAddr)
+	cut, err := threadline.Dial(addr, threadline.WithRunTimeout(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cut.Close()
+
+	outcome, err := cut.Threads().Run(ctx, made.GetThreadId(), &threadline.ThreadRun{Text: "hello"})
+	if err != nil {
+		t.Fatalf("Run through the cutting proxy: %v (connections %v)", err, seen())
+	}
+
+	// The first attempt ran and committed; its answer was lost, so the SDK sent the request again
+	// under the same ID, and the server answered it from its record instead of running it twice.
+	if got := seen(); !slices.Equal(got, []string{"cut", "passed"}) {
+		t.Errorf("connections %v, want [cut passed]", got)
+	}
+	if !outcome.Replayed || outcome.Result.GetStatus() != threadline.StatusCompleted || output(t, outcome.Result) != "You said: hello" {
+		t.Errorf("outcome replayed %v %v %q", outcome.Replayed, outcome.Result.GetStatus(), outcome.Result.GetOutputJson())
+	}
+	if got := mustGet(t, th, ctx, made.GetThreadId()).GetRevision(); got != outcome.Revision {
+		t.Errorf("revision %d, want %d", got, outcome.Revision)
+	}
+	runs := map[string]bool{}
+	for _, cp := range collectAll(t, th.Checkpoints(ctx, made.GetThreadId(), 0)) {
+		if cp.GetRunId() != "" {
+			runs[cp.GetRunId()] = true
+		}
+	}
+	if !maps.Equal(runs, map[string]bool{outcome.Result.GetRunId(): true}) {
+		t.Errorf("runs %v, want only %q", runs, outcome.Result.GetRunId())
+	}
+}
