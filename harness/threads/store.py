@@ -27,6 +27,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import (
     Connection,
+    Engine,
+    RootTransaction,
     Row,
     and_,
     delete,
@@ -253,8 +255,7 @@ class ThreadStore:
     def _tx(self, *, read: bool = False) -> Iterator[tuple[Connection, float]]:
         """One transaction and the store's time at its start; a failing database is `store_unavailable`."""
         try:
-            with (self._reader if read else self._engine).begin() as conn:
-                now = float(conn.execute(self._now).scalar_one())
+            with self._begun(self._reader if read else self._engine) as (conn, now):
                 yield conn, now
         except (ThreadError, IntegrityError):
             raise
@@ -264,6 +265,28 @@ class ThreadStore:
                     "store_unavailable", exc_info=error, extra={"fields": {"replica": self.replica}}
                 )
             raise store_unavailable(type(error).__name__) from error
+
+    def _begun(self, engine: Engine) -> contextlib.AbstractContextManager[tuple[Connection, float]]:
+        """A transaction and the store's time at its start, on a connection proven alive.
+
+        Reading the time is the connection's check: one the database dropped (it restarted) is
+        replaced once, as a pool's pre-ping would, without a round trip of its own.
+        """
+        for attempt in (1, 2):
+            conn = engine.connect()
+            try:
+                tx = conn.begin()
+                now = float(conn.execute(self._now).scalar_one())
+            except DBAPIError as error:
+                conn.close()
+                if attempt == 1 and error.connection_invalidated:
+                    continue
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            return _Transaction(conn, tx, now)
+        raise AssertionError("unreachable")
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -600,18 +623,16 @@ class ThreadStore:
             elif ttl is not None:
                 expires = now + ttl
                 values["lease_expires"] = expires
-            changed = conn.execute(
+            incarnation = conn.execute(
                 update(threads)
                 .where(*_key(thread_id), threads.c.fence == fence, threads.c.revision == revision)
                 .values(**values)
-            )
-            if changed.rowcount != 1:
+                .returning(threads.c.incarnation)
+            ).scalar_one_or_none()
+            if incarnation is None:
                 raise lease_lost(thread_id)
             written: Head | None = None
             if checkpoint is not None:
-                incarnation = (
-                    conn.execute(select(threads.c.incarnation).where(*_key(thread_id)))
-                ).scalar_one()
                 written = self._put_checkpoint(conn, thread_id, incarnation, head, checkpoint, base, now)
             if checkpoint is not None or finish is not None:
                 record: dict[str, Any] = {"update_time": now}
@@ -631,14 +652,14 @@ class ThreadStore:
             ThreadError: `lease_lost`.
         """
         with self._tx() as (conn, now):
-            changed = conn.execute(
+            cancel = conn.execute(
                 update(threads)
                 .where(*_key(thread_id), threads.c.fence == fence, threads.c.lease_run_id.is_not(None))
                 .values(lease_expires=now + ttl)
-            )
-            if changed.rowcount != 1:
+                .returning(threads.c.cancel_requested)
+            ).scalar_one_or_none()
+            if cancel is None:
                 raise lease_lost(thread_id)
-            cancel = (conn.execute(select(threads.c.cancel_requested).where(*_key(thread_id)))).scalar_one()
         return now + ttl, bool(cancel)
 
     @_offloaded(read=False)
@@ -876,6 +897,25 @@ class ThreadStore:
         except IntegrityError:
             # A fork committed meanwhile refers to some of it: collected by a later delete instead.
             LOGGER.info("thread_data_kept", extra={"fields": {"replica": self.replica}})
+
+
+class _Transaction(contextlib.AbstractContextManager[tuple[Connection, float]]):
+    """An open transaction: committed when its block ends, rolled back on an error; then closed."""
+
+    def __init__(self, conn: Connection, tx: RootTransaction, now: float) -> None:
+        self._conn, self._tx, self._now = conn, tx, now
+
+    def __enter__(self) -> tuple[Connection, float]:
+        return self._conn, self._now
+
+    def __exit__(self, kind: type[BaseException] | None, *_rest: object) -> None:
+        try:
+            if kind is None:
+                self._tx.commit()
+            else:
+                self._tx.rollback()
+        finally:
+            self._conn.close()
 
 
 # -- rows -> records ------------------------------------------------------------------------------------
