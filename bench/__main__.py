@@ -8,8 +8,10 @@ delta against its limit (pydantic-ai in-process + bare grpcio at the same packin
 encode + decode per message, (d) turn N of a thread against turn 1, (e) concurrent streaming runs,
 and idle stream memory against its limit (pydantic-ai's idle run + grpcio's idle stream), (f)
 checkpoint bytes as the history grows, (g) `ThreadService` turns 1, 50 and 500 of one thread beside
-`HarnessService`, (h) the SQLite thread store's commits/s, latency and bytes written per turn (g and h
-on a server of their own, `--store sqlite:` a temporary file). Each section's module docstring says how
+`HarnessService`, (h) the thread store's commits/s and latency on SQLite and on PostgreSQL (one and two
+replicas), SQLite's bytes written per turn, and each store's cost per turn against bare transactions
+writing the same rows (g and h on servers of their own, `--store sqlite:` a temporary file; h's
+PostgreSQL a throwaway cluster of `tests.pgcluster`, so run it from the repo root). Each section's module docstring says how
 it measures; `bench.measure` says why cost is CPU time and ratios are medians of per-round ratios.
 """
 
@@ -19,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -29,14 +32,16 @@ from typing import Any
 
 import grpc
 
+from .bare_store import store_cost_section
 from .checkpoints import checkpoint_section
 from .concurrency import concurrency_section, idle_memory_section
 from .envelope import envelope_section
+from .measure import ratio
 from .proc import MAX_CONCURRENT_RUNS, Helper, ServerProcess, machine
 from .runs import run_section
 from .stream_rate import stream_section
 from .thread import build_thread, thread_section
-from .thread_store import thread_store_section
+from .thread_store import postgresql_levels, thread_store_section
 from .threads import threads_section
 from .wire import CHANNEL_OPTIONS
 
@@ -74,6 +79,7 @@ class Sizes:
     store_threads: int = 64
     store_turns: int = 3
     store_bytes_turns: int = 30
+    store_cost_turns: int = 100
 
 
 SMOKE = Sizes(
@@ -101,6 +107,7 @@ SMOKE = Sizes(
     store_threads=2,
     store_turns=1,
     store_bytes_turns=2,
+    store_cost_turns=2,
 )
 
 # name -> (comparison, threshold, what it is)
@@ -169,6 +176,16 @@ TARGETS: dict[str, tuple[str, float, str]] = {
         "<=",
         2.0,
         "(h) SQLite bytes written / bytes the turn added to the state's JSON, worst turn",
+    ),
+    "sqlite_store_over_bare_per_turn": (
+        "<=",
+        1.5,
+        "(h) SQLite: a turn's store calls / bare transactions writing the same rows, wall time",
+    ),
+    "postgresql_store_over_bare_per_turn": (
+        "<=",
+        1.5,
+        "(h) PostgreSQL: a turn's store calls / bare transactions writing the same rows, wall time",
     ),
 }
 
@@ -270,6 +287,59 @@ async def _thread_sections(sizes: Sizes, wanted: str, report: dict[str, Any]) ->
                     bytes_turns=sizes.store_bytes_turns,
                     long_thread=long_thread,
                 )
+        if "h" in wanted:
+            cost = await store_cost_section(
+                "sqlite", str(Path(directory) / "cost.sqlite3"), turns=sizes.store_cost_turns
+            )
+            await _postgresql(sizes, sections["h_thread_store"], sqlite_cost=cost)
+
+
+async def _postgresql(sizes: Sizes, section: dict[str, Any], *, sqlite_cost: dict[str, Any]) -> None:
+    """(h) on a throwaway PostgreSQL cluster (fsync on), beside SQLite's figures in `section`."""
+    from tests.pgcluster import cluster  # the repo root's test helper: `python -m bench` runs from there
+
+    with cluster() as pg, contextlib.ExitStack() as stack:
+        # The servers and the bare connection take the password from the environment, never a URL.
+        stack.callback(os.environ.pop, "PGPASSWORD", None)
+        os.environ.update(pg.env)
+        url = pg.database()
+        async with contextlib.AsyncExitStack() as channels:
+            servers = [ServerProcess(store=url) for _ in range(2)]
+            for server in servers:
+                stack.callback(server.__exit__, None, None, None)
+            # Started together: each waits seconds for its imports, and both migrate the one database.
+            await asyncio.gather(*(asyncio.to_thread(server.__enter__) for server in servers))
+            replicas = [
+                (
+                    server,
+                    await channels.enter_async_context(
+                        grpc.aio.insecure_channel(server.address, options=CHANNEL_OPTIONS)
+                    ),
+                )
+                for server in servers
+            ]
+            levels = await postgresql_levels(
+                replicas, levels=sizes.store_levels, threads=sizes.store_threads, turns=sizes.store_turns
+            )
+        cost = await store_cost_section("postgresql", pg.database(), turns=sizes.store_cost_turns)
+    ratios = section["ratios"]
+    ratios.update(levels.pop("ratios"))
+    top = sizes.store_levels[-1]
+    for at_once in sizes.store_levels:
+        ratios[f"postgresql_over_sqlite_commits_per_s_{at_once}"] = round(
+            ratio(ratios[f"postgresql_commits_per_s_{at_once}"], ratios[f"sqlite_commits_per_s_{at_once}"]), 4
+        )
+    ratios[f"postgresql_2_replicas_over_1_commits_per_s_{top}"] = round(
+        ratio(
+            ratios[f"postgresql_2_replicas_commits_per_s_{top}"], ratios[f"postgresql_commits_per_s_{top}"]
+        ),
+        4,
+    )
+    for name, measured in (("sqlite", sqlite_cost), ("postgresql", cost)):
+        ratios[f"{name}_store_over_bare_per_turn"] = measured["store_over_bare"]
+        ratios[f"{name}_store_cpu_over_bare_per_turn"] = measured["store_cpu_over_bare_cpu"]
+    section["postgresql"] = levels
+    section["cost_per_turn"] = {"sqlite": sqlite_cost, "postgresql": cost}
 
 
 def _ratios(sections: dict[str, Any]) -> dict[str, float]:
@@ -304,16 +374,16 @@ def _ratios(sections: dict[str, Any]) -> dict[str, float]:
 
 
 def _table(report: dict[str, Any]) -> str:
-    lines = [f"{'measure':<42} {'value':>10}  {'target':>8}  met"]
+    lines = [f"{'measure':<46} {'value':>10}  {'target':>8}  met"]
     lines.append("-" * len(lines[0]))
     for name, value in report["ratios"].items():
         target = report["targets"].get(name)
         if target is None:
-            lines.append(f"{name:<42} {value:>10.3f}")
+            lines.append(f"{name:<46} {value:>10.3f}")
         else:
             mark = "yes" if target["met"] else "NO"
             lines.append(
-                f"{name:<42} {value:>10.3f}  {target['comparison'] + ' ' + str(target['threshold']):>8}  {mark}"
+                f"{name:<46} {value:>10.3f}  {target['comparison'] + ' ' + str(target['threshold']):>8}  {mark}"
             )
     return "\n".join(lines)
 

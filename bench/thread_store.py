@@ -1,19 +1,23 @@
-"""(h) The SQLite thread store: commits per second, `RunThread` latency, bytes written per turn.
+"""(h) The thread store: commits per second and `RunThread` latency on SQLite and PostgreSQL, bytes per turn.
 
 Throughput: at each level c (1 and 64 threads at once), `threads` new threads of the `scenario` agent
 run `turns` turns each, c threads at a time, each thread's turns one after another (level 1 runs the
 same threads' turns, one thread at a time). A commit is one checkpoint (the `scenario` turn commits 7:
 6 `MID_RUN`, 1 `COMPLETED`), counted from the revisions `RunThread` returns; commits per second are
-over the level's wall time, latency is each `RunThread`'s wall time as this client saw it.
+over the level's wall time, latency is each `RunThread`'s wall time as this client saw it. SQLite runs
+the levels on one server; PostgreSQL on one of two replicas on one database, then the top level again
+with its workers alternating between the two (`replicas`), server CPU summed over both.
 
-Bytes: one thread runs `bytes_turns` turns; afterwards the SQLite file is read with `sqlite3` and
-each turn is charged what its checkpoints wrote: the `data` of every `blobs` row they were the first
-to refer to, plus each `checkpoints` row's payload (its text columns `kind`, `run_id`, `request_id`,
-`pending`, `remaining`, `client_tools`, in bytes). That is held against what the turn added to the
-state's JSON form (`GetCheckpoint` of the turn's last revision and of the one before, each state's
-JSON length, history and other parts). The run records (`runs`: prompt, outcome, attempts) are
+Bytes (SQLite): one thread runs `bytes_turns` turns; afterwards the SQLite file is read with `sqlite3`
+and each turn is charged what its checkpoints wrote: the `data` of every `blobs` row they were the
+first to refer to, plus each `checkpoints` row's payload (its text columns `kind`, `run_id`,
+`request_id`, `pending`, `remaining`, `client_tools`, in bytes). That is held against what the turn
+added to the state's JSON form (`GetCheckpoint` of the turn's last revision and of the one before, each
+state's JSON length, history and other parts). The run records (`runs`: prompt, outcome, attempts) are
 reported beside it. The long thread of (g), when it ran on the same file, is charged the same way as
 a whole: everything its checkpoints wrote after its first, against its JSON's growth.
+
+The store's cost per turn against bare transactions is `bench.bare_store`'s.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from .measure import ratio
 from .proc import ServerProcess
 from .threads import ThreadClient
 
-__all__ = ("thread_store_section",)
+__all__ = ("postgresql_levels", "thread_store_section")
 
 _PAYLOAD = " + ".join(
     f"coalesce(length(cast({column} as blob)), 0)"
@@ -50,15 +54,16 @@ def _percentile(values: Sequence[float], q: int) -> float:
 
 
 async def _level(
-    server: ServerProcess, client: ThreadClient, at_once: int, threads: int, turns: int
+    replicas: Sequence[tuple[ServerProcess, ThreadClient]], at_once: int, threads: int, turns: int
 ) -> dict[str, Any]:
+    """`threads` new threads, `turns` turns each, `at_once` at a time, workers spread over `replicas`."""
     queue: asyncio.Queue[str] = asyncio.Queue()
     for _ in range(threads):
-        queue.put_nowait(await client.create())  # revision 1
+        queue.put_nowait(await replicas[0][1].create())  # revision 1
     latencies: list[float] = []
     commits = 0
 
-    async def worker() -> None:
+    async def worker(client: ThreadClient) -> None:
         nonlocal commits
         while not queue.empty():
             thread_id, revision = queue.get_nowait(), 1
@@ -69,10 +74,14 @@ async def _level(
                 commits += committed - revision
                 revision = committed
 
-    cpu, wall = server.thread_cpu(), time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(at_once)))
-    wall, cpu = time.perf_counter() - wall, server.thread_cpu() - cpu
+    def cpu() -> float:
+        return sum(server.thread_cpu() for server, _client in replicas)
+
+    cpu_before, wall = cpu(), time.perf_counter()
+    await asyncio.gather(*(worker(replicas[k % len(replicas)][1]) for k in range(at_once)))
+    wall, spent = time.perf_counter() - wall, cpu() - cpu_before
     return {
+        "replicas": len(replicas),
         "threads_at_once": at_once,
         "threads": threads,
         "turns": len(latencies),
@@ -85,8 +94,18 @@ async def _level(
             "p99": round(_percentile(latencies, 99) * 1e3, 2),
             "max": round(max(latencies) * 1e3, 2),
         },
-        "server_cpu_ms_per_commit": round(cpu / commits * 1e3, 3) if commits else 0.0,
+        "server_cpu_ms_per_commit": round(spent / commits * 1e3, 3) if commits else 0.0,
     }
+
+
+def _level_ratios(prefix: str, rows: list[dict[str, Any]]) -> dict[str, float]:
+    ratios: dict[str, float] = {}
+    for row in rows:
+        at_once = row["threads_at_once"]
+        ratios[f"{prefix}_commits_per_s_{at_once}"] = row["commits_per_s"]
+        ratios[f"{prefix}_run_thread_p50_ms_{at_once}"] = row["latency_ms"]["p50"]
+        ratios[f"{prefix}_run_thread_p99_ms_{at_once}"] = row["latency_ms"]["p99"]
+    return ratios
 
 
 async def _json_bytes(client: ThreadClient, thread_id: str, revision: int) -> int:
@@ -182,16 +201,12 @@ async def thread_store_section(
     bytes_turns: int,
     long_thread: str | None = None,
 ) -> dict[str, Any]:
+    """SQLite: the levels on one server, then the bytes it wrote."""
     client = ThreadClient(channel)
     await client.turn(await client.create())  # warm-up
-    rows = [await _level(server, client, at_once, threads, turns) for at_once in levels]
+    rows = [await _level([(server, client)], at_once, threads, turns) for at_once in levels]
     written = await _bytes(client, db, bytes_turns)
-    ratios: dict[str, float] = {}
-    for row in rows:
-        at_once = row["threads_at_once"]
-        ratios[f"sqlite_commits_per_s_{at_once}"] = row["commits_per_s"]
-        ratios[f"sqlite_run_thread_p50_ms_{at_once}"] = row["latency_ms"]["p50"]
-        ratios[f"sqlite_run_thread_p99_ms_{at_once}"] = row["latency_ms"]["p99"]
+    ratios = _level_ratios("sqlite", rows)
     per_turn = [row["ratio"] for row in written["per_turn"]]
     ratios["sqlite_bytes_over_added_worst_turn"] = max(per_turn, default=0.0)
     ratios["sqlite_bytes_over_added_median_turn"] = statistics.median(per_turn) if per_turn else 0.0
@@ -203,3 +218,21 @@ async def thread_store_section(
         result["long_thread_bytes"] = long
     result["ratios"] = ratios
     return result
+
+
+async def postgresql_levels(
+    replicas: Sequence[tuple[ServerProcess, grpc.aio.Channel]],
+    *,
+    levels: tuple[int, ...],
+    threads: int,
+    turns: int,
+) -> dict[str, Any]:
+    """PostgreSQL: the levels on the first replica, then the top level spread over all of them."""
+    clients = [(server, ThreadClient(channel)) for server, channel in replicas]
+    for _server, client in clients:
+        await client.turn(await client.create())  # warm-up
+    rows = [await _level(clients[:1], at_once, threads, turns) for at_once in levels]
+    spread = await _level(clients, levels[-1], threads, turns)
+    ratios = _level_ratios("postgresql", rows)
+    ratios.update(_level_ratios(f"postgresql_{len(clients)}_replicas", [spread]))
+    return {"levels": rows, "replicas": spread, "ratios": ratios}
