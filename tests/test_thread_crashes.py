@@ -1,8 +1,9 @@
-"""THREADS §7 "Crash matrix": `kill -9` of the server at each point of a thread run, then a fresh server.
+"""THREADS §7 "Crash matrix": `kill -9` of the server at each point of a thread run, then another server.
 
-Each test serves `tests/thread_agents.py` on a SQLite file of its own with a 2 s lease, starts a run
-whose prompt names the point where it blocks, waits for the agent's marker, kills the server with
-SIGKILL, and starts a new server on the same file. The old lease must expire before the thread can be
+Each test runs on both stores. It serves `tests/thread_agents.py` with a 2 s lease on a SQLite file of
+its own, or on a fresh PostgreSQL database; starts a run whose prompt names the point where it blocks,
+waits for the agent's marker and kills the server with SIGKILL. On SQLite a new server starts on the
+same file; on PostgreSQL a second replica, running since the test began, takes over. The old lease must expire before the thread can be
 taken, so the retry (the same `request_id`, the same body) is repeated while the answer is
 `THREAD_BUSY`. Then the history (from `GetCheckpoint`), the checkpoints and the agent's tool log (one
 fsynced line per execution) show what the crash did: every accepted external result and denial is in
@@ -14,6 +15,7 @@ the prompt is in the history once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
-from conftest import ServeProcess, error_info
+from conftest import PgStore, ServeProcess, error_info
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -67,12 +69,21 @@ ALWAYS = run_pb2.TOOL_RECOVERY_ALWAYS
 
 @dataclass
 class Scene:
-    """One SQLite file, the agent's tool log and gate, and the server currently serving them."""
+    """One store, the agent's tool log and gate, and the server currently serving them.
+
+    SQLite: a file of the test's own, and a fresh server on it after the kill. PostgreSQL: a fresh
+    database, and a second replica started beside the first, which recovers the run once the first is
+    killed (`standby`).
+    """
 
     spawn: Callable[..., ServeProcess]
     tmp: Path
+    store: tuple[str, ...]
+    store_env: dict[str, str] = field(default_factory=dict)
+    replicas: bool = False
     server: ServeProcess | None = None
     channel: grpc.aio.Channel | None = None
+    standby: asyncio.Future[ServeProcess] | None = None
 
     @property
     def log(self) -> Path:
@@ -82,35 +93,53 @@ class Scene:
     def gate(self) -> Path:
         return self.tmp / "gate"
 
-    async def start(self) -> Stub:
+    async def _spawn(self) -> ServeProcess:
         """A server on the scene's store; its gates block until `gate` exists."""
         pythonpath = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH", "")) if p)
-        env = {"PYTHONPATH": pythonpath, TOOL_LOG_ENV: str(self.log), GATE_ENV: str(self.gate)}
-        self.server = await asyncio.to_thread(
+        env = {
+            **self.store_env,
+            "PYTHONPATH": pythonpath,
+            TOOL_LOG_ENV: str(self.log),
+            GATE_ENV: str(self.gate),
+        }
+        return await asyncio.to_thread(
             self.spawn,
-            "--store",
-            f"sqlite:{self.tmp / 'threads.sqlite3'}",
+            *self.store,
             "--lease-ttl",
             str(LEASE_TTL),
             "--agent",
             f"{AGENT_NAME}=thread_agents:build",
             env=env,
         )
+
+    async def _connect(self, server: ServeProcess) -> Stub:
+        self.server = server
         if self.channel is not None:  # the killed server's
             await self.channel.close()
-        self.channel = grpc.aio.insecure_channel(self.server.address)
+        self.channel = grpc.aio.insecure_channel(server.address)
         return thread_service_pb2_grpc.ThreadServiceStub(self.channel)
 
+    async def start(self) -> Stub:
+        """The first server (and, on PostgreSQL, the standby replica starting beside it)."""
+        if self.replicas:
+            self.standby = asyncio.ensure_future(self._spawn())
+        return await self._connect(await self._spawn())
+
     async def kill(self) -> None:
-        """SIGKILL the server and wait until it is gone."""
+        """SIGKILL the server (once the standby, if any, serves) and wait until it is gone."""
         assert self.server is not None
+        if self.standby is not None:
+            await self.standby
         self.server.process.kill()
         await asyncio.to_thread(self.server.process.wait, 30)
 
     async def start_after_crash(self) -> Stub:
-        """Open the gates (a recovered run passes them at once) and start a fresh server on the store."""
+        """Open the gates (a recovered run passes them at once); the standby, or a fresh server."""
         self.gate.touch()
-        return await self.start()
+        if self.standby is not None:
+            standby, self.standby = self.standby, None
+            return await self._connect(await standby)
+        return await self._connect(await self._spawn())
 
     async def wait_for_marker(self, point: str) -> None:
         """Return once the agent marked `point`: the server is blocked there now."""
@@ -124,10 +153,19 @@ class Scene:
         assert len(found) == 1, found
 
 
-@pytest.fixture
-async def scene(serve_process: Callable[..., ServeProcess], tmp_path: Path) -> AsyncIterator[Scene]:
-    scene = Scene(serve_process, tmp_path)
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def scene(
+    request: pytest.FixtureRequest, serve_process: Callable[..., ServeProcess], tmp_path: Path
+) -> AsyncIterator[Scene]:
+    if request.param == "sqlite":
+        scene = Scene(serve_process, tmp_path, ("--store", f"sqlite:{tmp_path / 'threads.sqlite3'}"))
+    else:
+        store: PgStore = request.getfixturevalue("pg_store")
+        scene = Scene(serve_process, tmp_path, store.args, store.env, replicas=True)
     yield scene
+    if scene.standby is not None:  # unused: let it finish starting, so the fixture that made it stops it
+        with contextlib.suppress(Exception):
+            await scene.standby
     if scene.channel is not None:
         await scene.channel.close()
 

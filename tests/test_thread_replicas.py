@@ -578,8 +578,9 @@ async def test_a_replica_stalled_past_its_lease_cannot_commit(brief: Pair, meanw
 
 
 async def _error_of(call: Awaitable[Any]) -> grpc.aio.AioRpcError | None:
+    """The call's error, or None when it succeeded; a call that hangs fails the test."""
     try:
-        await call
+        await asyncio.wait_for(call, DEADLINE)
     except grpc.aio.AioRpcError as error:
         return error
     return None
