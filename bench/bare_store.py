@@ -41,6 +41,7 @@ from threadline.v1 import thread_service_pb2
 from harness.threads import DurableHost, StoreKind, ThreadStore, open_database
 from harness.threads.database import BUSY_TIMEOUT_MS, postgresql_conninfo
 from harness.threads.records import Head
+from harness.threads.statements import Statement
 from harness.threads.store import NewCheckpoint
 from server.agents import AgentRegistry
 from server.launch import ThreadLauncher
@@ -432,10 +433,10 @@ async def store_cost_section(kind: StoreKind, location: str, *, turns: int) -> d
         written: list[_Turn] = []
         for calls in recorded:
             before = head.checkpoint.revision
-            wall, cpu, count = time.perf_counter(), time.process_time(), sent[0]
+            wall, cpu, count = time.perf_counter(), time.process_time(), sent[0] + Statement.executed
             head, request_id = await _replay(store, calls, thread_id, head)
             store_wall, store_cpu = time.perf_counter() - wall, time.process_time() - cpu
-            store_statements = sent[0] - count
+            store_statements = sent[0] + Statement.executed - count
             turn = _written(bare, calls, thread_id, request_id, before, seen)
             wall, cpu, count = time.perf_counter(), time.process_time(), bare.statements
             _bare_turn(bare, turn, bare_id, store.replica, copies)

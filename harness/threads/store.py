@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -31,6 +32,7 @@ from sqlalchemy import (
     RootTransaction,
     Row,
     and_,
+    bindparam,
     delete,
     exists,
     insert,
@@ -59,6 +61,7 @@ from .records import (
     ThreadStatus,
 )
 from .schema import blobs, checkpoints, labels, runs, threads
+from .statements import Statement, StatementFamily
 
 __all__ = (
     "Committed",
@@ -80,6 +83,79 @@ _NOW = {
     "sqlite": text("SELECT (julianday('now') - 2440587.5) * 86400.0"),
     "postgresql": text("SELECT extract(epoch from clock_timestamp())::float8"),
 }
+
+
+_NOW_STATEMENTS = {dialect: Statement(query) for dialect, query in _NOW.items()}
+
+
+def _b(name: str) -> Any:
+    return bindparam(name)
+
+
+def _keyed(table: Any) -> tuple[Any, Any]:
+    return table.c.namespace == _b("w_ns"), table.c.thread_id == _b("w_thread")
+
+
+def _values(names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: _b(f"v_{name}") for name in names}
+
+
+_THREAD = Statement(select(threads).where(*_keyed(threads)))
+_RUN = Statement(select(runs).where(*_keyed(runs), runs.c.request_id == _b("w_request")))
+_TAKE = StatementFamily(
+    lambda names: (
+        update(threads)
+        .where(
+            *_keyed(threads),
+            threads.c.revision == _b("w_revision"),
+            threads.c.fence == _b("w_fence"),
+            or_(threads.c.lease_expires.is_(None), threads.c.lease_expires <= _b("w_now")),
+        )
+        .values(_values(names))
+        .returning(*threads.c)
+    )
+)
+"""Begin's compare-and-set: the thread as read, its lease free; returns the row it wrote."""
+_HEAD = StatementFamily(
+    lambda names: (
+        update(threads)
+        .where(*_keyed(threads), threads.c.fence == _b("w_fence"), threads.c.revision == _b("w_revision"))
+        .values(_values(names))
+        .returning(threads.c.incarnation)
+    )
+)
+"""A holder's fenced commit."""
+_RENEW = Statement(
+    update(threads)
+    .where(*_keyed(threads), threads.c.fence == _b("w_fence"), threads.c.lease_run_id.is_not(None))
+    .values(lease_expires=_b("v_lease_expires"))
+    .returning(threads.c.cancel_requested)
+)
+_RECORD = StatementFamily(
+    lambda names: (
+        update(runs).where(*_keyed(runs), runs.c.request_id == _b("w_request")).values(_values(names))
+    )
+)
+_CLOSE_UNFINISHED = Statement(
+    update(runs)
+    .where(*_keyed(runs), runs.c.request_id == _b("w_request"), runs.c.status == "running")
+    .values(status=_b("v_status"), update_time=_b("v_update_time"))
+)
+_NEW_RECORD = Statement(insert(runs).values(_values(tuple(runs.c.keys()))))
+_NEW_BLOB = Statement(
+    insert(blobs)
+    .values(_values(("owner", "base_id", "keep", "data", "size", "chain_bytes", "sha256")))
+    .returning(blobs.c.id)
+)
+_NEW_CHECKPOINT = Statement(insert(checkpoints).values(_values(tuple(checkpoints.c.keys()))))
+
+
+def _where(thread_id: str, **more: Any) -> dict[str, Any]:
+    return {"w_ns": NAMESPACE, "w_thread": thread_id, **{f"w_{k}": v for k, v in more.items()}}
+
+
+def _set(**values: Any) -> dict[str, Any]:
+    return {f"v_{k}": v for k, v in values.items()}
 
 
 PROBE_S = 1.0
@@ -177,7 +253,7 @@ class ThreadStore:
         self.replica = replica
         self._engine = database.engine
         self._reader = database.engine.execution_options(**READ)
-        self._now = _NOW[database.engine.dialect.name]
+        self._now = _NOW_STATEMENTS[database.engine.dialect.name]
         # SQLite: this process's write transactions take turns (an in-memory database is one connection,
         # so all of its transactions do): waiting here is cheaper than in SQLite's busy handler, which
         # sleeps. PostgreSQL locks rows, so transactions on different threads run side by side.
@@ -276,7 +352,7 @@ class ThreadStore:
             conn = engine.connect()
             try:
                 tx = conn.begin()
-                now = float(conn.execute(self._now).scalar_one())
+                now = float(self._now.run(conn, {})[0][0])
             except DBAPIError as error:
                 conn.close()
                 if attempt == 1 and error.connection_invalidated:
@@ -539,26 +615,27 @@ class ThreadStore:
                 (nothing was written; read again and decide again).
         """
         with self._tx() as (conn, now):
-            fence = self._take(conn, thread, now, pending=None)
-            conn.execute(
-                update(threads)
-                .where(*_key(thread.thread_id))
-                .values(
-                    accepted=accepted,
-                    lease_run_id=run_id,
-                    lease_request_id=request_id,
-                    lease_replica=self.replica,
-                    lease_expires=now + ttl,
-                    cancel_requested=False,
-                    last_request_id=request_id,
-                )
+            fence, taken = self._take(
+                conn,
+                thread,
+                now,
+                pending=None,
+                accepted=accepted,
+                lease_run_id=run_id,
+                lease_request_id=request_id,
+                lease_replica=self.replica,
+                lease_expires=now + ttl,
+                cancel_requested=False,
+                last_request_id=request_id,
             )
             if thread.last_request_id != request_id:
                 self._close_unfinished(conn, thread, now, status="interrupted")
             entry = {**attempt, "run_id": run_id, "replica": self.replica, "fence": fence, "start": now}
             if record is None:
-                conn.execute(
-                    insert(runs).values(
+                attempts = [entry]
+                _NEW_RECORD.run(
+                    conn,
+                    _set(
                         namespace=NAMESPACE,
                         thread_id=thread.thread_id,
                         request_id=request_id,
@@ -566,22 +643,33 @@ class ThreadStore:
                         prompt=prompt,
                         status="running",
                         outcome=None,
-                        attempts=json.dumps([entry]),
+                        attempts=json.dumps(attempts),
                         run_id=run_id,
                         committed_revision=0,
                         create_time=now,
                         update_time=now,
-                    )
+                    ),
+                )
+                taken_record = RunRow(
+                    request_id=request_id,
+                    digest=digest,
+                    prompt=prompt,
+                    status="running",
+                    outcome=None,
+                    attempts=attempts,
+                    run_id=run_id,
+                    committed_revision=0,
                 )
             else:
-                conn.execute(
-                    update(runs)
-                    .where(*_run_key(thread.thread_id, request_id))
-                    .values(attempts=json.dumps([*record.attempts, entry]), run_id=run_id, update_time=now)
+                attempts = [*record.attempts, entry]
+                _RECORD["attempts", "run_id", "update_time"].run(
+                    conn,
+                    {
+                        **_where(thread.thread_id, request=request_id),
+                        **_set(attempts=json.dumps(attempts), run_id=run_id, update_time=now),
+                    },
                 )
-            taken = self._thread(conn, thread.thread_id, now)
-            taken_record = self._run(conn, thread.thread_id, request_id)
-        assert taken is not None and taken_record is not None
+                taken_record = dataclasses.replace(record, attempts=attempts, run_id=run_id)
         return taken, taken_record
 
     @_offloaded(read=False)
@@ -623,14 +711,13 @@ class ThreadStore:
             elif ttl is not None:
                 expires = now + ttl
                 values["lease_expires"] = expires
-            incarnation = conn.execute(
-                update(threads)
-                .where(*_key(thread_id), threads.c.fence == fence, threads.c.revision == revision)
-                .values(**values)
-                .returning(threads.c.incarnation)
-            ).scalar_one_or_none()
-            if incarnation is None:
+            names = tuple(values)
+            written_row = _HEAD[names].first(
+                conn, {**_where(thread_id, fence=fence, revision=revision), **_set(**values)}
+            )
+            if written_row is None:
                 raise lease_lost(thread_id)
+            incarnation = written_row[0]
             written: Head | None = None
             if checkpoint is not None:
                 written = self._put_checkpoint(conn, thread_id, incarnation, head, checkpoint, base, now)
@@ -641,7 +728,7 @@ class ThreadStore:
                 if finish is not None:
                     record.update(status=finish.status, outcome=finish.outcome)
                 request_id = finish.request_id if finish is not None else checkpoint.request_id  # type: ignore[union-attr]
-                conn.execute(update(runs).where(*_run_key(thread_id, request_id)).values(**record))
+                _RECORD[tuple(record)].run(conn, {**_where(thread_id, request=request_id), **_set(**record)})
         return Committed(head, expires, written)
 
     @_offloaded(read=False)
@@ -652,15 +739,10 @@ class ThreadStore:
             ThreadError: `lease_lost`.
         """
         with self._tx() as (conn, now):
-            cancel = conn.execute(
-                update(threads)
-                .where(*_key(thread_id), threads.c.fence == fence, threads.c.lease_run_id.is_not(None))
-                .values(lease_expires=now + ttl)
-                .returning(threads.c.cancel_requested)
-            ).scalar_one_or_none()
-            if cancel is None:
+            renewed = _RENEW.first(conn, {**_where(thread_id, fence=fence), **_set(lease_expires=now + ttl)})
+            if renewed is None:
                 raise lease_lost(thread_id)
-        return now + ttl, bool(cancel)
+        return now + ttl, bool(renewed[0])
 
     @_offloaded(read=False)
     def cancel(self, thread_id: str, run_id: str, *, outcome: str) -> tuple[RunRowStatus, bool]:
@@ -718,43 +800,48 @@ class ThreadStore:
 
     # -- internals ------------------------------------------------------------------------------------
 
-    def _take(self, conn: Connection, thread: ThreadRow, now: float, *, pending: str | None) -> str:
-        """Compare-and-set on `thread` as read: same revision and fence, no live lease; new fence."""
+    def _take(
+        self, conn: Connection, thread: ThreadRow, now: float, *, pending: str | None, **more: Any
+    ) -> tuple[str, ThreadRow]:
+        """Compare-and-set on `thread` as read: same revision and fence, no live lease; a new fence,
+        `pending` and `more` written. Returns the fence and the row as written."""
         fence = _fence()
-        changed = conn.execute(
-            update(threads)
-            .where(
-                *_key(thread.thread_id),
-                threads.c.revision == thread.revision,
-                threads.c.fence == thread.fence,
-                or_(threads.c.lease_expires.is_(None), threads.c.lease_expires <= now),
-            )
-            .values(fence=fence, pending=pending, update_time=now)
+        values = {"fence": fence, "pending": pending, "update_time": now, **more}
+        row = _TAKE[tuple(values)].first(
+            conn,
+            {
+                **_where(thread.thread_id, revision=thread.revision, fence=thread.fence, now=now),
+                **_set(**values),
+            },
         )
-        if changed.rowcount != 1:
+        if row is None:
             raise _changed(self._thread(conn, thread.thread_id, now), thread.thread_id)
-        return fence
+        return fence, _thread(row, now)
 
     def _close_unfinished(
         self, conn: Connection, thread: ThreadRow, now: float, *, status: RunRowStatus
     ) -> None:
         if thread.last_request_id is None:
             return
-        conn.execute(
-            update(runs)
-            .where(*_run_key(thread.thread_id, thread.last_request_id), runs.c.status == "running")
-            .values(status=status, update_time=now)
+        _CLOSE_UNFINISHED.run(
+            conn,
+            {
+                **_where(thread.thread_id, request=thread.last_request_id),
+                **_set(status=status, update_time=now),
+            },
         )
 
     def _thread(
         self, conn: Connection, thread_id: str, now: float, *, lock: bool = False
     ) -> ThreadRow | None:
-        query = select(threads).where(*_key(thread_id))
-        row = (conn.execute(query.with_for_update() if lock else query)).first()
+        if lock:
+            row = conn.execute(select(threads).where(*_key(thread_id)).with_for_update()).first()
+        else:
+            row = _THREAD.first(conn, _where(thread_id))
         return None if row is None else _thread(row, now)
 
     def _run(self, conn: Connection, thread_id: str, request_id: str) -> RunRow | None:
-        row = (conn.execute(select(runs).where(*_run_key(thread_id, request_id)))).first()
+        row = _RUN.first(conn, _where(thread_id, request=request_id))
         return None if row is None else _run_row(row)
 
     def _run_of(self, conn: Connection, thread_id: str, run_id: str) -> RunRow | None:
@@ -805,21 +892,18 @@ class ThreadStore:
         if base is not None and base.data == data:
             return base  # unchanged: refer to it
         delta = plan_delta(data, base)
-        blob_id = (
-            conn.execute(
-                insert(blobs)
-                .values(
-                    owner=owner,
-                    base_id=delta.base_id,
-                    keep=delta.keep,
-                    data=delta.tail,
-                    size=len(data),
-                    chain_bytes=delta.chain_bytes,
-                    sha256=delta.sha256,
-                )
-                .returning(blobs.c.id)
-            )
-        ).scalar_one()
+        blob_id = _NEW_BLOB.run(
+            conn,
+            _set(
+                owner=owner,
+                base_id=delta.base_id,
+                keep=delta.keep,
+                data=delta.tail,
+                size=len(data),
+                chain_bytes=delta.chain_bytes,
+                sha256=delta.sha256,
+            ),
+        )[0][0]
         return BlobRef(int(blob_id), data, delta.chain_bytes)
 
     def _put_checkpoint(
@@ -853,8 +937,9 @@ class ThreadStore:
             rest_blob=rest.id,
             history_at=checkpoint.parts.history_at,
         )
-        conn.execute(
-            insert(checkpoints).values(
+        _NEW_CHECKPOINT.run(
+            conn,
+            _set(
                 namespace=NAMESPACE,
                 thread_id=thread_id,
                 revision=revision,
@@ -868,7 +953,7 @@ class ThreadStore:
                 pending=checkpoint.pending,
                 remaining=checkpoint.remaining,
                 client_tools=checkpoint.client_tools,
-            )
+            ),
         )
         return Head(row, checkpoint.parts, history, rest)
 

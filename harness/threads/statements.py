@@ -1,0 +1,110 @@
+"""The store's hot statements: built once as SQLAlchemy Core, compiled once per dialect, run on the driver.
+
+A turn runs the same dozen statements for every commit (Begin, the fenced commits, renewals). Going
+through SQLAlchemy's execution path costs ~0.1–0.2 ms of Python per statement, twelve times what the
+driver itself needs, so these statements are written once as Core constructs (the schema stays the
+one source of names and types), compiled once per dialect with named parameters, and executed on
+the DBAPI cursor of the transaction's own connection. Colder statements keep SQLAlchemy's path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import namedtuple
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sqlalchemy import Connection
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql.base import Executable
+
+__all__ = ("Statement", "StatementFamily")
+
+_NAMED_SQLITE = sqlite.dialect(paramstyle="named")
+"""sqlite3 takes a dict with `:name`; psycopg's own dialect already uses `%(name)s`."""
+
+
+def _dialect(conn: Connection) -> Dialect:
+    return _NAMED_SQLITE if conn.dialect.name == "sqlite" else conn.dialect
+
+
+class Statement:
+    """One statement: `run(conn, params)` returns its rows as named tuples (none without a result)."""
+
+    executed = 0
+    """How many statements of this kind ran in this process (the benchmark counts them)."""
+
+    def __init__(self, statement: Executable) -> None:
+        self._statement = statement
+        self._compiled: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._row: dict[str, Any] = {}
+
+    def _sql(self, conn: Connection, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The dialect's SQL and the parameters: the statement's own literals, then `params`."""
+        name = conn.dialect.name
+        compiled = self._compiled.get(name)
+        if compiled is None:
+            done: Any = self._statement.compile(dialect=_dialect(conn))  # type: ignore[attr-defined]
+            literals = {key: value for key, value in done.params.items() if value is not None}
+            compiled = self._compiled[name] = (str(done), literals)
+        sql, literals = compiled
+        return sql, {**literals, **params}
+
+    def run(self, conn: Connection, params: Mapping[str, Any]) -> list[Any]:
+        """Execute on `conn`'s transaction. Driver errors are raised as SQLAlchemy's would be
+        (`IntegrityError`, `OperationalError`, ... with `connection_invalidated`), and a connection the
+        database dropped is invalidated, so callers handle one family of errors and the pool heals."""
+        raw: Any = conn.connection.dbapi_connection
+        sql, bound = self._sql(conn, params)
+        Statement.executed += 1
+        cursor = raw.cursor()
+        try:
+            cursor.execute(sql, bound)
+            description = cursor.description
+            if description is None:
+                return []
+            rows = cursor.fetchall()
+        except conn.dialect.loaded_dbapi.Error as error:
+            disconnect = conn.dialect.is_disconnect(error, raw, cursor) or _gone(error)
+            if disconnect:
+                # The database went away: this connection and every other one in the pool are dead.
+                conn.invalidate(error)
+                conn.engine.dispose(close=False)
+            raise DBAPIError.instance(
+                sql, bound, error, conn.dialect.loaded_dbapi.Error, connection_invalidated=disconnect
+            ) from error
+        finally:
+            with contextlib.suppress(Exception):  # a dead connection's cursor may not close cleanly
+                cursor.close()
+        shape: Any = self._row.get(conn.dialect.name)
+        if shape is None:
+            names = [column[0] for column in description]
+            shape = self._row[conn.dialect.name] = namedtuple("Row", names, rename=True)
+        return [shape._make(row) for row in rows]
+
+    def first(self, conn: Connection, params: Mapping[str, Any]) -> Any | None:
+        rows = self.run(conn, params)
+        return rows[0] if rows else None
+
+
+def _gone(error: Exception) -> bool:
+    """A server that ended the session (a restart, an administrator: SQLSTATE 57P, connection class
+    08), which psycopg does not always report as a broken connection."""
+    state = getattr(error, "sqlstate", None) or ""
+    return isinstance(state, str) and state.startswith(("08", "57P"))
+
+
+class StatementFamily:
+    """Statements that differ only in which columns they set: one `Statement` per set of names."""
+
+    def __init__(self, build: Callable[[tuple[str, ...]], Executable]) -> None:
+        self._build = build
+        self._members: dict[tuple[str, ...], Statement] = {}
+
+    def __getitem__(self, names: tuple[str, ...]) -> Statement:
+        member = self._members.get(names)
+        if member is None:
+            member = self._members[names] = Statement(self._build(names))
+        return member
