@@ -517,7 +517,13 @@ async def test_a_replica_stalled_past_its_lease_cannot_commit(brief: Pair, meanw
         assert held.lease.request_id == "req-stalled"
         stalled.stalled()
 
-        if meanwhile == "run":
+        if meanwhile == "nothing":  # the lease expires; no one takes the thread, yet it is lost
+            deadline = time.monotonic() + DEADLINE
+            while not (await get_thread(b, tid)).recovery_pending:
+                assert time.monotonic() < deadline, "the stalled replica's lease never expired"
+                await asyncio.sleep(POLL)
+            expected = [CRASH_PROMPT] if held.revision > 1 else []
+        elif meanwhile == "run":
             took = await while_busy(
                 lambda: run(b, tid, text="hello", request_id="req-other"), holder="req-stalled"
             )
@@ -554,7 +560,10 @@ async def test_a_replica_stalled_past_its_lease_cannot_commit(brief: Pair, meanw
             assert await whole_line(stub, tid) == before, "the stalled replica's later work is nowhere"
             now = await get_thread(stub, tid, full=True)
             assert now.revision == head.revision and now.head == head.head
-            assert now.status != thread_pb2.THREAD_STATUS_RUNNING
+            if meanwhile == "nothing":  # the lost lease is left to expire: the next run recovers
+                assert now.recovery_pending
+            else:
+                assert now.status != thread_pb2.THREAD_STATUS_RUNNING
         messages = await history(b, tid)
         assert all(
             part.content != "noted hello"
@@ -642,7 +651,8 @@ async def until_health(channel: grpc.aio.Channel, status: int) -> None:
         await asyncio.sleep(POLL)
 
 
-async def test_postgresql_stopped_mid_run(own_replicas: StartReplicas) -> None:
+@pytest.mark.parametrize("mode", ["immediate", "fast"], ids=["crashed", "shut-down"])
+async def test_postgresql_stopped_mid_run(own_replicas: StartReplicas, mode: str) -> None:
     with pgcluster.cluster(fsync=False) as own:
         url = await asyncio.to_thread(own.database)
         [replica] = await own_replicas(url, own.env, count=1, lease_ttl=3)
@@ -652,7 +662,7 @@ async def test_postgresql_stopped_mid_run(own_replicas: StartReplicas) -> None:
             tid = thread.thread_id
             doomed = await blocked_run(replica, stub, tid, "req-outage")
             held = await get_thread(stub, tid)
-            await asyncio.to_thread(own.stop, "immediate")
+            await asyncio.to_thread(own.stop, mode)
 
             assert_refused(await doomed.ended(), Code.UNAVAILABLE, "STORE_UNAVAILABLE")
             calls = await asyncio.gather(
