@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import threading
@@ -463,6 +464,16 @@ async def test_a_thread_continued_alternately_on_each_replica(steady: Pair) -> N
         assert line[0].revision == revision
         assert len({c.run_id for c in line[:-1]}) == len(turns), "one run per turn"
 
+        # A revision one replica read is stale on the other once the thread moved on.
+        for stub in replicas_stubs:
+            meta = assert_refused(
+                await _error_of(run(stub, thread.thread_id, text="stale", expected_revision=revision - 1)),
+                Code.ABORTED,
+                "REVISION_CONFLICT",
+            )
+            assert meta == {"current_revision": str(revision)}
+        assert (await get_thread(a, thread.thread_id)).revision == revision
+
 
 # -- 5. CancelThreadRun on the replica that does not hold the run --------------------------------------
 
@@ -501,6 +512,19 @@ async def test_cancel_sent_to_the_other_replica_ends_the_run_cancelled(steady: P
         [answer_part] = tool_returns(messages, call_id)
         assert answer_part.content == INTERRUPTED_TOOL_RESULT
         assert runs_since(holder.log, before) == {call_id: 1}
+
+
+def test_the_steady_replicas_logged_no_error(steady: Pair) -> None:
+    """After the tests above on the steady pair: no error in either log, and SIGTERM stops both cleanly."""
+    for replica in steady.replicas:
+        replica.serve.process.send_signal(signal.SIGTERM)
+    for replica in steady.replicas:
+        assert replica.serve.process.wait(timeout=DEADLINE) == 0
+        assert replica.reader is not None
+        replica.reader.join(timeout=DEADLINE)
+        logged = [json.loads(line) for line in replica.lines if line.strip()]
+        assert [r for r in logged if r["level"] in ("error", "critical")] == []
+        assert any(r["event"] == "thread_store_opened" and r["kind"] == "postgresql" for r in logged)
 
 
 # -- 3. a replica stalled past its lease ---------------------------------------------------------------
