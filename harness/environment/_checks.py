@@ -1,0 +1,118 @@
+"""The checks of a command start (ENVIRONMENT §10.2-§10.4), before anything is spawned.
+
+Each failure is a tool-level error whose message names the rule, never the path, text or value given.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+
+from ..json_text import JsonValue
+from .config import ENV_KEY, LocalMountConfig, LocalMountLimits, is_inside
+from .errors import EnvironmentToolError
+
+__all__ = ("check_command", "environment", "execution_timeout", "working_directory")
+
+
+def _invalid(message: str, hint: str, details: dict[str, JsonValue] | None = None) -> EnvironmentToolError:
+    return EnvironmentToolError("environment_request_invalid", message, hint, details)
+
+
+def check_command(command: str, limits: LocalMountLimits) -> None:
+    if not isinstance(command, str) or not command.strip():
+        raise _invalid("The command is empty.", "Pass a non-empty shell command.")
+    if "\0" in command:
+        raise _invalid("The command contains a NUL character.", "Remove NUL characters from the command.")
+    try:
+        size = len(command.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise _invalid("The command is not valid UTF-8 text.", "Pass the command as text.") from None
+    if size > limits.max_command_bytes:
+        raise EnvironmentToolError(
+            "environment_too_large",
+            "The command is too long.",
+            "Put a long script in a file and run the file.",
+            {"limit": limits.max_command_bytes, "size": size},
+        )
+
+
+def working_directory(config: LocalMountConfig, cwd: str | None) -> str:
+    """§10.2: join, canonicalise (symlinks, `..`), then require inside the root and a directory."""
+    if not os.path.isdir(config.root):
+        raise EnvironmentToolError(
+            "environment_unavailable",
+            "The mount's root directory is gone.",
+            "Ask the operator to restore it.",
+        )
+    if cwd is not None and (not isinstance(cwd, str) or "\0" in cwd):
+        raise _invalid("cwd contains a NUL character.", "Pass a plain relative path.")
+    base = config.workdir()
+    target = base if cwd is None else os.path.realpath(os.path.join(base, cwd))
+    if not is_inside(config.root, target):
+        raise EnvironmentToolError(
+            "environment_path_outside_mount",
+            "cwd resolves outside the mount.",
+            "Pass a path relative to the mount's working directory that stays inside the mount.",
+        )
+    if not os.path.isdir(target):
+        raise EnvironmentToolError(
+            "environment_not_found",
+            "cwd does not exist or is not a directory.",
+            "Create it first, or omit cwd.",
+        )
+    return target
+
+
+def environment(config: LocalMountConfig, overlay: Mapping[str, str] | None) -> dict[str, str]:
+    """§10.3: the inherited names only, then the mount's `env`, then the call's overlay."""
+    env = {name: os.environ[name] for name in config.inherit_env if name in os.environ}
+    env.update(config.env)
+    if not overlay:
+        return env
+    limits = config.limits
+    if len(overlay) > limits.max_env_entries:
+        raise EnvironmentToolError(
+            "environment_too_large",
+            "The environment has too many entries.",
+            f"Pass at most {limits.max_env_entries} variables.",
+            {"limit": limits.max_env_entries, "size": len(overlay)},
+        )
+    for key, value in overlay.items():
+        if not isinstance(key, str) or not ENV_KEY.fullmatch(key):
+            raise _invalid(
+                "An environment variable name is invalid.", "Names match ^[A-Za-z_][A-Za-z0-9_]{0,127}$."
+            )
+        if not isinstance(value, str) or "\0" in value:
+            raise _invalid("An environment value contains a NUL character.", "Remove NUL characters.")
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise _invalid("An environment value is not valid UTF-8 text.", "Pass values as text.") from None
+        if size > limits.max_env_value_bytes:
+            raise EnvironmentToolError(
+                "environment_too_large",
+                "An environment value is too large.",
+                "Pass large data through a file instead.",
+                {"limit": limits.max_env_value_bytes, "size": size},
+            )
+    env.update(overlay)
+    return env
+
+
+def execution_timeout(limits: LocalMountLimits, timeout: float | None) -> float:
+    if timeout is None:
+        return limits.max_wall_time_seconds
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or not 0 < timeout <= limits.max_wall_time_seconds
+    ):
+        raise _invalid(
+            "The execution timeout is out of range.",
+            f"Pass 0 < execution_timeout_seconds <= {limits.max_wall_time_seconds:g}.",
+            {"maximum": limits.max_wall_time_seconds},
+        )
+    return float(timeout)
