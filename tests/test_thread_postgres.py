@@ -161,7 +161,7 @@ async def test_two_replicas_starting_together_migrate_the_database_once(pg_store
             "SELECT table_name, count(*) FROM information_schema.tables"
             " WHERE table_schema = 'public' GROUP BY table_name"
         ).fetchall()
-    counts = dict(tables)
+    counts = {str(name): int(str(n)) for name, n in tables}
     assert set(counts) == {*metadata.tables, "alembic_version"}, counts
     assert set(counts.values()) == {1}
 

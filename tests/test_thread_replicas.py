@@ -324,7 +324,7 @@ def runs_since(log: Path, before: dict[str, int]) -> dict[str, int]:
     }
 
 
-def assert_refused(error: BaseException | None, code: grpc.StatusCode, reason: str) -> dict[str, str]:
+def assert_refused(error: object, code: grpc.StatusCode, reason: str) -> dict[str, str]:
     assert isinstance(error, grpc.aio.AioRpcError), f"expected {code.name} {reason}, got {error!r}"
     got_code, got_reason, meta = refusal(error)
     assert (got_code, got_reason) == (code, reason), (error.code(), error.details(), meta)
@@ -662,8 +662,8 @@ async def test_a_killed_holders_run_is_recovered_by_the_other_replica(
 
 
 async def health_of(channel: grpc.aio.Channel, service: str) -> int:
-    stub = health_pb2_grpc.HealthStub(channel)
-    return (await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=DEADLINE)).status
+    stub: Any = health_pb2_grpc.HealthStub(channel)  # typed for sync channels only
+    return int((await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=DEADLINE)).status)
 
 
 async def until_health(channel: grpc.aio.Channel, status: int) -> None:
