@@ -211,9 +211,23 @@ def test_an_unreachable_database_is_refused_without_echoing_its_password(pg_stor
     assert "nowhere" in output, f"say which database:\n{output}"
 
 
-async def test_a_password_in_the_url_works_and_is_never_logged(pg_store: PgStore) -> None:
-    url = with_password(pg_store.url, pgcluster.PASSWORD)
-    with serving("--store", url, env=clean_env()) as served:
+def spelled(form: str, store: PgStore) -> str:
+    """`store`'s database with the password inside `--store`, in one of the accepted spellings."""
+    url = with_password(store.url, pgcluster.PASSWORD)
+    if form == "postgres":
+        return url.replace("postgresql://", "postgres://", 1)
+    if form == "key-value":
+        c = store.cluster
+        return (
+            f"postgresql:host=127.0.0.1 port={c.port} dbname={dbname(store.url)} user={pgcluster.USER}"
+            f" password={pgcluster.PASSWORD}"
+        )
+    return url
+
+
+@pytest.mark.parametrize("form", ["postgresql", "postgres", "key-value"])
+async def test_a_password_in_the_url_works_and_is_never_logged(pg_store: PgStore, form: str) -> None:
+    with serving("--store", spelled(form, pg_store), env=clean_env()) as served:
         address = served.listening()
         async with grpc.aio.insecure_channel(address) as channel:
             stub = thread_service_pb2_grpc.ThreadServiceStub(channel)
