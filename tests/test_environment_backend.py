@@ -8,6 +8,7 @@ timeouts are only safety bounds, and no test asserts a duration.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
@@ -434,6 +435,29 @@ async def test_cancelling_a_wait_leaves_the_command_alone(shell: Shell) -> None:
     shell.go.touch()
     await captured(command)
     assert (command.status.exit_code, command.stdout.read(0, 100).text) == (0, "done\n")
+
+
+async def test_a_start_cancelled_while_spawning_is_still_recorded(shell: Shell) -> None:
+    scope = shell.scope()
+    kept = asyncio.ensure_future(
+        shell.backend.start(shell.config(), f"{WAIT_FOR_GO}; echo kept", scope=scope)
+    )
+    lost = asyncio.ensure_future(
+        shell.backend.start(shell.config(), f'echo $$ >> "$PIDS/all"; {WAIT_FOR_GO}')
+    )
+    await asyncio.sleep(0)  # both are now inside the shielded spawn
+    kept.cancel()
+    lost.cancel()
+    for task in (kept, lost):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    await until(lambda: len(shell.backend.commands(scope)) == 1, "the cancelled start to be retained")
+    [command] = shell.backend.commands(scope)
+    shell.started.append(command)
+    assert command.status.phase == "running"
+    shell.go.touch()
+    await captured(command)
+    assert command.stdout.read(0, 100).text == "kept\n"
 
 
 def _bytes(command: Command) -> bytes:

@@ -43,8 +43,9 @@ _SIGNALS: dict[SignalName, int] = {
 }
 _SIGNAL_NAMES: dict[int, StatusSignal] = {number: name for name, number in _SIGNALS.items()}
 _PREVIEW_CHARS = 200
-_POLL_SECONDS = 0.05
-"""How often a group is probed while waiting for it to empty; no event says so."""
+_FIRST_POLL_SECONDS = 0.01
+_LAST_POLL_SECONDS = 0.25
+"""A group is probed while waiting for it to empty (no event says so): soon at first, then less often."""
 _KILL_BOUND_SECONDS = 5.0
 """After SIGKILL, how long to wait for a group to empty (a process in uninterruptible sleep)."""
 _REAP_BOUND_SECONDS = 10.0
@@ -336,21 +337,25 @@ class Command:
             return False
         return True
 
-    def _group_alive(self, *, zombies_are_gone: bool) -> bool:
+    def _group_alive(self) -> bool:
+        """Whether a member of the group still runs; a zombie has exited and holds no pipe."""
         if not self._signal_group(0):
             return not self._group_empty
-        if zombies_are_gone and _only_zombies(self.pid):
+        if _only_zombies(self.pid):  # orphans the init process has not reaped yet
             self._group_empty = True
             return False
         return True
 
-    async def _group_empties(self, within: float, *, zombies_are_gone: bool) -> bool:
+    async def _group_empties(self, within: float) -> bool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
-        while self._group_alive(zombies_are_gone=zombies_are_gone):
-            if loop.time() >= deadline:
+        pause = _FIRST_POLL_SECONDS
+        while self._group_alive():
+            left = deadline - loop.time()
+            if left <= 0:
                 return False
-            await asyncio.sleep(_POLL_SECONDS)
+            await asyncio.sleep(min(pause, left))
+            pause = min(2 * pause, _LAST_POLL_SECONDS)
         return True
 
     async def _stop_group(self) -> None:
@@ -360,11 +365,11 @@ class Command:
         try:
             if not self._signal_group(signals.SIGTERM):
                 return
-            if await self._group_empties(self._limits.terminate_grace_seconds, zombies_are_gone=False):
+            if await self._group_empties(self._limits.terminate_grace_seconds):
                 return
             if not self._signal_group(signals.SIGKILL):
                 return
-            if not await self._group_empties(_KILL_BOUND_SECONDS, zombies_are_gone=True):
+            if not await self._group_empties(_KILL_BOUND_SECONDS):
                 LOGGER.warning("command %s: its process group did not empty after SIGKILL", self.id)
         finally:
             self._group_done = True
