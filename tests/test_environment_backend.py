@@ -9,6 +9,7 @@ timeouts are only safety bounds, and no test asserts a duration.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -72,6 +73,8 @@ async def until(condition: Callable[[], bool], what: str) -> None:
 
 @dataclass
 class Shell:
+    """A test's root, pid files, handshake file and backends; `start` records what it started."""
+
     root: Path
     pids: Path
     go: Path
@@ -137,7 +140,8 @@ async def shell(tmp_path: Path) -> AsyncIterator[Shell]:
         left = [pid for path in pids.iterdir() for pid in map(int, path.read_text().split()) if alive(pid)]
         left += [command.pid for command in state.started if alive(command.pid)]
         for pid in left:  # do not leak them into the next test, then fail
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         assert left == [], "processes outlived the backend"
 
 
