@@ -29,6 +29,8 @@ __all__ = ("Command", "LocalProcessBackend", "Phase", "Scope", "SignalName", "St
 
 LOGGER = logging.getLogger("threadline.environment")
 
+_DEFAULT_LIMITS = LocalBackendLimits()
+
 
 def _held(command: Command) -> int:
     """Bytes a command holds; one not fully captured counts at its full windows, which it may reach."""
@@ -48,10 +50,10 @@ class LocalProcessBackend:
     `aclose()` (or `async with`) when the Host shuts down: every live command group is stopped then.
     """
 
-    def __init__(self, limits: LocalBackendLimits | None = None) -> None:
+    def __init__(self, limits: LocalBackendLimits = _DEFAULT_LIMITS) -> None:
         self.id = secrets.token_hex(16)
         """The incarnation: states naming another one report `backend_changed` (§9.3)."""
-        self.limits = limits if limits is not None else LocalBackendLimits()
+        self.limits = limits
         self._closed = False
         self._stopped = 0
         self._scopes: dict[str, Scope] = {}

@@ -74,6 +74,9 @@ class LocalMountLimits(BaseModel):
     """All stdin writes over a command's life."""
 
 
+_DEFAULT_LIMITS = LocalMountLimits()
+
+
 class LocalBackendLimits(BaseModel):
     """Bounds of the whole backend, across every mount and scope."""
 
@@ -105,7 +108,7 @@ class LocalMountConfig(BaseModel):
     """Variables every command of the mount gets, over the inherited ones."""
     inherit_env: tuple[str, ...] = DEFAULT_INHERIT_ENV
     """The only server variables passed on."""
-    limits: LocalMountLimits = LocalMountLimits()
+    limits: LocalMountLimits = _DEFAULT_LIMITS
 
     def __init__(
         self,
@@ -115,7 +118,7 @@ class LocalMountConfig(BaseModel):
         shell: str = "/bin/sh",
         env: Mapping[str, str] = _NO_ENV,
         inherit_env: Sequence[str] = DEFAULT_INHERIT_ENV,
-        limits: LocalMountLimits | None = None,
+        limits: LocalMountLimits = _DEFAULT_LIMITS,
         **unknown: object,
     ) -> None:
         # `root` may be positional; `model_validate` comes through here too, so unknown keys are passed
@@ -126,7 +129,7 @@ class LocalMountConfig(BaseModel):
             shell=shell,
             env=env,
             inherit_env=inherit_env,
-            limits=limits if limits is not None else LocalMountLimits(),
+            limits=limits,
             **unknown,
         )
 
