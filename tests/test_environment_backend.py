@@ -350,6 +350,34 @@ async def test_exit_before_full_capture(shell: Shell) -> None:
     assert (page.text, page.observation_closed, page.producer_complete) == ("early\nlate\n", True, True)
 
 
+async def test_the_group_is_cleaned_up_after_the_root_exits(shell: Shell) -> None:
+    config = shell.config(terminate_grace_seconds=0.3)
+    command = await shell.start(
+        'sleep 120 & echo $! >> "$PIDS/all"; '
+        'sh -c \'trap "" TERM; echo $$ >> "$PIDS/all"; while :; do sleep 0.02; done\' & '
+        'while [ $(wc -l < "$PIDS/all") -lt 2 ]; do sleep 0.02; done; echo root done',
+        config=config,
+    )
+    await captured(command)  # both children held stdout: SIGTERM ended one, SIGKILL the other
+    assert (command.status.phase, command.stdout.read(0, 100).text) == ("exited", "root done\n")
+    assert command.stdout.producer_complete
+    children = shell.recorded()
+    assert len(children) == 2
+    await until(lambda: not any(alive(pid) for pid in children), "the children to be gone")
+
+
+async def test_streams_closed_before_exit_are_not_full_capture(shell: Shell) -> None:
+    command = await shell.start(f"echo bye; exec >&- 2>&-; {WAIT_FOR_GO}")
+    await until(
+        lambda: command.stdout.observation_closed and command.stderr.observation_closed, "closed streams"
+    )
+    assert command.status.phase == "running" and not command.fully_captured
+    assert command.stdout.read(0, 100).text == "bye\n"
+    shell.go.touch()
+    await captured(command)
+    assert command.status.exit_code == 0
+
+
 @pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid")
 async def test_detached_pipe_holder_is_cut_off_after_the_drain_grace(shell: Shell) -> None:
     holder = shell.pids / "holder"
