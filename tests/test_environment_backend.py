@@ -793,6 +793,9 @@ def test_mount_config_is_validated(tmp_path: Path) -> None:
         ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE"),
     )
     assert config.limits == LocalMountLimits()
+    assert LocalMountConfig.model_validate_json(config.model_dump_json()) == config
+    with pytest.raises(TypeError):
+        config.env["B"] = "2"  # type: ignore[index]  # read-only: the assignment is what is tested
     assert LocalMountLimits().max_page_bytes == 16384 and LocalBackendLimits().max_retained_bytes == 268435456
     bad: list[dict[str, Any]] = [
         {"root": "relative"},

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 __all__ = (
     "DEFAULT_INHERIT_ENV",
@@ -166,6 +166,10 @@ class LocalMountConfig(BaseModel):
             if "\0" in text:
                 raise ValueError("env values must not contain NUL")
         return MappingProxyType(dict(value))
+
+    @field_serializer("env")
+    def _dump_env(self, value: Mapping[str, str]) -> dict[str, str]:
+        return dict(value)
 
     @field_validator("inherit_env")
     @classmethod
