@@ -388,6 +388,36 @@ def _table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _merged(previous: dict[str, Any], partial: dict[str, Any], wanted: str) -> dict[str, Any]:
+    """A run of some sections written into the last full run: its other sections are kept, and the
+    rerun is recorded (`sections_rerun`) so a reader knows which numbers are from when."""
+    merged = dict(previous)
+    sections = dict(previous.get("sections", {}))
+    for name, section in partial["sections"].items():
+        # What this run did not measure (e.g. (h)'s long-thread bytes, which need (g)) stays as it was.
+        kept = sections.get(name, {})
+        sections[name] = {
+            **kept,
+            **{
+                key: {**kept[key], **value}
+                if isinstance(value, dict) and isinstance(kept.get(key), dict)
+                else value
+                for key, value in section.items()
+            },
+        }
+    merged["sections"] = sections
+    merged["sections_rerun"] = [
+        *previous.get("sections_rerun", []),
+        {
+            "sections": wanted,
+            "generated_at": partial["generated_at"],
+            "command": f"python -m bench --sections {wanted}",
+            "machine_load_average_at_start": partial["machine"].get("load_average_at_start"),
+        },
+    ]
+    return merged
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: check the code paths, not speed")
@@ -420,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_server_sections(sizes, wanted, args.smoke, report))
     if set(wanted) & set("gh"):
         asyncio.run(_thread_sections(sizes, wanted, report))
+    if set(wanted) != set(SECTIONS) and not args.smoke and out.exists():
+        report = _merged(json.loads(out.read_text()), report, wanted)
     report["ratios"] = _ratios(report["sections"])
     report["targets"] = {
         name: {

@@ -85,6 +85,8 @@ class ErrorCode(StrEnum):
     CAPABILITY_STATE_VERSION_INVALID = "capability_state_version_invalid"
     CAPABILITY_STATE_VERSION_UNSUPPORTED = "capability_state_version_unsupported"
     CAPABILITY_STATE_INVALID = "capability_state_invalid"
+    ENVIRONMENT_STATE_INVALID = "environment_state_invalid"
+    ENVIRONMENT_STATE_VERSION_UNSUPPORTED = "environment_state_version_unsupported"
     # DefinitionError
     DEFERRED_SURFACE_MISMATCH = "deferred_surface_mismatch"
     # RunCleanupError
