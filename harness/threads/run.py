@@ -390,6 +390,7 @@ class _Holder:
 
     async def _renew(self) -> None:
         ttl = self._host.lease_ttl
+        failed: ThreadError | None = None  # the store's error, while renewals fail
         while self._lost is None:
             due = self._expiry - ttl * 2 / 3
             await asyncio.sleep(max(0.0, due - time.monotonic()))
@@ -399,6 +400,9 @@ class _Holder:
                     "lease_renewal_late", extra={"fields": {**self._ids, "late_s": round(late, 3)}}
                 )
             sent = time.monotonic()
+            if sent > self._expiry:  # past its own lease (a stall, the store down): write nothing more
+                self._lose(failed or lease_lost(self._thread.thread_id))
+                return
             try:
                 _expires, cancel = await self._host.store.renew(
                     self._thread.thread_id, fence=self._fence, ttl=ttl
@@ -410,8 +414,10 @@ class _Holder:
                 if time.monotonic() > self._expiry:
                     self._lose(error)
                     return
+                failed = error
                 await asyncio.sleep(min(0.5, ttl / 10))
                 continue
+            failed = None
             self._expiry = sent + ttl
             if cancel:
                 self.request_cancel()
@@ -430,6 +436,10 @@ class _Holder:
         delay = 0.05
         while True:
             sent = time.monotonic()
+            if sent > self._expiry:
+                error = self._lost or lease_lost(self._thread.thread_id)
+                self._lose(error)
+                raise _Lost(error)
             try:
                 committed = await store.commit(
                     self._thread.thread_id,

@@ -127,7 +127,12 @@ _HEAD = StatementFamily(
 """A holder's fenced commit."""
 _RENEW = Statement(
     update(threads)
-    .where(*_keyed(threads), threads.c.fence == _b("w_fence"), threads.c.lease_run_id.is_not(None))
+    .where(
+        *_keyed(threads),
+        threads.c.fence == _b("w_fence"),
+        threads.c.lease_run_id.is_not(None),
+        threads.c.lease_expires > _b("w_now"),  # an expired lease is left to expire (THREADS §4 step 2)
+    )
     .values(lease_expires=_b("v_lease_expires"))
     .returning(threads.c.cancel_requested)
 )
@@ -733,13 +738,17 @@ class ThreadStore:
 
     @_offloaded(read=False)
     def renew(self, thread_id: str, *, fence: str, ttl: float) -> tuple[float, bool]:
-        """Extend the lease of the holder of `fence`; returns the new expiry and whether a cancel was asked.
+        """Extend the live lease of the holder of `fence`; returns the new expiry and whether a cancel was
+        asked. A lease that expired by the database's clock is not extended: another replica may be
+        taking the thread over.
 
         Raises:
             ThreadError: `lease_lost`.
         """
         with self._tx() as (conn, now):
-            renewed = _RENEW.first(conn, {**_where(thread_id, fence=fence), **_set(lease_expires=now + ttl)})
+            renewed = _RENEW.first(
+                conn, {**_where(thread_id, fence=fence, now=now), **_set(lease_expires=now + ttl)}
+            )
             if renewed is None:
                 raise lease_lost(thread_id)
         return now + ttl, bool(renewed[0])
