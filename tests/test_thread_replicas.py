@@ -530,7 +530,7 @@ def test_the_steady_replicas_logged_no_error(steady: Pair) -> None:
 # -- 3. a replica stalled past its lease ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("meanwhile", ["run", "rollback", "recreate"])
+@pytest.mark.parametrize("meanwhile", ["nothing", "run", "rollback", "recreate"])
 async def test_a_replica_stalled_past_its_lease_cannot_commit(brief: Pair, meanwhile: str) -> None:
     stalled, other = brief.ready()
     async with stubs(stalled, other) as (a, b):
