@@ -27,6 +27,7 @@ import grpc
 import pgcluster
 import pytest
 from conftest import (
+    PgStore,
     ServeProcess,
     completed_output,
     create_thread,
@@ -525,6 +526,23 @@ def test_the_steady_replicas_logged_no_error(steady: Pair) -> None:
         logged = [json.loads(line) for line in replica.lines if line.strip()]
         assert [r for r in logged if r["level"] in ("error", "critical")] == []
         assert any(r["event"] == "thread_store_opened" and r["kind"] == "postgresql" for r in logged)
+
+
+async def test_a_cancel_reaches_the_other_replica_long_before_its_next_renewal(
+    own_replicas: StartReplicas, pg_store: PgStore
+) -> None:
+    """With a lease renewed every 100 s, only the notification (LISTEN/NOTIFY) can end the run within
+    the deadline: the cancel reaches the holder when the cancelling transaction commits."""
+    holder, other = await own_replicas(pg_store.url, pg_store.env, lease_ttl=300)
+    async with stubs(holder, other) as (a, b):
+        thread = await create_thread(a, agent=AGENT_NAME)
+        running = await blocked_run(holder, a, thread.thread_id, new_request_id())
+        held = await get_thread(b, thread.thread_id)
+        await b.CancelThreadRun(
+            ts.CancelThreadRunRequest(thread_id=thread.thread_id, run_id=held.lease.run_id), timeout=DEADLINE
+        )
+        assert await running.ended() is None  # within DEADLINE (60 s), far below the renewal's 100 s
+        assert running.events[-1].result.status == run_pb2.RUN_STATUS_CANCELLED
 
 
 # -- 3. a replica stalled past its lease ---------------------------------------------------------------
