@@ -51,6 +51,7 @@ from ._tooling import INTERRUPTED_TOOL_RESULT, RunTooling
 from .capability_state import CapabilityStateStore
 from .context import AgentContext, RunBindings
 from .deferred import DeferredToolRequests, DeferredToolResume
+from .environment.run import RunEnvironment
 from .errors import ErrorCode, FailureCode, HarnessError, RunCleanupError, RunError, StateError
 from .events import (
     HarnessCheckpointEvent,
@@ -128,6 +129,12 @@ class HarnessRunStream(Generic[OutputT]):
         self.thread_id: str = inputs.state.thread_id
         self.run_id: str = f"run-{uuid.uuid4().hex}"
         self._store = CapabilityStateStore(inputs.state.agent_context_state)
+        self._pending_lifecycle: list[HarnessExtensionEvent] = []
+        self._environment = (
+            RunEnvironment(inputs.bindings.mounts, inputs.bindings.default_mount, self._queue)
+            if inputs.bindings.mounts
+            else None
+        )
         self._tooling = RunTooling(
             mode=self._mode, deferred_tools_supported=inputs.bindings.deferred_tools_supported
         )
@@ -140,6 +147,7 @@ class HarnessRunStream(Generic[OutputT]):
             state=self._store,
             _tooling=self._tooling,
             _observer=self,
+            _environment=self._environment,
         )
         self._token = CancellationToken()
         self._tracker = PartTracker()
@@ -151,7 +159,6 @@ class HarnessRunStream(Generic[OutputT]):
         self._sequence = 0
         self._request_index = -1
         self._in_model_request = False
-        self._pending_lifecycle: list[HarnessExtensionEvent] = []
         self._native_run: Any = None
         self._prepared: list[ModelMessage] | None = None
         self._settled: list[ToolCallPart] = []
@@ -171,6 +178,11 @@ class HarnessRunStream(Generic[OutputT]):
             raise RunError("A run stream can be entered only once.", code=ErrorCode.RUN_STREAM_REUSED)
         self._entered = True
         self._prepare()
+        if self._environment is not None:
+            instance = self._bindings.instance
+            self._environment.enter(
+                thread_id=self.thread_id, issuer=instance.issuer, subject=instance.subject
+            )
         self._gen = self._events()
         return self
 
@@ -334,14 +346,20 @@ class HarnessRunStream(Generic[OutputT]):
         return list(self._prepared if self._prepared is not None else self._history)
 
     def _state_from(self, history: Sequence[ModelMessage]) -> HarnessState:
+        previous = self._state.environment_states
         return HarnessState._from_parts(
             thread_id=self.thread_id,
             history=history,
             encoder=self._encoder,
             snapshot=self._store.snapshot(),
-            environment_states=self._state.environment_states,
+            environment_states=previous if self._environment is None else self._environment.export(previous),
             extra=self._state.extra_fields,
         )
+
+    def _queue(self, kind: Literal["state", "tool"], payload: dict[str, Any]) -> None:
+        """An environment event, yielded at the stream's next event boundary (ENVIRONMENT §5.5)."""
+        if not self._closed:
+            self._pending_lifecycle.append(HarnessExtensionEvent(kind=kind, payload=payload))
 
     def _normalized(self, history: list[ModelMessage], *, force_close: bool) -> list[ModelMessage]:
         own_from = len(self._prepared or ())
@@ -387,6 +405,22 @@ class HarnessRunStream(Generic[OutputT]):
 
     async def _events(self) -> AsyncIterator[RunItem[OutputT]]:
         yield self._event(HarnessExtensionEvent(kind="lifecycle", payload={"type": "run_started"}))
+        events = self._run_events()
+        try:
+            async for item in events:
+                yield item
+        finally:
+            try:
+                await events.aclose()  # type: ignore[attr-defined]  # the native run's teardown, now
+            finally:
+                # Run close (ENVIRONMENT §8), also when the consumer abandoned the stream: the run's
+                # references and watchers go, and nothing it started is stopped.
+                if self._environment is not None:
+                    await self._environment.close()
+
+    async def _run_events(self) -> AsyncIterator[RunItem[OutputT]]:
+        for item in self._drain_lifecycle():  # what binding queued (environment_state_not_restored)
+            yield item
         for call in self._settled:  # what `"never"` settled in preparation, as the native path would tell it
             yield self._event(FunctionToolCallEvent(part=call))
             yield self._event(FunctionToolResultEvent(part=unknown_result(call)))
@@ -444,6 +478,13 @@ class HarnessRunStream(Generic[OutputT]):
                 yield item
             if candidate is None:
                 candidate = self._result(terminal)
+        for item in self._drain_lifecycle():  # events queued as the native run ended (watchers, tools)
+            yield item
+        if self._environment is not None:
+            try:
+                await self._environment.close()
+            except Exception as error:
+                self._raise_after_outcome(candidate, error)
         self.result = self.outcome = candidate
         yield HarnessRunResultEvent(self.thread_id, self.run_id, self._sequence, utc_now(), candidate)
 

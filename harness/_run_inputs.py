@@ -19,6 +19,7 @@ from ._recovery_input import TOOL_RECOVERY_MODES, ToolRecovery
 from ._resume_checks import preflight_resume
 from .context import RunBindings
 from .deferred import DeferredToolResume
+from .environment.run import check_mounts
 from .errors import ErrorCode, InputError, RunError, StateError
 from .state import HarnessState
 
@@ -110,6 +111,7 @@ def check_run_inputs(
             "bindings must be RunBindings with a bool deferred_tools_supported.",
             code=ErrorCode.RUN_BINDINGS_INVALID,
         )
+    check_mounts(bindings.mounts, bindings.default_mount)
     if previous_state is None:
         state = HarnessState.new()
     elif isinstance(previous_state, HarnessState):

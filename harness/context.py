@@ -10,12 +10,15 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic_ai.capabilities import AbstractCapability
 
 from .capability_state import CapabilityStateStore
 from .json_text import JsonValue
+
+if TYPE_CHECKING:
+    from .environment.run import EnvironmentView
 
 __all__ = ("AgentContext", "InstanceIdentity", "RunBindings")
 
@@ -44,6 +47,10 @@ class RunBindings:
     """Native capabilities added to this run only (e.g. the host's client tools)."""
     metadata: Mapping[str, JsonValue] = field(default_factory=lambda: MappingProxyType({}))
     """Read-only JSON metadata the run's tools can read."""
+    mounts: Sequence[Any] = ()
+    """`EnvironmentMount`s for this run only, each fresh (`harness.environment`; ENVIRONMENT §3)."""
+    default_mount: str | None = None
+    """The mount a shell call without `alias` uses; the only mount when there is one."""
 
     @classmethod
     def embedded(cls, **overrides: Any) -> RunBindings:
@@ -72,3 +79,10 @@ class AgentContext:
     """The run's tool bookkeeping (private; `harness._tooling.RunTooling`)."""
     _observer: Any = field(default=None, repr=False)
     """The run's stream, told when a model request starts (private)."""
+    _environment: Any = field(default=None, repr=False)
+    """The run's mounts and references (private; `harness.environment.run.RunEnvironment`)."""
+
+    @property
+    def environment(self) -> EnvironmentView | None:
+        """The run's mounts, read-only (names, effective actions, default), or `None` without mounts."""
+        return None if self._environment is None else cast("EnvironmentView", self._environment.view)

@@ -16,14 +16,19 @@ import asyncio
 import logging
 import secrets
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from . import _checks
 from ._records import Command, Phase, Scope, SignalName, Status
 from .config import LocalBackendLimits, LocalMountConfig, LocalMountLimits
 from .errors import EnvironmentToolError
+
+if TYPE_CHECKING:
+    from ..state import EnvironmentState
+    from .adapter import EnvironmentMount
 
 __all__ = ("Command", "LocalProcessBackend", "Phase", "Scope", "SignalName", "Status")
 
@@ -78,6 +83,28 @@ class LocalProcessBackend:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def mount(
+        self,
+        name: str,
+        config: LocalMountConfig,
+        *,
+        actions: Iterable[str] | None = None,
+        restore: EnvironmentState | None = None,
+    ) -> EnvironmentMount:
+        """A single-use adapter for one run on this backend (§3.2); `restore` is decoded now, fail-closed.
+
+        `actions` defaults to every action the provider supports.
+
+        Raises:
+            StateError: `environment_state_version_unsupported`, `environment_state_invalid`.
+        """
+        from .adapter import EnvironmentMount  # the run-level layer sits on the backend, not under it
+        from .surface import SHELL_ACTIONS
+
+        return EnvironmentMount(
+            self, name, config, actions=SHELL_ACTIONS if actions is None else actions, restore=restore
+        )
 
     # -- scopes -----------------------------------------------------------------------------------------
 
