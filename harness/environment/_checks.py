@@ -23,19 +23,24 @@ def _invalid(message: str, hint: str, details: dict[str, JsonValue] | None = Non
 def check_command(command: str, limits: LocalMountLimits) -> None:
     if not isinstance(command, str) or not command.strip():
         raise _invalid("The command is empty.", "Pass a non-empty shell command.")
-    if "\0" in command:
-        raise _invalid("The command contains a NUL character.", "Remove NUL characters from the command.")
+    _bounded_text(
+        command,
+        "The command",
+        limits.max_command_bytes,
+        too_large=("The command is too long.", "Put a long script in a file and run the file."),
+    )
+
+
+def _bounded_text(text: str, what: str, limit: int, *, too_large: tuple[str, str]) -> None:
+    """No NUL, valid UTF-8, at most `limit` bytes (`too_large` is the message and hint past it)."""
+    if "\0" in text:
+        raise _invalid(f"{what} contains a NUL character.", "Remove NUL characters.")
     try:
-        size = len(command.encode("utf-8"))
+        size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
-        raise _invalid("The command is not valid UTF-8 text.", "Pass the command as text.") from None
-    if size > limits.max_command_bytes:
-        raise EnvironmentToolError(
-            "environment_too_large",
-            "The command is too long.",
-            "Put a long script in a file and run the file.",
-            {"limit": limits.max_command_bytes, "size": size},
-        )
+        raise _invalid(f"{what} is not valid UTF-8 text.", "Pass it as text.") from None
+    if size > limit:
+        raise EnvironmentToolError("environment_too_large", *too_large, {"limit": limit, "size": size})
 
 
 def working_directory(config: LocalMountConfig, cwd: str | None) -> str:
@@ -84,19 +89,14 @@ def environment(config: LocalMountConfig, overlay: Mapping[str, str] | None) -> 
             raise _invalid(
                 "An environment variable name is invalid.", "Names match ^[A-Za-z_][A-Za-z0-9_]{0,127}$."
             )
-        if not isinstance(value, str) or "\0" in value:
-            raise _invalid("An environment value contains a NUL character.", "Remove NUL characters.")
-        try:
-            size = len(value.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise _invalid("An environment value is not valid UTF-8 text.", "Pass values as text.") from None
-        if size > limits.max_env_value_bytes:
-            raise EnvironmentToolError(
-                "environment_too_large",
-                "An environment value is too large.",
-                "Pass large data through a file instead.",
-                {"limit": limits.max_env_value_bytes, "size": size},
-            )
+        if not isinstance(value, str):
+            raise _invalid("An environment value is not text.", "Pass values as strings.")
+        _bounded_text(
+            value,
+            "An environment value",
+            limits.max_env_value_bytes,
+            too_large=("An environment value is too large.", "Pass large data through a file instead."),
+        )
     env.update(overlay)
     return env
 
