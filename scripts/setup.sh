@@ -27,8 +27,9 @@ command -v jq >/dev/null 2>&1 || apt_packages+=(jq)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || apt_packages+=(postgresql)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   step "apt-get install ${apt_packages[*]}"
-  sudo=$([ "$(id -u)" -eq 0 ] || echo sudo)
-  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+  as_root=$([ "$(id -u)" -eq 0 ] || echo sudo)  # CI runs as root; a developer's machine may need sudo
+  $as_root apt-get update -qq
+  $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
 fi
 
 # --- Python: .venv at the repo root, the project (editable) with its dev tools -------------------
