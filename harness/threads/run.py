@@ -380,9 +380,14 @@ class _Holder:
 
     # -- the lease ------------------------------------------------------------------------------------
 
-    def _check_lease(self) -> None:
-        if self._lost is None and time.monotonic() > self._expiry:
-            self._lose(lease_lost(self._thread.thread_id))
+    def _check_lease(self, cause: ThreadError | None = None) -> ThreadError | None:
+        """Once the holder's own clock is past its lease, the lease is lost (for `cause`, the store's
+        error, when that is why); returns the loss, or None while the lease holds."""
+        if time.monotonic() <= self._expiry:
+            return None
+        if self._lost is None:
+            self._lose(cause or lease_lost(self._thread.thread_id))
+        return self._lost
 
     def _lose(self, error: ThreadError) -> None:
         self._lost = error
@@ -399,10 +404,9 @@ class _Holder:
                 LOGGER.warning(
                     "lease_renewal_late", extra={"fields": {**self._ids, "late_s": round(late, 3)}}
                 )
-            sent = time.monotonic()
-            if sent > self._expiry:  # past its own lease (a stall, the store down): write nothing more
-                self._lose(failed or lease_lost(self._thread.thread_id))
+            if self._check_lease(failed) is not None:  # a stall, or the store down: write nothing more
                 return
+            sent = time.monotonic()
             try:
                 _expires, cancel = await self._host.store.renew(
                     self._thread.thread_id, fence=self._fence, ttl=ttl
@@ -435,11 +439,9 @@ class _Holder:
         store = self._host.store
         delay = 0.05
         while True:
+            if (lost := self._check_lease()) is not None:
+                raise _Lost(lost)
             sent = time.monotonic()
-            if sent > self._expiry:
-                error = self._lost or lease_lost(self._thread.thread_id)
-                self._lose(error)
-                raise _Lost(error)
             try:
                 committed = await store.commit(
                     self._thread.thread_id,

@@ -80,12 +80,10 @@ NAMESPACE = ""
 """The one namespace of this milestone; the column is the room a tenant key needs later."""
 
 _NOW = {
-    "sqlite": text("SELECT (julianday('now') - 2440587.5) * 86400.0"),
-    "postgresql": text("SELECT extract(epoch from clock_timestamp())::float8"),
+    "sqlite": Statement(text("SELECT (julianday('now') - 2440587.5) * 86400.0")),
+    "postgresql": Statement(text("SELECT extract(epoch from clock_timestamp())::float8")),
 }
-
-
-_NOW_STATEMENTS = {dialect: Statement(query) for dialect, query in _NOW.items()}
+"""The database's clock, read at the start of every transaction."""
 
 
 def _b(name: str) -> Any:
@@ -258,7 +256,7 @@ class ThreadStore:
         self.replica = replica
         self._engine = database.engine
         self._reader = database.engine.execution_options(**READ)
-        self._now = _NOW_STATEMENTS[database.engine.dialect.name]
+        self._now = _NOW[database.engine.dialect.name]
         # SQLite: this process's write transactions take turns (an in-memory database is one connection,
         # so all of its transactions do): waiting here is cheaper than in SQLite's busy handler, which
         # sleeps. PostgreSQL locks rows, so transactions on different threads run side by side.
