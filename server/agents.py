@@ -30,6 +30,7 @@ __all__ = (
     "ToolDescription",
     "build_model",
     "build_registry",
+    "describe_tool",
     "load_factory",
 )
 
@@ -46,7 +47,8 @@ class ToolDescription:
     recovery_retryable: bool
 
 
-def _describe(tool_def: ToolDefinition) -> ToolDescription:
+def describe_tool(tool_def: ToolDefinition) -> ToolDescription:
+    """How `GetServerInfo` lists one tool: its category from its kind and recovery metadata."""
     retryable = is_recovery_retryable(tool_def)
     category: ToolCategory
     if tool_def.kind == "unapproved":
@@ -78,7 +80,7 @@ def _tool_defs(capability: AbstractCapability[Any]) -> Iterator[ToolDefinition]:
 
 def describe_tools(agent: ExecutableAgent[Any]) -> tuple[ToolDescription, ...]:
     """The agent's statically declared tools, in declaration order."""
-    return tuple(_describe(d) for cap in agent.capabilities for d in _tool_defs(cap))
+    return tuple(describe_tool(d) for cap in agent.capabilities for d in _tool_defs(cap))
 
 
 class AgentRegistry:

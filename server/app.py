@@ -31,6 +31,7 @@ from .handlers import add_service
 from .launch import ThreadLauncher
 from .mapping.errors import to_status
 from .mapping.threads import STORE_KIND_PB
+from .mounts import ServerMounts
 from .reflection import add_reflection
 from .runlog import log_run
 from .runs import ActiveRuns
@@ -114,6 +115,8 @@ class ThreadlineServer:
         interceptors = [BearerTokenInterceptor(config.token)] if config.token else []
         self._server = grpc.aio.server(options=config.grpc_options(), interceptors=interceptors)
         self._store_kind, self._store_path = config.store_location()
+        self.mounts = ServerMounts(config.mount_roots())
+        """The shell environments (`--mount`) and their backend, open while the server runs."""
         store_info = harness_service_pb2.ThreadStoreInfo(kind=STORE_KIND_PB[self._store_kind])
         store_info.lease_ttl.FromTimedelta(timedelta(seconds=config.lease_ttl_s))
         service = HarnessService(
@@ -121,6 +124,7 @@ class ThreadlineServer:
             self.runs,
             max_message_bytes=config.max_message_bytes,
             pack_window_s=config.pack_window_ms / 1000,
+            mounts=self.mounts,
             thread_store=store_info,
         )
         # Guarded handlers: an undecodable body answers REQUEST_UNDECODABLE, not UNKNOWN (server/handlers.py).
@@ -185,7 +189,7 @@ class ThreadlineServer:
         store = ThreadStore(self._database, replica=uuid.uuid4().hex[:12])
         store.on_health = self._store_health
         self.threads = DurableHost(
-            store, ThreadLauncher(self._registry, self.runs), lease_ttl=self.config.lease_ttl_s
+            store, ThreadLauncher(self._registry, self.runs, self.mounts), lease_ttl=self.config.lease_ttl_s
         )
         self._thread_service.host = self.threads
 
@@ -199,8 +203,9 @@ class ThreadlineServer:
         task.add_done_callback(self._health_tasks.discard)
 
     async def start(self) -> str:
-        """Open the thread store, bind and start serving; returns `address`."""
+        """Open the thread store and the mounts' backend, bind and start serving; returns `address`."""
         await self._open_store()
+        await self.mounts.open()
         target = f"{'[' + self.config.host + ']' if ':' in self.config.host else self.config.host}:{self.config.port}"
         if self.config.tls_cert is not None and self.config.tls_key is not None:
             credentials = grpc.ssl_server_credentials(
@@ -231,6 +236,7 @@ class ThreadlineServer:
         left = self.config.drain_grace_s - (asyncio.get_running_loop().time() - started)
         await self._server.stop(max(0.0, left))
         await self._close_store()
+        await self.mounts.close()
 
     async def _close_store(self) -> None:
         if self.threads is not None:
@@ -243,6 +249,7 @@ class ThreadlineServer:
         """Stop at once (cancelling RPCs after `grace` seconds)."""
         await self._server.stop(grace)
         await self._close_store()
+        await self.mounts.close()
 
     async def wait_for_termination(self) -> None:
         """Block until the server has stopped."""

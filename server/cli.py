@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, get_args, get_type_hints
+from typing import Any, get_args, get_origin, get_type_hints
 
 from .config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, Flag, ServerConfig
 
@@ -70,6 +70,11 @@ def _add_setting(parser: argparse.ArgumentParser, setting: dataclasses.Field[Any
     if kind is bool:
         parser.add_argument(flag.name, dest=setting.name, action="store_true", help=flag.help)
         return
+    if get_origin(kind) is tuple:  # repeatable, e.g. --mount
+        parser.add_argument(
+            flag.name, dest=setting.name, action="append", default=[], metavar=flag.metavar, help=flag.help
+        )
+        return
     value_type = next(t for t in (Path, int, float, str) if t is kind or t in get_args(kind))
     parser.add_argument(
         flag.name,
@@ -91,6 +96,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     """The `ServerConfig` of parsed `serve` arguments (every field has its flag, same name)."""
     values = {setting.name: getattr(args, setting.name) for setting in dataclasses.fields(ServerConfig)}
     values["token"] = values["token"] or None
+    values["mounts"] = tuple(values["mounts"])
     return ServerConfig(**values)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.environment.config import MOUNT_NAME
 from harness.threads.database import StoreKind, postgresql_conninfo
 
 __all__ = (
@@ -158,6 +159,26 @@ class ServerConfig:
     )
     """How long a thread run's lease lasts without renewal (renewed every third of it)."""
 
+    mounts: tuple[str, ...] = _setting(
+        (),
+        "--mount",
+        "give every agent's runs a shell environment NAME=local:ROOT (repeatable): the shell tools run "
+        "commands on this machine as the server's user; ROOT confines only their working directory, it "
+        "is not a sandbox",
+        metavar="NAME=local:ROOT",
+    )
+    """Shell environments `NAME=local:ROOT` every served agent gets (ENVIRONMENT §12.1)."""
+    allow_root_shell: bool = _setting(
+        False, "--allow-root-shell", "allow --mount while the server runs as root (commands run as root)"
+    )
+    """Allow mounts when the effective uid is 0: every command would run as root."""
+    allow_remote_shell: bool = _setting(
+        False,
+        "--allow-remote-shell",
+        "allow --mount with a non-loopback --host: whoever may run agents may then run commands here",
+    )
+    """Allow mounts on a non-loopback bind, where remote callers drive the shell tools."""
+
     @property
     def tls(self) -> bool:
         """Whether the server speaks TLS."""
@@ -199,6 +220,53 @@ class ServerConfig:
                 f"Refusing to serve {self.host} without TLS or a token: anyone who can reach it could run "
                 "agents. Add --tls-cert/--tls-key and/or --token, or --insecure if that is intended."
             )
+        self.mount_roots()
+
+    def mount_roots(self) -> tuple[tuple[str, Path], ...]:
+        """Each `--mount` as (name, absolute root), checked against the refusals of ENVIRONMENT §12.1.
+
+        Raises:
+            ConfigError: A mount is malformed, named twice, or its root is not an existing absolute
+                directory; the platform is not POSIX; the server runs as root without
+                `allow_root_shell`, or binds a non-loopback address without `allow_remote_shell`.
+        """
+        if not self.mounts:
+            return ()
+        if os.name != "posix":
+            raise ConfigError("--mount needs a POSIX system (process groups and signals).")
+        if os.geteuid() == 0 and not self.allow_root_shell:
+            raise ConfigError(
+                "Refusing --mount as root: every command the model runs would run as root. Run the server "
+                "as an unprivileged user, or add --allow-root-shell if that is intended (e.g. in a container)."
+            )
+        if not self.is_loopback() and not self.allow_remote_shell:
+            raise ConfigError(
+                f"Refusing --mount on {self.host}: whoever can run agents remotely could run commands on "
+                "this machine. Bind loopback, or add --allow-remote-shell if that is intended."
+            )
+        roots: dict[str, Path] = {}
+        for spec in self.mounts:
+            name, sep, target = spec.partition("=")
+            provider, colon, root_text = target.partition(":")
+            if not sep or not colon or provider != "local" or not root_text:
+                raise ConfigError(
+                    f"--mount {spec[:200]!r}: expected NAME=local:ROOT, e.g. work=local:/srv/work."
+                )
+            if not MOUNT_NAME.match(name):
+                raise ConfigError(
+                    f"--mount {spec[:200]!r}: the name must match {MOUNT_NAME.pattern} (lower case, digits, '-')."
+                )
+            if name in roots:
+                raise ConfigError(f"--mount: the name {name!r} is given twice.")
+            root = Path(root_text).expanduser()
+            if not root.is_absolute():
+                raise ConfigError(f"--mount {name}: the root {root_text[:200]!r} is not an absolute path.")
+            if not root.is_dir():
+                raise ConfigError(
+                    f"--mount {name}: the root {root_text[:200]!r} is not an existing directory."
+                )
+            roots[name] = root
+        return tuple(roots.items())
 
     def store_location(self) -> tuple[StoreKind | Literal["none"], str | None]:
         """The store's kind ("sqlite", "memory", "postgresql", "none") and its file or connection string.

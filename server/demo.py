@@ -12,7 +12,12 @@ its behaviour from the latest user prompt, so one word in a prompt selects a pat
 | `count` | `count()` (bumps `demo.counter` capability state) | plain, capability state |
 | `sleep` [seconds] | `sleep(seconds)` (default 2, at most 60) | plain, slow |
 | `client:<name> [json]` | the client tool `<name>` with the JSON object as arguments | external |
+| `shell <command>` | `shell_exec(command)`, then `shell_wait` while it runs (needs `--mount`) | shell |
+| `shell-bg <command>` | `shell_exec(command)` only: a command still running keeps running | shell |
+| `shell-wait [out [err]]` | `shell_info()`, then `shell_wait` on the newest command from those offsets | shell |
 | anything else | no tool; echoes the prompt in several words | - |
+
+The shell words are checked first, so a command may contain any other word.
 
 After tool results arrive, the model answers with a short text that quotes them.
 """
@@ -127,6 +132,38 @@ def _tool_call(prompt: str, turn: int) -> ToolCallPart | None:
     return ToolCallPart(call[0], call[1], tool_call_id=f"call_{turn}_{call[0]}")
 
 
+_SHELL_WAIT = re.compile(r"\bshell-wait\b(?:\s+(\d+)(?:\s+(\d+))?)?", re.IGNORECASE)
+_SHELL = re.compile(r"\bshell(-bg)?\s+(\S.*)", re.IGNORECASE | re.DOTALL)
+_NO_SHELL = "This server has no shell: start it with --mount NAME=local:ROOT."
+
+
+def _shell_call(prompt: str) -> tuple[str, dict[str, Any]] | None:
+    """The first call of a shell word: `shell_info()` to discover for `shell-wait`, else `shell_exec`."""
+    if _SHELL_WAIT.search(prompt):
+        return "shell_info", {"limit": 100}
+    shell = _SHELL.search(prompt)
+    return ("shell_exec", {"command": shell.group(2).strip()}) if shell else None
+
+
+def _shell_next(prompt: str, returns: list[ToolReturnPart]) -> tuple[str, dict[str, Any]] | None:
+    """After a shell tool's result: `shell_wait` on what it found, or nothing (answer in text)."""
+    result = returns[-1].content if returns else None
+    if not isinstance(result, dict) or not result.get("ok"):
+        return None
+    wait = _SHELL_WAIT.search(prompt)
+    if returns[-1].tool_name == "shell_info" and wait and result.get("processes"):
+        return "shell_wait", {
+            "process_id": result["processes"][-1]["process_id"],
+            "stdout_offset": int(wait.group(1) or 0),
+            "stderr_offset": int(wait.group(2) or 0),
+            "timeout_seconds": 0,
+        }
+    shell = _SHELL.search(prompt)
+    if returns[-1].tool_name == "shell_exec" and "process_id" in result and shell and not shell.group(1):
+        return "shell_wait", {"process_id": result["process_id"], "timeout_seconds": 30}
+    return None
+
+
 def _chosen_call(prompt: str) -> tuple[str, dict[str, Any]] | None:
     lowered = prompt.lower()
     client = re.search(r"client:([A-Za-z_][A-Za-z0-9_.-]*)\s*(\{.*\})?", prompt, re.DOTALL)
@@ -159,15 +196,23 @@ def demo_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     tool, a recovered call) always ends the run with text, so every path terminates.
     """
     last = messages[-1] if messages else None
+    prompt = _latest_prompt(messages)
     if isinstance(last, ModelRequest):
         returns = [part for part in last.parts if isinstance(part, ToolReturnPart)]
+        if (follow := _shell_next(prompt, returns)) is not None:
+            return ModelResponse(
+                parts=[ToolCallPart(*follow, tool_call_id=f"call_{len(messages)}_{follow[0]}")]
+            )
         if returns:
             quoted = "; ".join(f"{part.tool_name}: {part.model_response_str()}" for part in returns)
             return ModelResponse(parts=[TextPart(f"Tool results: {quoted}")])
         if any(not isinstance(part, UserPromptPart) for part in last.parts):
             # Retry prompts and other non-prompt parts: answer in text rather than loop.
             return ModelResponse(parts=[TextPart("I could not finish that tool call.")])
-    prompt = _latest_prompt(messages)
+    if (shell := _shell_call(prompt)) is not None:
+        if not any(tool.name == shell[0] for tool in info.function_tools):
+            return ModelResponse(parts=[TextPart(_NO_SHELL)])
+        return ModelResponse(parts=[ToolCallPart(*shell, tool_call_id=f"call_{len(messages)}_{shell[0]}")])
     call = _tool_call(prompt, len(messages))
     if call is not None:
         return ModelResponse(parts=[call])

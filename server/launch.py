@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import UserContent
 from pydantic_ai.usage import UsageLimits
 
@@ -26,6 +27,7 @@ from harness import (
 
 from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field
+from .mounts import ServerMounts
 from .runs import ActiveRuns
 
 __all__ = ("ThreadLauncher", "start_stream", "unknown_agent")
@@ -52,21 +54,29 @@ def start_stream(
     client_tools: Sequence[ClientTool],
     usage_limits: UsageLimits | None,
     checkpoints: bool,
+    mounts: ServerMounts,
+    state_field: str | None = "spec.previous_state",
     resume_field: str | None = None,
 ) -> HarnessRunStream[Any]:
-    """The core's stream for one run with bindings of its own (its client tools), checked at once.
+    """The core's stream for one run with bindings of its own (its client tools, its mounts), checked
+    at once.
 
-    `resume_field` names the request field a failing deferred check is reported at, if any.
+    `state_field` names the request field `previous_state` came in (`None`: from the thread store),
+    `resume_field` the one a failing deferred check is reported at, if any.
     """
     agent = registry.get(agent_name)
     if agent is None:
         raise unknown_agent(registry, agent_name, field="spec.agent")
-    reserved = [tool.name for tool in registry.tools(agent_name)]
+    reserved = [tool.name for tool in registry.tools(agent_name)] + [tool.name for tool in mounts.tools]
     try:
         capability = client_tools_capability(client_tools, reserved_names=reserved)
     except HarnessError as error:
         raise at_field(error, "spec.client_tools") from None
-    bindings = RunBindings.embedded(capabilities=[capability] if capability is not None else [])
+    capabilities: list[AbstractCapability[Any]] = [capability] if capability is not None else []
+    bound = mounts.bind(previous_state, state_field=state_field)
+    if bound and (shell := mounts.capability_for(agent.capabilities)) is not None:
+        capabilities.append(shell)  # per run: the agent's definition is never changed (§12.2)
+    bindings = RunBindings.embedded(capabilities=capabilities, mounts=bound)
     try:
         return agent.stream(
             input,
@@ -86,9 +96,10 @@ def start_stream(
 class ThreadLauncher:
     """`harness.threads.Launcher` for the server's agents and its run limit."""
 
-    def __init__(self, registry: AgentRegistry, runs: ActiveRuns) -> None:
+    def __init__(self, registry: AgentRegistry, runs: ActiveRuns, mounts: ServerMounts) -> None:
         self._registry = registry
         self._runs = runs
+        self._mounts = mounts
 
     def stream(
         self,
@@ -111,6 +122,8 @@ class ThreadLauncher:
             client_tools=client_tools,
             usage_limits=usage_limits,
             checkpoints=True,
+            mounts=self._mounts,
+            state_field=None,
             resume_field="spec.answers",
         )
 

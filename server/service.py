@@ -57,6 +57,7 @@ from .mapping.state import (
     state_to_json,
     state_to_pb,
 )
+from .mounts import ServerMounts
 from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge, wait_out
 from .runlog import LOGGER, RunLog
 from .runs import ActiveRuns
@@ -131,9 +132,11 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         *,
         max_message_bytes: int,
         pack_window_s: float,
+        mounts: ServerMounts,
         thread_store: harness_service_pb2.ThreadStoreInfo | None = None,
     ) -> None:
         self._registry = registry
+        self._mounts = mounts
         self._thread_store = thread_store or harness_service_pb2.ThreadStoreInfo(
             kind=harness_service_pb2.THREAD_STORE_KIND_NONE
         )
@@ -341,6 +344,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             client_tools=call.client_tools,
             usage_limits=call.usage_limits,
             checkpoints=call.checkpoints,
+            mounts=self._mounts,
         )
 
     # -- envelopes ------------------------------------------------------------------------------------
@@ -469,8 +473,9 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                             description=tool.description,
                             recovery_retryable=tool.recovery_retryable,
                         )
-                        for tool in self._registry.tools(name)
+                        for tool in (*self._registry.tools(name), *self._mounts.tools)
                     ],
+                    mounts=self._mounts.mount_infos(),
                 )
                 for name in self._registry
             ],
@@ -480,4 +485,5 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             ),
             server_version=_server_version(),
             thread_store=self._thread_store,
+            environment_providers=self._mounts.provider_infos(),
         )

@@ -10,7 +10,7 @@ from .adapter import EnvironmentMount
 from .backend import Command, LocalProcessBackend, Phase, Scope, SignalName, Status
 from .capability import DynamicEnvironmentCapability
 from .capture import CaptureWindow, Page, read_pair, tail_pair
-from .config import LocalBackendLimits, LocalMountConfig, LocalMountLimits
+from .config import MOUNT_NAME, LocalBackendLimits, LocalMountConfig, LocalMountLimits
 from .errors import EnvironmentToolError
 from .run import EnvironmentView, MountView
 from .state import PROVIDER_KEY, READABLE_VERSIONS
@@ -18,6 +18,7 @@ from .surface import ACTIONS, SHELL_ACTIONS, SHELL_TOOLS, offered_tools
 
 __all__ = (
     "ACTIONS",
+    "MOUNT_NAME",
     "PROVIDER_KEY",
     "READABLE_VERSIONS",
     "SHELL_ACTIONS",

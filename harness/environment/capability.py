@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic_ai import RunContext, Tool
@@ -39,7 +39,7 @@ from .surface import (
     offered_tools,
 )
 
-__all__ = ("DynamicEnvironmentCapability", "instructions")
+__all__ = ("DynamicEnvironmentCapability", "instructions", "published_tools")
 
 Result = dict[str, Any]
 _MAX_WAIT_S = 300.0
@@ -66,6 +66,13 @@ class DynamicEnvironmentCapability(AbstractCapability[AgentContext]):
             toolsets=[FunctionToolset(_tools(environment, tools), id=TOOLSET_ID)],
             instructions=instructions(environment, tools),
         )
+
+
+def published_tools(mounts: Mapping[str, Iterable[str]]) -> tuple[ToolDefinition, ...]:
+    """The shell tools runs with `mounts` (name → actions) are offered, as declared (for a server's
+    published tool list, §12.4): the same function picks them as in `for_run`."""
+    unbound = RunEnvironment((), None, lambda _kind, _payload: None)
+    return tuple(tool.tool_def for tool in _tools(unbound, offered_tools(mounts)))
 
 
 def _environment_of(deps: Any) -> RunEnvironment | None:

@@ -19,11 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 __all__ = (
     "DEFAULT_INHERIT_ENV",
     "ENV_KEY",
+    "MOUNT_NAME",
     "LocalBackendLimits",
     "LocalMountConfig",
     "LocalMountLimits",
     "is_inside",
 )
+
+MOUNT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+"""A mount's name (§3.3): the model's `alias` and the state entry's key, so short and plain."""
 
 ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 """An environment variable name a mount or a call may set (§10.3)."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import ErrorCode, RunError
 from ..state import EnvironmentState
 from .adapter import EnvironmentMount
+from .config import MOUNT_NAME
 from .errors import EnvironmentToolError
 
 if TYPE_CHECKING:
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = ("EnvironmentView", "MountView", "RunEnvironment", "check_mounts")
 
 MAX_REFERENCES = 1000
-_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 _REFERENCE = re.compile(r"^proc-([0-9a-f]{8})-([1-9][0-9]{0,5})$")
 
 
@@ -65,7 +65,7 @@ def check_mounts(mounts: Sequence[object], default_mount: str | None) -> tuple[E
     for mount in mounts:
         if not isinstance(mount, EnvironmentMount):
             raise _invalid("not_a_mount", f"{type(mount).__name__} is not an EnvironmentMount.")
-        if not _NAME.match(mount.name) or mount.name in names:
+        if not MOUNT_NAME.match(mount.name) or mount.name in names:
             raise _invalid(
                 "name", f"Mount name {mount.name[:80]!r} is invalid or used twice.", mount.name[:80]
             )

@@ -475,6 +475,7 @@ class GetServerInfoResponse(_message.Message):
     LIMITS_FIELD_NUMBER: _builtins.int
     SERVER_VERSION_FIELD_NUMBER: _builtins.int
     THREAD_STORE_FIELD_NUMBER: _builtins.int
+    ENVIRONMENT_PROVIDERS_FIELD_NUMBER: _builtins.int
     default_agent: _builtins.str
     """The agent a `RunSpec` with an empty `agent` runs."""
     server_version: _builtins.str
@@ -499,6 +500,14 @@ class GetServerInfoResponse(_message.Message):
     def thread_store(self) -> Global___ThreadStoreInfo:
         """Where `ThreadService` keeps threads; `kind` THREAD_STORE_KIND_NONE when it is not served."""
 
+    @_builtins.property
+    def environment_providers(self) -> _containers.RepeatedCompositeFieldContainer[Global___EnvironmentProviderInfo]:
+        """The environment providers whose `EnvironmentState` entries this server reads, with the
+        `state_version` values it accepts. An entry of another provider passes through a run untouched;
+        an entry of a listed provider with another version fails the run with FAILED_PRECONDITION
+        ENVIRONMENT_STATE_VERSION_UNSUPPORTED. Empty when the server has no mounts.
+        """
+
     def __init__(
         self,
         *,
@@ -509,14 +518,43 @@ class GetServerInfoResponse(_message.Message):
         limits: Global___ServerLimits | None = ...,
         server_version: _builtins.str = ...,
         thread_store: Global___ThreadStoreInfo | None = ...,
+        environment_providers: _abc.Iterable[Global___EnvironmentProviderInfo] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["limits", b"limits", "thread_store", b"thread_store"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "default_agent", b"default_agent", "history_formats", b"history_formats", "limits", b"limits", "schema_versions", b"schema_versions", "server_version", b"server_version", "thread_store", b"thread_store"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "default_agent", b"default_agent", "environment_providers", b"environment_providers", "history_formats", b"history_formats", "limits", b"limits", "schema_versions", b"schema_versions", "server_version", b"server_version", "thread_store", b"thread_store"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetServerInfoResponse: _TypeAlias = GetServerInfoResponse  # noqa: Y015
+
+@_typing.final
+class EnvironmentProviderInfo(_message.Message):
+    """An environment provider the server runs mounts on."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROVIDER_KEY_FIELD_NUMBER: _builtins.int
+    STATE_VERSIONS_FIELD_NUMBER: _builtins.int
+    provider_key: _builtins.str
+    """The provider key its `EnvironmentState` entries carry, e.g. "threadline_local"."""
+    @_builtins.property
+    def state_versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The `EnvironmentState.state_version` values it reads, e.g. ["1"]."""
+
+    def __init__(
+        self,
+        *,
+        provider_key: _builtins.str = ...,
+        state_versions: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["provider_key", b"provider_key", "state_versions", b"state_versions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EnvironmentProviderInfo: _TypeAlias = EnvironmentProviderInfo  # noqa: Y015
 
 @_typing.final
 class ThreadStoreInfo(_message.Message):
@@ -584,12 +622,21 @@ class AgentInfo(_message.Message):
 
     NAME_FIELD_NUMBER: _builtins.int
     TOOLS_FIELD_NUMBER: _builtins.int
+    MOUNTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The name to put in `RunSpec.agent`."""
     @_builtins.property
     def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolInfo]:
         """The agent's own tools as declared when the server started (client tools are not listed; a
-        tool's availability in a run may still depend on the run).
+        tool's availability in a run may still depend on the run). With mounts, the shell tools the
+        mounts allow are listed too (`shell_exec`, `shell_info`, ...); a client tool may not reuse any
+        listed name.
+        """
+
+    @_builtins.property
+    def mounts(self) -> _containers.RepeatedCompositeFieldContainer[Global___MountInfo]:
+        """The shell environments (`threadline serve --mount`) every run of this agent gets, by name. The
+        server configures them; a host cannot name paths or widen actions. Empty without mounts.
         """
 
     def __init__(
@@ -597,14 +644,58 @@ class AgentInfo(_message.Message):
         *,
         name: _builtins.str = ...,
         tools: _abc.Iterable[Global___ToolInfo] | None = ...,
+        mounts: _abc.Iterable[Global___MountInfo] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mounts", b"mounts", "name", b"name", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AgentInfo: _TypeAlias = AgentInfo  # noqa: Y015
+
+@_typing.final
+class MountInfo(_message.Message):
+    """A mount: a shell environment on the server's machine that runs of an agent can use through the
+    shell tools. Commands run as the server's user; the local provider isolates nothing.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PROVIDER_KEY_FIELD_NUMBER: _builtins.int
+    ACTIONS_FIELD_NUMBER: _builtins.int
+    PROCESS_CAPABLE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The name the model passes as `alias`, and the `EnvironmentState.mount_name` of its state."""
+    provider_key: _builtins.str
+    """The provider, e.g. "threadline_local" (commands are local processes of the server)."""
+    process_capable: _builtins.bool
+    """True when a command may outlive the tool call that started it and be observed later, in
+    the same run or a later run of the thread on the same server process; false for a
+    foreground-only mount, whose commands end within their call.
+    """
+    @_builtins.property
+    def actions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What runs may do on it, e.g. "environment.shell.exec", "environment.process.wait"
+        (strings, not an enum: providers may add actions).
+        """
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        provider_key: _builtins.str = ...,
+        actions: _abc.Iterable[_builtins.str] | None = ...,
+        process_capable: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "name", b"name", "process_capable", b"process_capable", "provider_key", b"provider_key"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MountInfo: _TypeAlias = MountInfo  # noqa: Y015
 
 @_typing.final
 class ToolInfo(_message.Message):

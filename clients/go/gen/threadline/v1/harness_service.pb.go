@@ -878,9 +878,14 @@ type GetServerInfoResponse struct {
 	// The server's own version, e.g. "0.1.0"; for diagnostics only.
 	ServerVersion string `protobuf:"bytes,6,opt,name=server_version,json=serverVersion,proto3" json:"server_version,omitempty"`
 	// Where `ThreadService` keeps threads; `kind` THREAD_STORE_KIND_NONE when it is not served.
-	ThreadStore   *ThreadStoreInfo `protobuf:"bytes,7,opt,name=thread_store,json=threadStore,proto3" json:"thread_store,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ThreadStore *ThreadStoreInfo `protobuf:"bytes,7,opt,name=thread_store,json=threadStore,proto3" json:"thread_store,omitempty"`
+	// The environment providers whose `EnvironmentState` entries this server reads, with the
+	// `state_version` values it accepts. An entry of another provider passes through a run untouched;
+	// an entry of a listed provider with another version fails the run with FAILED_PRECONDITION
+	// ENVIRONMENT_STATE_VERSION_UNSUPPORTED. Empty when the server has no mounts.
+	EnvironmentProviders []*EnvironmentProviderInfo `protobuf:"bytes,8,rep,name=environment_providers,json=environmentProviders,proto3" json:"environment_providers,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GetServerInfoResponse) Reset() {
@@ -962,6 +967,68 @@ func (x *GetServerInfoResponse) GetThreadStore() *ThreadStoreInfo {
 	return nil
 }
 
+func (x *GetServerInfoResponse) GetEnvironmentProviders() []*EnvironmentProviderInfo {
+	if x != nil {
+		return x.EnvironmentProviders
+	}
+	return nil
+}
+
+// An environment provider the server runs mounts on.
+type EnvironmentProviderInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider key its `EnvironmentState` entries carry, e.g. "threadline_local".
+	ProviderKey string `protobuf:"bytes,1,opt,name=provider_key,json=providerKey,proto3" json:"provider_key,omitempty"`
+	// The `EnvironmentState.state_version` values it reads, e.g. ["1"].
+	StateVersions []string `protobuf:"bytes,2,rep,name=state_versions,json=stateVersions,proto3" json:"state_versions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnvironmentProviderInfo) Reset() {
+	*x = EnvironmentProviderInfo{}
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnvironmentProviderInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnvironmentProviderInfo) ProtoMessage() {}
+
+func (x *EnvironmentProviderInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnvironmentProviderInfo.ProtoReflect.Descriptor instead.
+func (*EnvironmentProviderInfo) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *EnvironmentProviderInfo) GetProviderKey() string {
+	if x != nil {
+		return x.ProviderKey
+	}
+	return ""
+}
+
+func (x *EnvironmentProviderInfo) GetStateVersions() []string {
+	if x != nil {
+		return x.StateVersions
+	}
+	return nil
+}
+
 // The store behind `ThreadService`.
 type ThreadStoreInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -976,7 +1043,7 @@ type ThreadStoreInfo struct {
 
 func (x *ThreadStoreInfo) Reset() {
 	*x = ThreadStoreInfo{}
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[14]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1055,7 @@ func (x *ThreadStoreInfo) String() string {
 func (*ThreadStoreInfo) ProtoMessage() {}
 
 func (x *ThreadStoreInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[14]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1068,7 @@ func (x *ThreadStoreInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadStoreInfo.ProtoReflect.Descriptor instead.
 func (*ThreadStoreInfo) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{14}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ThreadStoreInfo) GetKind() ThreadStoreKind {
@@ -1031,7 +1098,7 @@ type HistoryFormat struct {
 
 func (x *HistoryFormat) Reset() {
 	*x = HistoryFormat{}
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[15]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1110,7 @@ func (x *HistoryFormat) String() string {
 func (*HistoryFormat) ProtoMessage() {}
 
 func (x *HistoryFormat) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[15]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1123,7 @@ func (x *HistoryFormat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryFormat.ProtoReflect.Descriptor instead.
 func (*HistoryFormat) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{15}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HistoryFormat) GetFormat() string {
@@ -1079,15 +1146,20 @@ type AgentInfo struct {
 	// The name to put in `RunSpec.agent`.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The agent's own tools as declared when the server started (client tools are not listed; a
-	// tool's availability in a run may still depend on the run).
-	Tools         []*ToolInfo `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	// tool's availability in a run may still depend on the run). With mounts, the shell tools the
+	// mounts allow are listed too (`shell_exec`, `shell_info`, ...); a client tool may not reuse any
+	// listed name.
+	Tools []*ToolInfo `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The shell environments (`threadline serve --mount`) every run of this agent gets, by name. The
+	// server configures them; a host cannot name paths or widen actions. Empty without mounts.
+	Mounts        []*MountInfo `protobuf:"bytes,3,rep,name=mounts,proto3" json:"mounts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentInfo) Reset() {
 	*x = AgentInfo{}
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[16]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1171,7 @@ func (x *AgentInfo) String() string {
 func (*AgentInfo) ProtoMessage() {}
 
 func (x *AgentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[16]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1184,7 @@ func (x *AgentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInfo.ProtoReflect.Descriptor instead.
 func (*AgentInfo) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{16}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AgentInfo) GetName() string {
@@ -1127,6 +1199,90 @@ func (x *AgentInfo) GetTools() []*ToolInfo {
 		return x.Tools
 	}
 	return nil
+}
+
+func (x *AgentInfo) GetMounts() []*MountInfo {
+	if x != nil {
+		return x.Mounts
+	}
+	return nil
+}
+
+// A mount: a shell environment on the server's machine that runs of an agent can use through the
+// shell tools. Commands run as the server's user; the local provider isolates nothing.
+type MountInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name the model passes as `alias`, and the `EnvironmentState.mount_name` of its state.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The provider, e.g. "threadline_local" (commands are local processes of the server).
+	ProviderKey string `protobuf:"bytes,2,opt,name=provider_key,json=providerKey,proto3" json:"provider_key,omitempty"`
+	// What runs may do on it, e.g. "environment.shell.exec", "environment.process.wait"
+	// (strings, not an enum: providers may add actions).
+	Actions []string `protobuf:"bytes,3,rep,name=actions,proto3" json:"actions,omitempty"`
+	// True when a command may outlive the tool call that started it and be observed later, in
+	// the same run or a later run of the thread on the same server process; false for a
+	// foreground-only mount, whose commands end within their call.
+	ProcessCapable bool `protobuf:"varint,4,opt,name=process_capable,json=processCapable,proto3" json:"process_capable,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MountInfo) Reset() {
+	*x = MountInfo{}
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountInfo) ProtoMessage() {}
+
+func (x *MountInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountInfo.ProtoReflect.Descriptor instead.
+func (*MountInfo) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *MountInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MountInfo) GetProviderKey() string {
+	if x != nil {
+		return x.ProviderKey
+	}
+	return ""
+}
+
+func (x *MountInfo) GetActions() []string {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+func (x *MountInfo) GetProcessCapable() bool {
+	if x != nil {
+		return x.ProcessCapable
+	}
+	return false
 }
 
 // One of an agent's tools.
@@ -1147,7 +1303,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[17]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1315,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[17]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1328,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{17}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -1218,7 +1374,7 @@ type ServerLimits struct {
 
 func (x *ServerLimits) Reset() {
 	*x = ServerLimits{}
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[18]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1386,7 @@ func (x *ServerLimits) String() string {
 func (*ServerLimits) ProtoMessage() {}
 
 func (x *ServerLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[18]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1399,7 @@ func (x *ServerLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLimits.ProtoReflect.Descriptor instead.
 func (*ServerLimits) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{18}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ServerLimits) GetMaxMessageBytes() int64 {
@@ -1302,7 +1458,7 @@ const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\v2\x1b.threadline.v1.HarnessStateR\x05state\"\\\n" +
 	"\x19RemainingDeferredResponse\x12?\n" +
 	"\tremaining\x18\x01 \x01(\v2!.threadline.v1.DeferredToolResumeR\tremaining\"\x16\n" +
-	"\x14GetServerInfoRequest\"\xfd\x02\n" +
+	"\x14GetServerInfoRequest\"\xda\x03\n" +
 	"\x15GetServerInfoResponse\x12'\n" +
 	"\x0fschema_versions\x18\x01 \x03(\tR\x0eschemaVersions\x12E\n" +
 	"\x0fhistory_formats\x18\x02 \x03(\v2\x1c.threadline.v1.HistoryFormatR\x0ehistoryFormats\x120\n" +
@@ -1310,16 +1466,26 @@ const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\rdefault_agent\x18\x04 \x01(\tR\fdefaultAgent\x123\n" +
 	"\x06limits\x18\x05 \x01(\v2\x1b.threadline.v1.ServerLimitsR\x06limits\x12%\n" +
 	"\x0eserver_version\x18\x06 \x01(\tR\rserverVersion\x12A\n" +
-	"\fthread_store\x18\a \x01(\v2\x1e.threadline.v1.ThreadStoreInfoR\vthreadStore\"}\n" +
+	"\fthread_store\x18\a \x01(\v2\x1e.threadline.v1.ThreadStoreInfoR\vthreadStore\x12[\n" +
+	"\x15environment_providers\x18\b \x03(\v2&.threadline.v1.EnvironmentProviderInfoR\x14environmentProviders\"c\n" +
+	"\x17EnvironmentProviderInfo\x12!\n" +
+	"\fprovider_key\x18\x01 \x01(\tR\vproviderKey\x12%\n" +
+	"\x0estate_versions\x18\x02 \x03(\tR\rstateVersions\"}\n" +
 	"\x0fThreadStoreInfo\x122\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1e.threadline.v1.ThreadStoreKindR\x04kind\x126\n" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\"C\n" +
 	"\rHistoryFormat\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x1a\n" +
-	"\bversions\x18\x02 \x03(\tR\bversions\"N\n" +
+	"\bversions\x18\x02 \x03(\tR\bversions\"\x80\x01\n" +
 	"\tAgentInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
-	"\x05tools\x18\x02 \x03(\v2\x17.threadline.v1.ToolInfoR\x05tools\"\xa8\x01\n" +
+	"\x05tools\x18\x02 \x03(\v2\x17.threadline.v1.ToolInfoR\x05tools\x120\n" +
+	"\x06mounts\x18\x03 \x03(\v2\x18.threadline.v1.MountInfoR\x06mounts\"\x85\x01\n" +
+	"\tMountInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fprovider_key\x18\x02 \x01(\tR\vproviderKey\x12\x18\n" +
+	"\aactions\x18\x03 \x03(\tR\aactions\x12'\n" +
+	"\x0fprocess_capable\x18\x04 \x01(\bR\x0eprocessCapable\"\xa8\x01\n" +
 	"\bToolInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x127\n" +
 	"\bcategory\x18\x02 \x01(\x0e2\x1b.threadline.v1.ToolCategoryR\bcategory\x12 \n" +
@@ -1363,7 +1529,7 @@ func file_threadline_v1_harness_service_proto_rawDescGZIP() []byte {
 }
 
 var file_threadline_v1_harness_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_threadline_v1_harness_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_threadline_v1_harness_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_threadline_v1_harness_service_proto_goTypes = []any{
 	(ThreadStoreKind)(0),              // 0: threadline.v1.ThreadStoreKind
 	(ToolCategory)(0),                 // 1: threadline.v1.ToolCategory
@@ -1381,65 +1547,69 @@ var file_threadline_v1_harness_service_proto_goTypes = []any{
 	(*RemainingDeferredResponse)(nil), // 13: threadline.v1.RemainingDeferredResponse
 	(*GetServerInfoRequest)(nil),      // 14: threadline.v1.GetServerInfoRequest
 	(*GetServerInfoResponse)(nil),     // 15: threadline.v1.GetServerInfoResponse
-	(*ThreadStoreInfo)(nil),           // 16: threadline.v1.ThreadStoreInfo
-	(*HistoryFormat)(nil),             // 17: threadline.v1.HistoryFormat
-	(*AgentInfo)(nil),                 // 18: threadline.v1.AgentInfo
-	(*ToolInfo)(nil),                  // 19: threadline.v1.ToolInfo
-	(*ServerLimits)(nil),              // 20: threadline.v1.ServerLimits
-	(*RunSpec)(nil),                   // 21: threadline.v1.RunSpec
-	(*RunEvent)(nil),                  // 22: threadline.v1.RunEvent
-	(*RunResult)(nil),                 // 23: threadline.v1.RunResult
-	(*MessageHistory)(nil),            // 24: threadline.v1.MessageHistory
-	(*CapabilityState)(nil),           // 25: threadline.v1.CapabilityState
-	(*EnvironmentState)(nil),          // 26: threadline.v1.EnvironmentState
-	(*HarnessState)(nil),              // 27: threadline.v1.HarnessState
-	(*DeferredToolResume)(nil),        // 28: threadline.v1.DeferredToolResume
-	(*durationpb.Duration)(nil),       // 29: google.protobuf.Duration
+	(*EnvironmentProviderInfo)(nil),   // 16: threadline.v1.EnvironmentProviderInfo
+	(*ThreadStoreInfo)(nil),           // 17: threadline.v1.ThreadStoreInfo
+	(*HistoryFormat)(nil),             // 18: threadline.v1.HistoryFormat
+	(*AgentInfo)(nil),                 // 19: threadline.v1.AgentInfo
+	(*MountInfo)(nil),                 // 20: threadline.v1.MountInfo
+	(*ToolInfo)(nil),                  // 21: threadline.v1.ToolInfo
+	(*ServerLimits)(nil),              // 22: threadline.v1.ServerLimits
+	(*RunSpec)(nil),                   // 23: threadline.v1.RunSpec
+	(*RunEvent)(nil),                  // 24: threadline.v1.RunEvent
+	(*RunResult)(nil),                 // 25: threadline.v1.RunResult
+	(*MessageHistory)(nil),            // 26: threadline.v1.MessageHistory
+	(*CapabilityState)(nil),           // 27: threadline.v1.CapabilityState
+	(*EnvironmentState)(nil),          // 28: threadline.v1.EnvironmentState
+	(*HarnessState)(nil),              // 29: threadline.v1.HarnessState
+	(*DeferredToolResume)(nil),        // 30: threadline.v1.DeferredToolResume
+	(*durationpb.Duration)(nil),       // 31: google.protobuf.Duration
 }
 var file_threadline_v1_harness_service_proto_depIdxs = []int32{
-	21, // 0: threadline.v1.StreamRunRequest.spec:type_name -> threadline.v1.RunSpec
-	22, // 1: threadline.v1.StreamRunResponse.event:type_name -> threadline.v1.RunEvent
-	22, // 2: threadline.v1.StreamRunResponse.events:type_name -> threadline.v1.RunEvent
-	21, // 3: threadline.v1.RunRequest.spec:type_name -> threadline.v1.RunSpec
-	23, // 4: threadline.v1.RunResponse.result:type_name -> threadline.v1.RunResult
-	24, // 5: threadline.v1.NewStateRequest.message_history:type_name -> threadline.v1.MessageHistory
-	25, // 6: threadline.v1.NewStateRequest.capability_states:type_name -> threadline.v1.CapabilityState
-	26, // 7: threadline.v1.NewStateRequest.environment_states:type_name -> threadline.v1.EnvironmentState
-	27, // 8: threadline.v1.NewStateResponse.state:type_name -> threadline.v1.HarnessState
-	27, // 9: threadline.v1.ForkStateRequest.state:type_name -> threadline.v1.HarnessState
-	27, // 10: threadline.v1.ForkStateResponse.state:type_name -> threadline.v1.HarnessState
-	27, // 11: threadline.v1.ValidateStateRequest.state:type_name -> threadline.v1.HarnessState
-	27, // 12: threadline.v1.ValidateStateResponse.state:type_name -> threadline.v1.HarnessState
-	28, // 13: threadline.v1.RemainingDeferredRequest.resume:type_name -> threadline.v1.DeferredToolResume
-	27, // 14: threadline.v1.RemainingDeferredRequest.state:type_name -> threadline.v1.HarnessState
-	28, // 15: threadline.v1.RemainingDeferredResponse.remaining:type_name -> threadline.v1.DeferredToolResume
-	17, // 16: threadline.v1.GetServerInfoResponse.history_formats:type_name -> threadline.v1.HistoryFormat
-	18, // 17: threadline.v1.GetServerInfoResponse.agents:type_name -> threadline.v1.AgentInfo
-	20, // 18: threadline.v1.GetServerInfoResponse.limits:type_name -> threadline.v1.ServerLimits
-	16, // 19: threadline.v1.GetServerInfoResponse.thread_store:type_name -> threadline.v1.ThreadStoreInfo
-	0,  // 20: threadline.v1.ThreadStoreInfo.kind:type_name -> threadline.v1.ThreadStoreKind
-	29, // 21: threadline.v1.ThreadStoreInfo.lease_ttl:type_name -> google.protobuf.Duration
-	19, // 22: threadline.v1.AgentInfo.tools:type_name -> threadline.v1.ToolInfo
-	1,  // 23: threadline.v1.ToolInfo.category:type_name -> threadline.v1.ToolCategory
-	2,  // 24: threadline.v1.HarnessService.StreamRun:input_type -> threadline.v1.StreamRunRequest
-	4,  // 25: threadline.v1.HarnessService.Run:input_type -> threadline.v1.RunRequest
-	6,  // 26: threadline.v1.HarnessService.NewState:input_type -> threadline.v1.NewStateRequest
-	8,  // 27: threadline.v1.HarnessService.ForkState:input_type -> threadline.v1.ForkStateRequest
-	10, // 28: threadline.v1.HarnessService.ValidateState:input_type -> threadline.v1.ValidateStateRequest
-	12, // 29: threadline.v1.HarnessService.RemainingDeferred:input_type -> threadline.v1.RemainingDeferredRequest
-	14, // 30: threadline.v1.HarnessService.GetServerInfo:input_type -> threadline.v1.GetServerInfoRequest
-	3,  // 31: threadline.v1.HarnessService.StreamRun:output_type -> threadline.v1.StreamRunResponse
-	5,  // 32: threadline.v1.HarnessService.Run:output_type -> threadline.v1.RunResponse
-	7,  // 33: threadline.v1.HarnessService.NewState:output_type -> threadline.v1.NewStateResponse
-	9,  // 34: threadline.v1.HarnessService.ForkState:output_type -> threadline.v1.ForkStateResponse
-	11, // 35: threadline.v1.HarnessService.ValidateState:output_type -> threadline.v1.ValidateStateResponse
-	13, // 36: threadline.v1.HarnessService.RemainingDeferred:output_type -> threadline.v1.RemainingDeferredResponse
-	15, // 37: threadline.v1.HarnessService.GetServerInfo:output_type -> threadline.v1.GetServerInfoResponse
-	31, // [31:38] is the sub-list for method output_type
-	24, // [24:31] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	23, // 0: threadline.v1.StreamRunRequest.spec:type_name -> threadline.v1.RunSpec
+	24, // 1: threadline.v1.StreamRunResponse.event:type_name -> threadline.v1.RunEvent
+	24, // 2: threadline.v1.StreamRunResponse.events:type_name -> threadline.v1.RunEvent
+	23, // 3: threadline.v1.RunRequest.spec:type_name -> threadline.v1.RunSpec
+	25, // 4: threadline.v1.RunResponse.result:type_name -> threadline.v1.RunResult
+	26, // 5: threadline.v1.NewStateRequest.message_history:type_name -> threadline.v1.MessageHistory
+	27, // 6: threadline.v1.NewStateRequest.capability_states:type_name -> threadline.v1.CapabilityState
+	28, // 7: threadline.v1.NewStateRequest.environment_states:type_name -> threadline.v1.EnvironmentState
+	29, // 8: threadline.v1.NewStateResponse.state:type_name -> threadline.v1.HarnessState
+	29, // 9: threadline.v1.ForkStateRequest.state:type_name -> threadline.v1.HarnessState
+	29, // 10: threadline.v1.ForkStateResponse.state:type_name -> threadline.v1.HarnessState
+	29, // 11: threadline.v1.ValidateStateRequest.state:type_name -> threadline.v1.HarnessState
+	29, // 12: threadline.v1.ValidateStateResponse.state:type_name -> threadline.v1.HarnessState
+	30, // 13: threadline.v1.RemainingDeferredRequest.resume:type_name -> threadline.v1.DeferredToolResume
+	29, // 14: threadline.v1.RemainingDeferredRequest.state:type_name -> threadline.v1.HarnessState
+	30, // 15: threadline.v1.RemainingDeferredResponse.remaining:type_name -> threadline.v1.DeferredToolResume
+	18, // 16: threadline.v1.GetServerInfoResponse.history_formats:type_name -> threadline.v1.HistoryFormat
+	19, // 17: threadline.v1.GetServerInfoResponse.agents:type_name -> threadline.v1.AgentInfo
+	22, // 18: threadline.v1.GetServerInfoResponse.limits:type_name -> threadline.v1.ServerLimits
+	17, // 19: threadline.v1.GetServerInfoResponse.thread_store:type_name -> threadline.v1.ThreadStoreInfo
+	16, // 20: threadline.v1.GetServerInfoResponse.environment_providers:type_name -> threadline.v1.EnvironmentProviderInfo
+	0,  // 21: threadline.v1.ThreadStoreInfo.kind:type_name -> threadline.v1.ThreadStoreKind
+	31, // 22: threadline.v1.ThreadStoreInfo.lease_ttl:type_name -> google.protobuf.Duration
+	21, // 23: threadline.v1.AgentInfo.tools:type_name -> threadline.v1.ToolInfo
+	20, // 24: threadline.v1.AgentInfo.mounts:type_name -> threadline.v1.MountInfo
+	1,  // 25: threadline.v1.ToolInfo.category:type_name -> threadline.v1.ToolCategory
+	2,  // 26: threadline.v1.HarnessService.StreamRun:input_type -> threadline.v1.StreamRunRequest
+	4,  // 27: threadline.v1.HarnessService.Run:input_type -> threadline.v1.RunRequest
+	6,  // 28: threadline.v1.HarnessService.NewState:input_type -> threadline.v1.NewStateRequest
+	8,  // 29: threadline.v1.HarnessService.ForkState:input_type -> threadline.v1.ForkStateRequest
+	10, // 30: threadline.v1.HarnessService.ValidateState:input_type -> threadline.v1.ValidateStateRequest
+	12, // 31: threadline.v1.HarnessService.RemainingDeferred:input_type -> threadline.v1.RemainingDeferredRequest
+	14, // 32: threadline.v1.HarnessService.GetServerInfo:input_type -> threadline.v1.GetServerInfoRequest
+	3,  // 33: threadline.v1.HarnessService.StreamRun:output_type -> threadline.v1.StreamRunResponse
+	5,  // 34: threadline.v1.HarnessService.Run:output_type -> threadline.v1.RunResponse
+	7,  // 35: threadline.v1.HarnessService.NewState:output_type -> threadline.v1.NewStateResponse
+	9,  // 36: threadline.v1.HarnessService.ForkState:output_type -> threadline.v1.ForkStateResponse
+	11, // 37: threadline.v1.HarnessService.ValidateState:output_type -> threadline.v1.ValidateStateResponse
+	13, // 38: threadline.v1.HarnessService.RemainingDeferred:output_type -> threadline.v1.RemainingDeferredResponse
+	15, // 39: threadline.v1.HarnessService.GetServerInfo:output_type -> threadline.v1.GetServerInfoResponse
+	33, // [33:40] is the sub-list for method output_type
+	26, // [26:33] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_harness_service_proto_init() }
@@ -1461,7 +1631,7 @@ func file_threadline_v1_harness_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_threadline_v1_harness_service_proto_rawDesc), len(file_threadline_v1_harness_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,8 +48,11 @@ type HarnessState struct {
 	// the previous state first, then those first written during the run). Namespaces the server's
 	// agents do not know pass through untouched. Capability IDs are unique and non-blank.
 	CapabilityStates []*CapabilityState `protobuf:"bytes,4,rep,name=capability_states,json=capabilityStates,proto3" json:"capability_states,omitempty"`
-	// Portable environment provider state, one entry per mount, in insertion order. The server
-	// never interprets it; a run carries it forward unchanged, and `ForkState` clears it.
+	// Portable environment provider state, one entry per mount, in insertion order. Entries of a
+	// provider the server runs mounts on (`GetServerInfoResponse.environment_providers`) are read
+	// by the mount of the same name and rewritten by the run: they are evidence of commands the
+	// server process keeps, never authority (paths and actions come from the server). Any other
+	// entry is carried forward unchanged. `ForkState` clears them all.
 	EnvironmentStates []*EnvironmentState `protobuf:"bytes,5,rep,name=environment_states,json=environmentStates,proto3" json:"environment_states,omitempty"`
 	// Values kept in a host state store. This server has no state store: a run whose previous
 	// state has any refs fails with FAILED_PRECONDITION STATE_STORE_MISSING. `NewState`,

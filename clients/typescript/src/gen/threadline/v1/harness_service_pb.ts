@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file threadline/v1/harness_service.proto.
  */
 export const file_threadline_v1_harness_service: GenFile = /*@__PURE__*/
-  fileDesc("CiN0aHJlYWRsaW5lL3YxL2hhcm5lc3Nfc2VydmljZS5wcm90bxINdGhyZWFkbGluZS52MSJYChBTdHJlYW1SdW5SZXF1ZXN0EiQKBHNwZWMYASABKAsyFi50aHJlYWRsaW5lLnYxLlJ1blNwZWMSHgoWbWF4X2V2ZW50c19wZXJfbWVzc2FnZRgCIAEoDSJkChFTdHJlYW1SdW5SZXNwb25zZRImCgVldmVudBgBIAEoCzIXLnRocmVhZGxpbmUudjEuUnVuRXZlbnQSJwoGZXZlbnRzGAIgAygLMhcudGhyZWFkbGluZS52MS5SdW5FdmVudCIyCgpSdW5SZXF1ZXN0EiQKBHNwZWMYASABKAsyFi50aHJlYWRsaW5lLnYxLlJ1blNwZWMiNwoLUnVuUmVzcG9uc2USKAoGcmVzdWx0GAEgASgLMhgudGhyZWFkbGluZS52MS5SdW5SZXN1bHQi1AEKD05ld1N0YXRlUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSNgoPbWVzc2FnZV9oaXN0b3J5GAIgASgLMh0udGhyZWFkbGluZS52MS5NZXNzYWdlSGlzdG9yeRI5ChFjYXBhYmlsaXR5X3N0YXRlcxgDIAMoCzIeLnRocmVhZGxpbmUudjEuQ2FwYWJpbGl0eVN0YXRlEjsKEmVudmlyb25tZW50X3N0YXRlcxgEIAMoCzIfLnRocmVhZGxpbmUudjEuRW52aXJvbm1lbnRTdGF0ZSI+ChBOZXdTdGF0ZVJlc3BvbnNlEioKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUiUQoQRm9ya1N0YXRlUmVxdWVzdBIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEhEKCXRocmVhZF9pZBgCIAEoCSI/ChFGb3JrU3RhdGVSZXNwb25zZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlImQKFFZhbGlkYXRlU3RhdGVSZXF1ZXN0EiwKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGVIABIUCgpzdGF0ZV9qc29uGAIgASgJSABCCAoGc291cmNlIlcKFVZhbGlkYXRlU3RhdGVSZXNwb25zZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEhIKCnN0YXRlX2pzb24YAiABKAkieQoYUmVtYWluaW5nRGVmZXJyZWRSZXF1ZXN0EjEKBnJlc3VtZRgBIAEoCzIhLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVzdW1lEioKBXN0YXRlGAIgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUiUQoZUmVtYWluaW5nRGVmZXJyZWRSZXNwb25zZRI0CglyZW1haW5pbmcYASABKAsyIS50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VtZSIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCKjAgoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEhcKD3NjaGVtYV92ZXJzaW9ucxgBIAMoCRI1Cg9oaXN0b3J5X2Zvcm1hdHMYAiADKAsyHC50aHJlYWRsaW5lLnYxLkhpc3RvcnlGb3JtYXQSKAoGYWdlbnRzGAMgAygLMhgudGhyZWFkbGluZS52MS5BZ2VudEluZm8SFQoNZGVmYXVsdF9hZ2VudBgEIAEoCRIrCgZsaW1pdHMYBSABKAsyGy50aHJlYWRsaW5lLnYxLlNlcnZlckxpbWl0cxIWCg5zZXJ2ZXJfdmVyc2lvbhgGIAEoCRI0Cgx0aHJlYWRfc3RvcmUYByABKAsyHi50aHJlYWRsaW5lLnYxLlRocmVhZFN0b3JlSW5mbyJtCg9UaHJlYWRTdG9yZUluZm8SLAoEa2luZBgBIAEoDjIeLnRocmVhZGxpbmUudjEuVGhyZWFkU3RvcmVLaW5kEiwKCWxlYXNlX3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIxCg1IaXN0b3J5Rm9ybWF0Eg4KBmZvcm1hdBgBIAEoCRIQCgh2ZXJzaW9ucxgCIAMoCSJBCglBZ2VudEluZm8SDAoEbmFtZRgBIAEoCRImCgV0b29scxgCIAMoCzIXLnRocmVhZGxpbmUudjEuVG9vbEluZm8ieAoIVG9vbEluZm8SDAoEbmFtZRgBIAEoCRItCghjYXRlZ29yeRgCIAEoDjIbLnRocmVhZGxpbmUudjEuVG9vbENhdGVnb3J5EhMKC2Rlc2NyaXB0aW9uGAMgASgJEhoKEnJlY292ZXJ5X3JldHJ5YWJsZRgEIAEoCCJGCgxTZXJ2ZXJMaW1pdHMSGQoRbWF4X21lc3NhZ2VfYnl0ZXMYASABKAMSGwoTbWF4X2NvbmN1cnJlbnRfcnVucxgCIAEoAyquAQoPVGhyZWFkU3RvcmVLaW5kEiEKHVRIUkVBRF9TVE9SRV9LSU5EX1VOU1BFQ0lGSUVEEAASHAoYVEhSRUFEX1NUT1JFX0tJTkRfU1FMSVRFEAESIAocVEhSRUFEX1NUT1JFX0tJTkRfUE9TVEdSRVNRTBACEhwKGFRIUkVBRF9TVE9SRV9LSU5EX01FTU9SWRADEhoKFlRIUkVBRF9TVE9SRV9LSU5EX05PTkUQBCqtAQoMVG9vbENhdGVnb3J5Eh0KGVRPT0xfQ0FURUdPUllfVU5TUEVDSUZJRUQQABIXChNUT09MX0NBVEVHT1JZX1BMQUlOEAESIwofVE9PTF9DQVRFR09SWV9SRVFVSVJFU19BUFBST1ZBTBACEhoKFlRPT0xfQ0FURUdPUllfRVhURVJOQUwQAxIkCiBUT09MX0NBVEVHT1JZX1JFQ09WRVJZX1JFVFJZQUJMRRAEMt0ECg5IYXJuZXNzU2VydmljZRJQCglTdHJlYW1SdW4SHy50aHJlYWRsaW5lLnYxLlN0cmVhbVJ1blJlcXVlc3QaIC50aHJlYWRsaW5lLnYxLlN0cmVhbVJ1blJlc3BvbnNlMAESPAoDUnVuEhkudGhyZWFkbGluZS52MS5SdW5SZXF1ZXN0GhoudGhyZWFkbGluZS52MS5SdW5SZXNwb25zZRJLCghOZXdTdGF0ZRIeLnRocmVhZGxpbmUudjEuTmV3U3RhdGVSZXF1ZXN0Gh8udGhyZWFkbGluZS52MS5OZXdTdGF0ZVJlc3BvbnNlEk4KCUZvcmtTdGF0ZRIfLnRocmVhZGxpbmUudjEuRm9ya1N0YXRlUmVxdWVzdBogLnRocmVhZGxpbmUudjEuRm9ya1N0YXRlUmVzcG9uc2USWgoNVmFsaWRhdGVTdGF0ZRIjLnRocmVhZGxpbmUudjEuVmFsaWRhdGVTdGF0ZVJlcXVlc3QaJC50aHJlYWRsaW5lLnYxLlZhbGlkYXRlU3RhdGVSZXNwb25zZRJmChFSZW1haW5pbmdEZWZlcnJlZBInLnRocmVhZGxpbmUudjEuUmVtYWluaW5nRGVmZXJyZWRSZXF1ZXN0GigudGhyZWFkbGluZS52MS5SZW1haW5pbmdEZWZlcnJlZFJlc3BvbnNlEloKDUdldFNlcnZlckluZm8SIy50aHJlYWRsaW5lLnYxLkdldFNlcnZlckluZm9SZXF1ZXN0GiQudGhyZWFkbGluZS52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2VCsQEKEWRldi50aHJlYWRsaW5lLnYxQhNIYXJuZXNzU2VydmljZVByb3RvUAFaTmdpdGh1Yi5jb20vdGhyZWFkbGluZS1kZXYvdGhyZWFkbGluZS9jbGllbnRzL2dvL2dlbi90aHJlYWRsaW5lL3YxO3RocmVhZGxpbmV2MaICA1RMTqoCDVRocmVhZGxpbmUuVjHKAg1UaHJlYWRsaW5lXFYx6gIOVGhyZWFkbGluZTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_threadline_v1_deferred, file_threadline_v1_events, file_threadline_v1_run, file_threadline_v1_state]);
+  fileDesc("CiN0aHJlYWRsaW5lL3YxL2hhcm5lc3Nfc2VydmljZS5wcm90bxINdGhyZWFkbGluZS52MSJYChBTdHJlYW1SdW5SZXF1ZXN0EiQKBHNwZWMYASABKAsyFi50aHJlYWRsaW5lLnYxLlJ1blNwZWMSHgoWbWF4X2V2ZW50c19wZXJfbWVzc2FnZRgCIAEoDSJkChFTdHJlYW1SdW5SZXNwb25zZRImCgVldmVudBgBIAEoCzIXLnRocmVhZGxpbmUudjEuUnVuRXZlbnQSJwoGZXZlbnRzGAIgAygLMhcudGhyZWFkbGluZS52MS5SdW5FdmVudCIyCgpSdW5SZXF1ZXN0EiQKBHNwZWMYASABKAsyFi50aHJlYWRsaW5lLnYxLlJ1blNwZWMiNwoLUnVuUmVzcG9uc2USKAoGcmVzdWx0GAEgASgLMhgudGhyZWFkbGluZS52MS5SdW5SZXN1bHQi1AEKD05ld1N0YXRlUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSNgoPbWVzc2FnZV9oaXN0b3J5GAIgASgLMh0udGhyZWFkbGluZS52MS5NZXNzYWdlSGlzdG9yeRI5ChFjYXBhYmlsaXR5X3N0YXRlcxgDIAMoCzIeLnRocmVhZGxpbmUudjEuQ2FwYWJpbGl0eVN0YXRlEjsKEmVudmlyb25tZW50X3N0YXRlcxgEIAMoCzIfLnRocmVhZGxpbmUudjEuRW52aXJvbm1lbnRTdGF0ZSI+ChBOZXdTdGF0ZVJlc3BvbnNlEioKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUiUQoQRm9ya1N0YXRlUmVxdWVzdBIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEhEKCXRocmVhZF9pZBgCIAEoCSI/ChFGb3JrU3RhdGVSZXNwb25zZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlImQKFFZhbGlkYXRlU3RhdGVSZXF1ZXN0EiwKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGVIABIUCgpzdGF0ZV9qc29uGAIgASgJSABCCAoGc291cmNlIlcKFVZhbGlkYXRlU3RhdGVSZXNwb25zZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEhIKCnN0YXRlX2pzb24YAiABKAkieQoYUmVtYWluaW5nRGVmZXJyZWRSZXF1ZXN0EjEKBnJlc3VtZRgBIAEoCzIhLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVzdW1lEioKBXN0YXRlGAIgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUiUQoZUmVtYWluaW5nRGVmZXJyZWRSZXNwb25zZRI0CglyZW1haW5pbmcYASABKAsyIS50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VtZSIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCLqAgoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEhcKD3NjaGVtYV92ZXJzaW9ucxgBIAMoCRI1Cg9oaXN0b3J5X2Zvcm1hdHMYAiADKAsyHC50aHJlYWRsaW5lLnYxLkhpc3RvcnlGb3JtYXQSKAoGYWdlbnRzGAMgAygLMhgudGhyZWFkbGluZS52MS5BZ2VudEluZm8SFQoNZGVmYXVsdF9hZ2VudBgEIAEoCRIrCgZsaW1pdHMYBSABKAsyGy50aHJlYWRsaW5lLnYxLlNlcnZlckxpbWl0cxIWCg5zZXJ2ZXJfdmVyc2lvbhgGIAEoCRI0Cgx0aHJlYWRfc3RvcmUYByABKAsyHi50aHJlYWRsaW5lLnYxLlRocmVhZFN0b3JlSW5mbxJFChVlbnZpcm9ubWVudF9wcm92aWRlcnMYCCADKAsyJi50aHJlYWRsaW5lLnYxLkVudmlyb25tZW50UHJvdmlkZXJJbmZvIkcKF0Vudmlyb25tZW50UHJvdmlkZXJJbmZvEhQKDHByb3ZpZGVyX2tleRgBIAEoCRIWCg5zdGF0ZV92ZXJzaW9ucxgCIAMoCSJtCg9UaHJlYWRTdG9yZUluZm8SLAoEa2luZBgBIAEoDjIeLnRocmVhZGxpbmUudjEuVGhyZWFkU3RvcmVLaW5kEiwKCWxlYXNlX3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIxCg1IaXN0b3J5Rm9ybWF0Eg4KBmZvcm1hdBgBIAEoCRIQCgh2ZXJzaW9ucxgCIAMoCSJrCglBZ2VudEluZm8SDAoEbmFtZRgBIAEoCRImCgV0b29scxgCIAMoCzIXLnRocmVhZGxpbmUudjEuVG9vbEluZm8SKAoGbW91bnRzGAMgAygLMhgudGhyZWFkbGluZS52MS5Nb3VudEluZm8iWQoJTW91bnRJbmZvEgwKBG5hbWUYASABKAkSFAoMcHJvdmlkZXJfa2V5GAIgASgJEg8KB2FjdGlvbnMYAyADKAkSFwoPcHJvY2Vzc19jYXBhYmxlGAQgASgIIngKCFRvb2xJbmZvEgwKBG5hbWUYASABKAkSLQoIY2F0ZWdvcnkYAiABKA4yGy50aHJlYWRsaW5lLnYxLlRvb2xDYXRlZ29yeRITCgtkZXNjcmlwdGlvbhgDIAEoCRIaChJyZWNvdmVyeV9yZXRyeWFibGUYBCABKAgiRgoMU2VydmVyTGltaXRzEhkKEW1heF9tZXNzYWdlX2J5dGVzGAEgASgDEhsKE21heF9jb25jdXJyZW50X3J1bnMYAiABKAMqrgEKD1RocmVhZFN0b3JlS2luZBIhCh1USFJFQURfU1RPUkVfS0lORF9VTlNQRUNJRklFRBAAEhwKGFRIUkVBRF9TVE9SRV9LSU5EX1NRTElURRABEiAKHFRIUkVBRF9TVE9SRV9LSU5EX1BPU1RHUkVTUUwQAhIcChhUSFJFQURfU1RPUkVfS0lORF9NRU1PUlkQAxIaChZUSFJFQURfU1RPUkVfS0lORF9OT05FEAQqrQEKDFRvb2xDYXRlZ29yeRIdChlUT09MX0NBVEVHT1JZX1VOU1BFQ0lGSUVEEAASFwoTVE9PTF9DQVRFR09SWV9QTEFJThABEiMKH1RPT0xfQ0FURUdPUllfUkVRVUlSRVNfQVBQUk9WQUwQAhIaChZUT09MX0NBVEVHT1JZX0VYVEVSTkFMEAMSJAogVE9PTF9DQVRFR09SWV9SRUNPVkVSWV9SRVRSWUFCTEUQBDLdBAoOSGFybmVzc1NlcnZpY2USUAoJU3RyZWFtUnVuEh8udGhyZWFkbGluZS52MS5TdHJlYW1SdW5SZXF1ZXN0GiAudGhyZWFkbGluZS52MS5TdHJlYW1SdW5SZXNwb25zZTABEjwKA1J1bhIZLnRocmVhZGxpbmUudjEuUnVuUmVxdWVzdBoaLnRocmVhZGxpbmUudjEuUnVuUmVzcG9uc2USSwoITmV3U3RhdGUSHi50aHJlYWRsaW5lLnYxLk5ld1N0YXRlUmVxdWVzdBofLnRocmVhZGxpbmUudjEuTmV3U3RhdGVSZXNwb25zZRJOCglGb3JrU3RhdGUSHy50aHJlYWRsaW5lLnYxLkZvcmtTdGF0ZVJlcXVlc3QaIC50aHJlYWRsaW5lLnYxLkZvcmtTdGF0ZVJlc3BvbnNlEloKDVZhbGlkYXRlU3RhdGUSIy50aHJlYWRsaW5lLnYxLlZhbGlkYXRlU3RhdGVSZXF1ZXN0GiQudGhyZWFkbGluZS52MS5WYWxpZGF0ZVN0YXRlUmVzcG9uc2USZgoRUmVtYWluaW5nRGVmZXJyZWQSJy50aHJlYWRsaW5lLnYxLlJlbWFpbmluZ0RlZmVycmVkUmVxdWVzdBooLnRocmVhZGxpbmUudjEuUmVtYWluaW5nRGVmZXJyZWRSZXNwb25zZRJaCg1HZXRTZXJ2ZXJJbmZvEiMudGhyZWFkbGluZS52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBokLnRocmVhZGxpbmUudjEuR2V0U2VydmVySW5mb1Jlc3BvbnNlQrEBChFkZXYudGhyZWFkbGluZS52MUITSGFybmVzc1NlcnZpY2VQcm90b1ABWk5naXRodWIuY29tL3RocmVhZGxpbmUtZGV2L3RocmVhZGxpbmUvY2xpZW50cy9nby9nZW4vdGhyZWFkbGluZS92MTt0aHJlYWRsaW5ldjGiAgNUTE6qAg1UaHJlYWRsaW5lLlYxygINVGhyZWFkbGluZVxWMeoCDlRocmVhZGxpbmU6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_threadline_v1_deferred, file_threadline_v1_events, file_threadline_v1_run, file_threadline_v1_state]);
 
 /**
  * Request of `StreamRun`.
@@ -431,6 +431,16 @@ export type GetServerInfoResponse = Message<"threadline.v1.GetServerInfoResponse
    * @generated from field: threadline.v1.ThreadStoreInfo thread_store = 7;
    */
   threadStore?: ThreadStoreInfo | undefined;
+
+  /**
+   * The environment providers whose `EnvironmentState` entries this server reads, with the
+   * `state_version` values it accepts. An entry of another provider passes through a run untouched;
+   * an entry of a listed provider with another version fails the run with FAILED_PRECONDITION
+   * ENVIRONMENT_STATE_VERSION_UNSUPPORTED. Empty when the server has no mounts.
+   *
+   * @generated from field: repeated threadline.v1.EnvironmentProviderInfo environment_providers = 8;
+   */
+  environmentProviders: EnvironmentProviderInfo[];
 };
 
 /**
@@ -439,6 +449,34 @@ export type GetServerInfoResponse = Message<"threadline.v1.GetServerInfoResponse
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
   messageDesc(file_threadline_v1_harness_service, 13);
+
+/**
+ * An environment provider the server runs mounts on.
+ *
+ * @generated from message threadline.v1.EnvironmentProviderInfo
+ */
+export type EnvironmentProviderInfo = Message<"threadline.v1.EnvironmentProviderInfo"> & {
+  /**
+   * The provider key its `EnvironmentState` entries carry, e.g. "threadline_local".
+   *
+   * @generated from field: string provider_key = 1;
+   */
+  providerKey: string;
+
+  /**
+   * The `EnvironmentState.state_version` values it reads, e.g. ["1"].
+   *
+   * @generated from field: repeated string state_versions = 2;
+   */
+  stateVersions: string[];
+};
+
+/**
+ * Describes the message threadline.v1.EnvironmentProviderInfo.
+ * Use `create(EnvironmentProviderInfoSchema)` to create a new message.
+ */
+export const EnvironmentProviderInfoSchema: GenMessage<EnvironmentProviderInfo> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_harness_service, 14);
 
 /**
  * The store behind `ThreadService`.
@@ -467,7 +505,7 @@ export type ThreadStoreInfo = Message<"threadline.v1.ThreadStoreInfo"> & {
  * Use `create(ThreadStoreInfoSchema)` to create a new message.
  */
 export const ThreadStoreInfoSchema: GenMessage<ThreadStoreInfo> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_harness_service, 14);
+  messageDesc(file_threadline_v1_harness_service, 15);
 
 /**
  * A history format and the versions of it the server accepts.
@@ -495,7 +533,7 @@ export type HistoryFormat = Message<"threadline.v1.HistoryFormat"> & {
  * Use `create(HistoryFormatSchema)` to create a new message.
  */
 export const HistoryFormatSchema: GenMessage<HistoryFormat> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_harness_service, 15);
+  messageDesc(file_threadline_v1_harness_service, 16);
 
 /**
  * An agent the server runs.
@@ -512,11 +550,21 @@ export type AgentInfo = Message<"threadline.v1.AgentInfo"> & {
 
   /**
    * The agent's own tools as declared when the server started (client tools are not listed; a
-   * tool's availability in a run may still depend on the run).
+   * tool's availability in a run may still depend on the run). With mounts, the shell tools the
+   * mounts allow are listed too (`shell_exec`, `shell_info`, ...); a client tool may not reuse any
+   * listed name.
    *
    * @generated from field: repeated threadline.v1.ToolInfo tools = 2;
    */
   tools: ToolInfo[];
+
+  /**
+   * The shell environments (`threadline serve --mount`) every run of this agent gets, by name. The
+   * server configures them; a host cannot name paths or widen actions. Empty without mounts.
+   *
+   * @generated from field: repeated threadline.v1.MountInfo mounts = 3;
+   */
+  mounts: MountInfo[];
 };
 
 /**
@@ -524,7 +572,53 @@ export type AgentInfo = Message<"threadline.v1.AgentInfo"> & {
  * Use `create(AgentInfoSchema)` to create a new message.
  */
 export const AgentInfoSchema: GenMessage<AgentInfo> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_harness_service, 16);
+  messageDesc(file_threadline_v1_harness_service, 17);
+
+/**
+ * A mount: a shell environment on the server's machine that runs of an agent can use through the
+ * shell tools. Commands run as the server's user; the local provider isolates nothing.
+ *
+ * @generated from message threadline.v1.MountInfo
+ */
+export type MountInfo = Message<"threadline.v1.MountInfo"> & {
+  /**
+   * The name the model passes as `alias`, and the `EnvironmentState.mount_name` of its state.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The provider, e.g. "threadline_local" (commands are local processes of the server).
+   *
+   * @generated from field: string provider_key = 2;
+   */
+  providerKey: string;
+
+  /**
+   * What runs may do on it, e.g. "environment.shell.exec", "environment.process.wait"
+   * (strings, not an enum: providers may add actions).
+   *
+   * @generated from field: repeated string actions = 3;
+   */
+  actions: string[];
+
+  /**
+   * True when a command may outlive the tool call that started it and be observed later, in
+   * the same run or a later run of the thread on the same server process; false for a
+   * foreground-only mount, whose commands end within their call.
+   *
+   * @generated from field: bool process_capable = 4;
+   */
+  processCapable: boolean;
+};
+
+/**
+ * Describes the message threadline.v1.MountInfo.
+ * Use `create(MountInfoSchema)` to create a new message.
+ */
+export const MountInfoSchema: GenMessage<MountInfo> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_harness_service, 18);
 
 /**
  * One of an agent's tools.
@@ -567,7 +661,7 @@ export type ToolInfo = Message<"threadline.v1.ToolInfo"> & {
  * Use `create(ToolInfoSchema)` to create a new message.
  */
 export const ToolInfoSchema: GenMessage<ToolInfo> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_harness_service, 17);
+  messageDesc(file_threadline_v1_harness_service, 19);
 
 /**
  * Limits the server enforces.
@@ -597,7 +691,7 @@ export type ServerLimits = Message<"threadline.v1.ServerLimits"> & {
  * Use `create(ServerLimitsSchema)` to create a new message.
  */
 export const ServerLimitsSchema: GenMessage<ServerLimits> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_harness_service, 18);
+  messageDesc(file_threadline_v1_harness_service, 20);
 
 /**
  * The kind of store behind `ThreadService`.

@@ -63,8 +63,11 @@ export type HarnessState = Message<"threadline.v1.HarnessState"> & {
   capabilityStates: CapabilityState[];
 
   /**
-   * Portable environment provider state, one entry per mount, in insertion order. The server
-   * never interprets it; a run carries it forward unchanged, and `ForkState` clears it.
+   * Portable environment provider state, one entry per mount, in insertion order. Entries of a
+   * provider the server runs mounts on (`GetServerInfoResponse.environment_providers`) are read
+   * by the mount of the same name and rewritten by the run: they are evidence of commands the
+   * server process keeps, never authority (paths and actions come from the server). Any other
+   * entry is carried forward unchanged. `ForkState` clears them all.
    *
    * @generated from field: repeated threadline.v1.EnvironmentState environment_states = 5;
    */

@@ -26,6 +26,7 @@ __all__ = (
     "DeferredToolResume",
     "DeleteThreadRequest",
     "DeleteThreadResponse",
+    "EnvironmentProviderInfo",
     "EnvironmentState",
     "Failure",
     "FinalResult",
@@ -49,6 +50,7 @@ __all__ = (
     "ListThreadsRequest",
     "ListThreadsResponse",
     "MessageHistory",
+    "MountInfo",
     "Native",
     "NewStateRequest",
     "NewStateResponse",
@@ -931,7 +933,15 @@ class AgentInfo(betterproto2.Message):
     tools: "list[ToolInfo]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The agent's own tools as declared when the server started (client tools are not listed; a
-    tool's availability in a run may still depend on the run).
+    tool's availability in a run may still depend on the run). With mounts, the shell tools the
+    mounts allow are listed too (`shell_exec`, `shell_info`, ...); a client tool may not reuse any
+    listed name.
+    """
+
+    mounts: "list[MountInfo]" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The shell environments (`threadline serve --mount`) every run of this agent gets, by name. The
+    server configures them; a host cannot name paths or widen actions. Empty without mounts.
     """
 
 
@@ -1550,6 +1560,30 @@ default_message_pool.register_message("threadline.v1", "DeleteThreadResponse", D
 
 
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class EnvironmentProviderInfo(betterproto2.Message):
+    """
+    An environment provider the server runs mounts on.
+    """
+
+    provider_key: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        1, betterproto2.TYPE_STRING
+    )
+    """
+    The provider key its `EnvironmentState` entries carry, e.g. "threadline_local".
+    """
+
+    state_versions: "list[typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]]" = betterproto2.field(
+        2, betterproto2.TYPE_STRING, repeated=True
+    )
+    """
+    The `EnvironmentState.state_version` values it reads, e.g. ["1"].
+    """
+
+
+default_message_pool.register_message("threadline.v1", "EnvironmentProviderInfo", EnvironmentProviderInfo)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
 class EnvironmentState(betterproto2.Message):
     """
     Portable state an environment provider recorded for one mount. Opaque to hosts and to the
@@ -1850,6 +1884,16 @@ class GetServerInfoResponse(betterproto2.Message):
     Where `ThreadService` keeps threads; `kind` THREAD_STORE_KIND_NONE when it is not served.
     """
 
+    environment_providers: "list[EnvironmentProviderInfo]" = betterproto2.field(
+        8, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+    """
+    The environment providers whose `EnvironmentState` entries this server reads, with the
+    `state_version` values it accepts. An entry of another provider passes through a run untouched;
+    an entry of a listed provider with another version fails the run with FAILED_PRECONDITION
+    ENVIRONMENT_STATE_VERSION_UNSUPPORTED. Empty when the server has no mounts.
+    """
+
 
 default_message_pool.register_message("threadline.v1", "GetServerInfoResponse", GetServerInfoResponse)
 
@@ -1943,8 +1987,11 @@ class HarnessState(betterproto2.Message):
         5, betterproto2.TYPE_MESSAGE, repeated=True
     )
     """
-    Portable environment provider state, one entry per mount, in insertion order. The server
-    never interprets it; a run carries it forward unchanged, and `ForkState` clears it.
+    Portable environment provider state, one entry per mount, in insertion order. Entries of a
+    provider the server runs mounts on (`GetServerInfoResponse.environment_providers`) are read
+    by the mount of the same name and rewritten by the run: they are evidence of commands the
+    server process keeps, never authority (paths and actions come from the server). Any other
+    entry is carried forward unchanged. `ForkState` clears them all.
     """
 
     refs: "list[StoredRef]" = betterproto2.field(6, betterproto2.TYPE_MESSAGE, repeated=True)
@@ -2230,6 +2277,46 @@ class MessageHistory(betterproto2.Message):
 
 
 default_message_pool.register_message("threadline.v1", "MessageHistory", MessageHistory)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class MountInfo(betterproto2.Message):
+    """
+    A mount: a shell environment on the server's machine that runs of an agent can use through the
+    shell tools. Commands run as the server's user; the local provider isolates nothing.
+    """
+
+    name: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(1, betterproto2.TYPE_STRING)
+    )
+    """
+    The name the model passes as `alias`, and the `EnvironmentState.mount_name` of its state.
+    """
+
+    provider_key: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        2, betterproto2.TYPE_STRING
+    )
+    """
+    The provider, e.g. "threadline_local" (commands are local processes of the server).
+    """
+
+    actions: "list[typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]]" = betterproto2.field(
+        3, betterproto2.TYPE_STRING, repeated=True
+    )
+    """
+    What runs may do on it, e.g. "environment.shell.exec", "environment.process.wait"
+    (strings, not an enum: providers may add actions).
+    """
+
+    process_capable: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
+    """
+    True when a command may outlive the tool call that started it and be observed later, in
+    the same run or a later run of the thread on the same server process; false for a
+    foreground-only mount, whose commands end within their call.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "MountInfo", MountInfo)
 
 
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
