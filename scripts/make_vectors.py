@@ -36,6 +36,7 @@ from harness import (
     RunBindings,
     load_state,
 )
+from harness.environment.state import LocalState, RetainedCommand, encode
 from harness.testing import scripted_model
 from server.mapping.checkpoints import CheckpointDeltas
 from server.mapping.deferred import resume_to_pb
@@ -122,6 +123,22 @@ def full_state() -> HarnessState:
             },
         }
     )
+
+
+def environment_state() -> HarnessState:
+    """A thread whose `work` mount retained two commands (`threadline_local`), beside a foreign entry."""
+    local = encode(
+        LocalState(
+            backend="0" * 31 + "b",
+            scope="0" * 31 + "5",
+            commands=[
+                RetainedCommand(id="0" * 31 + "1", started_at="2026-01-01T00:00:00.000000Z"),
+                RetainedCommand(id="0" * 31 + "2", started_at="2026-01-01T00:00:01.500000Z"),
+            ],
+        )
+    )
+    foreign = {"provider_key": "docker", "state_version": "1.0", "state": {"container": "c-1"}}
+    return HarnessState.new(thread_id="thr_vectorenv1", environment_states={"work": local, "box": foreign})
 
 
 def deferred_batch() -> DeferredToolResume:
@@ -340,6 +357,7 @@ def main() -> int:
     manifest: dict[str, str] = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     write("fresh_state", state_to_pb(HarnessState.new(thread_id="thr_vectorfresh1")), manifest)
     write("state_full", state_to_pb(full_state()), manifest)
+    write("state_environment", state_to_pb(environment_state()), manifest)
     write("deferred_batch", resume_to_pb(deferred_batch()), manifest)
     write("checkpoint_delta", checkpoint_delta(), manifest)
     for msg in asyncio.run(event_stream()):

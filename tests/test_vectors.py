@@ -10,6 +10,7 @@ from google.protobuf import json_format, symbol_database
 from google.protobuf.message import Message
 from threadline.v1 import deferred_pb2, events_pb2, harness_service_pb2, run_pb2, state_pb2
 
+from harness.environment.state import decode
 from server.mapping.deferred import resume_from_pb
 from server.mapping.state import state_from_pb, state_to_pb
 
@@ -97,3 +98,13 @@ def test_deferred_batch_decodes() -> None:
     resume = resume_from_pb(msg)
     assert resume.requests.kind("call_q") == "question"
     assert [item.tool_call_id for item in resume.requests.approvals] == ["call_del", "call_mail"]
+
+
+def test_environment_vector_holds_the_local_providers_state() -> None:
+    """`state_environment`: the own-key entry decodes as version 1 and a foreign one is only carried."""
+    state = state_from_pb(load("state_environment")[1])  # type: ignore[arg-type]
+    local = decode("work", state.environment_states["work"])
+    assert local is not None and local.backend == "0" * 31 + "b" and local.scope == "0" * 31 + "5"
+    assert [command.id for command in local.commands] == ["0" * 31 + "1", "0" * 31 + "2"]
+    assert decode("box", state.environment_states["box"]) is None  # another provider's: not ours to read
+    assert list(state.environment_states) == ["work", "box"]

@@ -38,6 +38,8 @@ const (
 	ReasonAgentUnknown                   = "AGENT_UNKNOWN"
 	ReasonHistoryDigestMismatch          = "HISTORY_DIGEST_MISMATCH"
 	ReasonRequestUndecodable             = "REQUEST_UNDECODABLE"
+	// An environment state of the server's own provider is malformed (metadata "mount").
+	ReasonEnvironmentStateInvalid = "ENVIRONMENT_STATE_INVALID"
 
 	// FAILED_PRECONDITION
 	ReasonSchemaVersionUnsupported = "SCHEMA_VERSION_UNSUPPORTED"
@@ -49,6 +51,9 @@ const (
 	ReasonDeferredRequestMismatch  = "DEFERRED_REQUEST_MISMATCH"
 	ReasonDeferredStateInvalid     = "DEFERRED_STATE_INVALID"
 	ReasonDeferredSurfaceMismatch  = "DEFERRED_SURFACE_MISMATCH"
+	// An environment state of the server's own provider has a version it does not read
+	// (metadata "mount", "received", "supported").
+	ReasonEnvironmentStateVersionUnsupported = "ENVIRONMENT_STATE_VERSION_UNSUPPORTED"
 
 	// RESOURCE_EXHAUSTED
 	ReasonDeferredRequestsTooLarge = "DEFERRED_REQUESTS_TOO_LARGE"
