@@ -14,7 +14,7 @@ its behaviour from the latest user prompt, so one word in a prompt selects a pat
 | `client:<name> [json]` | the client tool `<name>` with the JSON object as arguments | external |
 | `shell <command>` | `shell_exec(command)`, then `shell_wait` while it runs (needs `--mount`) | shell |
 | `shell-bg <command>` | `shell_exec(command)` only: a command still running keeps running | shell |
-| `shell-wait [out [err]]` | `shell_info()`, then `shell_wait` on the newest command from those offsets | shell |
+| `shell-wait [out [err]]` | `shell_info()`, then `shell_wait` (up to 10 s) on the newest command from those offsets | shell |
 | anything else | no tool; echoes the prompt in several words | - |
 
 The shell words are checked first, so a command may contain any other word.
@@ -134,6 +134,8 @@ def _tool_call(prompt: str, turn: int) -> ToolCallPart | None:
 
 _SHELL_WAIT = re.compile(r"\bshell-wait\b(?:\s+(\d+)(?:\s+(\d+))?)?", re.IGNORECASE)
 _SHELL = re.compile(r"\bshell(-bg)?\s+(\S.*)", re.IGNORECASE | re.DOTALL)
+_SHELL_WAIT_S = 10
+"""`shell-wait` waits this long for the command to finish before showing what it has."""
 _NO_SHELL = "This server has no shell: start it with --mount NAME=local:ROOT."
 
 
@@ -156,7 +158,7 @@ def _shell_next(prompt: str, returns: list[ToolReturnPart]) -> tuple[str, dict[s
             "process_id": result["processes"][-1]["process_id"],
             "stdout_offset": int(wait.group(1) or 0),
             "stderr_offset": int(wait.group(2) or 0),
-            "timeout_seconds": 0,
+            "timeout_seconds": _SHELL_WAIT_S,
         }
     shell = _SHELL.search(prompt)
     if returns[-1].tool_name == "shell_exec" and "process_id" in result and shell and not shell.group(1):
