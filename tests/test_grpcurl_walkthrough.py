@@ -3,6 +3,8 @@
 Each block's `<!-- expect: TEXT -->` comments must appear in its output (rc 0), and
 `<!-- expect-fail: TEXT -->` ones in the output of a block that must fail. The blocks run in order
 in one scratch directory, so files written by one step feed the next, as they would for a reader.
+A `<!-- serve: ARGS -->` comment restarts the server with those extra arguments for the blocks after
+it, as the reader is told to (`$WORK` is a directory of the scratch directory).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from setup_tools import go_bin_dir, setup_tool
 DOC = REPO / "docs" / "grpcurl.md"
 _BLOCK = re.compile(r"```sh\n(?P<code>.*?)```\n(?P<notes>(?:<!-- expect(?:-fail)?: .*? -->\n)*)", re.DOTALL)
 _NOTE = re.compile(r"<!-- (?P<kind>expect(?:-fail)?): (?P<text>.*?) -->")
+_SERVE = re.compile(r"<!-- serve: (?P<args>.*?) -->")
 
 
 @dataclass(frozen=True)
@@ -29,17 +32,24 @@ class Step:
     code: str
     expect: tuple[str, ...]
     should_fail: bool
+    serve: tuple[str, ...] | None = None
+    """Restart the server with these extra arguments before this step."""
 
 
 def steps() -> list[Step]:
     result = []
-    for block in _BLOCK.finditer(DOC.read_text()):
+    text = DOC.read_text()
+    previous_end = 0
+    for block in _BLOCK.finditer(text):
         notes = [(m["kind"], m["text"]) for m in _NOTE.finditer(block["notes"])]
+        serve = _SERVE.search(text, previous_end, block.start())
+        previous_end = block.end()
         result.append(
             Step(
                 block["code"],
                 tuple(text for _, text in notes),
                 any(kind == "expect-fail" for kind, _ in notes),
+                tuple(serve["args"].split()) if serve else None,
             )
         )
     return result
@@ -53,6 +63,8 @@ def test_the_doc_has_every_walkthrough_step() -> None:
         assert needle in codes
     # The refused steps: a future schema version, and a thread turn against a stale revision.
     assert sum(step.should_fail for step in steps()) == 2
+    assert "shell-bg" in codes and "shell-wait 8" in codes
+    assert [step.serve for step in steps() if step.serve] == [("--mount", "work=local:$WORK")]
 
 
 def test_grpcurl_is_the_one_setup_installs(tmp_path: Path) -> None:
@@ -74,8 +86,20 @@ def test_walkthrough_runs_verbatim(serve_process: Callable[..., ServeProcess], t
         pytest.fail("the walkthrough uses jq, which scripts/setup.sh installs (run bash scripts/setup.sh)")
     bin_dir = setup_tool("grpcurl").parent
     running = serve_process()
-    env = {**os.environ, "ADDR": running.address, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {
+        **os.environ,
+        "ADDR": running.address,
+        "WORK": str(work),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+    }
     for index, step in enumerate(steps()):
+        if step.serve is not None:
+            assert running.stop() == 0
+            as_root = ["--allow-root-shell"] if os.geteuid() == 0 else []
+            running = serve_process(*(arg.replace("$WORK", str(work)) for arg in step.serve), *as_root)
+            env["ADDR"] = running.address
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", step.code],
             cwd=tmp_path,
