@@ -662,7 +662,7 @@ async def test_stdin_and_signals_through_the_tools(backend: LocalProcessBackend,
 
 def test_the_readme_shell_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Shell environments (core)", 1)[1]
+    section = readme.split("## Shell environments", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S)
     assert code is not None
     exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme_shell"})
