@@ -83,8 +83,11 @@ FUZZ = settings(
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[LoggedServe]:
-    with logged_serve("--store", "memory") as running:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedServe]:
+    # A mount named "m", so environment entries of that name are decoded (ours) or carried (others').
+    mount = ["--mount", f"m=local:{tmp_path_factory.mktemp('mount')}"]
+    as_root = ["--allow-root-shell"] if os.geteuid() == 0 else []
+    with logged_serve("--store", "memory", *mount, *as_root) as running:
         yield running
 
 
@@ -625,6 +628,16 @@ def add_environment(value: str) -> Callable[[state_pb2.HarnessState], None]:
     )
 
 
+def add_local_environment(value: str, version: str = "1") -> Callable[[state_pb2.HarnessState], None]:
+    """An entry of the server's own provider for its mount "m": decoded, so it must be refused cleanly."""
+    return lambda s: (
+        s.environment_states.add(
+            mount_name="m", provider_key="threadline_local", state_version=version, state_json=value
+        )
+        and None
+    )
+
+
 def set_extra(value: str) -> Callable[[state_pb2.HarnessState], None]:
     return lambda s: setattr(s, "extra_json", value)
 
@@ -636,7 +649,11 @@ def tool_with(schema: str) -> run_pb2.ClientTool:
 def hostile_cases() -> dict[str, Case]:
     """name -> how to build its request: one per class of hostile input."""
     cases: dict[str, Case] = {}
-    state_json_fields = {"capability data_json": add_capability, "environment state_json": add_environment}
+    state_json_fields = {
+        "capability data_json": add_capability,
+        "environment state_json": add_environment,
+        "threadline_local state_json": add_local_environment,
+    }
     state_json_fields["extra_json"] = set_extra
     for field, setter in state_json_fields.items():
         for label, value in (
@@ -649,6 +666,29 @@ def hostile_cases() -> dict[str, Case]:
         ):
             change = setter(value)
             cases[f"state {field}: {label}"] = lambda seeds, c=change: continued(seeds, c)
+    hex32 = "0" * 32
+    for label, value, version in (
+        ("not version 1's shape", '{"backend": "x"}', "1"),
+        ("unknown key", json.dumps({"backend": hex32, "scope": hex32, "commands": [], "pid": 1}), "1"),
+        (
+            "commands repeated",
+            json.dumps(
+                {
+                    "backend": hex32,
+                    "scope": hex32,
+                    "commands": [{"id": hex32, "started_at": "2026-01-01T00:00:00.000000Z"}] * 2,
+                }
+            ),
+            "1",
+        ),
+        ("version 2", json.dumps({"backend": hex32, "scope": hex32, "commands": []}), "2"),
+        ("version 300 000 characters", "{}", "9" * 300_000),
+    ):
+        change = add_local_environment(value, version)
+        cases[f"state threadline_local: {label}"] = lambda seeds, c=change: continued(seeds, c)
+    cases["client tool named shell_exec"] = lambda seeds: run(
+        run_pb2.RunSpec(text="x", client_tools=[run_pb2.ClientTool(name="shell_exec")])
+    )
     for label, value in (
         ("deep", DEEP),
         ("deep objects", DEEP_OBJECT),
