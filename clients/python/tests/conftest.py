@@ -61,6 +61,13 @@ class Served:
     """Its `host:port`."""
     log: IO[str]
     """The file its stderr goes to."""
+    process: subprocess.Popen[str]
+    """The server process."""
+
+    def stop(self) -> int:
+        """Stop it now (SIGTERM, then SIGKILL after 20 s) and return its exit code."""
+        _stop(self.process)
+        return self.process.returncode
 
     def log_lines(self) -> list[dict[str, Any]]:
         """Every JSON line the server has logged so far."""
@@ -99,7 +106,7 @@ def serve(*extra: str) -> Iterator[Served]:
             text=True,
         )
         try:
-            yield Served(_read_address(process, log), log)
+            yield Served(_read_address(process, log), log, process)
         finally:
             _stop(process)
             assert process.stdout is not None
@@ -131,6 +138,12 @@ def server_token() -> str | None:
 
 
 StartServer = Callable[..., str]
+
+
+@pytest.fixture(scope="session")
+def serve_with() -> Callable[..., contextlib.AbstractContextManager[Served]]:
+    """`serve` itself, for a test that starts (and may stop) a server of its own."""
+    return serve
 
 
 @pytest.fixture(scope="session")

@@ -567,3 +567,25 @@ def test_golden_vector_round_trips(name: str, path: Path) -> None:
     else:
         message = tl.message_from_json(cls, data)
         assert json.loads(tl.message_to_json(message)) == json.loads(data)
+
+
+@pytest.mark.skipif(not VECTORS.is_dir(), reason="tests/vectors does not exist yet")
+@pytest.mark.parametrize("form", ["binary", "json"])
+def test_state_environment_vector_decodes_and_carries_the_foreign_entry(form: tl.StateFormat) -> None:
+    suffix = ".binpb" if form == "binary" else ".json"
+    data = (VECTORS / f"state_environment{suffix}").read_bytes()
+
+    state = tl.load_state(data, format=form)
+
+    work, box = state.environment_states
+    assert (work.mount_name, work.provider_key, work.state_version) == ("work", "threadline_local", "1")
+    local = json.loads(work.state_json)
+    assert isinstance(local, dict) and sorted(local) == ["backend", "commands", "scope"]
+    assert [c["id"] for c in local["commands"]] == [f"{n:032x}" for n in (1, 2)]
+    assert (box.mount_name, box.provider_key, box.state_version) == ("box", "docker", "1.0")
+    assert box.state_json == '{"container":"c-1"}'
+    # The SDK's re-encoding carries the entry it cannot read byte for byte.
+    again = tl.load_state(tl.dump_state(state, format=form), format=form)
+    assert bytes(again.environment_states[1]) == bytes(box)
+    binary = (VECTORS / "state_environment.binpb").read_bytes()
+    assert bytes(box) in binary and bytes(box) in tl.dump_state(again)
