@@ -251,7 +251,9 @@ func (c *Client) RemainingDeferred(ctx context.Context, resume *DeferredToolResu
 	return resp.GetRemaining(), nil
 }
 
-// ServerInfo describes what the server supports: state versions, history formats, agents, limits.
+// ServerInfo describes what the server supports: state versions, history formats, agents (with
+// their tools and shell mounts, AgentInfo.Mounts), limits, and the environment providers whose
+// state versions it reads (EnvironmentProviders).
 func (c *Client) ServerInfo(ctx context.Context) (*threadlinev1.GetServerInfoResponse, error) {
 	ctx, cancel := withDefaultTimeout(ctx, c.timeout)
 	defer cancel()

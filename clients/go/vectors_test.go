@@ -287,3 +287,71 @@ func TestCheckpointDeltaVector(t *testing.T) {
 		}
 	}
 }
+
+// TestStateEnvironmentVector reads state_environment with the SDK's state decoding: the server's
+// own threadline_local entry, and a docker entry the SDK carries byte for byte.
+func TestStateEnvironmentVector(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "tests", "vectors")
+	binary, err := os.ReadFile(filepath.Join(dir, "state_environment.binpb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []threadline.Format{threadline.Binary, threadline.JSON} {
+		t.Run(f.String(), func(t *testing.T) {
+			name := map[threadline.Format]string{threadline.Binary: "state_environment.binpb", threadline.JSON: "state_environment.json"}[f]
+			data, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			state, err := threadline.UnmarshalState(data, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries := state.GetEnvironmentStates()
+			if len(entries) != 2 {
+				t.Fatalf("%d environment states, want 2", len(entries))
+			}
+			work, box := entries[0], entries[1]
+			if work.GetMountName() != "work" || work.GetProviderKey() != "threadline_local" || work.GetStateVersion() != "1" {
+				t.Errorf("work entry %v", work)
+			}
+			var local map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(work.GetStateJson()), &local); err != nil {
+				t.Fatal(err)
+			}
+			var commands []map[string]string
+			if err := json.Unmarshal(local["commands"], &commands); err != nil {
+				t.Fatal(err)
+			}
+			if len(local) != 3 || local["backend"] == nil || local["scope"] == nil || len(commands) != 2 {
+				t.Errorf("work state_json %s: want backend, commands (two), scope", work.GetStateJson())
+			}
+			if box.GetMountName() != "box" || box.GetProviderKey() != "docker" || box.GetStateVersion() != "1.0" || box.GetStateJson() != `{"container":"c-1"}` {
+				t.Errorf("box entry %v", box)
+			}
+			// The SDK's re-encoding carries the entry it cannot read byte for byte.
+			boxBytes, err := threadline.Marshal(box, threadline.Binary)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := threadline.MarshalState(state, threadline.Binary)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(binary, boxBytes) || !bytes.Contains(again, boxBytes) {
+				t.Errorf("the box entry's bytes %x are not carried unchanged", boxBytes)
+			}
+			reread, err := threadline.UnmarshalState(again, threadline.Binary)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(reread.GetEnvironmentStates()[1], box) {
+				t.Errorf("re-read box entry %v", reread.GetEnvironmentStates()[1])
+			}
+		})
+	}
+}

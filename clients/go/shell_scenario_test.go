@@ -1,0 +1,421 @@
+package threadline_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	threadline "github.com/threadline-dev/threadline/clients/go"
+	threadlinev1 "github.com/threadline-dev/threadline/clients/go/gen/threadline/v1"
+)
+
+// Shell environments, each test against a server of its own started with
+// `--mount work=local:<fresh temp dir>` (and --allow-root-shell as root, as in CI). The demo
+// agent's shell words (server/demo.py): `shell <command>` runs it to the end, `shell-bg <command>`
+// leaves it running after the 5 s initial wait, `shell-wait [out [err]]` discovers the thread's
+// newest command, waits up to 10 s for it to finish and reads it from those offsets. The answer
+// quotes the last tool result: `Tool results: <tool>: <result JSON>`.
+
+var allActions = []string{
+	"environment.shell.exec",
+	"environment.process.list",
+	"environment.process.inspect",
+	"environment.process.read_output",
+	"environment.process.wait",
+	"environment.process.write_stdin",
+	"environment.process.close_stdin",
+	"environment.process.signal",
+	"environment.process.kill",
+}
+
+var (
+	reference = regexp.MustCompile(`^proc-([0-9a-f]{8})-[1-9][0-9]{0,5}$`)
+	hex32     = regexp.MustCompile(`^[0-9a-f]{32}$`)
+)
+
+const (
+	waitsForGo = `sh -c 'echo started; while [ ! -e go ]; do sleep 0.05; done; echo finished'`
+	pollBound  = 30 * time.Second // for a broken server, not a measure
+)
+
+type mounted struct {
+	addr, root string
+	stop       func()
+}
+
+// mountedServer starts a server with the mount "work" at a fresh directory.
+func mountedServer(t *testing.T) mounted {
+	t.Helper()
+	if os.Getenv("THREADLINE_ADDR") != "" {
+		t.Skip("THREADLINE_ADDR is set: this test starts a server of its own")
+	}
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--mount", "work=local:" + root}
+	if os.Geteuid() == 0 {
+		args = append(args, "--allow-root-shell") // root needs the explicit opt-in
+	}
+	stop, addr, err := startServer(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	once := sync.OnceFunc(stop)
+	t.Cleanup(once)
+	return mounted{addr: addr, root: root, stop: once}
+}
+
+func dialShell(t *testing.T, addr string) (*threadline.Client, context.Context) {
+	t.Helper()
+	c, err := threadline.Dial(addr, threadline.WithTimeout(20*time.Second), threadline.WithRunTimeout(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, t.Context()
+}
+
+// page is one stream's page of a shell tool result.
+type page struct {
+	Text              string `json:"text"`
+	StartOffset       int    `json:"start_offset"`
+	NextOffset        int    `json:"next_offset"`
+	ObservationClosed bool   `json:"observation_closed"`
+}
+
+// toolResult is the part of a shell tool result the tests read.
+type toolResult struct {
+	OK        bool   `json:"ok"`
+	ProcessID string `json:"process_id"`
+	Status    struct {
+		Phase    string `json:"phase"`
+		ExitCode *int   `json:"exit_code"`
+	} `json:"status"`
+	Stdout    page              `json:"stdout"`
+	Processes []json.RawMessage `json:"processes"`
+	Missing   []json.RawMessage `json:"missing"`
+	HasMore   *bool             `json:"has_more"`
+	Raw       map[string]any    `json:"-"`
+}
+
+// quoted is the result of tool that a COMPLETED run's answer quotes.
+func quoted(t *testing.T, res *threadline.RunResult, tool string) toolResult {
+	t.Helper()
+	text := output(t, res)
+	body, ok := strings.CutPrefix(text, "Tool results: "+tool+": ")
+	if !ok {
+		t.Fatalf("answer %q does not quote %s", text, tool)
+	}
+	var r toolResult
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatalf("%s result %q: %v", tool, body, err)
+	}
+	if err := json.Unmarshal([]byte(body), &r.Raw); err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK {
+		t.Fatalf("%s failed: %s", tool, body)
+	}
+	return r
+}
+
+// localState is the decoded state of a threadline_local entry.
+type localState struct {
+	Backend  string `json:"backend"`
+	Scope    string `json:"scope"`
+	Commands []struct {
+		ID        string `json:"id"`
+		StartedAt string `json:"started_at"`
+	} `json:"commands"`
+}
+
+// workEntry checks the "work" entry of a state and decodes its state_json.
+func workEntry(t *testing.T, state *threadline.HarnessState) localState {
+	t.Helper()
+	var found []*threadlinev1.EnvironmentState
+	for _, e := range state.GetEnvironmentStates() {
+		if e.GetMountName() == "work" {
+			found = append(found, e)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("environment states %v: want one work entry", state.GetEnvironmentStates())
+	}
+	e := found[0]
+	if e.GetProviderKey() != "threadline_local" || e.GetStateVersion() != "1" {
+		t.Fatalf("work entry %v", e)
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(e.GetStateJson()), &keys); err != nil {
+		t.Fatal(err)
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for k := range keys {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	if !slices.Equal(names, []string{"backend", "commands", "scope"}) {
+		t.Fatalf("state_json keys %v", names)
+	}
+	var s localState
+	if err := json.Unmarshal([]byte(e.GetStateJson()), &s); err != nil {
+		t.Fatal(err)
+	}
+	if !hex32.MatchString(s.Backend) || !hex32.MatchString(s.Scope) {
+		t.Fatalf("state_json %s", e.GetStateJson())
+	}
+	return s
+}
+
+func shellWait(t *testing.T, c *threadline.Client, ctx context.Context, state *threadline.HarnessState, offsets ...int) *threadline.RunResult {
+	t.Helper()
+	words := []string{"shell-wait"}
+	for _, o := range offsets {
+		words = append(words, strconv.Itoa(o))
+	}
+	return run(t, c, ctx, threadline.Continue(state, strings.Join(words, " ")), threadline.StatusCompleted)
+}
+
+// startInBackground is run 1 of a new thread: `shell-bg command`, still running when it ends.
+func startInBackground(t *testing.T, c *threadline.Client, ctx context.Context, command string) (*threadline.RunResult, toolResult) {
+	t.Helper()
+	res := run(t, c, ctx, &threadline.RunSpec{Prompt: threadline.Text("shell-bg " + command)}, threadline.StatusCompleted)
+	started := quoted(t, res, "shell_exec")
+	if !reference.MatchString(started.ProcessID) || started.Status.Phase != "running" {
+		t.Fatalf("shell_exec result %v: want a running command with a reference", started.Raw)
+	}
+	return res, started
+}
+
+func TestShellServerInfo(t *testing.T) {
+	t.Parallel()
+	srv := mountedServer(t)
+	c, ctx := dialShell(t, srv.addr)
+	info, err := c.ServerInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agent *threadlinev1.AgentInfo
+	for _, a := range info.GetAgents() {
+		if a.GetName() == "default" {
+			agent = a
+		}
+	}
+	if agent == nil || len(agent.GetMounts()) != 1 {
+		t.Fatalf("agents %v: want default with one mount", info.GetAgents())
+	}
+	m := agent.GetMounts()[0]
+	if m.GetName() != "work" || m.GetProviderKey() != "threadline_local" || !m.GetProcessCapable() || !slices.Equal(m.GetActions(), allActions) {
+		t.Errorf("mount %v", m)
+	}
+	providers := info.GetEnvironmentProviders()
+	if len(providers) != 1 || providers[0].GetProviderKey() != "threadline_local" || !slices.Equal(providers[0].GetStateVersions(), []string{"1"}) {
+		t.Errorf("environment providers %v", providers)
+	}
+	tools := map[string]*threadlinev1.ToolInfo{}
+	for _, tool := range agent.GetTools() {
+		tools[tool.GetName()] = tool
+	}
+	for _, name := range []string{"shell_exec", "shell_info", "shell_wait", "shell_input", "shell_signal"} {
+		tool := tools[name]
+		retryable := name == "shell_info" || name == "shell_wait"
+		category := threadlinev1.ToolCategory_TOOL_CATEGORY_PLAIN
+		if retryable {
+			category = threadlinev1.ToolCategory_TOOL_CATEGORY_RECOVERY_RETRYABLE
+		}
+		if tool == nil || tool.GetCategory() != category || tool.GetRecoveryRetryable() != retryable {
+			t.Errorf("tool %s = %v: want category %v, recovery_retryable %v", name, tool, category, retryable)
+		}
+	}
+}
+
+func TestShellCommandCompletesInItsCall(t *testing.T) {
+	t.Parallel()
+	srv := mountedServer(t)
+	c, ctx := dialShell(t, srv.addr)
+	res := run(t, c, ctx, &threadline.RunSpec{Prompt: threadline.Text("shell printf hello")}, threadline.StatusCompleted)
+	done := quoted(t, res, "shell_exec")
+	if done.ProcessID != "" || done.Status.Phase != "exited" || done.Status.ExitCode == nil || *done.Status.ExitCode != 0 {
+		t.Errorf("shell_exec result %v: want exited 0 with no reference", done.Raw)
+	}
+	if done.Stdout.Text != "hello" || done.Stdout.NextOffset != 5 || !done.Stdout.ObservationClosed {
+		t.Errorf("stdout %+v", done.Stdout)
+	}
+	// A final-at-once result retains nothing, so the mount has no scope to export (ENVIRONMENT §9.2).
+	if n := len(res.GetState().GetEnvironmentStates()); n != 0 {
+		t.Errorf("%d environment states, want none", n)
+	}
+}
+
+func TestShellBackgroundCommandFoundByLaterRunNotByFork(t *testing.T) {
+	t.Parallel()
+	srv := mountedServer(t)
+	c, ctx := dialShell(t, srv.addr)
+	first, started := startInBackground(t, c, ctx, waitsForGo)
+	if started.Stdout.Text != "started\n" {
+		t.Errorf("run 1 stdout %+v", started.Stdout)
+	}
+	entry := workEntry(t, first.GetState())
+	if len(entry.Commands) != 1 {
+		t.Fatalf("work entry %+v: want one command", entry)
+	}
+
+	// Run 2 discovers the command under a reference of its own (after the demo's 10 s wait: the
+	// command waits for go) and reads it from offset 0.
+	second := shellWait(t, c, ctx, first.GetState())
+	seen := quoted(t, second, "shell_wait")
+	m1, m2 := reference.FindStringSubmatch(started.ProcessID), reference.FindStringSubmatch(seen.ProcessID)
+	if m2 == nil || m2[1] == m1[1] {
+		t.Errorf("run 2 reference %q, run 1 %q: want another run's tag", seen.ProcessID, started.ProcessID)
+	}
+	if seen.Status.Phase != "running" || seen.Stdout.Text != "started\n" || seen.Stdout.StartOffset != 0 || seen.Stdout.NextOffset != 8 {
+		t.Errorf("run 2 result %v", seen.Raw)
+	}
+	if again := workEntry(t, second.GetState()); again.Scope != entry.Scope || again.Backend != entry.Backend || len(again.Commands) != 1 || again.Commands[0] != entry.Commands[0] {
+		t.Errorf("run 2 work entry %+v, run 1 %+v", again, entry)
+	}
+
+	if err := os.WriteFile(filepath.Join(srv.root, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state := second.GetState()
+	var finished *toolResult
+	for deadline := time.Now().Add(pollBound); finished == nil; {
+		later := shellWait(t, c, ctx, state, seen.Stdout.NextOffset)
+		p := quoted(t, later, "shell_wait")
+		state = later.GetState()
+		if p.Stdout.StartOffset != 8 {
+			t.Fatalf("page from %d, want 8", p.Stdout.StartOffset)
+		}
+		if p.Status.Phase != "running" && p.Stdout.ObservationClosed {
+			finished = &p
+			break
+		}
+		if p.Stdout.Text != "" && p.Stdout.Text != "finished\n" {
+			t.Fatalf("stdout from 8 = %q", p.Stdout.Text)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command did not finish within %v", pollBound)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if finished.Status.Phase != "exited" || *finished.Status.ExitCode != 0 || finished.Stdout.Text != "finished\n" || finished.Stdout.NextOffset != 17 {
+		t.Errorf("finished result %v", finished.Raw)
+	}
+	if workEntry(t, state).Scope != entry.Scope {
+		t.Error("the scope changed")
+	}
+
+	// Reads never consume: the same offsets give the same bytes again.
+	if p := quoted(t, shellWait(t, c, ctx, state, 8), "shell_wait").Stdout; p.Text != "finished\n" || p.NextOffset != 17 {
+		t.Errorf("read from 8 again: %+v", p)
+	}
+	if p := quoted(t, shellWait(t, c, ctx, state), "shell_wait").Stdout; p.Text != "started\nfinished\n" || p.NextOffset != 17 {
+		t.Errorf("read from 0 again: %+v", p)
+	}
+
+	// A fork starts with no environment state, so it reaches none of its parent's commands.
+	forked, err := c.ForkState(ctx, state, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if forked.GetThreadId() == first.GetThreadId() || len(forked.GetEnvironmentStates()) != 0 {
+		t.Fatalf("fork %s has %d environment states", forked.GetThreadId(), len(forked.GetEnvironmentStates()))
+	}
+	onFork := shellWait(t, c, ctx, forked)
+	found := quoted(t, onFork, "shell_info")
+	if found.Processes == nil || len(found.Processes) != 0 || found.Missing != nil || found.HasMore == nil || *found.HasMore {
+		t.Errorf("shell_info on the fork: %v", found.Raw)
+	}
+	if n := len(onFork.GetState().GetEnvironmentStates()); n != 0 {
+		t.Errorf("the fork's run exported %d environment states", n)
+	}
+}
+
+// processGone reports whether pid no longer runs (gone, or a zombie nobody has reaped yet).
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return os.IsNotExist(err)
+	}
+	// "<pid> (<comm>) <state> ...": a zombie has exited; only its reaping is left.
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+	fields := strings.Fields(rest)
+	return len(fields) > 0 && fields[0] == "Z"
+}
+
+func TestShellServerStopKillsWhatItStillRan(t *testing.T) {
+	t.Parallel()
+	srv := mountedServer(t)
+	c, ctx := dialShell(t, srv.addr)
+	startInBackground(t, c, ctx, "echo $$ > pid; sleep 300")
+	data, err := os.ReadFile(filepath.Join(srv.root, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if processGone(pid) {
+		t.Fatalf("pid %d is not running before the server stops", pid)
+	}
+	_ = c.Close()
+	srv.stop() // SIGTERM
+	for deadline := time.Now().Add(pollBound); !processGone(pid); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still runs %v after the server stopped", pid, pollBound)
+		}
+	}
+}
+
+func TestShellBrokenLocalEntryIsRefusedBeforeTheRun(t *testing.T) {
+	t.Parallel()
+	srv := mountedServer(t)
+	c, ctx := dialShell(t, srv.addr)
+	for _, tc := range []struct {
+		name, json, version string
+		code                codes.Code
+		reason              string
+	}{
+		{"invalid", `{"backend": "nope"}`, "1", codes.InvalidArgument, threadline.ReasonEnvironmentStateInvalid},
+		{"version", `{}`, "9", codes.FailedPrecondition, threadline.ReasonEnvironmentStateVersionUnsupported},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state, err := c.NewState(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			state.EnvironmentStates = []*threadlinev1.EnvironmentState{{
+				MountName: "work", ProviderKey: "threadline_local", StateVersion: tc.version, StateJson: tc.json,
+			}}
+			_, err = c.Run(ctx, threadline.Continue(state, "shell printf hello"))
+			e := threadline.FromError(err)
+			if e == nil || e.Code() != tc.code || e.Reason() != tc.reason || e.Metadata()["mount"] != "work" {
+				t.Fatalf("err = %v, want %v %s for mount work", err, tc.code, tc.reason)
+			}
+			if tc.name == "version" && (e.Metadata()["received"] != "9" || e.Metadata()["supported"] != "1") {
+				t.Errorf("metadata %v", e.Metadata())
+			}
+		})
+	}
+}
