@@ -243,7 +243,7 @@ def harness_stub(channel: grpc.aio.Channel) -> harness_service_pb2_grpc.HarnessS
 
 
 def spec(text: str, *, state: state_pb2.HarnessState | None = None, **fields: Any) -> run_pb2.RunSpec:
-    made = run_pb2.RunSpec(agent="shell", text=text, **fields)
+    made = run_pb2.RunSpec(text=text, **{"agent": "shell", **fields})
     if state is not None:
         made.previous_state.CopyFrom(state)
     return made

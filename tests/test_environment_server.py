@@ -188,11 +188,13 @@ async def test_without_a_mount_the_tools_are_the_agents_own(tmp_path: Path) -> N
             # Without a mount, `shell_exec` is no reserved name: a client tool may take it.
             tool = run_pb2.ClientTool(name="shell_exec", parameters_json_schema='{"type": "object"}')
             _, result = await stream_run(stub, plan(("note", {"text": "hi"})), client_tools=[tool])
+            _, demo = await stream_run(stub, "shell printf hi", agent="default")
         [agent] = [agent for agent in info.agents if agent.name == "shell"]
         assert [tool.name for tool in agent.tools] == ["note"]
         assert not any(a.mounts for a in info.agents) and not info.environment_providers
         assert outcome(result) == {"tools": ["note", "shell_exec"], "results": ["hi"]}
         assert entries(result.state) == []
+        assert "--mount" in json.loads(demo.output_json), "the demo's shell words say how to get a shell"
         server.finish()
 
 
@@ -619,4 +621,61 @@ async def test_a_stored_malformed_entry_fails_the_thread_run_without_a_field(tmp
             "the state came from the store, not from a request field"
         )
         assert not (server.root / "ran").exists()
+        server.finish()
+
+
+# -- the demo agent's words ------------------------------------------------------------------------------------
+
+
+def tool_returns(events: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The shell tools' returns as the stream carried them: (tool name, decoded content)."""
+    return [
+        (event.tool_result.tool_name, json.loads(event.tool_result.content_json))
+        for event in events
+        if event.WhichOneof("event") == "tool_result"
+    ]
+
+
+async def test_the_demo_agent_words_start_and_rediscover_a_command(tmp_path: Path) -> None:
+    with shell_server(tmp_path) as server:
+        command = f"echo $$ > pids/main; printf early; {wait_for(server.root, 'go')}; printf late"
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            stub = harness_stub(channel)
+            events, first = await stream_run(stub, f"shell-bg {command}", agent="default")
+            [(name, started)] = tool_returns(events)
+            assert (
+                name == "shell_exec" and started["status"]["phase"] == "running" and "process_id" in started
+            )
+            assert alive(server.pid("main"))
+            (server.root / "go").touch()
+            events, second = await stream_run(stub, "shell-wait 5", agent="default", state=first.state)
+        [(info_name, listed), (wait_name, read)] = tool_returns(events)
+        assert (info_name, wait_name) == ("shell_info", "shell_wait")
+        assert [item["origin"] for item in listed["processes"]] == ["earlier_run"]
+        assert read["stdout"]["start_offset"] == 5 and read["stdout"]["text"] == "late"
+        assert second.status == run_pb2.RUN_STATUS_COMPLETED and "late" in json.loads(second.output_json)
+        server.finish()
+
+
+async def test_stdin_and_signals_over_the_wire(tmp_path: Path) -> None:
+    with shell_server(tmp_path) as server:
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            _, result = await stream_run(
+                harness_stub(channel),
+                plan(
+                    exec_step("echo $$ > pids/cat; cat", keep_stdin_open=True),
+                    ("shell_input", {"process_id": "$0:process_id", "data": "hello\n", "close_stdin": True}),
+                    ("shell_wait", {"process_id": "$0:process_id"}),
+                    exec_step("echo $$ > pids/sleeper; exec sleep 300"),
+                    ("shell_signal", {"process_id": "$3:process_id", "signal": "kill"}),
+                    ("shell_wait", {"process_id": "$3:process_id"}),
+                ),
+            )
+        cat, wrote, echoed, sleeper, signalled, killed = results(result)
+        assert cat["stdin_open"] is True and cat["status"]["phase"] == "running"
+        assert wrote["ok"] is True and wrote["accepted_bytes"] == 6 and wrote["stdin_open"] is False
+        assert echoed["stdout"]["text"] == "hello\n" and echoed["status"]["exit_code"] == 0
+        assert sleeper["status"]["phase"] == "running" and signalled["accepted"] is True
+        assert (killed["status"]["phase"], killed["status"]["signal"]) == ("signaled", "kill")
+        assert entries(result.state)[0][0] == "build"
         server.finish()
