@@ -131,7 +131,10 @@ export interface ThreadlineClient {
     state: HarnessState,
     options?: CallOptions,
   ): Promise<DeferredToolResume | undefined>;
-  /** What the server supports: state versions, history formats, agents and their tools, limits. */
+  /**
+   * What the server supports: state versions, history formats, agents (their tools and shell
+   * `mounts`), limits, and the `environmentProviders` whose state versions it reads.
+   */
   getServerInfo(options?: CallOptions): Promise<GetServerInfoResponse>;
   /**
    * Durable threads the server keeps (`ThreadService`), on this client's connection, token and

@@ -49,7 +49,7 @@ import {
 } from "../src/index.js";
 import { isProtocolError } from "./checks.js";
 import { SERVER_ADDR, type TestServer, startServer } from "./server.js";
-import { VECTORS_DIR, checkDeltaVector, checkVector, manifest, unlistedFiles } from "./vectors.js";
+import { VECTORS_DIR, checkDeltaVector, checkStateEnvironmentVector, checkVector, manifest, unlistedFiles } from "./vectors.js";
 
 let server: TestServer;
 let client: ThreadlineClient;
@@ -980,6 +980,9 @@ describe("golden vectors", { skip: existsSync(VECTORS_DIR) ? false : `${VECTORS_
   }
   test("checkpoint_delta rebuilds from state_full's history to its sha256", () => {
     checkDeltaVector();
+  });
+  test("state_environment decodes with decodeState and carries the foreign entry byte for byte", () => {
+    checkStateEnvironmentVector();
   });
   test("the manifest names every vector file", () => {
     assert.ok(manifest().length > 0);

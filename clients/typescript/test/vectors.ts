@@ -12,12 +12,12 @@ import { create, createRegistry } from "@bufbuild/protobuf";
 import type { DescMessage } from "@bufbuild/protobuf";
 
 import { CandidateHistories } from "../src/checkpoints.js";
-import { decodeMessage, decodeState, encodeMessage } from "../src/codec.js";
+import { decodeMessage, decodeState, encodeMessage, encodeState } from "../src/codec.js";
 import { file_threadline_v1_deferred } from "../src/gen/threadline/v1/deferred_pb.js";
 import { RunEventSchema, file_threadline_v1_events } from "../src/gen/threadline/v1/events_pb.js";
 import { file_threadline_v1_harness_service } from "../src/gen/threadline/v1/harness_service_pb.js";
 import { RunSpecSchema, file_threadline_v1_run } from "../src/gen/threadline/v1/run_pb.js";
-import { file_threadline_v1_state } from "../src/gen/threadline/v1/state_pb.js";
+import { EnvironmentStateSchema, file_threadline_v1_state } from "../src/gen/threadline/v1/state_pb.js";
 import { REPO_ROOT } from "./server.js";
 
 export const VECTORS_DIR = join(REPO_ROOT, "tests", "vectors");
@@ -92,5 +92,30 @@ export function checkDeltaVector(): void {
     assert.ok(keep > 0 && keep < base.length);
     assert.deepEqual(Buffer.from(data, "utf8").subarray(0, keep), base.subarray(0, keep));
     assert.notEqual(Buffer.byteLength(historyDelta.append, "utf8"), historyDelta.append.length);
+  }
+}
+
+/**
+ * Read `state_environment` (both forms) with the SDK's own `decodeState`: the server's own
+ * `threadline_local` entry, and a `docker` entry the SDK carries byte for byte through `encodeState`.
+ */
+export function checkStateEnvironmentVector(): void {
+  const binary = new Uint8Array(readFileSync(join(VECTORS_DIR, "state_environment.binpb")));
+  for (const stored of [binary, readFileSync(join(VECTORS_DIR, "state_environment.json"), "utf8")]) {
+    const state = decodeState(stored);
+    assert.equal(state.environmentStates.length, 2);
+    const [work, box] = state.environmentStates;
+    assert.deepEqual([work!.mountName, work!.providerKey, work!.stateVersion], ["work", "threadline_local", "1"]);
+    const local = JSON.parse(work!.stateJson) as { commands: unknown[] };
+    assert.deepEqual(Object.keys(local).sort(), ["backend", "commands", "scope"]);
+    assert.equal(local.commands.length, 2);
+    assert.deepEqual([box!.mountName, box!.providerKey, box!.stateVersion, box!.stateJson], ["box", "docker", "1.0", '{"container":"c-1"}']);
+
+    // The SDK's re-encoding carries the entry it cannot read byte for byte.
+    const boxBytes = Buffer.from(encodeMessage(EnvironmentStateSchema, box!));
+    const again = Buffer.from(encodeState(state));
+    assert.ok(Buffer.from(binary).includes(boxBytes), "the vector holds the box entry's bytes");
+    assert.ok(again.includes(boxBytes), "the re-encoded state holds the box entry's bytes unchanged");
+    assert.deepEqual(decodeState(new Uint8Array(again)).environmentStates[1], box);
   }
 }
