@@ -353,9 +353,12 @@ func processGone(pid int) bool {
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return true
 	}
+	if _, err := os.Stat("/proc/self"); err != nil {
+		return false // no /proc to tell a zombie apart: it still exists
+	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return os.IsNotExist(err)
+		return os.IsNotExist(err) // gone between the two looks
 	}
 	// "<pid> (<comm>) <state> ...": a zombie has exited; only its reaping is left.
 	rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
