@@ -6,7 +6,7 @@
 // quotes the last tool result: `Tool results: <tool>: <result JSON>`.
 
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -141,6 +141,7 @@ function processGone(pid: number): boolean {
     if ((err as NodeJS.ErrnoException).code === "ESRCH") return true;
     throw err;
   }
+  if (!existsSync("/proc/self")) return false; // no /proc to tell a zombie apart: it still exists
   try {
     // "<pid> (<comm>) <state> ...": a zombie has exited; only its reaping is left.
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
