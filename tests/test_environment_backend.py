@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
+from env_server import alive
 from pydantic import ValidationError
 
 from harness.environment import (
@@ -45,22 +46,6 @@ pytestmark = [
 BOUND = 60.0
 """A safety bound on every wait; never what a test measures."""
 WAIT_FOR_GO = 'while [ ! -e "$GO" ]; do sleep 0.02; done'
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` names a process that has not exited (a zombie has exited)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            stat = file.read()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:
