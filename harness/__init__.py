@@ -16,6 +16,7 @@ from ._resume_checks import check_pending, check_remaining
 from ._run import HarnessRunStream
 from ._tooling import INTERRUPTED_TOOL_RESULT
 from .agent import ExecutableAgent
+from .children import ChildLineage, ChildRequest, SubagentContext, SubagentDefinition, SubagentIdentity
 from .client_tools import CLIENT_TOOLSET_ID, ClientTool, client_tools_capability
 from .context import AgentContext, InstanceIdentity, RunBindings
 from .deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
@@ -48,6 +49,8 @@ __all__ = [
     "AgentContextStateSnapshot",
     "CapabilityState",
     "CapabilityStatePart",
+    "ChildLineage",
+    "ChildRequest",
     "ClientTool",
     "DeferredToolCall",
     "DeferredToolRequests",
@@ -78,6 +81,9 @@ __all__ = [
     "StateError",
     "StoredRef",
     "StoredRefPart",
+    "SubagentContext",
+    "SubagentDefinition",
+    "SubagentIdentity",
     "ThreadError",
     "ToolRecovery",
     "check_pending",

@@ -26,6 +26,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 
 from . import _history
+from .children.host import CHILD_METADATA_KEY, HOST_TOOL_IDENTITIES, check_child_answer
 from .deferred import (
     DEFERRED_FUNCTION_ID_METADATA_KEY,
     MAX_DEFERRED_ITEMS,
@@ -241,6 +242,14 @@ def _check_results(requests: DeferredToolRequests, results: DeferredToolResults)
             _check_finite(value.content, call_id, "Retry content")
         else:
             _check_finite(value, call_id, "Result")
+    # 7a. Child answers (CHILDREN §4.4): a host-mode call's answer must fit the request it answers.
+    request_metadata = stored_metadata(requests)
+    for item in calls:
+        if item.target_identity in HOST_TOOL_IDENTITIES:
+            call_id = item_id(item)
+            entry = request_metadata.get(call_id)
+            request = entry.get(CHILD_METADATA_KEY) if isinstance(entry, dict) else None
+            check_child_answer(call_id, request, results.calls.get(call_id))
     for call_id, approval in results.approvals.items():
         if isinstance(approval, ToolApproved) and approval.override_args is not None:
             if not isinstance(approval.override_args, dict):

@@ -116,6 +116,9 @@ class HarnessRunStream(Generic[OutputT]):
             checkpoints=checkpoints,
         )
         self._prompt = inputs.prompt
+        delegation = executable.delegation
+        if delegation is not None:
+            delegation.check_state(inputs.state)  # the inline registry (CHILDREN §3.4)
         self._resume = inputs.resume
         self._executable = executable
         self._bindings = inputs.bindings
@@ -145,6 +148,7 @@ class HarnessRunStream(Generic[OutputT]):
             metadata=MappingProxyType(dict(inputs.bindings.metadata)),
             deferred_tools_supported=inputs.bindings.deferred_tools_supported,
             state=self._store,
+            lineage=inputs.bindings.lineage,
             _tooling=self._tooling,
             _observer=self,
             _environment=self._environment,
@@ -254,6 +258,11 @@ class HarnessRunStream(Generic[OutputT]):
         return self._usage_baseline or RunUsage()
 
     @property
+    def own_input(self) -> str | list[UserContent] | None:
+        """The input this run's `run()`/`stream()` got (not input lifted from behind unresolved calls)."""
+        return self._prompt
+
+    @property
     def pending_deferred_input(self) -> DeferredToolResume | None:
         """The accepted deferred batch not yet incorporated into the current history (detached)."""
         if self._resume is None:
@@ -356,8 +365,9 @@ class HarnessRunStream(Generic[OutputT]):
             extra=self._state.extra_fields,
         )
 
-    def _queue(self, kind: Literal["state", "tool"], payload: dict[str, Any]) -> None:
-        """An environment event, yielded at the stream's next event boundary (ENVIRONMENT §5.5)."""
+    def _queue(self, kind: Literal["state", "tool", "delegation"], payload: dict[str, Any]) -> None:
+        """An environment or delegation event, yielded at the stream's next event boundary (ENVIRONMENT §5.5,
+        CHILDREN §3.9)."""
         if not self._closed:
             self._pending_lifecycle.append(HarnessExtensionEvent(kind=kind, payload=payload))
 
@@ -404,7 +414,10 @@ class HarnessRunStream(Generic[OutputT]):
         return not isinstance(model, Model) or type(model).request_stream is not Model.request_stream
 
     async def _events(self) -> AsyncIterator[RunItem[OutputT]]:
-        yield self._event(HarnessExtensionEvent(kind="lifecycle", payload={"type": "run_started"}))
+        started: dict[str, Any] = {"type": "run_started"}
+        if self._bindings.lineage is not None:
+            started["lineage"] = self._bindings.lineage.to_jsonable()
+        yield self._event(HarnessExtensionEvent(kind="lifecycle", payload=started))
         events = self._run_events()
         try:
             async for item in events:
@@ -640,6 +653,7 @@ class HarnessRunStream(Generic[OutputT]):
             deferred=terminal.deferred,
             output_adapter=self._executable.output_adapter if terminal.status == "completed" else None,
             new_from=len(self._prepared or ()),
+            lineage=self._bindings.lineage,
         )
 
 

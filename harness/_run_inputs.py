@@ -17,6 +17,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, UserContent
 from ._history_codec import EncodedHistory
 from ._recovery_input import TOOL_RECOVERY_MODES, ToolRecovery
 from ._resume_checks import preflight_resume
+from .children.names import check_lineage
 from .context import RunBindings
 from .deferred import DeferredToolResume
 from .environment.run import check_mounts
@@ -100,7 +101,8 @@ def check_run_inputs(
 
     Raises:
         InputError: `input_empty`, `input_invalid`, `tool_recovery_invalid`.
-        RunError: `run_bindings_invalid`, `previous_state_invalid`, or a phase-A resume code.
+        RunError: `run_bindings_invalid`, `previous_state_invalid`, `child_lineage_invalid`, or a phase-A
+            resume code.
         StateError: `state_store_missing`, or a forged state that does not re-validate.
     """
     prompt = check_input(input)
@@ -127,6 +129,7 @@ def check_run_inputs(
             f"previous_state must be a HarnessState, not {type(previous_state).__name__}.",
             code=ErrorCode.PREVIOUS_STATE_INVALID,
         )
+    check_lineage(bindings.lineage, state.thread_id)
     if state.refs:
         raise StateError(
             "The previous state references a host state store, which this harness does not have.",

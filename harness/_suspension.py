@@ -15,11 +15,15 @@ from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
 
 from ._resume_checks import check_requests
 from ._tooling import RunTooling
+from .children.host import CHILD_METADATA_KEY, HOST_TOOL_IDENTITIES
 from .deferred import DEFERRED_FUNCTION_ID_METADATA_KEY, DeferredToolCall, DeferredToolRequests
 from .deferred import fail as _fail
 from .errors import ErrorCode
 
 __all__ = ("export_requests", "suspended_batch")
+
+_HARNESS_KEYS = frozenset({DEFERRED_FUNCTION_ID_METADATA_KEY, CHILD_METADATA_KEY})
+"""Request metadata keys only the harness writes; a tool's own values under them are dropped."""
 
 
 async def suspended_batch(native: NativeDeferredToolRequests, tooling: RunTooling) -> DeferredToolRequests:
@@ -39,16 +43,24 @@ async def suspended_batch(native: NativeDeferredToolRequests, tooling: RunToolin
                 tool_call_id=call.tool_call_id,
             )
         identities[call.tool_call_id] = identity
+    child_requests: dict[str, dict[str, Any]] = {}
+    host_requests = tooling.children.host_requests if tooling.children is not None else {}
     for call in native.calls:
         if tooling.tool_kind(call.tool_name) in ("function", "unapproved"):
             function_ids[call.tool_call_id] = identities[call.tool_call_id]
-    return export_requests(native, identities=identities, function_ids=function_ids)
+        entry = host_requests.get(call.tool_call_id)
+        if entry is not None and identities[call.tool_call_id] in HOST_TOOL_IDENTITIES:
+            child_requests[call.tool_call_id] = entry.request
+    return export_requests(
+        native, identities=identities, function_ids=function_ids, child_requests=child_requests
+    )
 
 
 def export_requests(
     native_requests: NativeDeferredToolRequests,
     identities: Mapping[str, str],
     function_ids: Mapping[str, str],
+    child_requests: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> DeferredToolRequests:
     """The batch a run suspends with (§2.7.3), checked like a resume's requests (§2.7.4 step 4).
 
@@ -58,6 +70,9 @@ def export_requests(
         function_ids: For calls deferred by a *function* tool (`CallDeferred` raised in its body), that
             tool's identity, by call ID. Recorded as `DEFERRED_FUNCTION_ID_METADATA_KEY` on calls only;
             entries for approvals are ignored.
+        child_requests: The `threadline.child` object of each child request a host-mode tool recorded,
+            by call ID (CHILDREN §4.2). The key is the harness's own: what a tool passed under it is
+            dropped, like `DEFERRED_FUNCTION_ID_METADATA_KEY`.
 
     Returns:
         A detached, checked batch in native order.
@@ -87,10 +102,12 @@ def export_requests(
         merged = {
             key: value
             for key, value in (native_requests.metadata.get(call_id) or {}).items()
-            if key != DEFERRED_FUNCTION_ID_METADATA_KEY
+            if key not in _HARNESS_KEYS
         }
         if call_id not in approval_ids and call_id in function_ids:
             merged[DEFERRED_FUNCTION_ID_METADATA_KEY] = function_ids[call_id]
+        if call_id not in approval_ids and child_requests and call_id in child_requests:
+            merged[CHILD_METADATA_KEY] = dict(child_requests[call_id])
         if merged:
             metadata[call_id] = merged
     kinds: dict[str, Literal["question"]] = {

@@ -113,6 +113,8 @@ class RunTooling:
     """The first unexpected tool exception, if any."""
     surface_error: DefinitionError | None = None
     """A phase-B failure, kept in case native code wraps it on the way out."""
+    children: Any = None
+    """The delegation tools' bookkeeping (`harness.children.bookkeeping.RunChildren`), made on first use."""
     _first_step_done: bool = False
     _tools: dict[str, ToolsetTool[Any]] = field(default_factory=dict)
     _ctx: RunContext[Any] | None = None

@@ -20,8 +20,12 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 from ._recovery_input import ToolRecovery
 from ._run import HarnessRunStream, consume
 from ._tooling import HarnessCapability
+from .children.definitions import SubagentDefinition, check_subagents
+from .children.host import HostDelegationCapability
+from .children.inline import InlineDelegationCapability
 from .context import AgentContext, RunBindings
 from .deferred import DeferredToolResume
+from .errors import DefinitionError, ErrorCode
 from .results import HarnessRunResult
 from .state import HarnessState
 
@@ -36,6 +40,7 @@ class ExecutableAgent(Generic[OutputT]):
     Example:
         ```python
         agent = ExecutableAgent(model, capabilities=[catalog], instructions="Be brief.", name="demo")
+        lead = ExecutableAgent(model, name="lead", subagents=[SubagentDefinition("helper", "Helps.", agent)])
         first = await agent.run("Draft the plan", bindings=RunBindings.embedded(), previous_state=HarnessState.new())
         ```
     """
@@ -50,6 +55,8 @@ class ExecutableAgent(Generic[OutputT]):
         system_prompt: str | Sequence[str] = (),
         name: str | None = None,
         usage_limits: UsageLimits | None = None,
+        subagents: Sequence[SubagentDefinition] = (),
+        definition_id: str | None = None,
     ) -> None: ...
     @overload
     def __init__(
@@ -62,6 +69,8 @@ class ExecutableAgent(Generic[OutputT]):
         output_type: type[OutputT],
         name: str | None = None,
         usage_limits: UsageLimits | None = None,
+        subagents: Sequence[SubagentDefinition] = (),
+        definition_id: str | None = None,
     ) -> None: ...
     def __init__(
         self,
@@ -73,7 +82,25 @@ class ExecutableAgent(Generic[OutputT]):
         output_type: Any = str,
         name: str | None = None,
         usage_limits: UsageLimits | None = None,
+        subagents: Sequence[SubagentDefinition] = (),
+        definition_id: str | None = None,
     ) -> None:
+        if definition_id is not None and (not isinstance(definition_id, str) or not definition_id.strip()):
+            raise DefinitionError(
+                "definition_id must be a non-blank string.", code=ErrorCode.SUBAGENT_DEFINITION_INVALID
+            )
+        self.definition_id: str | None = definition_id if definition_id is not None else name
+        """The stable definition ID (default: `name`); retained inline children record their child's."""
+        mode, edges = check_subagents(subagents, parent_name=name, parent_definition_id=self.definition_id)
+        self.subagents: tuple[SubagentDefinition, ...] = edges
+        """The child edges (CHILDREN §2), checked."""
+        self.delegation: InlineDelegationCapability | HostDelegationCapability | None = None
+        """The capability that brings the delegation tools, when there are edges (last in `capabilities`)."""
+        if mode == "inline":
+            self.delegation = InlineDelegationCapability(edges)
+        elif mode == "host":
+            assert name is not None  # check_subagents requires it for host-mode edges
+            self.delegation = HostDelegationCapability(edges, parent_agent=name)
         self.system_prompt: tuple[str, ...] = (
             (system_prompt,) if isinstance(system_prompt, str) else tuple(system_prompt)
         )
@@ -84,8 +111,10 @@ class ExecutableAgent(Generic[OutputT]):
         """The default usage limits of every run."""
         self.name = name
         """The agent's name (servers list agents by it)."""
-        self.capabilities: tuple[AbstractCapability[Any], ...] = tuple(capabilities)
-        """The native capabilities that bring the agent's tools."""
+        self.capabilities: tuple[AbstractCapability[Any], ...] = (
+            (*capabilities, self.delegation) if self.delegation is not None else tuple(capabilities)
+        )
+        """The native capabilities that bring the agent's tools (the delegation capability last)."""
         self.output_adapter: TypeAdapter[Any] = TypeAdapter(output_type)
         """Validates and dumps outputs (`HarnessRunResult.output_json`)."""
         self.native: Agent[AgentContext, Any] = Agent(

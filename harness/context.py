@@ -20,7 +20,7 @@ from .json_text import JsonValue
 if TYPE_CHECKING:
     from .environment.run import EnvironmentView
 
-__all__ = ("AgentContext", "InstanceIdentity", "RunBindings")
+__all__ = ("AgentContext", "ChildLineage", "InstanceIdentity", "RunBindings")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,42 @@ class InstanceIdentity:
     """The identity the run acts for."""
     agent_instance_id: str
     """This agent instance's id."""
+    claims: Mapping[str, JsonValue] | None = None
+    """Optional identity claims (e.g. `agent_id`); a child run gets a copy with its own `agent_id`."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChildLineage:
+    """Which parent run and tool call a child run serves (CHILDREN §4.3): correlation, never authority.
+
+    Checked when a run is constructed (`child_lineage_invalid`), exposed as `AgentContext.lineage`, on the
+    `run_started` payload and on the run result; never written into `HarnessState`, and it never changes
+    `deferred_tools_supported`.
+    """
+
+    parent_thread_id: str
+    """The parent's thread; a valid thread ID other than the child run's own."""
+    parent_run_id: str
+    """The parent run, `run-<32 hex>`."""
+    parent_tool_call_id: str
+    """The parent's `delegate`/`resume_subagent` call."""
+    parent_agent_instance_id: str
+    """The parent run's agent instance."""
+    subagent_name: str
+    """The edge name (`^[a-z][a-z0-9_-]{0,62}$`)."""
+    delegation_id: str
+    """Inline: the child ID; Host-managed: the child's thread ID (the execution ID the model sees)."""
+
+    def to_jsonable(self) -> dict[str, JsonValue]:
+        """The six fields as a JSON object (the `run_started` payload's `lineage`)."""
+        return {
+            "parent_thread_id": self.parent_thread_id,
+            "parent_run_id": self.parent_run_id,
+            "parent_tool_call_id": self.parent_tool_call_id,
+            "parent_agent_instance_id": self.parent_agent_instance_id,
+            "subagent_name": self.subagent_name,
+            "delegation_id": self.delegation_id,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +87,8 @@ class RunBindings:
     """`EnvironmentMount`s for this run only, each fresh (`harness.environment`; ENVIRONMENT §3)."""
     default_mount: str | None = None
     """The mount a shell call without `alias` uses; the only mount when there is one."""
+    lineage: ChildLineage | None = None
+    """Set when this run is a child run (CHILDREN §4.3); correlation only."""
 
     @classmethod
     def embedded(cls, **overrides: Any) -> RunBindings:
@@ -75,6 +113,8 @@ class AgentContext:
     """Whether deferring is possible in this run."""
     state: CapabilityStateStore
     """Versioned capability state: `await ctx.deps.state.read(...)` / `write(...)`."""
+    lineage: ChildLineage | None = None
+    """The bindings' lineage when this run is a child run."""
     _tooling: Any = field(default=None, repr=False)
     """The run's tool bookkeeping (private; `harness._tooling.RunTooling`)."""
     _observer: Any = field(default=None, repr=False)

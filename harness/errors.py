@@ -73,6 +73,9 @@ class ErrorCode(StrEnum):
     DEFERRED_RESULTS_INVALID = "deferred_results_invalid"
     DEFERRED_REQUEST_COMPLETED = "deferred_request_completed"
     DEFERRED_REQUEST_MISMATCH = "deferred_request_mismatch"
+    CHILD_LINEAGE_INVALID = "child_lineage_invalid"
+    CHILD_RESULT_INVALID = "child_result_invalid"
+    CHILD_RESULT_MISSING = "child_result_missing"
     # StateError
     RUN_STATE_UNAVAILABLE = "run_state_unavailable"
     STATE_STORE_MISSING = "state_store_missing"
@@ -89,6 +92,17 @@ class ErrorCode(StrEnum):
     ENVIRONMENT_STATE_VERSION_UNSUPPORTED = "environment_state_version_unsupported"
     # DefinitionError
     DEFERRED_SURFACE_MISMATCH = "deferred_surface_mismatch"
+    SUBAGENT_NAME_INVALID = "subagent_name_invalid"
+    SUBAGENT_NAME_DUPLICATE = "subagent_name_duplicate"
+    SUBAGENT_DESCRIPTION_INVALID = "subagent_description_invalid"
+    SUBAGENT_DEFINITION_INVALID = "subagent_definition_invalid"
+    SUBAGENT_CYCLE = "subagent_cycle"
+    SUBAGENT_CONTEXT_INVALID = "subagent_context_invalid"
+    SUBAGENT_CONTEXT_UNSUPPORTED = "subagent_context_unsupported"
+    SUBAGENT_IDENTITY_INVALID = "subagent_identity_invalid"
+    SUBAGENT_LIMITS_INVALID = "subagent_limits_invalid"
+    SUBAGENT_MODE_CONFLICT = "subagent_mode_conflict"
+    SUBAGENT_BINDING_INVALID = "subagent_binding_invalid"
     # RunCleanupError
     RUN_CLEANUP_FAILED = "run_cleanup_failed"
     # ThreadError (durable threads, THREADS §3)

@@ -15,6 +15,7 @@ from .errors import ErrorCode, RetryHint, RunError
 from .json_text import JsonValue, NotFiniteJson, canonical_json, check_finite_json
 
 if TYPE_CHECKING:
+    from .context import ChildLineage
     from .deferred import DeferredToolRequests
     from .state import HarnessState
 
@@ -85,6 +86,7 @@ class HarnessRunResult(Generic[OutputT]):
         "_all_messages",
         "_deferred",
         "_failure",
+        "_lineage",
         "_new_from",
         "_output",
         "_output_adapter",
@@ -110,6 +112,7 @@ class HarnessRunResult(Generic[OutputT]):
         deferred: DeferredToolRequests | None = None,
         output_adapter: TypeAdapter[Any] | None = None,
         new_from: int = 0,
+        lineage: ChildLineage | None = None,
     ) -> None:
         if not thread_id or not thread_id.strip() or not run_id or not run_id.strip():
             raise ValueError("thread_id and run_id must be non-blank")
@@ -132,6 +135,7 @@ class HarnessRunResult(Generic[OutputT]):
         self._deferred = deferred
         self._output_adapter = output_adapter
         self._new_from = new_from
+        self._lineage = lineage
 
     # -- fields -------------------------------------------------------------------------------------
     @property
@@ -173,6 +177,11 @@ class HarnessRunResult(Generic[OutputT]):
     def suspend_reason(self) -> Literal["deferred"] | None:
         """`"deferred"` for a suspended run, else `None`."""
         return self._suspend_reason
+
+    @property
+    def lineage(self) -> ChildLineage | None:
+        """The run's `RunBindings.lineage`, echoed (a child run's correlation; CHILDREN §4.3)."""
+        return self._lineage
 
     @property
     def deferred(self) -> DeferredToolRequests | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -60,6 +60,7 @@ __all__ = (
     "HarnessState",
     "StoredRef",
     "ThreadId",
+    "register_fork_hook",
 )
 
 SUPPORTED_SCHEMA_VERSIONS: tuple[str, ...] = ("1",)
@@ -175,6 +176,35 @@ class EnvironmentState(StateModel):
 read_through(CapabilityState, "data", read_canonical)
 read_through(EnvironmentState, "state", read_canonical)
 read_through(AgentContextStateSnapshot, "entries", lambda raw: dict(raw))
+
+
+# --- fork hooks -------------------------------------------------------------------------------------
+
+ForkHook = Callable[[CapabilityState, str], CapabilityState]
+"""Rewrites one namespace for a branch: `(entry, branch thread ID) -> entry`; raises `StateError` to refuse."""
+
+_FORK_HOOKS: dict[str, ForkHook] = {}
+
+
+def register_fork_hook(capability_id: str, hook: ForkHook) -> None:
+    """Make `fork()` pass namespace `capability_id` through `hook` (fork has no agent, so the table is global).
+
+    The only entry is the inline-children registry (`harness.children.registry`), registered when
+    `harness` is imported; every other namespace is copied unchanged.
+    """
+    _FORK_HOOKS[capability_id] = hook
+
+
+def _forked_snapshot(snapshot: AgentContextStateSnapshot, thread_id: str) -> AgentContextStateSnapshot:
+    entries = snapshot.__dict__["entries"]
+    if not any(key in _FORK_HOOKS for key in entries):
+        return snapshot
+    return AgentContextStateSnapshot(
+        entries={
+            key: _FORK_HOOKS[key](entry, thread_id) if key in _FORK_HOOKS else entry
+            for key, entry in entries.items()
+        }
+    )
 
 
 # --- HarnessState -----------------------------------------------------------------------------------
@@ -308,8 +338,10 @@ class HarnessState(StateModel):
     def fork(self, *, thread_id: str | None = None) -> HarnessState:
         """Branch a thread from a checkpoint the host chose (SPEC §1.5, §2.1.3).
 
-        History, every capability namespace, refs and unknown keys are copied; portable Environment
-        state is cleared by design, because a provider session cannot belong to two threads.
+        History, capability namespaces, refs and unknown keys are copied; portable Environment state is
+        cleared by design, because a provider session cannot belong to two threads. A namespace with a
+        fork hook (`register_fork_hook`: the inline-children registry, whose child thread IDs are
+        re-derived from the branch's ID) is rewritten by it.
 
         Args:
             thread_id: The branch's ID; omitted → a generated `thread_<32 hex>`.
@@ -318,7 +350,8 @@ class HarnessState(StateModel):
             The new state.
 
         Raises:
-            StateError: `fork_thread_id_conflict` when `thread_id` is this state's own ID.
+            StateError: `fork_thread_id_conflict` when `thread_id` is this state's own ID, or a
+                fork hook's refusal (`capability_state_invalid`, `capability_state_version_unsupported`).
             ValidationError: `thread_id` is malformed.
         """
         if thread_id is None:
@@ -334,7 +367,7 @@ class HarnessState(StateModel):
         return type(self)._from_parts(
             thread_id=thread_id,
             history=self.__dict__["message_history"],
-            snapshot=self.__dict__["agent_context_state"],
+            snapshot=_forked_snapshot(self.__dict__["agent_context_state"], thread_id),
             environment_states={},
             extra=self.extra_fields,
             refs=self.__dict__["refs"],
