@@ -9,6 +9,7 @@ again against the one mount it touches. Every tool returns a JSON object, `{"ok"
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -184,15 +185,25 @@ def _tools(environment: RunEnvironment, offered: tuple[str, ...]) -> list[Tool[A
             backend.drop(started)
             run.started(mount, None, started)
             return {**_view(mount, None, started), **_pages(stdout, stderr)}
-        started = await backend.start(
-            mount.config,
-            command,
-            cwd=cwd,
-            environment=env,
-            timeout_seconds=timeout,
-            keep_stdin_open=keep_stdin_open,
-            scope=mount.scope,
+        starting = asyncio.ensure_future(
+            backend.start(
+                mount.config,
+                command,
+                cwd=cwd,
+                environment=env,
+                timeout_seconds=timeout,
+                keep_stdin_open=keep_stdin_open,
+                scope=mount.scope,
+            )
         )
+        try:
+            started = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            # Cancelled while spawning: the command may already run. A spawn takes milliseconds, so
+            # finish it and keep the command, as a cancel in the initial wait does (§4.3 step 5).
+            with contextlib.suppress(Exception):
+                _retain(mount, await starting)
+            raise
         try:
             captured = await started.wait_captured(limits.initial_wait_seconds)
         except asyncio.CancelledError:
