@@ -45,9 +45,11 @@ class Script:
         self.steps = list(steps)
         self.offered: list[list[str]] = []
         self.sent: list[list[ModelMessage]] = []
+        self.instructions: list[str | None] = []
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.offered.append(sorted(tool.name for tool in info.function_tools))
+        self.instructions.append(info.instructions)
         self.sent.append(list(messages))
         step = self.steps[len(self.sent) - 1]
         return step if isinstance(step, ModelResponse) else step(messages)

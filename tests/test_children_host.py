@@ -336,9 +336,11 @@ async def test_h9_no_deferred_lifecycle() -> None:
     result = await lead(parent).run("hi", bindings=RunBindings.embedded(deferred_tools_supported=False))
     assert result.status == "completed" and "delegate" not in parent.offered[0]
     assert "resume_subagent" not in parent.offered[0]
+    assert "reviewer" not in (parent.instructions[0] or "")
     on = Script(text("x"))
     await lead(on).run("hi")
     assert {"delegate", "resume_subagent"} <= set(on.offered[0])
+    assert "- reviewer: Reviews plans." in (on.instructions[0] or "")
     _, suspended = await suspend_h1()
     off = RunBindings.embedded(deferred_tools_supported=False)
     continued = await lead(Script(text("went on"))).run(previous_state=suspended.state, bindings=off)
@@ -451,6 +453,35 @@ async def test_resume_subagent_finds_its_edge_in_history() -> None:
         Script(call("delegate", {"subagent_name": "writer", "prompt": "x"}, "u1"), text("ok"))
     ).run("x")
     assert returned(unknown, "u1").content == "Unknown subagent."
+
+
+async def test_h10_fork_leaves_host_managed_children_alone() -> None:
+    agent, suspended = await suspend_h1(
+        Script(delegate(), text("got it"), call("resume_subagent", {"execution_id": "", "prompt": "x"}, "r1"))
+    )
+    branch = suspended.state.fork(thread_id="thr_branch1")
+    assert branch.message_history == suspended.state.message_history
+    assert branch.agent_context_state == suspended.state.agent_context_state
+    request = suspended.deferred.child_requests()["p1"]
+    answer = {
+        "execution_id": request.thread_id,
+        "subagent": "reviewer",
+        "status": "completed",
+        "output": "ok",
+    }
+    done = await agent.run(
+        previous_state=suspended.state,
+        deferred_resume=DeferredToolResume(
+            suspended.deferred, suspended.deferred.build_results(calls={"p1": answer})
+        ),
+    )
+    later = done.state.fork(thread_id="thr_branch2")
+    again = await lead(
+        Script(call("resume_subagent", {"execution_id": request.thread_id, "prompt": "more"}, "r2"))
+    ).run("More", previous_state=later)
+    cont = again.deferred.child_requests()["r2"]
+    assert (cont.action, cont.thread_id, cont.subagent_name) == ("continue", request.thread_id, "reviewer")
+    assert cont.parent["thread_id"] == "thr_branch2"
 
 
 async def test_h14_the_child_key_is_the_harness_own() -> None:

@@ -19,6 +19,8 @@ from children_support import (
     text,
     user_prompts,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic_ai import Tool
 from pydantic_ai.capabilities import Capability
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred
@@ -40,6 +42,7 @@ from harness import (
 )
 from harness.children import inline_child_thread_id
 from harness.children.inline import Messages
+from harness.children.registry import Registry
 
 pytestmark = pytest.mark.anyio
 
@@ -231,6 +234,25 @@ async def test_i5_a_hook_that_turns_deferred_tools_on_fails_the_parent() -> None
     result = await lead.run("Do the task")
     assert result.status == "failed" and result.failure.code == "subagent_binding_invalid"
     assert child.calls == 0
+
+
+async def test_a_hook_that_returns_something_else_fails_the_parent() -> None:
+    child = Script(text("never"))
+    lead = lead_with(researcher(child), Script(delegate(), text("done")), bindings_hook=lambda bindings: None)
+    items, result = await streamed(lead, "Do the task")
+    assert result.status == "failed" and result.failure.code == "subagent_binding_invalid"
+    assert child.calls == 0
+    assert [(e["action"], e["status"]) for e in delegation_events(items)] == [("failed", "dispatch_rejected")]
+
+
+async def test_an_oversized_child_output_is_unusable_but_retained() -> None:
+    big = "x" * (256 * 1024)
+    lead = lead_with(researcher(Script(text(big))), Script(delegate(), text("noted")))
+    items, result = await streamed(lead, "Do the task")
+    child_id = next(iter(registry(result.state)))
+    part = returned(result, "p1")
+    assert (part.outcome, part.content) == ("failed", f"Inline child {child_id} returned an unusable result.")
+    assert [e["status"] for e in delegation_events(items)] == ["running", "output_rejected"]
 
 
 async def test_a_hook_may_adjust_metadata() -> None:
@@ -461,6 +483,77 @@ async def test_i10_a_bad_registry_fails_construction_and_fork() -> None:
     assert plain.state.agent_context_state.get("a13n.subagents") == v1.agent_context_state.get(
         "a13n.subagents"
     )
+
+
+async def test_i12_nested_children_are_re_keyed_when_the_child_is_loaded() -> None:
+    def executed(messages: list[ModelMessage], call_id: str) -> str:
+        return str(next(p.content["execution_id"] for p in returns(messages) if p.tool_call_id == call_id))
+
+    helper = ExecutableAgent(Script(text("grand 1"), text("grand 2")).model, name="helper")
+    middle = Script(
+        call("delegate", {"subagent": "helper", "prompt": "sub"}, "r1"),
+        text("child done"),
+        lambda messages: call(
+            "resume_subagent", {"execution_id": executed(messages, "r1"), "prompt": "more"}, "r2"
+        ),
+        text("child done 2"),
+    )
+    nested = ExecutableAgent(
+        middle.model, name="researcher", subagents=[SubagentDefinition("helper", "Helps.", helper)]
+    )
+    parent = Script(
+        delegate(),
+        text("done"),
+        lambda messages: resume(executed(messages, "p1")),
+        text("done 2"),
+    )
+    lead = lead_with(nested, parent)
+    first = await lead.run("Do the task", previous_state=HarnessState.new(thread_id="thr_parent1"))
+    child_id = next(iter(registry(first.state)))
+    inner = HarnessState.model_validate(registry(first.state)[child_id]["state"])
+    grand_id = next(iter(registry(inner)))
+    assert registry(inner)[grand_id]["child_thread_id"] == derived(inner.thread_id, grand_id)
+    branch = first.state.fork(thread_id="thr_branch1")
+    second = await lead.run("Continue", previous_state=branch)
+    assert returned(second, "p2").content["output"] == "child done 2"
+    moved = HarnessState.model_validate(registry(second.state)[child_id]["state"])
+    assert moved.thread_id == derived("thr_branch1", child_id)
+    grand = registry(moved)[grand_id]
+    assert grand["child_thread_id"] == grand["state"]["thread_id"] == derived(moved.thread_id, grand_id)
+    assert len(grand["state"]["message_history"]) == 4
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    names=st.lists(st.from_regex(r"[a-z][a-z0-9_-]{1,8}", fullmatch=True), min_size=1, max_size=20),
+    suffixes=st.lists(st.integers(0, 0xFFFF), min_size=20, max_size=20, unique=True),
+    branch=st.from_regex(r"thr_[a-z0-9]{1,12}", fullmatch=True),
+)
+def test_fork_of_random_registries(names: list[str], suffixes: list[int], branch: str) -> None:
+    source = "thr_sourcethread"
+    if branch == source:
+        return
+    children: dict[str, Any] = {}
+    for name, suffix in zip(names, suffixes, strict=False):
+        child_id = f"{name}-{suffix:04x}"
+        state = HarnessState.new(thread_id=derived(source, child_id))
+        children[child_id] = {
+            "child_definition_id": name,
+            "child_instance_id": child_id,
+            "child_thread_id": state.thread_id,
+            "refs": [],
+            "state": json.loads(state.model_dump_json()),
+            "subagent_name": name,
+        }
+    state = with_registry(HarnessState.new(thread_id=source), children)
+    forked = state.fork(thread_id=branch)
+    assert forked.model_dump_json() == state.fork(thread_id=branch).model_dump_json()
+    records = registry(forked)
+    assert Registry.model_validate({"children": records}).children.keys() == children.keys()
+    threads = [record["child_thread_id"] for record in records.values()]
+    assert len(set(threads)) == len(threads)
+    assert threads == [derived(branch, key) for key in records]
+    assert all(records[key]["state"] == children[key]["state"] for key in children)
 
 
 async def test_the_thread_derivation_helper_matches() -> None:
