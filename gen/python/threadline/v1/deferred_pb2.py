@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cthreadline/v1/deferred.proto\x12\rthreadline.v1\"\x8c\x01\n\x14\x44\x65\x66\x65rredToolRequests\x12\x35\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x1f.threadline.v1.DeferredToolCallR\x05\x63\x61lls\x12=\n\tapprovals\x18\x02 \x03(\x0b\x32\x1f.threadline.v1.DeferredToolCallR\tapprovals\"\xed\x01\n\x10\x44\x65\x66\x65rredToolCall\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x1b\n\targs_json\x18\x03 \x01(\tR\x08\x61rgsJson\x12\'\n\x0ftarget_identity\x18\x04 \x01(\tR\x0etargetIdentity\x12/\n\x04kind\x18\x05 \x01(\x0e\x32\x1b.threadline.v1.DeferredKindR\x04kind\x12#\n\rmetadata_json\x18\x06 \x01(\tR\x0cmetadataJson\"\x83\x01\n\x13\x44\x65\x66\x65rredToolResults\x12/\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x19.threadline.v1.CallResultR\x05\x63\x61lls\x12;\n\tapprovals\x18\x02 \x03(\x0b\x32\x1d.threadline.v1.ApprovalResultR\tapprovals\"\xd6\x02\n\nCallResult\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1f\n\nvalue_json\x18\x02 \x01(\tH\x00R\tvalueJson\x12\x42\n\x0btool_return\x18\x03 \x01(\x0b\x32\x1f.threadline.v1.ToolReturnResultH\x00R\ntoolReturn\x12\x39\n\x06\x66\x61iled\x18\x04 \x01(\x0b\x32\x1f.threadline.v1.ToolFailedResultH\x00R\x06\x66\x61iled\x12\x36\n\x05retry\x18\x05 \x01(\x0b\x32\x1e.threadline.v1.ToolRetryResultH\x00R\x05retry\x12#\n\rmetadata_json\x18\x06 \x01(\tR\x0cmetadataJson\x12\x1f\n\x0b\x61nswered_by\x18\x07 \x01(\tR\nansweredByB\x08\n\x06result\"\x86\x01\n\x10ToolReturnResult\x12*\n\x11return_value_json\x18\x01 \x01(\tR\x0freturnValueJson\x12!\n\x0c\x63ontent_json\x18\x02 \x01(\tR\x0b\x63ontentJson\x12#\n\rmetadata_json\x18\x03 \x01(\tR\x0cmetadataJson\",\n\x10ToolFailedResult\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message\"+\n\x0fToolRetryResult\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message\"\xf4\x01\n\x0e\x41pprovalResult\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x39\n\x08\x61pproved\x18\x02 \x01(\x0b\x32\x1b.threadline.v1.ToolApprovedH\x00R\x08\x61pproved\x12\x33\n\x06\x64\x65nied\x18\x03 \x01(\x0b\x32\x19.threadline.v1.ToolDeniedH\x00R\x06\x64\x65nied\x12#\n\rmetadata_json\x18\x04 \x01(\tR\x0cmetadataJson\x12\x1f\n\x0b\x61nswered_by\x18\x05 \x01(\tR\nansweredByB\n\n\x08\x64\x65\x63ision\"X\n\x0cToolApproved\x12\x31\n\x12override_args_json\x18\x01 \x01(\tH\x00R\x10overrideArgsJson\x88\x01\x01\x42\x15\n\x13_override_args_json\"&\n\nToolDenied\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message\"\xaf\x01\n\x12\x44\x65\x66\x65rredToolResume\x12?\n\x08requests\x18\x01 \x01(\x0b\x32#.threadline.v1.DeferredToolRequestsR\x08requests\x12<\n\x07results\x18\x02 \x01(\x0b\x32\".threadline.v1.DeferredToolResultsR\x07results\x12\x1a\n\x08recovery\x18\x03 \x01(\x08R\x08recovery*\x81\x01\n\x0c\x44\x65\x66\x65rredKind\x12\x1d\n\x19\x44\x45\x46\x45RRED_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44\x45\x46\x45RRED_KIND_APPROVAL\x10\x01\x12\x1a\n\x16\x44\x45\x46\x45RRED_KIND_EXTERNAL\x10\x02\x12\x1a\n\x16\x44\x45\x46\x45RRED_KIND_QUESTION\x10\x03\x42\xab\x01\n\x11\x64\x65v.threadline.v1B\rDeferredProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cthreadline/v1/deferred.proto\x12\rthreadline.v1\"\x8c\x01\n\x14\x44\x65\x66\x65rredToolRequests\x12\x35\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x1f.threadline.v1.DeferredToolCallR\x05\x63\x61lls\x12=\n\tapprovals\x18\x02 \x03(\x0b\x32\x1f.threadline.v1.DeferredToolCallR\tapprovals\"\xa0\x02\n\x10\x44\x65\x66\x65rredToolCall\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x1b\n\targs_json\x18\x03 \x01(\tR\x08\x61rgsJson\x12\'\n\x0ftarget_identity\x18\x04 \x01(\tR\x0etargetIdentity\x12/\n\x04kind\x18\x05 \x01(\x0e\x32\x1b.threadline.v1.DeferredKindR\x04kind\x12#\n\rmetadata_json\x18\x06 \x01(\tR\x0cmetadataJson\x12\x31\n\x05\x63hild\x18\x07 \x01(\x0b\x32\x1b.threadline.v1.ChildRequestR\x05\x63hild\"\xc1\x02\n\x0c\x43hildRequest\x12\x32\n\x06\x61\x63tion\x18\x01 \x01(\x0e\x32\x1a.threadline.v1.ChildActionR\x06\x61\x63tion\x12#\n\rsubagent_name\x18\x02 \x01(\tR\x0csubagentName\x12\x14\n\x05\x61gent\x18\x03 \x01(\tR\x05\x61gent\x12.\n\x13\x63hild_definition_id\x18\x04 \x01(\tR\x11\x63hildDefinitionId\x12\x1b\n\tthread_id\x18\x05 \x01(\tR\x08threadId\x12\x14\n\x05input\x18\x06 \x01(\tR\x05input\x12\x33\n\x06parent\x18\x07 \x01(\x0b\x32\x1b.threadline.v1.ChildLineageR\x06parent\x12*\n\x11usage_limits_json\x18\x08 \x01(\tR\x0fusageLimitsJson\"\xb1\x02\n\x0c\x43hildLineage\x12(\n\x10parent_thread_id\x18\x01 \x01(\tR\x0eparentThreadId\x12\"\n\rparent_run_id\x18\x02 \x01(\tR\x0bparentRunId\x12-\n\x13parent_tool_call_id\x18\x03 \x01(\tR\x10parentToolCallId\x12\x37\n\x18parent_agent_instance_id\x18\x04 \x01(\tR\x15parentAgentInstanceId\x12#\n\rsubagent_name\x18\x05 \x01(\tR\x0csubagentName\x12#\n\rdelegation_id\x18\x06 \x01(\tR\x0c\x64\x65legationId\x12!\n\x0cparent_agent\x18\x07 \x01(\tR\x0bparentAgent\"\x83\x01\n\x13\x44\x65\x66\x65rredToolResults\x12/\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x19.threadline.v1.CallResultR\x05\x63\x61lls\x12;\n\tapprovals\x18\x02 \x03(\x0b\x32\x1d.threadline.v1.ApprovalResultR\tapprovals\"\xd6\x02\n\nCallResult\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1f\n\nvalue_json\x18\x02 \x01(\tH\x00R\tvalueJson\x12\x42\n\x0btool_return\x18\x03 \x01(\x0b\x32\x1f.threadline.v1.ToolReturnResultH\x00R\ntoolReturn\x12\x39\n\x06\x66\x61iled\x18\x04 \x01(\x0b\x32\x1f.threadline.v1.ToolFailedResultH\x00R\x06\x66\x61iled\x12\x36\n\x05retry\x18\x05 \x01(\x0b\x32\x1e.threadline.v1.ToolRetryResultH\x00R\x05retry\x12#\n\rmetadata_json\x18\x06 \x01(\tR\x0cmetadataJson\x12\x1f\n\x0b\x61nswered_by\x18\x07 \x01(\tR\nansweredByB\x08\n\x06result\"\x86\x01\n\x10ToolReturnResult\x12*\n\x11return_value_json\x18\x01 \x01(\tR\x0freturnValueJson\x12!\n\x0c\x63ontent_json\x18\x02 \x01(\tR\x0b\x63ontentJson\x12#\n\rmetadata_json\x18\x03 \x01(\tR\x0cmetadataJson\",\n\x10ToolFailedResult\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message\"+\n\x0fToolRetryResult\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message\"\xf4\x01\n\x0e\x41pprovalResult\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x39\n\x08\x61pproved\x18\x02 \x01(\x0b\x32\x1b.threadline.v1.ToolApprovedH\x00R\x08\x61pproved\x12\x33\n\x06\x64\x65nied\x18\x03 \x01(\x0b\x32\x19.threadline.v1.ToolDeniedH\x00R\x06\x64\x65nied\x12#\n\rmetadata_json\x18\x04 \x01(\tR\x0cmetadataJson\x12\x1f\n\x0b\x61nswered_by\x18\x05 \x01(\tR\nansweredByB\n\n\x08\x64\x65\x63ision\"X\n\x0cToolApproved\x12\x31\n\x12override_args_json\x18\x01 \x01(\tH\x00R\x10overrideArgsJson\x88\x01\x01\x42\x15\n\x13_override_args_json\"&\n\nToolDenied\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message\"\xaf\x01\n\x12\x44\x65\x66\x65rredToolResume\x12?\n\x08requests\x18\x01 \x01(\x0b\x32#.threadline.v1.DeferredToolRequestsR\x08requests\x12<\n\x07results\x18\x02 \x01(\x0b\x32\".threadline.v1.DeferredToolResultsR\x07results\x12\x1a\n\x08recovery\x18\x03 \x01(\x08R\x08recovery*^\n\x0b\x43hildAction\x12\x1c\n\x18\x43HILD_ACTION_UNSPECIFIED\x10\x00\x12\x16\n\x12\x43HILD_ACTION_START\x10\x01\x12\x19\n\x15\x43HILD_ACTION_CONTINUE\x10\x02*\x81\x01\n\x0c\x44\x65\x66\x65rredKind\x12\x1d\n\x19\x44\x45\x46\x45RRED_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44\x45\x46\x45RRED_KIND_APPROVAL\x10\x01\x12\x1a\n\x16\x44\x45\x46\x45RRED_KIND_EXTERNAL\x10\x02\x12\x1a\n\x16\x44\x45\x46\x45RRED_KIND_QUESTION\x10\x03\x42\xab\x01\n\x11\x64\x65v.threadline.v1B\rDeferredProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,28 +32,34 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'threadline.v1.deferred_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\021dev.threadline.v1B\rDeferredProtoP\001ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\242\002\003TLN\252\002\rThreadline.V1\312\002\rThreadline\\V1\352\002\016Threadline::V1'
-  _globals['_DEFERREDKIND']._serialized_start=1693
-  _globals['_DEFERREDKIND']._serialized_end=1822
+  _globals['_CHILDACTION']._serialized_start=2375
+  _globals['_CHILDACTION']._serialized_end=2469
+  _globals['_DEFERREDKIND']._serialized_start=2472
+  _globals['_DEFERREDKIND']._serialized_end=2601
   _globals['_DEFERREDTOOLREQUESTS']._serialized_start=48
   _globals['_DEFERREDTOOLREQUESTS']._serialized_end=188
   _globals['_DEFERREDTOOLCALL']._serialized_start=191
-  _globals['_DEFERREDTOOLCALL']._serialized_end=428
-  _globals['_DEFERREDTOOLRESULTS']._serialized_start=431
-  _globals['_DEFERREDTOOLRESULTS']._serialized_end=562
-  _globals['_CALLRESULT']._serialized_start=565
-  _globals['_CALLRESULT']._serialized_end=907
-  _globals['_TOOLRETURNRESULT']._serialized_start=910
-  _globals['_TOOLRETURNRESULT']._serialized_end=1044
-  _globals['_TOOLFAILEDRESULT']._serialized_start=1046
-  _globals['_TOOLFAILEDRESULT']._serialized_end=1090
-  _globals['_TOOLRETRYRESULT']._serialized_start=1092
-  _globals['_TOOLRETRYRESULT']._serialized_end=1135
-  _globals['_APPROVALRESULT']._serialized_start=1138
-  _globals['_APPROVALRESULT']._serialized_end=1382
-  _globals['_TOOLAPPROVED']._serialized_start=1384
-  _globals['_TOOLAPPROVED']._serialized_end=1472
-  _globals['_TOOLDENIED']._serialized_start=1474
-  _globals['_TOOLDENIED']._serialized_end=1512
-  _globals['_DEFERREDTOOLRESUME']._serialized_start=1515
-  _globals['_DEFERREDTOOLRESUME']._serialized_end=1690
+  _globals['_DEFERREDTOOLCALL']._serialized_end=479
+  _globals['_CHILDREQUEST']._serialized_start=482
+  _globals['_CHILDREQUEST']._serialized_end=803
+  _globals['_CHILDLINEAGE']._serialized_start=806
+  _globals['_CHILDLINEAGE']._serialized_end=1111
+  _globals['_DEFERREDTOOLRESULTS']._serialized_start=1114
+  _globals['_DEFERREDTOOLRESULTS']._serialized_end=1245
+  _globals['_CALLRESULT']._serialized_start=1248
+  _globals['_CALLRESULT']._serialized_end=1590
+  _globals['_TOOLRETURNRESULT']._serialized_start=1593
+  _globals['_TOOLRETURNRESULT']._serialized_end=1727
+  _globals['_TOOLFAILEDRESULT']._serialized_start=1729
+  _globals['_TOOLFAILEDRESULT']._serialized_end=1773
+  _globals['_TOOLRETRYRESULT']._serialized_start=1775
+  _globals['_TOOLRETRYRESULT']._serialized_end=1818
+  _globals['_APPROVALRESULT']._serialized_start=1821
+  _globals['_APPROVALRESULT']._serialized_end=2065
+  _globals['_TOOLAPPROVED']._serialized_start=2067
+  _globals['_TOOLAPPROVED']._serialized_end=2155
+  _globals['_TOOLDENIED']._serialized_start=2157
+  _globals['_TOOLDENIED']._serialized_end=2195
+  _globals['_DEFERREDTOOLRESUME']._serialized_start=2198
+  _globals['_DEFERREDTOOLRESUME']._serialized_end=2373
 # @@protoc_insertion_point(module_scope)

@@ -19,6 +19,30 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _ChildAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ChildActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ChildAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CHILD_ACTION_UNSPECIFIED: _ChildAction.ValueType  # 0
+    """Never sent by the server."""
+    CHILD_ACTION_START: _ChildAction.ValueType  # 1
+    """Start the child: a new thread `thread_id` (`NewState`), then its first run."""
+    CHILD_ACTION_CONTINUE: _ChildAction.ValueType  # 2
+    """Continue the child thread `thread_id` with a new prompt."""
+
+class ChildAction(_ChildAction, metaclass=_ChildActionEnumTypeWrapper):
+    """What a child request asks."""
+
+CHILD_ACTION_UNSPECIFIED: ChildAction.ValueType  # 0
+"""Never sent by the server."""
+CHILD_ACTION_START: ChildAction.ValueType  # 1
+"""Start the child: a new thread `thread_id` (`NewState`), then its first run."""
+CHILD_ACTION_CONTINUE: ChildAction.ValueType  # 2
+"""Continue the child thread `thread_id` with a new prompt."""
+Global___ChildAction: _TypeAlias = ChildAction  # noqa: Y015
+
 class _DeferredKind:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -101,6 +125,7 @@ class DeferredToolCall(_message.Message):
     TARGET_IDENTITY_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     METADATA_JSON_FIELD_NUMBER: _builtins.int
+    CHILD_FIELD_NUMBER: _builtins.int
     tool_call_id: _builtins.str
     """The model's ID for this call; unique within its batch. Results refer to it."""
     tool_name: _builtins.str
@@ -123,8 +148,18 @@ class DeferredToolCall(_message.Message):
     """The call's metadata as one JSON object: what the tool passed when it deferred (e.g.
     `{"queue":"q1"}`) merged with the harness's own keys, such as
     "threadline.deferred_function_id", which resume validation reads. Empty when the call has no
-    metadata entry. At most 64 KiB as canonical JSON.
+    metadata entry. The metadata of the whole batch, every item together, is at most 64 KiB as
+    canonical JSON.
     """
+    @_builtins.property
+    def child(self) -> Global___ChildRequest:
+        """Set when the call asks the host to run a child: a Host-managed child request of a parent
+        agent's `delegate` or `resume_subagent` (`target_identity`
+        `tool/threadline.subagents.host/...`). The same data is in `metadata_json` under
+        "threadline.child"; this typed copy is derived from it and never read back by the server.
+        Answer the call with a `CallResult` once the child has an outcome.
+        """
+
     def __init__(
         self,
         *,
@@ -134,14 +169,134 @@ class DeferredToolCall(_message.Message):
         target_identity: _builtins.str = ...,
         kind: Global___DeferredKind.ValueType = ...,
         metadata_json: _builtins.str = ...,
+        child: Global___ChildRequest | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["child", b"child"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["args_json", b"args_json", "kind", b"kind", "metadata_json", b"metadata_json", "target_identity", b"target_identity", "tool_call_id", b"tool_call_id", "tool_name", b"tool_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args_json", b"args_json", "child", b"child", "kind", b"kind", "metadata_json", b"metadata_json", "target_identity", b"target_identity", "tool_call_id", b"tool_call_id", "tool_name", b"tool_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeferredToolCall: _TypeAlias = DeferredToolCall  # noqa: Y015
+
+@_typing.final
+class ChildRequest(_message.Message):
+    """A Host-managed child the parent run asks the host to run (`DeferredToolCall.child`): run agent
+    `agent` on thread `thread_id` with `input` as its prompt and `parent` as its
+    `RunSpec.lineage`, then answer the parent's call with
+    `{"execution_id": thread_id, "subagent": subagent_name, "status": "completed", "output": ...}`
+    (or `"status": "running"` without `output` to let the parent go on meanwhile), or with an
+    `external_failure` when the child failed.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_FIELD_NUMBER: _builtins.int
+    SUBAGENT_NAME_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    CHILD_DEFINITION_ID_FIELD_NUMBER: _builtins.int
+    THREAD_ID_FIELD_NUMBER: _builtins.int
+    INPUT_FIELD_NUMBER: _builtins.int
+    PARENT_FIELD_NUMBER: _builtins.int
+    USAGE_LIMITS_JSON_FIELD_NUMBER: _builtins.int
+    action: Global___ChildAction.ValueType
+    """Whether to start the child thread or continue it with a new prompt."""
+    subagent_name: _builtins.str
+    """The parent agent's name for this child (its edge, as `GetServerInfo` lists it)."""
+    agent: _builtins.str
+    """The agent to run, by the name the server serves it under."""
+    child_definition_id: _builtins.str
+    """The child agent's stable definition ID."""
+    thread_id: _builtins.str
+    """The child's thread. For CHILD_ACTION_START it is derived from the parent thread, the model
+    response and the tool call, so a request asked again (after a recovery) names the same child:
+    look it up before starting anything. For CHILD_ACTION_CONTINUE it is the execution ID the
+    model gave.
+    """
+    input: _builtins.str
+    """The child's prompt: canonical JSON text of `{"delegated_task", "parent_task"?,
+    "parent_history"?}`.
+    """
+    usage_limits_json: _builtins.str
+    """The edge's usage limits as JSON text of the native limit fields (e.g.
+    `{"request_limit":5}`); empty when the edge sets none. The server applies the edge's limits
+    itself when `RunSpec.lineage.parent_agent` is set.
+    """
+    @_builtins.property
+    def parent(self) -> Global___ChildLineage:
+        """Who asks: copy it into the child run's `RunSpec.lineage` as it is."""
+
+    def __init__(
+        self,
+        *,
+        action: Global___ChildAction.ValueType = ...,
+        subagent_name: _builtins.str = ...,
+        agent: _builtins.str = ...,
+        child_definition_id: _builtins.str = ...,
+        thread_id: _builtins.str = ...,
+        input: _builtins.str = ...,
+        parent: Global___ChildLineage | None = ...,
+        usage_limits_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["parent", b"parent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "agent", b"agent", "child_definition_id", b"child_definition_id", "input", b"input", "parent", b"parent", "subagent_name", b"subagent_name", "thread_id", b"thread_id", "usage_limits_json", b"usage_limits_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChildRequest: _TypeAlias = ChildRequest  # noqa: Y015
+
+@_typing.final
+class ChildLineage(_message.Message):
+    """Which parent run a child run serves: correlation for logs and events, never authority. Only
+    `parent_agent` has an effect: the server then checks the edge and applies its limits.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARENT_THREAD_ID_FIELD_NUMBER: _builtins.int
+    PARENT_RUN_ID_FIELD_NUMBER: _builtins.int
+    PARENT_TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    PARENT_AGENT_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    SUBAGENT_NAME_FIELD_NUMBER: _builtins.int
+    DELEGATION_ID_FIELD_NUMBER: _builtins.int
+    PARENT_AGENT_FIELD_NUMBER: _builtins.int
+    parent_thread_id: _builtins.str
+    """The parent's thread; a valid thread ID, different from the child run's own."""
+    parent_run_id: _builtins.str
+    """The parent run, `run-<32 lowercase hex>`."""
+    parent_tool_call_id: _builtins.str
+    """The parent's tool call that asked for the child."""
+    parent_agent_instance_id: _builtins.str
+    """The parent run's agent instance."""
+    subagent_name: _builtins.str
+    """The parent agent's name for this child (its edge)."""
+    delegation_id: _builtins.str
+    """The child's execution ID as the parent's model sees it (a Host-managed child's thread ID)."""
+    parent_agent: _builtins.str
+    """The parent's agent, by the name the server serves it under. When set, the server checks that
+    it declares a host-mode child `subagent_name` whose agent is `RunSpec.agent`
+    (FAILED_PRECONDITION CHILD_EDGE_UNKNOWN otherwise) and caps the run's usage limits by the
+    edge's and the child agent's own. Empty = correlation only.
+    """
+    def __init__(
+        self,
+        *,
+        parent_thread_id: _builtins.str = ...,
+        parent_run_id: _builtins.str = ...,
+        parent_tool_call_id: _builtins.str = ...,
+        parent_agent_instance_id: _builtins.str = ...,
+        subagent_name: _builtins.str = ...,
+        delegation_id: _builtins.str = ...,
+        parent_agent: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delegation_id", b"delegation_id", "parent_agent", b"parent_agent", "parent_agent_instance_id", b"parent_agent_instance_id", "parent_run_id", b"parent_run_id", "parent_thread_id", b"parent_thread_id", "parent_tool_call_id", b"parent_tool_call_id", "subagent_name", b"subagent_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChildLineage: _TypeAlias = ChildLineage  # noqa: Y015
 
 @_typing.final
 class DeferredToolResults(_message.Message):

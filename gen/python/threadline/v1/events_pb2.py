@@ -23,12 +23,13 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from threadline.v1 import deferred_pb2 as threadline_dot_v1_dot_deferred__pb2
 from threadline.v1 import run_pb2 as threadline_dot_v1_dot_run__pb2
 from threadline.v1 import state_pb2 as threadline_dot_v1_dot_state__pb2
 from threadline.v1 import thread_pb2 as threadline_dot_v1_dot_thread__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1athreadline/v1/events.proto\x12\rthreadline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\x1a\x1athreadline/v1/thread.proto\"\x85\x07\n\x08RunEvent\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1a\n\x08sequence\x18\x03 \x01(\x04R\x08sequence\x12;\n\x0boccurred_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\noccurredAt\x12<\n\x0brun_started\x18\n \x01(\x0b\x32\x19.threadline.v1.RunStartedH\x00R\nrunStarted\x12\x39\n\npart_start\x18\x0b \x01(\x0b\x32\x18.threadline.v1.PartStartH\x00R\tpartStart\x12\x39\n\npart_delta\x18\x0c \x01(\x0b\x32\x18.threadline.v1.PartDeltaH\x00R\tpartDelta\x12\x33\n\x08part_end\x18\r \x01(\x0b\x32\x16.threadline.v1.PartEndH\x00R\x07partEnd\x12\x36\n\ttool_call\x18\x0e \x01(\x0b\x32\x17.threadline.v1.ToolCallH\x00R\x08toolCall\x12<\n\x0btool_result\x18\x0f \x01(\x0b\x32\x19.threadline.v1.ToolResultH\x00R\ntoolResult\x12?\n\x0c\x66inal_result\x18\x10 \x01(\x0b\x32\x1a.threadline.v1.FinalResultH\x00R\x0b\x66inalResult\x12W\n\x14\x63heckpoint_candidate\x18\x11 \x01(\x0b\x32\".threadline.v1.CheckpointCandidateH\x00R\x13\x63heckpointCandidate\x12\x32\n\x06result\x18\x12 \x01(\x0b\x32\x18.threadline.v1.RunResultH\x00R\x06result\x12\x38\n\tlifecycle\x18\x13 \x01(\x0b\x32\x18.threadline.v1.LifecycleH\x00R\tlifecycle\x12/\n\x06native\x18\x14 \x01(\x0b\x32\x15.threadline.v1.NativeH\x00R\x06native\x12K\n\x10thread_committed\x18\x15 \x01(\x0b\x32\x1e.threadline.v1.ThreadCommittedH\x00R\x0fthreadCommittedB\x07\n\x05\x65vent\"\x0c\n\nRunStarted\"|\n\x0fThreadCommitted\x12\x1a\n\x08revision\x18\x01 \x01(\x03R\x08revision\x12\x31\n\x04kind\x18\x02 \x01(\x0e\x32\x1d.threadline.v1.CheckpointKindR\x04kind\x12\x1a\n\x08replayed\x18\x03 \x01(\x08R\x08replayed\"\xcd\x01\n\tPartStart\x12\x1d\n\npart_index\x18\x01 \x01(\rR\tpartIndex\x12+\n\x04kind\x18\x02 \x01(\x0e\x32\x17.threadline.v1.PartKindR\x04kind\x12\x18\n\x07\x63ontent\x18\x03 \x01(\tR\x07\x63ontent\x12\x1b\n\ttool_name\x18\x04 \x01(\tR\x08toolName\x12 \n\x0ctool_call_id\x18\x05 \x01(\tR\ntoolCallId\x12\x1b\n\targs_json\x18\x06 \x01(\tR\x08\x61rgsJson\"\xe5\x01\n\tPartDelta\x12\x1d\n\npart_index\x18\x01 \x01(\rR\tpartIndex\x12+\n\x04kind\x18\x02 \x01(\x0e\x32\x17.threadline.v1.PartKindR\x04kind\x12#\n\rcontent_delta\x18\x03 \x01(\tR\x0c\x63ontentDelta\x12&\n\x0ftool_name_delta\x18\x04 \x01(\tR\rtoolNameDelta\x12 \n\x0ctool_call_id\x18\x05 \x01(\tR\ntoolCallId\x12\x1d\n\nargs_delta\x18\x06 \x01(\tR\targsDelta\"\xcb\x01\n\x07PartEnd\x12\x1d\n\npart_index\x18\x01 \x01(\rR\tpartIndex\x12+\n\x04kind\x18\x02 \x01(\x0e\x32\x17.threadline.v1.PartKindR\x04kind\x12\x18\n\x07\x63ontent\x18\x03 \x01(\tR\x07\x63ontent\x12\x1b\n\ttool_name\x18\x04 \x01(\tR\x08toolName\x12 \n\x0ctool_call_id\x18\x05 \x01(\tR\ntoolCallId\x12\x1b\n\targs_json\x18\x06 \x01(\tR\x08\x61rgsJson\"f\n\x08ToolCall\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x1b\n\targs_json\x18\x03 \x01(\tR\x08\x61rgsJson\"\xa4\x01\n\nToolResult\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x34\n\x07outcome\x18\x03 \x01(\x0e\x32\x1a.threadline.v1.ToolOutcomeR\x07outcome\x12!\n\x0c\x63ontent_json\x18\x04 \x01(\tR\x0b\x63ontentJson\"L\n\x0b\x46inalResult\x12\x1b\n\ttool_name\x18\x01 \x01(\tR\x08toolName\x12 \n\x0ctool_call_id\x18\x02 \x01(\tR\ntoolCallId\"\x8a\x01\n\x13\x43heckpointCandidate\x12\x31\n\x05state\x18\x01 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\x12@\n\rhistory_delta\x18\x02 \x01(\x0b\x32\x1b.threadline.v1.HistoryDeltaR\x0chistoryDelta\"E\n\x0cHistoryDelta\x12\x1d\n\nkeep_bytes\x18\x01 \x01(\x04R\tkeepBytes\x12\x16\n\x06\x61ppend\x18\x02 \x01(\tR\x06\x61ppend\"}\n\tLifecycle\x12\x12\n\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12%\n\x0eschema_version\x18\x03 \x01(\tR\rschemaVersion\x12!\n\x0cpayload_json\x18\x04 \x01(\tR\x0bpayloadJson\";\n\x06Native\x12\x1d\n\nevent_kind\x18\x01 \x01(\tR\teventKind\x12\x12\n\x04json\x18\x02 \x01(\tR\x04json*j\n\x08PartKind\x12\x19\n\x15PART_KIND_UNSPECIFIED\x10\x00\x12\x12\n\x0ePART_KIND_TEXT\x10\x01\x12\x16\n\x12PART_KIND_THINKING\x10\x02\x12\x17\n\x13PART_KIND_TOOL_CALL\x10\x03*\xaf\x01\n\x0bToolOutcome\x12\x1c\n\x18TOOL_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n\x14TOOL_OUTCOME_SUCCESS\x10\x01\x12\x17\n\x13TOOL_OUTCOME_FAILED\x10\x02\x12\x17\n\x13TOOL_OUTCOME_DENIED\x10\x03\x12\x1c\n\x18TOOL_OUTCOME_INTERRUPTED\x10\x04\x12\x18\n\x14TOOL_OUTCOME_RETRIED\x10\x05\x42\xa9\x01\n\x11\x64\x65v.threadline.v1B\x0b\x45ventsProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1athreadline/v1/events.proto\x12\rthreadline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\x1a\x1athreadline/v1/thread.proto\"\x89\x08\n\x08RunEvent\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1a\n\x08sequence\x18\x03 \x01(\x04R\x08sequence\x12;\n\x0boccurred_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\noccurredAt\x12<\n\x0brun_started\x18\n \x01(\x0b\x32\x19.threadline.v1.RunStartedH\x00R\nrunStarted\x12\x39\n\npart_start\x18\x0b \x01(\x0b\x32\x18.threadline.v1.PartStartH\x00R\tpartStart\x12\x39\n\npart_delta\x18\x0c \x01(\x0b\x32\x18.threadline.v1.PartDeltaH\x00R\tpartDelta\x12\x33\n\x08part_end\x18\r \x01(\x0b\x32\x16.threadline.v1.PartEndH\x00R\x07partEnd\x12\x36\n\ttool_call\x18\x0e \x01(\x0b\x32\x17.threadline.v1.ToolCallH\x00R\x08toolCall\x12<\n\x0btool_result\x18\x0f \x01(\x0b\x32\x19.threadline.v1.ToolResultH\x00R\ntoolResult\x12?\n\x0c\x66inal_result\x18\x10 \x01(\x0b\x32\x1a.threadline.v1.FinalResultH\x00R\x0b\x66inalResult\x12W\n\x14\x63heckpoint_candidate\x18\x11 \x01(\x0b\x32\".threadline.v1.CheckpointCandidateH\x00R\x13\x63heckpointCandidate\x12\x32\n\x06result\x18\x12 \x01(\x0b\x32\x18.threadline.v1.RunResultH\x00R\x06result\x12\x38\n\tlifecycle\x18\x13 \x01(\x0b\x32\x18.threadline.v1.LifecycleH\x00R\tlifecycle\x12/\n\x06native\x18\x14 \x01(\x0b\x32\x15.threadline.v1.NativeH\x00R\x06native\x12K\n\x10thread_committed\x18\x15 \x01(\x0b\x32\x1e.threadline.v1.ThreadCommittedH\x00R\x0fthreadCommitted\x12N\n\x11inline_delegation\x18\x16 \x01(\x0b\x32\x1f.threadline.v1.InlineDelegationH\x00R\x10inlineDelegation\x12\x32\n\x06origin\x18\x17 \x01(\x0b\x32\x1a.threadline.v1.EventOriginR\x06originB\x07\n\x05\x65vent\"C\n\nRunStarted\x12\x35\n\x07lineage\x18\x01 \x01(\x0b\x32\x1b.threadline.v1.ChildLineageR\x07lineage\"\xdd\x02\n\x10InlineDelegation\x12#\n\rinvocation_id\x18\x01 \x01(\tR\x0cinvocationId\x12\x16\n\x06\x61\x63tion\x18\x02 \x01(\tR\x06\x61\x63tion\x12*\n\x11\x63hild_instance_id\x18\x03 \x01(\tR\x0f\x63hildInstanceId\x12\x1a\n\x08subagent\x18\x04 \x01(\tR\x08subagent\x12\x16\n\x06status\x18\x05 \x01(\tR\x06status\x12\"\n\rparent_run_id\x18\x06 \x01(\tR\x0bparentRunId\x12\x37\n\x18parent_agent_instance_id\x18\x07 \x01(\tR\x15parentAgentInstanceId\x12-\n\x13parent_tool_call_id\x18\x08 \x01(\tR\x10parentToolCallId\x12 \n\x0c\x63hild_run_id\x18\t \x01(\tR\nchildRunId\"\xb8\x01\n\x0b\x45ventOrigin\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1a\n\x08sequence\x18\x03 \x01(\x04R\x08sequence\x12*\n\x11\x63hild_instance_id\x18\x04 \x01(\tR\x0f\x63hildInstanceId\x12-\n\x13parent_tool_call_id\x18\x05 \x01(\tR\x10parentToolCallId\"|\n\x0fThreadCommitted\x12\x1a\n\x08revision\x18\x01 \x01(\x03R\x08revision\x12\x31\n\x04kind\x18\x02 \x01(\x0e\x32\x1d.threadline.v1.CheckpointKindR\x04kind\x12\x1a\n\x08replayed\x18\x03 \x01(\x08R\x08replayed\"\xcd\x01\n\tPartStart\x12\x1d\n\npart_index\x18\x01 \x01(\rR\tpartIndex\x12+\n\x04kind\x18\x02 \x01(\x0e\x32\x17.threadline.v1.PartKindR\x04kind\x12\x18\n\x07\x63ontent\x18\x03 \x01(\tR\x07\x63ontent\x12\x1b\n\ttool_name\x18\x04 \x01(\tR\x08toolName\x12 \n\x0ctool_call_id\x18\x05 \x01(\tR\ntoolCallId\x12\x1b\n\targs_json\x18\x06 \x01(\tR\x08\x61rgsJson\"\xe5\x01\n\tPartDelta\x12\x1d\n\npart_index\x18\x01 \x01(\rR\tpartIndex\x12+\n\x04kind\x18\x02 \x01(\x0e\x32\x17.threadline.v1.PartKindR\x04kind\x12#\n\rcontent_delta\x18\x03 \x01(\tR\x0c\x63ontentDelta\x12&\n\x0ftool_name_delta\x18\x04 \x01(\tR\rtoolNameDelta\x12 \n\x0ctool_call_id\x18\x05 \x01(\tR\ntoolCallId\x12\x1d\n\nargs_delta\x18\x06 \x01(\tR\targsDelta\"\xcb\x01\n\x07PartEnd\x12\x1d\n\npart_index\x18\x01 \x01(\rR\tpartIndex\x12+\n\x04kind\x18\x02 \x01(\x0e\x32\x17.threadline.v1.PartKindR\x04kind\x12\x18\n\x07\x63ontent\x18\x03 \x01(\tR\x07\x63ontent\x12\x1b\n\ttool_name\x18\x04 \x01(\tR\x08toolName\x12 \n\x0ctool_call_id\x18\x05 \x01(\tR\ntoolCallId\x12\x1b\n\targs_json\x18\x06 \x01(\tR\x08\x61rgsJson\"f\n\x08ToolCall\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x1b\n\targs_json\x18\x03 \x01(\tR\x08\x61rgsJson\"\xa4\x01\n\nToolResult\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x34\n\x07outcome\x18\x03 \x01(\x0e\x32\x1a.threadline.v1.ToolOutcomeR\x07outcome\x12!\n\x0c\x63ontent_json\x18\x04 \x01(\tR\x0b\x63ontentJson\"L\n\x0b\x46inalResult\x12\x1b\n\ttool_name\x18\x01 \x01(\tR\x08toolName\x12 \n\x0ctool_call_id\x18\x02 \x01(\tR\ntoolCallId\"\x8a\x01\n\x13\x43heckpointCandidate\x12\x31\n\x05state\x18\x01 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\x12@\n\rhistory_delta\x18\x02 \x01(\x0b\x32\x1b.threadline.v1.HistoryDeltaR\x0chistoryDelta\"E\n\x0cHistoryDelta\x12\x1d\n\nkeep_bytes\x18\x01 \x01(\x04R\tkeepBytes\x12\x16\n\x06\x61ppend\x18\x02 \x01(\tR\x06\x61ppend\"}\n\tLifecycle\x12\x12\n\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12%\n\x0eschema_version\x18\x03 \x01(\tR\rschemaVersion\x12!\n\x0cpayload_json\x18\x04 \x01(\tR\x0bpayloadJson\";\n\x06Native\x12\x1d\n\nevent_kind\x18\x01 \x01(\tR\teventKind\x12\x12\n\x04json\x18\x02 \x01(\tR\x04json*j\n\x08PartKind\x12\x19\n\x15PART_KIND_UNSPECIFIED\x10\x00\x12\x12\n\x0ePART_KIND_TEXT\x10\x01\x12\x16\n\x12PART_KIND_THINKING\x10\x02\x12\x17\n\x13PART_KIND_TOOL_CALL\x10\x03*\xaf\x01\n\x0bToolOutcome\x12\x1c\n\x18TOOL_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n\x14TOOL_OUTCOME_SUCCESS\x10\x01\x12\x17\n\x13TOOL_OUTCOME_FAILED\x10\x02\x12\x17\n\x13TOOL_OUTCOME_DENIED\x10\x03\x12\x1c\n\x18TOOL_OUTCOME_INTERRUPTED\x10\x04\x12\x18\n\x14TOOL_OUTCOME_RETRIED\x10\x05\x42\xa9\x01\n\x11\x64\x65v.threadline.v1B\x0b\x45ventsProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,34 +37,38 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'threadline.v1.events_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\021dev.threadline.v1B\013EventsProtoP\001ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\242\002\003TLN\252\002\rThreadline.V1\312\002\rThreadline\\V1\352\002\016Threadline::V1'
-  _globals['_PARTKIND']._serialized_start=2597
-  _globals['_PARTKIND']._serialized_end=2703
-  _globals['_TOOLOUTCOME']._serialized_start=2706
-  _globals['_TOOLOUTCOME']._serialized_end=2881
-  _globals['_RUNEVENT']._serialized_start=159
-  _globals['_RUNEVENT']._serialized_end=1060
-  _globals['_RUNSTARTED']._serialized_start=1062
-  _globals['_RUNSTARTED']._serialized_end=1074
-  _globals['_THREADCOMMITTED']._serialized_start=1076
-  _globals['_THREADCOMMITTED']._serialized_end=1200
-  _globals['_PARTSTART']._serialized_start=1203
-  _globals['_PARTSTART']._serialized_end=1408
-  _globals['_PARTDELTA']._serialized_start=1411
-  _globals['_PARTDELTA']._serialized_end=1640
-  _globals['_PARTEND']._serialized_start=1643
-  _globals['_PARTEND']._serialized_end=1846
-  _globals['_TOOLCALL']._serialized_start=1848
-  _globals['_TOOLCALL']._serialized_end=1950
-  _globals['_TOOLRESULT']._serialized_start=1953
-  _globals['_TOOLRESULT']._serialized_end=2117
-  _globals['_FINALRESULT']._serialized_start=2119
-  _globals['_FINALRESULT']._serialized_end=2195
-  _globals['_CHECKPOINTCANDIDATE']._serialized_start=2198
-  _globals['_CHECKPOINTCANDIDATE']._serialized_end=2336
-  _globals['_HISTORYDELTA']._serialized_start=2338
-  _globals['_HISTORYDELTA']._serialized_end=2407
-  _globals['_LIFECYCLE']._serialized_start=2409
-  _globals['_LIFECYCLE']._serialized_end=2534
-  _globals['_NATIVE']._serialized_start=2536
-  _globals['_NATIVE']._serialized_end=2595
+  _globals['_PARTKIND']._serialized_start=3353
+  _globals['_PARTKIND']._serialized_end=3459
+  _globals['_TOOLOUTCOME']._serialized_start=3462
+  _globals['_TOOLOUTCOME']._serialized_end=3637
+  _globals['_RUNEVENT']._serialized_start=189
+  _globals['_RUNEVENT']._serialized_end=1222
+  _globals['_RUNSTARTED']._serialized_start=1224
+  _globals['_RUNSTARTED']._serialized_end=1291
+  _globals['_INLINEDELEGATION']._serialized_start=1294
+  _globals['_INLINEDELEGATION']._serialized_end=1643
+  _globals['_EVENTORIGIN']._serialized_start=1646
+  _globals['_EVENTORIGIN']._serialized_end=1830
+  _globals['_THREADCOMMITTED']._serialized_start=1832
+  _globals['_THREADCOMMITTED']._serialized_end=1956
+  _globals['_PARTSTART']._serialized_start=1959
+  _globals['_PARTSTART']._serialized_end=2164
+  _globals['_PARTDELTA']._serialized_start=2167
+  _globals['_PARTDELTA']._serialized_end=2396
+  _globals['_PARTEND']._serialized_start=2399
+  _globals['_PARTEND']._serialized_end=2602
+  _globals['_TOOLCALL']._serialized_start=2604
+  _globals['_TOOLCALL']._serialized_end=2706
+  _globals['_TOOLRESULT']._serialized_start=2709
+  _globals['_TOOLRESULT']._serialized_end=2873
+  _globals['_FINALRESULT']._serialized_start=2875
+  _globals['_FINALRESULT']._serialized_end=2951
+  _globals['_CHECKPOINTCANDIDATE']._serialized_start=2954
+  _globals['_CHECKPOINTCANDIDATE']._serialized_end=3092
+  _globals['_HISTORYDELTA']._serialized_start=3094
+  _globals['_HISTORYDELTA']._serialized_end=3163
+  _globals['_LIFECYCLE']._serialized_start=3165
+  _globals['_LIFECYCLE']._serialized_end=3290
+  _globals['_NATIVE']._serialized_start=3292
+  _globals['_NATIVE']._serialized_end=3351
 # @@protoc_insertion_point(module_scope)

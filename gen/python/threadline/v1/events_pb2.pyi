@@ -7,6 +7,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from threadline.v1 import deferred_pb2 as _deferred_pb2
 from threadline.v1 import run_pb2 as _run_pb2
 from threadline.v1 import state_pb2 as _state_pb2
 from threadline.v1 import thread_pb2 as _thread_pb2
@@ -113,6 +114,8 @@ class RunEvent(_message.Message):
     LIFECYCLE_FIELD_NUMBER: _builtins.int
     NATIVE_FIELD_NUMBER: _builtins.int
     THREAD_COMMITTED_FIELD_NUMBER: _builtins.int
+    INLINE_DELEGATION_FIELD_NUMBER: _builtins.int
+    ORIGIN_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
     """The thread's ID, the same on every event of the run."""
     run_id: _builtins.str
@@ -175,6 +178,18 @@ class RunEvent(_message.Message):
         it). The terminal commit's event comes immediately before `result`.
         """
 
+    @_builtins.property
+    def inline_delegation(self) -> Global___InlineDelegation:
+        """An inline child of this run started, completed or failed (the parent's `delegate` or
+        `resume_subagent` ran it inside its tool call). Never sent as `lifecycle`.
+        """
+
+    @_builtins.property
+    def origin(self) -> Global___EventOrigin:
+        """Not sent yet: reserved for events forwarded from an inline child run, which will name the
+        child run they come from. The envelope's `sequence` stays the parent stream's.
+        """
+
     def __init__(
         self,
         *,
@@ -194,12 +209,14 @@ class RunEvent(_message.Message):
         lifecycle: Global___Lifecycle | None = ...,
         native: Global___Native | None = ...,
         thread_committed: Global___ThreadCommitted | None = ...,
+        inline_delegation: Global___InlineDelegation | None = ...,
+        origin: Global___EventOrigin | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint_candidate", b"checkpoint_candidate", "event", b"event", "final_result", b"final_result", "lifecycle", b"lifecycle", "native", b"native", "occurred_at", b"occurred_at", "part_delta", b"part_delta", "part_end", b"part_end", "part_start", b"part_start", "result", b"result", "run_started", b"run_started", "thread_committed", b"thread_committed", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint_candidate", b"checkpoint_candidate", "event", b"event", "final_result", b"final_result", "inline_delegation", b"inline_delegation", "lifecycle", b"lifecycle", "native", b"native", "occurred_at", b"occurred_at", "origin", b"origin", "part_delta", b"part_delta", "part_end", b"part_end", "part_start", b"part_start", "result", b"result", "run_started", b"run_started", "thread_committed", b"thread_committed", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_candidate", b"checkpoint_candidate", "event", b"event", "final_result", b"final_result", "lifecycle", b"lifecycle", "native", b"native", "occurred_at", b"occurred_at", "part_delta", b"part_delta", "part_end", b"part_end", "part_start", b"part_start", "result", b"result", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "thread_committed", b"thread_committed", "thread_id", b"thread_id", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_candidate", b"checkpoint_candidate", "event", b"event", "final_result", b"final_result", "inline_delegation", b"inline_delegation", "lifecycle", b"lifecycle", "native", b"native", "occurred_at", b"occurred_at", "origin", b"origin", "part_delta", b"part_delta", "part_end", b"part_end", "part_start", b"part_start", "result", b"result", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "thread_committed", b"thread_committed", "thread_id", b"thread_id", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["run_started", "part_start", "part_delta", "part_end", "tool_call", "tool_result", "final_result", "checkpoint_candidate", "result", "lifecycle", "native", "thread_committed"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["run_started", "part_start", "part_delta", "part_end", "tool_call", "tool_result", "final_result", "checkpoint_candidate", "result", "lifecycle", "native", "thread_committed", "inline_delegation"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
@@ -207,20 +224,123 @@ Global___RunEvent: _TypeAlias = RunEvent  # noqa: Y015
 
 @_typing.final
 class RunStarted(_message.Message):
-    """The run started. It carries no data today; the envelope's IDs identify the run."""
+    """The run started. The envelope's IDs identify the run."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    LINEAGE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def lineage(self) -> _deferred_pb2.ChildLineage:
+        """The request's `RunSpec.lineage` when the run is a child; unset otherwise."""
+
     def __init__(
         self,
+        *,
+        lineage: _deferred_pb2.ChildLineage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["lineage", b"lineage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lineage", b"lineage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RunStarted: _TypeAlias = RunStarted  # noqa: Y015
+
+@_typing.final
+class InlineDelegation(_message.Message):
+    """An inline child run's start or end, as its parent's event. In this release `started` arrives
+    after the child run ended, directly before its end event and the parent's tool result.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INVOCATION_ID_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    CHILD_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    SUBAGENT_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    PARENT_RUN_ID_FIELD_NUMBER: _builtins.int
+    PARENT_AGENT_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    PARENT_TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    CHILD_RUN_ID_FIELD_NUMBER: _builtins.int
+    invocation_id: _builtins.str
+    """This delegation's ID, `delegation-<token>`, the same on its `started` and end events."""
+    action: _builtins.str
+    """"started", "completed" or "failed"."""
+    child_instance_id: _builtins.str
+    """The child's ID (the execution ID the parent's model sees)."""
+    subagent: _builtins.str
+    """The parent agent's name for the child."""
+    status: _builtins.str
+    """"running" when started; "completed"; or on failure the child's status or one of
+    "dispatch_rejected", "dispatch_failed", "output_rejected", "state_rejected", "cleanup_failed".
+    """
+    parent_run_id: _builtins.str
+    """The parent run."""
+    parent_agent_instance_id: _builtins.str
+    """The parent run's agent instance."""
+    parent_tool_call_id: _builtins.str
+    """The parent's tool call that ran the child."""
+    child_run_id: _builtins.str
+    """The child run; empty only on a failure before the child run existed."""
+    def __init__(
+        self,
+        *,
+        invocation_id: _builtins.str = ...,
+        action: _builtins.str = ...,
+        child_instance_id: _builtins.str = ...,
+        subagent: _builtins.str = ...,
+        status: _builtins.str = ...,
+        parent_run_id: _builtins.str = ...,
+        parent_agent_instance_id: _builtins.str = ...,
+        parent_tool_call_id: _builtins.str = ...,
+        child_run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "child_instance_id", b"child_instance_id", "child_run_id", b"child_run_id", "invocation_id", b"invocation_id", "parent_agent_instance_id", b"parent_agent_instance_id", "parent_run_id", b"parent_run_id", "parent_tool_call_id", b"parent_tool_call_id", "status", b"status", "subagent", b"subagent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InlineDelegation: _TypeAlias = InlineDelegation  # noqa: Y015
+
+@_typing.final
+class EventOrigin(_message.Message):
+    """Where a forwarded event comes from (reserved: not sent yet)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREAD_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    CHILD_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    PARENT_TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    thread_id: _builtins.str
+    """The child's thread."""
+    run_id: _builtins.str
+    """The child run."""
+    sequence: _builtins.int
+    """The event's position in the child run's own stream, from 0."""
+    child_instance_id: _builtins.str
+    """The child's ID as the parent's model sees it."""
+    parent_tool_call_id: _builtins.str
+    """The parent's tool call that runs the child."""
+    def __init__(
+        self,
+        *,
+        thread_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        sequence: _builtins.int = ...,
+        child_instance_id: _builtins.str = ...,
+        parent_tool_call_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["child_instance_id", b"child_instance_id", "parent_tool_call_id", b"parent_tool_call_id", "run_id", b"run_id", "sequence", b"sequence", "thread_id", b"thread_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EventOrigin: _TypeAlias = EventOrigin  # noqa: Y015
 
 @_typing.final
 class ThreadCommitted(_message.Message):

@@ -56,6 +56,34 @@ THREAD_STORE_KIND_NONE: ThreadStoreKind.ValueType  # 4
 """No store: `ThreadService` answers UNIMPLEMENTED."""
 Global___ThreadStoreKind: _TypeAlias = ThreadStoreKind  # noqa: Y015
 
+class _SubagentMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SubagentModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SubagentMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SUBAGENT_MODE_UNSPECIFIED: _SubagentMode.ValueType  # 0
+    """Not known to this version of the contract."""
+    SUBAGENT_MODE_INLINE: _SubagentMode.ValueType  # 1
+    """The server runs the child inside the parent's tool call, with deferred tools off."""
+    SUBAGENT_MODE_HOST: _SubagentMode.ValueType  # 2
+    """The parent suspends with a child request (`DeferredToolCall.child`); the host runs the child
+    as a thread of its own and answers the parent.
+    """
+
+class SubagentMode(_SubagentMode, metaclass=_SubagentModeEnumTypeWrapper):
+    """Who runs an agent's children."""
+
+SUBAGENT_MODE_UNSPECIFIED: SubagentMode.ValueType  # 0
+"""Not known to this version of the contract."""
+SUBAGENT_MODE_INLINE: SubagentMode.ValueType  # 1
+"""The server runs the child inside the parent's tool call, with deferred tools off."""
+SUBAGENT_MODE_HOST: SubagentMode.ValueType  # 2
+"""The parent suspends with a child request (`DeferredToolCall.child`); the host runs the child
+as a thread of its own and answers the parent.
+"""
+Global___SubagentMode: _TypeAlias = SubagentMode  # noqa: Y015
+
 class _ToolCategory:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -623,6 +651,7 @@ class AgentInfo(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     TOOLS_FIELD_NUMBER: _builtins.int
     MOUNTS_FIELD_NUMBER: _builtins.int
+    SUBAGENTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The name to put in `RunSpec.agent`."""
     @_builtins.property
@@ -639,20 +668,67 @@ class AgentInfo(_message.Message):
         server configures them; a host cannot name paths or widen actions. Empty without mounts.
         """
 
+    @_builtins.property
+    def subagents(self) -> _containers.RepeatedCompositeFieldContainer[Global___SubagentInfo]:
+        """The children this agent may delegate to, in declaration order. Their tools (`delegate`,
+        `resume_subagent`) are in `tools`.
+        """
+
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         tools: _abc.Iterable[Global___ToolInfo] | None = ...,
         mounts: _abc.Iterable[Global___MountInfo] | None = ...,
+        subagents: _abc.Iterable[Global___SubagentInfo] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["mounts", b"mounts", "name", b"name", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mounts", b"mounts", "name", b"name", "subagents", b"subagents", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AgentInfo: _TypeAlias = AgentInfo  # noqa: Y015
+
+@_typing.final
+class SubagentInfo(_message.Message):
+    """One child an agent may delegate to."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    CHILD_DEFINITION_ID_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The name the parent's model passes as `subagent_name`."""
+    description: _builtins.str
+    """What the child is for, as the parent's model reads it."""
+    mode: Global___SubagentMode.ValueType
+    """Who runs the child."""
+    agent: _builtins.str
+    """The child's agent, by the name this server serves it under; empty for an inline child whose
+    agent is not served.
+    """
+    child_definition_id: _builtins.str
+    """The child agent's stable definition ID."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        mode: Global___SubagentMode.ValueType = ...,
+        agent: _builtins.str = ...,
+        child_definition_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "child_definition_id", b"child_definition_id", "description", b"description", "mode", b"mode", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubagentInfo: _TypeAlias = SubagentInfo  # noqa: Y015
 
 @_typing.final
 class MountInfo(_message.Message):

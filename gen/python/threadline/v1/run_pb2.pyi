@@ -21,6 +21,30 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _DeferredToolsMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DeferredToolsModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DeferredToolsMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DEFERRED_TOOLS_MODE_UNSPECIFIED: _DeferredToolsMode.ValueType  # 0
+    """As DEFERRED_TOOLS_MODE_SUPPORTED."""
+    DEFERRED_TOOLS_MODE_SUPPORTED: _DeferredToolsMode.ValueType  # 1
+    """Approvals, external and client tools and questions suspend the run for the host."""
+    DEFERRED_TOOLS_MODE_UNSUPPORTED: _DeferredToolsMode.ValueType  # 2
+    """The host has no deferred lifecycle: nothing suspends the run."""
+
+class DeferredToolsMode(_DeferredToolsMode, metaclass=_DeferredToolsModeEnumTypeWrapper):
+    """Whether the host answers deferred calls (`RunSpec.deferred_tools`)."""
+
+DEFERRED_TOOLS_MODE_UNSPECIFIED: DeferredToolsMode.ValueType  # 0
+"""As DEFERRED_TOOLS_MODE_SUPPORTED."""
+DEFERRED_TOOLS_MODE_SUPPORTED: DeferredToolsMode.ValueType  # 1
+"""Approvals, external and client tools and questions suspend the run for the host."""
+DEFERRED_TOOLS_MODE_UNSUPPORTED: DeferredToolsMode.ValueType  # 2
+"""The host has no deferred lifecycle: nothing suspends the run."""
+Global___DeferredToolsMode: _TypeAlias = DeferredToolsMode  # noqa: Y015
+
 class _CheckpointForm:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -230,6 +254,8 @@ class RunSpec(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     USAGE_LIMITS_FIELD_NUMBER: _builtins.int
     CHECKPOINT_FORM_FIELD_NUMBER: _builtins.int
+    LINEAGE_FIELD_NUMBER: _builtins.int
+    DEFERRED_TOOLS_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     """Name of the agent to run (see `GetServerInfoResponse.agents`). Empty = the server's default
     agent (`GetServerInfoResponse.default_agent`). An unknown name fails with INVALID_ARGUMENT
@@ -255,6 +281,12 @@ class RunSpec(_message.Message):
     """How `StreamRun` sends checkpoint candidates when `checkpoints` is true. Unspecified =
     CHECKPOINT_FORM_FULL. A value this server does not know fails with INVALID_ARGUMENT
     INPUT_INVALID.
+    """
+    deferred_tools: Global___DeferredToolsMode.ValueType
+    """Whether this host can answer deferred calls. DEFERRED_TOOLS_MODE_UNSUPPORTED: tools that would
+    suspend the run fail instead (the model sees the failure), client tools of this run leave the
+    surface, and an agent's Host-managed child tools are absent. The server never derives it from
+    `lineage`.
     """
     @_builtins.property
     def parts(self) -> Global___PromptParts:
@@ -286,6 +318,14 @@ class RunSpec(_message.Message):
     def usage_limits(self) -> Global___UsageLimits:
         """Limits on the run's model usage. Unset = the agent's own default limits."""
 
+    @_builtins.property
+    def lineage(self) -> _deferred_pb2.ChildLineage:
+        """Set when this run is a child of another run (a Host-managed child: copy
+        `DeferredToolCall.child.parent`). Correlation only, echoed in `RunStarted.lineage` and
+        `RunResult.lineage`; it never turns deferred tools off (`deferred_tools` does). With
+        `parent_agent` set, the server checks the edge and applies its limits (`ChildLineage`).
+        """
+
     def __init__(
         self,
         *,
@@ -300,10 +340,12 @@ class RunSpec(_message.Message):
         request_id: _builtins.str = ...,
         usage_limits: Global___UsageLimits | None = ...,
         checkpoint_form: Global___CheckpointForm.ValueType = ...,
+        lineage: _deferred_pb2.ChildLineage | None = ...,
+        deferred_tools: Global___DeferredToolsMode.ValueType = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["deferred_resume", b"deferred_resume", "parts", b"parts", "previous_state", b"previous_state", "prompt", b"prompt", "text", b"text", "usage_limits", b"usage_limits"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deferred_resume", b"deferred_resume", "lineage", b"lineage", "parts", b"parts", "previous_state", b"previous_state", "prompt", b"prompt", "text", b"text", "usage_limits", b"usage_limits"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "checkpoint_form", b"checkpoint_form", "checkpoints", b"checkpoints", "client_tools", b"client_tools", "deferred_resume", b"deferred_resume", "parts", b"parts", "previous_state", b"previous_state", "prompt", b"prompt", "request_id", b"request_id", "text", b"text", "tool_recovery", b"tool_recovery", "usage_limits", b"usage_limits"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "checkpoint_form", b"checkpoint_form", "checkpoints", b"checkpoints", "client_tools", b"client_tools", "deferred_resume", b"deferred_resume", "deferred_tools", b"deferred_tools", "lineage", b"lineage", "parts", b"parts", "previous_state", b"previous_state", "prompt", b"prompt", "request_id", b"request_id", "text", b"text", "tool_recovery", b"tool_recovery", "usage_limits", b"usage_limits"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_prompt: _TypeAlias = _typing.Literal["text", "parts"]  # noqa: Y015
     _WhichOneofArgType_prompt: _TypeAlias = _typing.Literal["prompt", b"prompt"]  # noqa: Y015
@@ -560,6 +602,7 @@ class RunResult(_message.Message):
     OUTPUT_JSON_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     FAILURE_FIELD_NUMBER: _builtins.int
+    LINEAGE_FIELD_NUMBER: _builtins.int
     status: Global___RunStatus.ValueType
     """How the run ended. Never RUN_STATUS_UNSPECIFIED in a message the server sent."""
     thread_id: _builtins.str
@@ -598,6 +641,10 @@ class RunResult(_message.Message):
     def failure(self) -> Global___Failure:
         """Why the run failed; set exactly when `status` is RUN_STATUS_FAILED."""
 
+    @_builtins.property
+    def lineage(self) -> _deferred_pb2.ChildLineage:
+        """The request's `RunSpec.lineage`, echoed; unset for a run that is no child."""
+
     def __init__(
         self,
         *,
@@ -611,10 +658,11 @@ class RunResult(_message.Message):
         output_json: _builtins.str = ...,
         usage: Global___RunUsage | None = ...,
         failure: Global___Failure | None = ...,
+        lineage: _deferred_pb2.ChildLineage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["deferred", b"deferred", "failure", b"failure", "state", b"state", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deferred", b"deferred", "failure", b"failure", "lineage", b"lineage", "state", b"state", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deferred", b"deferred", "failure", b"failure", "output_json", b"output_json", "request_id", b"request_id", "run_id", b"run_id", "state", b"state", "status", b"status", "suspend_reason", b"suspend_reason", "thread_id", b"thread_id", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deferred", b"deferred", "failure", b"failure", "lineage", b"lineage", "output_json", b"output_json", "request_id", b"request_id", "run_id", b"run_id", "state", b"state", "status", b"status", "suspend_reason", b"suspend_reason", "thread_id", b"thread_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -21,6 +21,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// What a child request asks.
+type ChildAction int32
+
+const (
+	// Never sent by the server.
+	ChildAction_CHILD_ACTION_UNSPECIFIED ChildAction = 0
+	// Start the child: a new thread `thread_id` (`NewState`), then its first run.
+	ChildAction_CHILD_ACTION_START ChildAction = 1
+	// Continue the child thread `thread_id` with a new prompt.
+	ChildAction_CHILD_ACTION_CONTINUE ChildAction = 2
+)
+
+// Enum value maps for ChildAction.
+var (
+	ChildAction_name = map[int32]string{
+		0: "CHILD_ACTION_UNSPECIFIED",
+		1: "CHILD_ACTION_START",
+		2: "CHILD_ACTION_CONTINUE",
+	}
+	ChildAction_value = map[string]int32{
+		"CHILD_ACTION_UNSPECIFIED": 0,
+		"CHILD_ACTION_START":       1,
+		"CHILD_ACTION_CONTINUE":    2,
+	}
+)
+
+func (x ChildAction) Enum() *ChildAction {
+	p := new(ChildAction)
+	*p = x
+	return p
+}
+
+func (x ChildAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChildAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_threadline_v1_deferred_proto_enumTypes[0].Descriptor()
+}
+
+func (ChildAction) Type() protoreflect.EnumType {
+	return &file_threadline_v1_deferred_proto_enumTypes[0]
+}
+
+func (x ChildAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChildAction.Descriptor instead.
+func (ChildAction) EnumDescriptor() ([]byte, []int) {
+	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{0}
+}
+
 // What a pending deferred call asks of the host.
 type DeferredKind int32
 
@@ -63,11 +116,11 @@ func (x DeferredKind) String() string {
 }
 
 func (DeferredKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_deferred_proto_enumTypes[0].Descriptor()
+	return file_threadline_v1_deferred_proto_enumTypes[1].Descriptor()
 }
 
 func (DeferredKind) Type() protoreflect.EnumType {
-	return &file_threadline_v1_deferred_proto_enumTypes[0]
+	return &file_threadline_v1_deferred_proto_enumTypes[1]
 }
 
 func (x DeferredKind) Number() protoreflect.EnumNumber {
@@ -76,7 +129,7 @@ func (x DeferredKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeferredKind.Descriptor instead.
 func (DeferredKind) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{0}
+	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{1}
 }
 
 // The batch of tool calls a suspended run waits on (`RunResult.deferred`). Every item must be
@@ -160,8 +213,15 @@ type DeferredToolCall struct {
 	// The call's metadata as one JSON object: what the tool passed when it deferred (e.g.
 	// `{"queue":"q1"}`) merged with the harness's own keys, such as
 	// "threadline.deferred_function_id", which resume validation reads. Empty when the call has no
-	// metadata entry. At most 64 KiB as canonical JSON.
-	MetadataJson  string `protobuf:"bytes,6,opt,name=metadata_json,json=metadataJson,proto3" json:"metadata_json,omitempty"`
+	// metadata entry. The metadata of the whole batch, every item together, is at most 64 KiB as
+	// canonical JSON.
+	MetadataJson string `protobuf:"bytes,6,opt,name=metadata_json,json=metadataJson,proto3" json:"metadata_json,omitempty"`
+	// Set when the call asks the host to run a child: a Host-managed child request of a parent
+	// agent's `delegate` or `resume_subagent` (`target_identity`
+	// `tool/threadline.subagents.host/...`). The same data is in `metadata_json` under
+	// "threadline.child"; this typed copy is derived from it and never read back by the server.
+	// Answer the call with a `CallResult` once the child has an outcome.
+	Child         *ChildRequest `protobuf:"bytes,7,opt,name=child,proto3" json:"child,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -238,6 +298,237 @@ func (x *DeferredToolCall) GetMetadataJson() string {
 	return ""
 }
 
+func (x *DeferredToolCall) GetChild() *ChildRequest {
+	if x != nil {
+		return x.Child
+	}
+	return nil
+}
+
+// A Host-managed child the parent run asks the host to run (`DeferredToolCall.child`): run agent
+// `agent` on thread `thread_id` with `input` as its prompt and `parent` as its
+// `RunSpec.lineage`, then answer the parent's call with
+// `{"execution_id": thread_id, "subagent": subagent_name, "status": "completed", "output": ...}`
+// (or `"status": "running"` without `output` to let the parent go on meanwhile), or with an
+// `external_failure` when the child failed.
+type ChildRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether to start the child thread or continue it with a new prompt.
+	Action ChildAction `protobuf:"varint,1,opt,name=action,proto3,enum=threadline.v1.ChildAction" json:"action,omitempty"`
+	// The parent agent's name for this child (its edge, as `GetServerInfo` lists it).
+	SubagentName string `protobuf:"bytes,2,opt,name=subagent_name,json=subagentName,proto3" json:"subagent_name,omitempty"`
+	// The agent to run, by the name the server serves it under.
+	Agent string `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The child agent's stable definition ID.
+	ChildDefinitionId string `protobuf:"bytes,4,opt,name=child_definition_id,json=childDefinitionId,proto3" json:"child_definition_id,omitempty"`
+	// The child's thread. For CHILD_ACTION_START it is derived from the parent thread, the model
+	// response and the tool call, so a request asked again (after a recovery) names the same child:
+	// look it up before starting anything. For CHILD_ACTION_CONTINUE it is the execution ID the
+	// model gave.
+	ThreadId string `protobuf:"bytes,5,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The child's prompt: canonical JSON text of `{"delegated_task", "parent_task"?,
+	// "parent_history"?}`.
+	Input string `protobuf:"bytes,6,opt,name=input,proto3" json:"input,omitempty"`
+	// Who asks: copy it into the child run's `RunSpec.lineage` as it is.
+	Parent *ChildLineage `protobuf:"bytes,7,opt,name=parent,proto3" json:"parent,omitempty"`
+	// The edge's usage limits as JSON text of the native limit fields (e.g.
+	// `{"request_limit":5}`); empty when the edge sets none. The server applies the edge's limits
+	// itself when `RunSpec.lineage.parent_agent` is set.
+	UsageLimitsJson string `protobuf:"bytes,8,opt,name=usage_limits_json,json=usageLimitsJson,proto3" json:"usage_limits_json,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ChildRequest) Reset() {
+	*x = ChildRequest{}
+	mi := &file_threadline_v1_deferred_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChildRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChildRequest) ProtoMessage() {}
+
+func (x *ChildRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_deferred_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChildRequest.ProtoReflect.Descriptor instead.
+func (*ChildRequest) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ChildRequest) GetAction() ChildAction {
+	if x != nil {
+		return x.Action
+	}
+	return ChildAction_CHILD_ACTION_UNSPECIFIED
+}
+
+func (x *ChildRequest) GetSubagentName() string {
+	if x != nil {
+		return x.SubagentName
+	}
+	return ""
+}
+
+func (x *ChildRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *ChildRequest) GetChildDefinitionId() string {
+	if x != nil {
+		return x.ChildDefinitionId
+	}
+	return ""
+}
+
+func (x *ChildRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *ChildRequest) GetInput() string {
+	if x != nil {
+		return x.Input
+	}
+	return ""
+}
+
+func (x *ChildRequest) GetParent() *ChildLineage {
+	if x != nil {
+		return x.Parent
+	}
+	return nil
+}
+
+func (x *ChildRequest) GetUsageLimitsJson() string {
+	if x != nil {
+		return x.UsageLimitsJson
+	}
+	return ""
+}
+
+// Which parent run a child run serves: correlation for logs and events, never authority. Only
+// `parent_agent` has an effect: the server then checks the edge and applies its limits.
+type ChildLineage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The parent's thread; a valid thread ID, different from the child run's own.
+	ParentThreadId string `protobuf:"bytes,1,opt,name=parent_thread_id,json=parentThreadId,proto3" json:"parent_thread_id,omitempty"`
+	// The parent run, `run-<32 lowercase hex>`.
+	ParentRunId string `protobuf:"bytes,2,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
+	// The parent's tool call that asked for the child.
+	ParentToolCallId string `protobuf:"bytes,3,opt,name=parent_tool_call_id,json=parentToolCallId,proto3" json:"parent_tool_call_id,omitempty"`
+	// The parent run's agent instance.
+	ParentAgentInstanceId string `protobuf:"bytes,4,opt,name=parent_agent_instance_id,json=parentAgentInstanceId,proto3" json:"parent_agent_instance_id,omitempty"`
+	// The parent agent's name for this child (its edge).
+	SubagentName string `protobuf:"bytes,5,opt,name=subagent_name,json=subagentName,proto3" json:"subagent_name,omitempty"`
+	// The child's execution ID as the parent's model sees it (a Host-managed child's thread ID).
+	DelegationId string `protobuf:"bytes,6,opt,name=delegation_id,json=delegationId,proto3" json:"delegation_id,omitempty"`
+	// The parent's agent, by the name the server serves it under. When set, the server checks that
+	// it declares a host-mode child `subagent_name` whose agent is `RunSpec.agent`
+	// (FAILED_PRECONDITION CHILD_EDGE_UNKNOWN otherwise) and caps the run's usage limits by the
+	// edge's and the child agent's own. Empty = correlation only.
+	ParentAgent   string `protobuf:"bytes,7,opt,name=parent_agent,json=parentAgent,proto3" json:"parent_agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChildLineage) Reset() {
+	*x = ChildLineage{}
+	mi := &file_threadline_v1_deferred_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChildLineage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChildLineage) ProtoMessage() {}
+
+func (x *ChildLineage) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_deferred_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChildLineage.ProtoReflect.Descriptor instead.
+func (*ChildLineage) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ChildLineage) GetParentThreadId() string {
+	if x != nil {
+		return x.ParentThreadId
+	}
+	return ""
+}
+
+func (x *ChildLineage) GetParentRunId() string {
+	if x != nil {
+		return x.ParentRunId
+	}
+	return ""
+}
+
+func (x *ChildLineage) GetParentToolCallId() string {
+	if x != nil {
+		return x.ParentToolCallId
+	}
+	return ""
+}
+
+func (x *ChildLineage) GetParentAgentInstanceId() string {
+	if x != nil {
+		return x.ParentAgentInstanceId
+	}
+	return ""
+}
+
+func (x *ChildLineage) GetSubagentName() string {
+	if x != nil {
+		return x.SubagentName
+	}
+	return ""
+}
+
+func (x *ChildLineage) GetDelegationId() string {
+	if x != nil {
+		return x.DelegationId
+	}
+	return ""
+}
+
+func (x *ChildLineage) GetParentAgent() string {
+	if x != nil {
+		return x.ParentAgent
+	}
+	return ""
+}
+
 // The host's answers to a `DeferredToolRequests` batch: exactly one answer per pending item.
 type DeferredToolResults struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -251,7 +542,7 @@ type DeferredToolResults struct {
 
 func (x *DeferredToolResults) Reset() {
 	*x = DeferredToolResults{}
-	mi := &file_threadline_v1_deferred_proto_msgTypes[2]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -263,7 +554,7 @@ func (x *DeferredToolResults) String() string {
 func (*DeferredToolResults) ProtoMessage() {}
 
 func (x *DeferredToolResults) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_deferred_proto_msgTypes[2]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -276,7 +567,7 @@ func (x *DeferredToolResults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferredToolResults.ProtoReflect.Descriptor instead.
 func (*DeferredToolResults) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{2}
+	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeferredToolResults) GetCalls() []*CallResult {
@@ -320,7 +611,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_threadline_v1_deferred_proto_msgTypes[3]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -332,7 +623,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_deferred_proto_msgTypes[3]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -345,7 +636,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{3}
+	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CallResult) GetToolCallId() string {
@@ -461,7 +752,7 @@ type ToolReturnResult struct {
 
 func (x *ToolReturnResult) Reset() {
 	*x = ToolReturnResult{}
-	mi := &file_threadline_v1_deferred_proto_msgTypes[4]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -473,7 +764,7 @@ func (x *ToolReturnResult) String() string {
 func (*ToolReturnResult) ProtoMessage() {}
 
 func (x *ToolReturnResult) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_deferred_proto_msgTypes[4]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -486,7 +777,7 @@ func (x *ToolReturnResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolReturnResult.ProtoReflect.Descriptor instead.
 func (*ToolReturnResult) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{4}
+	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ToolReturnResult) GetReturnValueJson() string {
@@ -521,7 +812,7 @@ type ToolFailedResult struct {
 
 func (x *ToolFailedResult) Reset() {
 	*x = ToolFailedResult{}
-	mi := &file_threadline_v1_deferred_proto_msgTypes[5]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +824,7 @@ func (x *ToolFailedResult) String() string {
 func (*ToolFailedResult) ProtoMessage() {}
 
 func (x *ToolFailedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_deferred_proto_msgTypes[5]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +837,7 @@ func (x *ToolFailedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolFailedResult.ProtoReflect.Descriptor instead.
 func (*ToolFailedResult) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{5}
+	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolFailedResult) GetMessage() string {
@@ -567,7 +858,7 @@ type ToolRetryResult struct {
 
 func (x *ToolRetryResult) Reset() {
 	*x = ToolRetryResult{}
-	mi := &file_threadline_v1_deferred_proto_msgTypes[6]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +870,7 @@ func (x *ToolRetryResult) String() string {
 func (*ToolRetryResult) ProtoMessage() {}
 
 func (x *ToolRetryResult) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_deferred_proto_msgTypes[6]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +883,7 @@ func (x *ToolRetryResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRetryResult.ProtoReflect.Descriptor instead.
 func (*ToolRetryResult) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{6}
+	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolRetryResult) GetMessage() string {
@@ -627,7 +918,7 @@ type ApprovalResult struct {
 
 func (x *ApprovalResult) Reset() {
 	*x = ApprovalResult{}
-	mi := &file_threadline_v1_deferred_proto_msgTypes[7]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +930,7 @@ func (x *ApprovalResult) String() string {
 func (*ApprovalResult) ProtoMessage() {}
 
 func (x *ApprovalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_deferred_proto_msgTypes[7]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +943,7 @@ func (x *ApprovalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResult.ProtoReflect.Descriptor instead.
 func (*ApprovalResult) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{7}
+	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApprovalResult) GetToolCallId() string {
@@ -733,7 +1024,7 @@ type ToolApproved struct {
 
 func (x *ToolApproved) Reset() {
 	*x = ToolApproved{}
-	mi := &file_threadline_v1_deferred_proto_msgTypes[8]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +1036,7 @@ func (x *ToolApproved) String() string {
 func (*ToolApproved) ProtoMessage() {}
 
 func (x *ToolApproved) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_deferred_proto_msgTypes[8]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +1049,7 @@ func (x *ToolApproved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolApproved.ProtoReflect.Descriptor instead.
 func (*ToolApproved) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{8}
+	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolApproved) GetOverrideArgsJson() string {
@@ -779,7 +1070,7 @@ type ToolDenied struct {
 
 func (x *ToolDenied) Reset() {
 	*x = ToolDenied{}
-	mi := &file_threadline_v1_deferred_proto_msgTypes[9]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +1082,7 @@ func (x *ToolDenied) String() string {
 func (*ToolDenied) ProtoMessage() {}
 
 func (x *ToolDenied) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_deferred_proto_msgTypes[9]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +1095,7 @@ func (x *ToolDenied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDenied.ProtoReflect.Descriptor instead.
 func (*ToolDenied) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{9}
+	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ToolDenied) GetMessage() string {
@@ -834,7 +1125,7 @@ type DeferredToolResume struct {
 
 func (x *DeferredToolResume) Reset() {
 	*x = DeferredToolResume{}
-	mi := &file_threadline_v1_deferred_proto_msgTypes[10]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1137,7 @@ func (x *DeferredToolResume) String() string {
 func (*DeferredToolResume) ProtoMessage() {}
 
 func (x *DeferredToolResume) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_deferred_proto_msgTypes[10]
+	mi := &file_threadline_v1_deferred_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1150,7 @@ func (x *DeferredToolResume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferredToolResume.ProtoReflect.Descriptor instead.
 func (*DeferredToolResume) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{10}
+	return file_threadline_v1_deferred_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeferredToolResume) GetRequests() *DeferredToolRequests {
@@ -890,7 +1181,7 @@ const file_threadline_v1_deferred_proto_rawDesc = "" +
 	"\x1cthreadline/v1/deferred.proto\x12\rthreadline.v1\"\x8c\x01\n" +
 	"\x14DeferredToolRequests\x125\n" +
 	"\x05calls\x18\x01 \x03(\v2\x1f.threadline.v1.DeferredToolCallR\x05calls\x12=\n" +
-	"\tapprovals\x18\x02 \x03(\v2\x1f.threadline.v1.DeferredToolCallR\tapprovals\"\xed\x01\n" +
+	"\tapprovals\x18\x02 \x03(\v2\x1f.threadline.v1.DeferredToolCallR\tapprovals\"\xa0\x02\n" +
 	"\x10DeferredToolCall\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1b\n" +
@@ -898,7 +1189,25 @@ const file_threadline_v1_deferred_proto_rawDesc = "" +
 	"\targs_json\x18\x03 \x01(\tR\bargsJson\x12'\n" +
 	"\x0ftarget_identity\x18\x04 \x01(\tR\x0etargetIdentity\x12/\n" +
 	"\x04kind\x18\x05 \x01(\x0e2\x1b.threadline.v1.DeferredKindR\x04kind\x12#\n" +
-	"\rmetadata_json\x18\x06 \x01(\tR\fmetadataJson\"\x83\x01\n" +
+	"\rmetadata_json\x18\x06 \x01(\tR\fmetadataJson\x121\n" +
+	"\x05child\x18\a \x01(\v2\x1b.threadline.v1.ChildRequestR\x05child\"\xc1\x02\n" +
+	"\fChildRequest\x122\n" +
+	"\x06action\x18\x01 \x01(\x0e2\x1a.threadline.v1.ChildActionR\x06action\x12#\n" +
+	"\rsubagent_name\x18\x02 \x01(\tR\fsubagentName\x12\x14\n" +
+	"\x05agent\x18\x03 \x01(\tR\x05agent\x12.\n" +
+	"\x13child_definition_id\x18\x04 \x01(\tR\x11childDefinitionId\x12\x1b\n" +
+	"\tthread_id\x18\x05 \x01(\tR\bthreadId\x12\x14\n" +
+	"\x05input\x18\x06 \x01(\tR\x05input\x123\n" +
+	"\x06parent\x18\a \x01(\v2\x1b.threadline.v1.ChildLineageR\x06parent\x12*\n" +
+	"\x11usage_limits_json\x18\b \x01(\tR\x0fusageLimitsJson\"\xb1\x02\n" +
+	"\fChildLineage\x12(\n" +
+	"\x10parent_thread_id\x18\x01 \x01(\tR\x0eparentThreadId\x12\"\n" +
+	"\rparent_run_id\x18\x02 \x01(\tR\vparentRunId\x12-\n" +
+	"\x13parent_tool_call_id\x18\x03 \x01(\tR\x10parentToolCallId\x127\n" +
+	"\x18parent_agent_instance_id\x18\x04 \x01(\tR\x15parentAgentInstanceId\x12#\n" +
+	"\rsubagent_name\x18\x05 \x01(\tR\fsubagentName\x12#\n" +
+	"\rdelegation_id\x18\x06 \x01(\tR\fdelegationId\x12!\n" +
+	"\fparent_agent\x18\a \x01(\tR\vparentAgent\"\x83\x01\n" +
 	"\x13DeferredToolResults\x12/\n" +
 	"\x05calls\x18\x01 \x03(\v2\x19.threadline.v1.CallResultR\x05calls\x12;\n" +
 	"\tapprovals\x18\x02 \x03(\v2\x1d.threadline.v1.ApprovalResultR\tapprovals\"\xd6\x02\n" +
@@ -943,7 +1252,11 @@ const file_threadline_v1_deferred_proto_rawDesc = "" +
 	"\x12DeferredToolResume\x12?\n" +
 	"\brequests\x18\x01 \x01(\v2#.threadline.v1.DeferredToolRequestsR\brequests\x12<\n" +
 	"\aresults\x18\x02 \x01(\v2\".threadline.v1.DeferredToolResultsR\aresults\x12\x1a\n" +
-	"\brecovery\x18\x03 \x01(\bR\brecovery*\x81\x01\n" +
+	"\brecovery\x18\x03 \x01(\bR\brecovery*^\n" +
+	"\vChildAction\x12\x1c\n" +
+	"\x18CHILD_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12CHILD_ACTION_START\x10\x01\x12\x19\n" +
+	"\x15CHILD_ACTION_CONTINUE\x10\x02*\x81\x01\n" +
 	"\fDeferredKind\x12\x1d\n" +
 	"\x19DEFERRED_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DEFERRED_KIND_APPROVAL\x10\x01\x12\x1a\n" +
@@ -963,40 +1276,46 @@ func file_threadline_v1_deferred_proto_rawDescGZIP() []byte {
 	return file_threadline_v1_deferred_proto_rawDescData
 }
 
-var file_threadline_v1_deferred_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_threadline_v1_deferred_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_threadline_v1_deferred_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_threadline_v1_deferred_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_threadline_v1_deferred_proto_goTypes = []any{
-	(DeferredKind)(0),            // 0: threadline.v1.DeferredKind
-	(*DeferredToolRequests)(nil), // 1: threadline.v1.DeferredToolRequests
-	(*DeferredToolCall)(nil),     // 2: threadline.v1.DeferredToolCall
-	(*DeferredToolResults)(nil),  // 3: threadline.v1.DeferredToolResults
-	(*CallResult)(nil),           // 4: threadline.v1.CallResult
-	(*ToolReturnResult)(nil),     // 5: threadline.v1.ToolReturnResult
-	(*ToolFailedResult)(nil),     // 6: threadline.v1.ToolFailedResult
-	(*ToolRetryResult)(nil),      // 7: threadline.v1.ToolRetryResult
-	(*ApprovalResult)(nil),       // 8: threadline.v1.ApprovalResult
-	(*ToolApproved)(nil),         // 9: threadline.v1.ToolApproved
-	(*ToolDenied)(nil),           // 10: threadline.v1.ToolDenied
-	(*DeferredToolResume)(nil),   // 11: threadline.v1.DeferredToolResume
+	(ChildAction)(0),             // 0: threadline.v1.ChildAction
+	(DeferredKind)(0),            // 1: threadline.v1.DeferredKind
+	(*DeferredToolRequests)(nil), // 2: threadline.v1.DeferredToolRequests
+	(*DeferredToolCall)(nil),     // 3: threadline.v1.DeferredToolCall
+	(*ChildRequest)(nil),         // 4: threadline.v1.ChildRequest
+	(*ChildLineage)(nil),         // 5: threadline.v1.ChildLineage
+	(*DeferredToolResults)(nil),  // 6: threadline.v1.DeferredToolResults
+	(*CallResult)(nil),           // 7: threadline.v1.CallResult
+	(*ToolReturnResult)(nil),     // 8: threadline.v1.ToolReturnResult
+	(*ToolFailedResult)(nil),     // 9: threadline.v1.ToolFailedResult
+	(*ToolRetryResult)(nil),      // 10: threadline.v1.ToolRetryResult
+	(*ApprovalResult)(nil),       // 11: threadline.v1.ApprovalResult
+	(*ToolApproved)(nil),         // 12: threadline.v1.ToolApproved
+	(*ToolDenied)(nil),           // 13: threadline.v1.ToolDenied
+	(*DeferredToolResume)(nil),   // 14: threadline.v1.DeferredToolResume
 }
 var file_threadline_v1_deferred_proto_depIdxs = []int32{
-	2,  // 0: threadline.v1.DeferredToolRequests.calls:type_name -> threadline.v1.DeferredToolCall
-	2,  // 1: threadline.v1.DeferredToolRequests.approvals:type_name -> threadline.v1.DeferredToolCall
-	0,  // 2: threadline.v1.DeferredToolCall.kind:type_name -> threadline.v1.DeferredKind
-	4,  // 3: threadline.v1.DeferredToolResults.calls:type_name -> threadline.v1.CallResult
-	8,  // 4: threadline.v1.DeferredToolResults.approvals:type_name -> threadline.v1.ApprovalResult
-	5,  // 5: threadline.v1.CallResult.tool_return:type_name -> threadline.v1.ToolReturnResult
-	6,  // 6: threadline.v1.CallResult.failed:type_name -> threadline.v1.ToolFailedResult
-	7,  // 7: threadline.v1.CallResult.retry:type_name -> threadline.v1.ToolRetryResult
-	9,  // 8: threadline.v1.ApprovalResult.approved:type_name -> threadline.v1.ToolApproved
-	10, // 9: threadline.v1.ApprovalResult.denied:type_name -> threadline.v1.ToolDenied
-	1,  // 10: threadline.v1.DeferredToolResume.requests:type_name -> threadline.v1.DeferredToolRequests
-	3,  // 11: threadline.v1.DeferredToolResume.results:type_name -> threadline.v1.DeferredToolResults
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	3,  // 0: threadline.v1.DeferredToolRequests.calls:type_name -> threadline.v1.DeferredToolCall
+	3,  // 1: threadline.v1.DeferredToolRequests.approvals:type_name -> threadline.v1.DeferredToolCall
+	1,  // 2: threadline.v1.DeferredToolCall.kind:type_name -> threadline.v1.DeferredKind
+	4,  // 3: threadline.v1.DeferredToolCall.child:type_name -> threadline.v1.ChildRequest
+	0,  // 4: threadline.v1.ChildRequest.action:type_name -> threadline.v1.ChildAction
+	5,  // 5: threadline.v1.ChildRequest.parent:type_name -> threadline.v1.ChildLineage
+	7,  // 6: threadline.v1.DeferredToolResults.calls:type_name -> threadline.v1.CallResult
+	11, // 7: threadline.v1.DeferredToolResults.approvals:type_name -> threadline.v1.ApprovalResult
+	8,  // 8: threadline.v1.CallResult.tool_return:type_name -> threadline.v1.ToolReturnResult
+	9,  // 9: threadline.v1.CallResult.failed:type_name -> threadline.v1.ToolFailedResult
+	10, // 10: threadline.v1.CallResult.retry:type_name -> threadline.v1.ToolRetryResult
+	12, // 11: threadline.v1.ApprovalResult.approved:type_name -> threadline.v1.ToolApproved
+	13, // 12: threadline.v1.ApprovalResult.denied:type_name -> threadline.v1.ToolDenied
+	2,  // 13: threadline.v1.DeferredToolResume.requests:type_name -> threadline.v1.DeferredToolRequests
+	6,  // 14: threadline.v1.DeferredToolResume.results:type_name -> threadline.v1.DeferredToolResults
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_deferred_proto_init() }
@@ -1004,24 +1323,24 @@ func file_threadline_v1_deferred_proto_init() {
 	if File_threadline_v1_deferred_proto != nil {
 		return
 	}
-	file_threadline_v1_deferred_proto_msgTypes[3].OneofWrappers = []any{
+	file_threadline_v1_deferred_proto_msgTypes[5].OneofWrappers = []any{
 		(*CallResult_ValueJson)(nil),
 		(*CallResult_ToolReturn)(nil),
 		(*CallResult_Failed)(nil),
 		(*CallResult_Retry)(nil),
 	}
-	file_threadline_v1_deferred_proto_msgTypes[7].OneofWrappers = []any{
+	file_threadline_v1_deferred_proto_msgTypes[9].OneofWrappers = []any{
 		(*ApprovalResult_Approved)(nil),
 		(*ApprovalResult_Denied)(nil),
 	}
-	file_threadline_v1_deferred_proto_msgTypes[8].OneofWrappers = []any{}
+	file_threadline_v1_deferred_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_threadline_v1_deferred_proto_rawDesc), len(file_threadline_v1_deferred_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   11,
+			NumEnums:      2,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

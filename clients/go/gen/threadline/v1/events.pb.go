@@ -176,7 +176,11 @@ type RunEvent struct {
 	//	*RunEvent_Lifecycle
 	//	*RunEvent_Native
 	//	*RunEvent_ThreadCommitted
-	Event         isRunEvent_Event `protobuf_oneof:"event"`
+	//	*RunEvent_InlineDelegation
+	Event isRunEvent_Event `protobuf_oneof:"event"`
+	// Not sent yet: reserved for events forwarded from an inline child run, which will name the
+	// child run they come from. The envelope's `sequence` stays the parent stream's.
+	Origin        *EventOrigin `protobuf:"bytes,23,opt,name=origin,proto3" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -354,6 +358,22 @@ func (x *RunEvent) GetThreadCommitted() *ThreadCommitted {
 	return nil
 }
 
+func (x *RunEvent) GetInlineDelegation() *InlineDelegation {
+	if x != nil {
+		if x, ok := x.Event.(*RunEvent_InlineDelegation); ok {
+			return x.InlineDelegation
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetOrigin() *EventOrigin {
+	if x != nil {
+		return x.Origin
+	}
+	return nil
+}
+
 type isRunEvent_Event interface {
 	isRunEvent_Event()
 }
@@ -419,6 +439,12 @@ type RunEvent_ThreadCommitted struct {
 	ThreadCommitted *ThreadCommitted `protobuf:"bytes,21,opt,name=thread_committed,json=threadCommitted,proto3,oneof"`
 }
 
+type RunEvent_InlineDelegation struct {
+	// An inline child of this run started, completed or failed (the parent's `delegate` or
+	// `resume_subagent` ran it inside its tool call). Never sent as `lifecycle`.
+	InlineDelegation *InlineDelegation `protobuf:"bytes,22,opt,name=inline_delegation,json=inlineDelegation,proto3,oneof"`
+}
+
 func (*RunEvent_RunStarted) isRunEvent_Event() {}
 
 func (*RunEvent_PartStart) isRunEvent_Event() {}
@@ -443,9 +469,13 @@ func (*RunEvent_Native) isRunEvent_Event() {}
 
 func (*RunEvent_ThreadCommitted) isRunEvent_Event() {}
 
-// The run started. It carries no data today; the envelope's IDs identify the run.
+func (*RunEvent_InlineDelegation) isRunEvent_Event() {}
+
+// The run started. The envelope's IDs identify the run.
 type RunStarted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request's `RunSpec.lineage` when the run is a child; unset otherwise.
+	Lineage       *ChildLineage `protobuf:"bytes,1,opt,name=lineage,proto3" json:"lineage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -480,6 +510,215 @@ func (*RunStarted) Descriptor() ([]byte, []int) {
 	return file_threadline_v1_events_proto_rawDescGZIP(), []int{1}
 }
 
+func (x *RunStarted) GetLineage() *ChildLineage {
+	if x != nil {
+		return x.Lineage
+	}
+	return nil
+}
+
+// An inline child run's start or end, as its parent's event. In this release `started` arrives
+// after the child run ended, directly before its end event and the parent's tool result.
+type InlineDelegation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// This delegation's ID, `delegation-<token>`, the same on its `started` and end events.
+	InvocationId string `protobuf:"bytes,1,opt,name=invocation_id,json=invocationId,proto3" json:"invocation_id,omitempty"`
+	// "started", "completed" or "failed".
+	Action string `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	// The child's ID (the execution ID the parent's model sees).
+	ChildInstanceId string `protobuf:"bytes,3,opt,name=child_instance_id,json=childInstanceId,proto3" json:"child_instance_id,omitempty"`
+	// The parent agent's name for the child.
+	Subagent string `protobuf:"bytes,4,opt,name=subagent,proto3" json:"subagent,omitempty"`
+	// "running" when started; "completed"; or on failure the child's status or one of
+	// "dispatch_rejected", "dispatch_failed", "output_rejected", "state_rejected", "cleanup_failed".
+	Status string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	// The parent run.
+	ParentRunId string `protobuf:"bytes,6,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
+	// The parent run's agent instance.
+	ParentAgentInstanceId string `protobuf:"bytes,7,opt,name=parent_agent_instance_id,json=parentAgentInstanceId,proto3" json:"parent_agent_instance_id,omitempty"`
+	// The parent's tool call that ran the child.
+	ParentToolCallId string `protobuf:"bytes,8,opt,name=parent_tool_call_id,json=parentToolCallId,proto3" json:"parent_tool_call_id,omitempty"`
+	// The child run; empty only on a failure before the child run existed.
+	ChildRunId    string `protobuf:"bytes,9,opt,name=child_run_id,json=childRunId,proto3" json:"child_run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InlineDelegation) Reset() {
+	*x = InlineDelegation{}
+	mi := &file_threadline_v1_events_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InlineDelegation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InlineDelegation) ProtoMessage() {}
+
+func (x *InlineDelegation) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_events_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InlineDelegation.ProtoReflect.Descriptor instead.
+func (*InlineDelegation) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *InlineDelegation) GetInvocationId() string {
+	if x != nil {
+		return x.InvocationId
+	}
+	return ""
+}
+
+func (x *InlineDelegation) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *InlineDelegation) GetChildInstanceId() string {
+	if x != nil {
+		return x.ChildInstanceId
+	}
+	return ""
+}
+
+func (x *InlineDelegation) GetSubagent() string {
+	if x != nil {
+		return x.Subagent
+	}
+	return ""
+}
+
+func (x *InlineDelegation) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *InlineDelegation) GetParentRunId() string {
+	if x != nil {
+		return x.ParentRunId
+	}
+	return ""
+}
+
+func (x *InlineDelegation) GetParentAgentInstanceId() string {
+	if x != nil {
+		return x.ParentAgentInstanceId
+	}
+	return ""
+}
+
+func (x *InlineDelegation) GetParentToolCallId() string {
+	if x != nil {
+		return x.ParentToolCallId
+	}
+	return ""
+}
+
+func (x *InlineDelegation) GetChildRunId() string {
+	if x != nil {
+		return x.ChildRunId
+	}
+	return ""
+}
+
+// Where a forwarded event comes from (reserved: not sent yet).
+type EventOrigin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The child's thread.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The child run.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The event's position in the child run's own stream, from 0.
+	Sequence uint64 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// The child's ID as the parent's model sees it.
+	ChildInstanceId string `protobuf:"bytes,4,opt,name=child_instance_id,json=childInstanceId,proto3" json:"child_instance_id,omitempty"`
+	// The parent's tool call that runs the child.
+	ParentToolCallId string `protobuf:"bytes,5,opt,name=parent_tool_call_id,json=parentToolCallId,proto3" json:"parent_tool_call_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *EventOrigin) Reset() {
+	*x = EventOrigin{}
+	mi := &file_threadline_v1_events_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventOrigin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventOrigin) ProtoMessage() {}
+
+func (x *EventOrigin) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_events_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventOrigin.ProtoReflect.Descriptor instead.
+func (*EventOrigin) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *EventOrigin) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *EventOrigin) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *EventOrigin) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *EventOrigin) GetChildInstanceId() string {
+	if x != nil {
+		return x.ChildInstanceId
+	}
+	return ""
+}
+
+func (x *EventOrigin) GetParentToolCallId() string {
+	if x != nil {
+		return x.ParentToolCallId
+	}
+	return ""
+}
+
 // A checkpoint a thread run committed to its thread (`ThreadService`).
 type ThreadCommitted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -495,7 +734,7 @@ type ThreadCommitted struct {
 
 func (x *ThreadCommitted) Reset() {
 	*x = ThreadCommitted{}
-	mi := &file_threadline_v1_events_proto_msgTypes[2]
+	mi := &file_threadline_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +746,7 @@ func (x *ThreadCommitted) String() string {
 func (*ThreadCommitted) ProtoMessage() {}
 
 func (x *ThreadCommitted) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[2]
+	mi := &file_threadline_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +759,7 @@ func (x *ThreadCommitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadCommitted.ProtoReflect.Descriptor instead.
 func (*ThreadCommitted) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ThreadCommitted) GetRevision() int64 {
@@ -566,7 +805,7 @@ type PartStart struct {
 
 func (x *PartStart) Reset() {
 	*x = PartStart{}
-	mi := &file_threadline_v1_events_proto_msgTypes[3]
+	mi := &file_threadline_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +817,7 @@ func (x *PartStart) String() string {
 func (*PartStart) ProtoMessage() {}
 
 func (x *PartStart) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[3]
+	mi := &file_threadline_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +830,7 @@ func (x *PartStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartStart.ProtoReflect.Descriptor instead.
 func (*PartStart) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PartStart) GetPartIndex() uint32 {
@@ -659,7 +898,7 @@ type PartDelta struct {
 
 func (x *PartDelta) Reset() {
 	*x = PartDelta{}
-	mi := &file_threadline_v1_events_proto_msgTypes[4]
+	mi := &file_threadline_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +910,7 @@ func (x *PartDelta) String() string {
 func (*PartDelta) ProtoMessage() {}
 
 func (x *PartDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[4]
+	mi := &file_threadline_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +923,7 @@ func (x *PartDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartDelta.ProtoReflect.Descriptor instead.
 func (*PartDelta) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PartDelta) GetPartIndex() uint32 {
@@ -750,7 +989,7 @@ type PartEnd struct {
 
 func (x *PartEnd) Reset() {
 	*x = PartEnd{}
-	mi := &file_threadline_v1_events_proto_msgTypes[5]
+	mi := &file_threadline_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +1001,7 @@ func (x *PartEnd) String() string {
 func (*PartEnd) ProtoMessage() {}
 
 func (x *PartEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[5]
+	mi := &file_threadline_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +1014,7 @@ func (x *PartEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartEnd.ProtoReflect.Descriptor instead.
 func (*PartEnd) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PartEnd) GetPartIndex() uint32 {
@@ -836,7 +1075,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_threadline_v1_events_proto_msgTypes[6]
+	mi := &file_threadline_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +1087,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[6]
+	mi := &file_threadline_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +1100,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolCall) GetToolCallId() string {
@@ -902,7 +1141,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_threadline_v1_events_proto_msgTypes[7]
+	mi := &file_threadline_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1153,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[7]
+	mi := &file_threadline_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1166,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolResult) GetToolCallId() string {
@@ -972,7 +1211,7 @@ type FinalResult struct {
 
 func (x *FinalResult) Reset() {
 	*x = FinalResult{}
-	mi := &file_threadline_v1_events_proto_msgTypes[8]
+	mi := &file_threadline_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1223,7 @@ func (x *FinalResult) String() string {
 func (*FinalResult) ProtoMessage() {}
 
 func (x *FinalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[8]
+	mi := &file_threadline_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1236,7 @@ func (x *FinalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalResult.ProtoReflect.Descriptor instead.
 func (*FinalResult) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FinalResult) GetToolName() string {
@@ -1033,7 +1272,7 @@ type CheckpointCandidate struct {
 
 func (x *CheckpointCandidate) Reset() {
 	*x = CheckpointCandidate{}
-	mi := &file_threadline_v1_events_proto_msgTypes[9]
+	mi := &file_threadline_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1284,7 @@ func (x *CheckpointCandidate) String() string {
 func (*CheckpointCandidate) ProtoMessage() {}
 
 func (x *CheckpointCandidate) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[9]
+	mi := &file_threadline_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1297,7 @@ func (x *CheckpointCandidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointCandidate.ProtoReflect.Descriptor instead.
 func (*CheckpointCandidate) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CheckpointCandidate) GetState() *HarnessState {
@@ -1093,7 +1332,7 @@ type HistoryDelta struct {
 
 func (x *HistoryDelta) Reset() {
 	*x = HistoryDelta{}
-	mi := &file_threadline_v1_events_proto_msgTypes[10]
+	mi := &file_threadline_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1344,7 @@ func (x *HistoryDelta) String() string {
 func (*HistoryDelta) ProtoMessage() {}
 
 func (x *HistoryDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[10]
+	mi := &file_threadline_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1357,7 @@ func (x *HistoryDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryDelta.ProtoReflect.Descriptor instead.
 func (*HistoryDelta) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HistoryDelta) GetKeepBytes() uint64 {
@@ -1156,7 +1395,7 @@ type Lifecycle struct {
 
 func (x *Lifecycle) Reset() {
 	*x = Lifecycle{}
-	mi := &file_threadline_v1_events_proto_msgTypes[11]
+	mi := &file_threadline_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1407,7 @@ func (x *Lifecycle) String() string {
 func (*Lifecycle) ProtoMessage() {}
 
 func (x *Lifecycle) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[11]
+	mi := &file_threadline_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1420,7 @@ func (x *Lifecycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lifecycle.ProtoReflect.Descriptor instead.
 func (*Lifecycle) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Lifecycle) GetKind() string {
@@ -1225,7 +1464,7 @@ type Native struct {
 
 func (x *Native) Reset() {
 	*x = Native{}
-	mi := &file_threadline_v1_events_proto_msgTypes[12]
+	mi := &file_threadline_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1476,7 @@ func (x *Native) String() string {
 func (*Native) ProtoMessage() {}
 
 func (x *Native) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_events_proto_msgTypes[12]
+	mi := &file_threadline_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1489,7 @@ func (x *Native) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Native.ProtoReflect.Descriptor instead.
 func (*Native) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Native) GetEventKind() string {
@@ -1271,7 +1510,7 @@ var File_threadline_v1_events_proto protoreflect.FileDescriptor
 
 const file_threadline_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1athreadline/v1/events.proto\x12\rthreadline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\x1a\x1athreadline/v1/thread.proto\"\x85\a\n" +
+	"\x1athreadline/v1/events.proto\x12\rthreadline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\x1a\x1athreadline/v1/thread.proto\"\x89\b\n" +
 	"\bRunEvent\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1a\n" +
@@ -1294,10 +1533,30 @@ const file_threadline_v1_events_proto_rawDesc = "" +
 	"\x06result\x18\x12 \x01(\v2\x18.threadline.v1.RunResultH\x00R\x06result\x128\n" +
 	"\tlifecycle\x18\x13 \x01(\v2\x18.threadline.v1.LifecycleH\x00R\tlifecycle\x12/\n" +
 	"\x06native\x18\x14 \x01(\v2\x15.threadline.v1.NativeH\x00R\x06native\x12K\n" +
-	"\x10thread_committed\x18\x15 \x01(\v2\x1e.threadline.v1.ThreadCommittedH\x00R\x0fthreadCommittedB\a\n" +
-	"\x05event\"\f\n" +
+	"\x10thread_committed\x18\x15 \x01(\v2\x1e.threadline.v1.ThreadCommittedH\x00R\x0fthreadCommitted\x12N\n" +
+	"\x11inline_delegation\x18\x16 \x01(\v2\x1f.threadline.v1.InlineDelegationH\x00R\x10inlineDelegation\x122\n" +
+	"\x06origin\x18\x17 \x01(\v2\x1a.threadline.v1.EventOriginR\x06originB\a\n" +
+	"\x05event\"C\n" +
 	"\n" +
-	"RunStarted\"|\n" +
+	"RunStarted\x125\n" +
+	"\alineage\x18\x01 \x01(\v2\x1b.threadline.v1.ChildLineageR\alineage\"\xdd\x02\n" +
+	"\x10InlineDelegation\x12#\n" +
+	"\rinvocation_id\x18\x01 \x01(\tR\finvocationId\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12*\n" +
+	"\x11child_instance_id\x18\x03 \x01(\tR\x0fchildInstanceId\x12\x1a\n" +
+	"\bsubagent\x18\x04 \x01(\tR\bsubagent\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12\"\n" +
+	"\rparent_run_id\x18\x06 \x01(\tR\vparentRunId\x127\n" +
+	"\x18parent_agent_instance_id\x18\a \x01(\tR\x15parentAgentInstanceId\x12-\n" +
+	"\x13parent_tool_call_id\x18\b \x01(\tR\x10parentToolCallId\x12 \n" +
+	"\fchild_run_id\x18\t \x01(\tR\n" +
+	"childRunId\"\xb8\x01\n" +
+	"\vEventOrigin\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1a\n" +
+	"\bsequence\x18\x03 \x01(\x04R\bsequence\x12*\n" +
+	"\x11child_instance_id\x18\x04 \x01(\tR\x0fchildInstanceId\x12-\n" +
+	"\x13parent_tool_call_id\x18\x05 \x01(\tR\x10parentToolCallId\"|\n" +
 	"\x0fThreadCommitted\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x121\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1d.threadline.v1.CheckpointKindR\x04kind\x12\x1a\n" +
@@ -1389,54 +1648,60 @@ func file_threadline_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_threadline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_threadline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_threadline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_threadline_v1_events_proto_goTypes = []any{
 	(PartKind)(0),                 // 0: threadline.v1.PartKind
 	(ToolOutcome)(0),              // 1: threadline.v1.ToolOutcome
 	(*RunEvent)(nil),              // 2: threadline.v1.RunEvent
 	(*RunStarted)(nil),            // 3: threadline.v1.RunStarted
-	(*ThreadCommitted)(nil),       // 4: threadline.v1.ThreadCommitted
-	(*PartStart)(nil),             // 5: threadline.v1.PartStart
-	(*PartDelta)(nil),             // 6: threadline.v1.PartDelta
-	(*PartEnd)(nil),               // 7: threadline.v1.PartEnd
-	(*ToolCall)(nil),              // 8: threadline.v1.ToolCall
-	(*ToolResult)(nil),            // 9: threadline.v1.ToolResult
-	(*FinalResult)(nil),           // 10: threadline.v1.FinalResult
-	(*CheckpointCandidate)(nil),   // 11: threadline.v1.CheckpointCandidate
-	(*HistoryDelta)(nil),          // 12: threadline.v1.HistoryDelta
-	(*Lifecycle)(nil),             // 13: threadline.v1.Lifecycle
-	(*Native)(nil),                // 14: threadline.v1.Native
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*RunResult)(nil),             // 16: threadline.v1.RunResult
-	(CheckpointKind)(0),           // 17: threadline.v1.CheckpointKind
-	(*HarnessState)(nil),          // 18: threadline.v1.HarnessState
+	(*InlineDelegation)(nil),      // 4: threadline.v1.InlineDelegation
+	(*EventOrigin)(nil),           // 5: threadline.v1.EventOrigin
+	(*ThreadCommitted)(nil),       // 6: threadline.v1.ThreadCommitted
+	(*PartStart)(nil),             // 7: threadline.v1.PartStart
+	(*PartDelta)(nil),             // 8: threadline.v1.PartDelta
+	(*PartEnd)(nil),               // 9: threadline.v1.PartEnd
+	(*ToolCall)(nil),              // 10: threadline.v1.ToolCall
+	(*ToolResult)(nil),            // 11: threadline.v1.ToolResult
+	(*FinalResult)(nil),           // 12: threadline.v1.FinalResult
+	(*CheckpointCandidate)(nil),   // 13: threadline.v1.CheckpointCandidate
+	(*HistoryDelta)(nil),          // 14: threadline.v1.HistoryDelta
+	(*Lifecycle)(nil),             // 15: threadline.v1.Lifecycle
+	(*Native)(nil),                // 16: threadline.v1.Native
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*RunResult)(nil),             // 18: threadline.v1.RunResult
+	(*ChildLineage)(nil),          // 19: threadline.v1.ChildLineage
+	(CheckpointKind)(0),           // 20: threadline.v1.CheckpointKind
+	(*HarnessState)(nil),          // 21: threadline.v1.HarnessState
 }
 var file_threadline_v1_events_proto_depIdxs = []int32{
-	15, // 0: threadline.v1.RunEvent.occurred_at:type_name -> google.protobuf.Timestamp
+	17, // 0: threadline.v1.RunEvent.occurred_at:type_name -> google.protobuf.Timestamp
 	3,  // 1: threadline.v1.RunEvent.run_started:type_name -> threadline.v1.RunStarted
-	5,  // 2: threadline.v1.RunEvent.part_start:type_name -> threadline.v1.PartStart
-	6,  // 3: threadline.v1.RunEvent.part_delta:type_name -> threadline.v1.PartDelta
-	7,  // 4: threadline.v1.RunEvent.part_end:type_name -> threadline.v1.PartEnd
-	8,  // 5: threadline.v1.RunEvent.tool_call:type_name -> threadline.v1.ToolCall
-	9,  // 6: threadline.v1.RunEvent.tool_result:type_name -> threadline.v1.ToolResult
-	10, // 7: threadline.v1.RunEvent.final_result:type_name -> threadline.v1.FinalResult
-	11, // 8: threadline.v1.RunEvent.checkpoint_candidate:type_name -> threadline.v1.CheckpointCandidate
-	16, // 9: threadline.v1.RunEvent.result:type_name -> threadline.v1.RunResult
-	13, // 10: threadline.v1.RunEvent.lifecycle:type_name -> threadline.v1.Lifecycle
-	14, // 11: threadline.v1.RunEvent.native:type_name -> threadline.v1.Native
-	4,  // 12: threadline.v1.RunEvent.thread_committed:type_name -> threadline.v1.ThreadCommitted
-	17, // 13: threadline.v1.ThreadCommitted.kind:type_name -> threadline.v1.CheckpointKind
-	0,  // 14: threadline.v1.PartStart.kind:type_name -> threadline.v1.PartKind
-	0,  // 15: threadline.v1.PartDelta.kind:type_name -> threadline.v1.PartKind
-	0,  // 16: threadline.v1.PartEnd.kind:type_name -> threadline.v1.PartKind
-	1,  // 17: threadline.v1.ToolResult.outcome:type_name -> threadline.v1.ToolOutcome
-	18, // 18: threadline.v1.CheckpointCandidate.state:type_name -> threadline.v1.HarnessState
-	12, // 19: threadline.v1.CheckpointCandidate.history_delta:type_name -> threadline.v1.HistoryDelta
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	7,  // 2: threadline.v1.RunEvent.part_start:type_name -> threadline.v1.PartStart
+	8,  // 3: threadline.v1.RunEvent.part_delta:type_name -> threadline.v1.PartDelta
+	9,  // 4: threadline.v1.RunEvent.part_end:type_name -> threadline.v1.PartEnd
+	10, // 5: threadline.v1.RunEvent.tool_call:type_name -> threadline.v1.ToolCall
+	11, // 6: threadline.v1.RunEvent.tool_result:type_name -> threadline.v1.ToolResult
+	12, // 7: threadline.v1.RunEvent.final_result:type_name -> threadline.v1.FinalResult
+	13, // 8: threadline.v1.RunEvent.checkpoint_candidate:type_name -> threadline.v1.CheckpointCandidate
+	18, // 9: threadline.v1.RunEvent.result:type_name -> threadline.v1.RunResult
+	15, // 10: threadline.v1.RunEvent.lifecycle:type_name -> threadline.v1.Lifecycle
+	16, // 11: threadline.v1.RunEvent.native:type_name -> threadline.v1.Native
+	6,  // 12: threadline.v1.RunEvent.thread_committed:type_name -> threadline.v1.ThreadCommitted
+	4,  // 13: threadline.v1.RunEvent.inline_delegation:type_name -> threadline.v1.InlineDelegation
+	5,  // 14: threadline.v1.RunEvent.origin:type_name -> threadline.v1.EventOrigin
+	19, // 15: threadline.v1.RunStarted.lineage:type_name -> threadline.v1.ChildLineage
+	20, // 16: threadline.v1.ThreadCommitted.kind:type_name -> threadline.v1.CheckpointKind
+	0,  // 17: threadline.v1.PartStart.kind:type_name -> threadline.v1.PartKind
+	0,  // 18: threadline.v1.PartDelta.kind:type_name -> threadline.v1.PartKind
+	0,  // 19: threadline.v1.PartEnd.kind:type_name -> threadline.v1.PartKind
+	1,  // 20: threadline.v1.ToolResult.outcome:type_name -> threadline.v1.ToolOutcome
+	21, // 21: threadline.v1.CheckpointCandidate.state:type_name -> threadline.v1.HarnessState
+	14, // 22: threadline.v1.CheckpointCandidate.history_delta:type_name -> threadline.v1.HistoryDelta
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_events_proto_init() }
@@ -1444,6 +1709,7 @@ func file_threadline_v1_events_proto_init() {
 	if File_threadline_v1_events_proto != nil {
 		return
 	}
+	file_threadline_v1_deferred_proto_init()
 	file_threadline_v1_run_proto_init()
 	file_threadline_v1_state_proto_init()
 	file_threadline_v1_thread_proto_init()
@@ -1460,6 +1726,7 @@ func file_threadline_v1_events_proto_init() {
 		(*RunEvent_Lifecycle)(nil),
 		(*RunEvent_Native)(nil),
 		(*RunEvent_ThreadCommitted)(nil),
+		(*RunEvent_InlineDelegation)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1467,7 +1734,7 @@ func file_threadline_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_threadline_v1_events_proto_rawDesc), len(file_threadline_v1_events_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -83,6 +83,60 @@ func (ThreadStoreKind) EnumDescriptor() ([]byte, []int) {
 	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{0}
 }
 
+// Who runs an agent's children.
+type SubagentMode int32
+
+const (
+	// Not known to this version of the contract.
+	SubagentMode_SUBAGENT_MODE_UNSPECIFIED SubagentMode = 0
+	// The server runs the child inside the parent's tool call, with deferred tools off.
+	SubagentMode_SUBAGENT_MODE_INLINE SubagentMode = 1
+	// The parent suspends with a child request (`DeferredToolCall.child`); the host runs the child
+	// as a thread of its own and answers the parent.
+	SubagentMode_SUBAGENT_MODE_HOST SubagentMode = 2
+)
+
+// Enum value maps for SubagentMode.
+var (
+	SubagentMode_name = map[int32]string{
+		0: "SUBAGENT_MODE_UNSPECIFIED",
+		1: "SUBAGENT_MODE_INLINE",
+		2: "SUBAGENT_MODE_HOST",
+	}
+	SubagentMode_value = map[string]int32{
+		"SUBAGENT_MODE_UNSPECIFIED": 0,
+		"SUBAGENT_MODE_INLINE":      1,
+		"SUBAGENT_MODE_HOST":        2,
+	}
+)
+
+func (x SubagentMode) Enum() *SubagentMode {
+	p := new(SubagentMode)
+	*p = x
+	return p
+}
+
+func (x SubagentMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SubagentMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_threadline_v1_harness_service_proto_enumTypes[1].Descriptor()
+}
+
+func (SubagentMode) Type() protoreflect.EnumType {
+	return &file_threadline_v1_harness_service_proto_enumTypes[1]
+}
+
+func (x SubagentMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SubagentMode.Descriptor instead.
+func (SubagentMode) EnumDescriptor() ([]byte, []int) {
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{1}
+}
+
 // How a tool behaves when the model calls it.
 type ToolCategory int32
 
@@ -128,11 +182,11 @@ func (x ToolCategory) String() string {
 }
 
 func (ToolCategory) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_harness_service_proto_enumTypes[1].Descriptor()
+	return file_threadline_v1_harness_service_proto_enumTypes[2].Descriptor()
 }
 
 func (ToolCategory) Type() protoreflect.EnumType {
-	return &file_threadline_v1_harness_service_proto_enumTypes[1]
+	return &file_threadline_v1_harness_service_proto_enumTypes[2]
 }
 
 func (x ToolCategory) Number() protoreflect.EnumNumber {
@@ -141,7 +195,7 @@ func (x ToolCategory) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolCategory.Descriptor instead.
 func (ToolCategory) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{1}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{2}
 }
 
 // Request of `StreamRun`.
@@ -1152,7 +1206,10 @@ type AgentInfo struct {
 	Tools []*ToolInfo `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
 	// The shell environments (`threadline serve --mount`) every run of this agent gets, by name. The
 	// server configures them; a host cannot name paths or widen actions. Empty without mounts.
-	Mounts        []*MountInfo `protobuf:"bytes,3,rep,name=mounts,proto3" json:"mounts,omitempty"`
+	Mounts []*MountInfo `protobuf:"bytes,3,rep,name=mounts,proto3" json:"mounts,omitempty"`
+	// The children this agent may delegate to, in declaration order. Their tools (`delegate`,
+	// `resume_subagent`) are in `tools`.
+	Subagents     []*SubagentInfo `protobuf:"bytes,4,rep,name=subagents,proto3" json:"subagents,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1208,6 +1265,96 @@ func (x *AgentInfo) GetMounts() []*MountInfo {
 	return nil
 }
 
+func (x *AgentInfo) GetSubagents() []*SubagentInfo {
+	if x != nil {
+		return x.Subagents
+	}
+	return nil
+}
+
+// One child an agent may delegate to.
+type SubagentInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name the parent's model passes as `subagent_name`.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What the child is for, as the parent's model reads it.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// Who runs the child.
+	Mode SubagentMode `protobuf:"varint,3,opt,name=mode,proto3,enum=threadline.v1.SubagentMode" json:"mode,omitempty"`
+	// The child's agent, by the name this server serves it under; empty for an inline child whose
+	// agent is not served.
+	Agent string `protobuf:"bytes,4,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The child agent's stable definition ID.
+	ChildDefinitionId string `protobuf:"bytes,5,opt,name=child_definition_id,json=childDefinitionId,proto3" json:"child_definition_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SubagentInfo) Reset() {
+	*x = SubagentInfo{}
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubagentInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubagentInfo) ProtoMessage() {}
+
+func (x *SubagentInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubagentInfo.ProtoReflect.Descriptor instead.
+func (*SubagentInfo) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SubagentInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SubagentInfo) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *SubagentInfo) GetMode() SubagentMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SubagentMode_SUBAGENT_MODE_UNSPECIFIED
+}
+
+func (x *SubagentInfo) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *SubagentInfo) GetChildDefinitionId() string {
+	if x != nil {
+		return x.ChildDefinitionId
+	}
+	return ""
+}
+
 // A mount: a shell environment on the server's machine that runs of an agent can use through the
 // shell tools. Commands run as the server's user; the local provider isolates nothing.
 type MountInfo struct {
@@ -1229,7 +1376,7 @@ type MountInfo struct {
 
 func (x *MountInfo) Reset() {
 	*x = MountInfo{}
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[18]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1388,7 @@ func (x *MountInfo) String() string {
 func (*MountInfo) ProtoMessage() {}
 
 func (x *MountInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[18]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1401,7 @@ func (x *MountInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountInfo.ProtoReflect.Descriptor instead.
 func (*MountInfo) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{18}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MountInfo) GetName() string {
@@ -1303,7 +1450,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[19]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1462,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[19]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +1475,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{19}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -1374,7 +1521,7 @@ type ServerLimits struct {
 
 func (x *ServerLimits) Reset() {
 	*x = ServerLimits{}
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[20]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1533,7 @@ func (x *ServerLimits) String() string {
 func (*ServerLimits) ProtoMessage() {}
 
 func (x *ServerLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_harness_service_proto_msgTypes[20]
+	mi := &file_threadline_v1_harness_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1546,7 @@ func (x *ServerLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLimits.ProtoReflect.Descriptor instead.
 func (*ServerLimits) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{20}
+	return file_threadline_v1_harness_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ServerLimits) GetMaxMessageBytes() int64 {
@@ -1476,11 +1623,18 @@ const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\"C\n" +
 	"\rHistoryFormat\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x1a\n" +
-	"\bversions\x18\x02 \x03(\tR\bversions\"\x80\x01\n" +
+	"\bversions\x18\x02 \x03(\tR\bversions\"\xbb\x01\n" +
 	"\tAgentInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
 	"\x05tools\x18\x02 \x03(\v2\x17.threadline.v1.ToolInfoR\x05tools\x120\n" +
-	"\x06mounts\x18\x03 \x03(\v2\x18.threadline.v1.MountInfoR\x06mounts\"\x85\x01\n" +
+	"\x06mounts\x18\x03 \x03(\v2\x18.threadline.v1.MountInfoR\x06mounts\x129\n" +
+	"\tsubagents\x18\x04 \x03(\v2\x1b.threadline.v1.SubagentInfoR\tsubagents\"\xbb\x01\n" +
+	"\fSubagentInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12/\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x1b.threadline.v1.SubagentModeR\x04mode\x12\x14\n" +
+	"\x05agent\x18\x04 \x01(\tR\x05agent\x12.\n" +
+	"\x13child_definition_id\x18\x05 \x01(\tR\x11childDefinitionId\"\x85\x01\n" +
 	"\tMountInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fprovider_key\x18\x02 \x01(\tR\vproviderKey\x12\x18\n" +
@@ -1499,7 +1653,11 @@ const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\x18THREAD_STORE_KIND_SQLITE\x10\x01\x12 \n" +
 	"\x1cTHREAD_STORE_KIND_POSTGRESQL\x10\x02\x12\x1c\n" +
 	"\x18THREAD_STORE_KIND_MEMORY\x10\x03\x12\x1a\n" +
-	"\x16THREAD_STORE_KIND_NONE\x10\x04*\xad\x01\n" +
+	"\x16THREAD_STORE_KIND_NONE\x10\x04*_\n" +
+	"\fSubagentMode\x12\x1d\n" +
+	"\x19SUBAGENT_MODE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14SUBAGENT_MODE_INLINE\x10\x01\x12\x16\n" +
+	"\x12SUBAGENT_MODE_HOST\x10\x02*\xad\x01\n" +
 	"\fToolCategory\x12\x1d\n" +
 	"\x19TOOL_CATEGORY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13TOOL_CATEGORY_PLAIN\x10\x01\x12#\n" +
@@ -1528,88 +1686,92 @@ func file_threadline_v1_harness_service_proto_rawDescGZIP() []byte {
 	return file_threadline_v1_harness_service_proto_rawDescData
 }
 
-var file_threadline_v1_harness_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_threadline_v1_harness_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_threadline_v1_harness_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_threadline_v1_harness_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_threadline_v1_harness_service_proto_goTypes = []any{
 	(ThreadStoreKind)(0),              // 0: threadline.v1.ThreadStoreKind
-	(ToolCategory)(0),                 // 1: threadline.v1.ToolCategory
-	(*StreamRunRequest)(nil),          // 2: threadline.v1.StreamRunRequest
-	(*StreamRunResponse)(nil),         // 3: threadline.v1.StreamRunResponse
-	(*RunRequest)(nil),                // 4: threadline.v1.RunRequest
-	(*RunResponse)(nil),               // 5: threadline.v1.RunResponse
-	(*NewStateRequest)(nil),           // 6: threadline.v1.NewStateRequest
-	(*NewStateResponse)(nil),          // 7: threadline.v1.NewStateResponse
-	(*ForkStateRequest)(nil),          // 8: threadline.v1.ForkStateRequest
-	(*ForkStateResponse)(nil),         // 9: threadline.v1.ForkStateResponse
-	(*ValidateStateRequest)(nil),      // 10: threadline.v1.ValidateStateRequest
-	(*ValidateStateResponse)(nil),     // 11: threadline.v1.ValidateStateResponse
-	(*RemainingDeferredRequest)(nil),  // 12: threadline.v1.RemainingDeferredRequest
-	(*RemainingDeferredResponse)(nil), // 13: threadline.v1.RemainingDeferredResponse
-	(*GetServerInfoRequest)(nil),      // 14: threadline.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),     // 15: threadline.v1.GetServerInfoResponse
-	(*EnvironmentProviderInfo)(nil),   // 16: threadline.v1.EnvironmentProviderInfo
-	(*ThreadStoreInfo)(nil),           // 17: threadline.v1.ThreadStoreInfo
-	(*HistoryFormat)(nil),             // 18: threadline.v1.HistoryFormat
-	(*AgentInfo)(nil),                 // 19: threadline.v1.AgentInfo
-	(*MountInfo)(nil),                 // 20: threadline.v1.MountInfo
-	(*ToolInfo)(nil),                  // 21: threadline.v1.ToolInfo
-	(*ServerLimits)(nil),              // 22: threadline.v1.ServerLimits
-	(*RunSpec)(nil),                   // 23: threadline.v1.RunSpec
-	(*RunEvent)(nil),                  // 24: threadline.v1.RunEvent
-	(*RunResult)(nil),                 // 25: threadline.v1.RunResult
-	(*MessageHistory)(nil),            // 26: threadline.v1.MessageHistory
-	(*CapabilityState)(nil),           // 27: threadline.v1.CapabilityState
-	(*EnvironmentState)(nil),          // 28: threadline.v1.EnvironmentState
-	(*HarnessState)(nil),              // 29: threadline.v1.HarnessState
-	(*DeferredToolResume)(nil),        // 30: threadline.v1.DeferredToolResume
-	(*durationpb.Duration)(nil),       // 31: google.protobuf.Duration
+	(SubagentMode)(0),                 // 1: threadline.v1.SubagentMode
+	(ToolCategory)(0),                 // 2: threadline.v1.ToolCategory
+	(*StreamRunRequest)(nil),          // 3: threadline.v1.StreamRunRequest
+	(*StreamRunResponse)(nil),         // 4: threadline.v1.StreamRunResponse
+	(*RunRequest)(nil),                // 5: threadline.v1.RunRequest
+	(*RunResponse)(nil),               // 6: threadline.v1.RunResponse
+	(*NewStateRequest)(nil),           // 7: threadline.v1.NewStateRequest
+	(*NewStateResponse)(nil),          // 8: threadline.v1.NewStateResponse
+	(*ForkStateRequest)(nil),          // 9: threadline.v1.ForkStateRequest
+	(*ForkStateResponse)(nil),         // 10: threadline.v1.ForkStateResponse
+	(*ValidateStateRequest)(nil),      // 11: threadline.v1.ValidateStateRequest
+	(*ValidateStateResponse)(nil),     // 12: threadline.v1.ValidateStateResponse
+	(*RemainingDeferredRequest)(nil),  // 13: threadline.v1.RemainingDeferredRequest
+	(*RemainingDeferredResponse)(nil), // 14: threadline.v1.RemainingDeferredResponse
+	(*GetServerInfoRequest)(nil),      // 15: threadline.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),     // 16: threadline.v1.GetServerInfoResponse
+	(*EnvironmentProviderInfo)(nil),   // 17: threadline.v1.EnvironmentProviderInfo
+	(*ThreadStoreInfo)(nil),           // 18: threadline.v1.ThreadStoreInfo
+	(*HistoryFormat)(nil),             // 19: threadline.v1.HistoryFormat
+	(*AgentInfo)(nil),                 // 20: threadline.v1.AgentInfo
+	(*SubagentInfo)(nil),              // 21: threadline.v1.SubagentInfo
+	(*MountInfo)(nil),                 // 22: threadline.v1.MountInfo
+	(*ToolInfo)(nil),                  // 23: threadline.v1.ToolInfo
+	(*ServerLimits)(nil),              // 24: threadline.v1.ServerLimits
+	(*RunSpec)(nil),                   // 25: threadline.v1.RunSpec
+	(*RunEvent)(nil),                  // 26: threadline.v1.RunEvent
+	(*RunResult)(nil),                 // 27: threadline.v1.RunResult
+	(*MessageHistory)(nil),            // 28: threadline.v1.MessageHistory
+	(*CapabilityState)(nil),           // 29: threadline.v1.CapabilityState
+	(*EnvironmentState)(nil),          // 30: threadline.v1.EnvironmentState
+	(*HarnessState)(nil),              // 31: threadline.v1.HarnessState
+	(*DeferredToolResume)(nil),        // 32: threadline.v1.DeferredToolResume
+	(*durationpb.Duration)(nil),       // 33: google.protobuf.Duration
 }
 var file_threadline_v1_harness_service_proto_depIdxs = []int32{
-	23, // 0: threadline.v1.StreamRunRequest.spec:type_name -> threadline.v1.RunSpec
-	24, // 1: threadline.v1.StreamRunResponse.event:type_name -> threadline.v1.RunEvent
-	24, // 2: threadline.v1.StreamRunResponse.events:type_name -> threadline.v1.RunEvent
-	23, // 3: threadline.v1.RunRequest.spec:type_name -> threadline.v1.RunSpec
-	25, // 4: threadline.v1.RunResponse.result:type_name -> threadline.v1.RunResult
-	26, // 5: threadline.v1.NewStateRequest.message_history:type_name -> threadline.v1.MessageHistory
-	27, // 6: threadline.v1.NewStateRequest.capability_states:type_name -> threadline.v1.CapabilityState
-	28, // 7: threadline.v1.NewStateRequest.environment_states:type_name -> threadline.v1.EnvironmentState
-	29, // 8: threadline.v1.NewStateResponse.state:type_name -> threadline.v1.HarnessState
-	29, // 9: threadline.v1.ForkStateRequest.state:type_name -> threadline.v1.HarnessState
-	29, // 10: threadline.v1.ForkStateResponse.state:type_name -> threadline.v1.HarnessState
-	29, // 11: threadline.v1.ValidateStateRequest.state:type_name -> threadline.v1.HarnessState
-	29, // 12: threadline.v1.ValidateStateResponse.state:type_name -> threadline.v1.HarnessState
-	30, // 13: threadline.v1.RemainingDeferredRequest.resume:type_name -> threadline.v1.DeferredToolResume
-	29, // 14: threadline.v1.RemainingDeferredRequest.state:type_name -> threadline.v1.HarnessState
-	30, // 15: threadline.v1.RemainingDeferredResponse.remaining:type_name -> threadline.v1.DeferredToolResume
-	18, // 16: threadline.v1.GetServerInfoResponse.history_formats:type_name -> threadline.v1.HistoryFormat
-	19, // 17: threadline.v1.GetServerInfoResponse.agents:type_name -> threadline.v1.AgentInfo
-	22, // 18: threadline.v1.GetServerInfoResponse.limits:type_name -> threadline.v1.ServerLimits
-	17, // 19: threadline.v1.GetServerInfoResponse.thread_store:type_name -> threadline.v1.ThreadStoreInfo
-	16, // 20: threadline.v1.GetServerInfoResponse.environment_providers:type_name -> threadline.v1.EnvironmentProviderInfo
+	25, // 0: threadline.v1.StreamRunRequest.spec:type_name -> threadline.v1.RunSpec
+	26, // 1: threadline.v1.StreamRunResponse.event:type_name -> threadline.v1.RunEvent
+	26, // 2: threadline.v1.StreamRunResponse.events:type_name -> threadline.v1.RunEvent
+	25, // 3: threadline.v1.RunRequest.spec:type_name -> threadline.v1.RunSpec
+	27, // 4: threadline.v1.RunResponse.result:type_name -> threadline.v1.RunResult
+	28, // 5: threadline.v1.NewStateRequest.message_history:type_name -> threadline.v1.MessageHistory
+	29, // 6: threadline.v1.NewStateRequest.capability_states:type_name -> threadline.v1.CapabilityState
+	30, // 7: threadline.v1.NewStateRequest.environment_states:type_name -> threadline.v1.EnvironmentState
+	31, // 8: threadline.v1.NewStateResponse.state:type_name -> threadline.v1.HarnessState
+	31, // 9: threadline.v1.ForkStateRequest.state:type_name -> threadline.v1.HarnessState
+	31, // 10: threadline.v1.ForkStateResponse.state:type_name -> threadline.v1.HarnessState
+	31, // 11: threadline.v1.ValidateStateRequest.state:type_name -> threadline.v1.HarnessState
+	31, // 12: threadline.v1.ValidateStateResponse.state:type_name -> threadline.v1.HarnessState
+	32, // 13: threadline.v1.RemainingDeferredRequest.resume:type_name -> threadline.v1.DeferredToolResume
+	31, // 14: threadline.v1.RemainingDeferredRequest.state:type_name -> threadline.v1.HarnessState
+	32, // 15: threadline.v1.RemainingDeferredResponse.remaining:type_name -> threadline.v1.DeferredToolResume
+	19, // 16: threadline.v1.GetServerInfoResponse.history_formats:type_name -> threadline.v1.HistoryFormat
+	20, // 17: threadline.v1.GetServerInfoResponse.agents:type_name -> threadline.v1.AgentInfo
+	24, // 18: threadline.v1.GetServerInfoResponse.limits:type_name -> threadline.v1.ServerLimits
+	18, // 19: threadline.v1.GetServerInfoResponse.thread_store:type_name -> threadline.v1.ThreadStoreInfo
+	17, // 20: threadline.v1.GetServerInfoResponse.environment_providers:type_name -> threadline.v1.EnvironmentProviderInfo
 	0,  // 21: threadline.v1.ThreadStoreInfo.kind:type_name -> threadline.v1.ThreadStoreKind
-	31, // 22: threadline.v1.ThreadStoreInfo.lease_ttl:type_name -> google.protobuf.Duration
-	21, // 23: threadline.v1.AgentInfo.tools:type_name -> threadline.v1.ToolInfo
-	20, // 24: threadline.v1.AgentInfo.mounts:type_name -> threadline.v1.MountInfo
-	1,  // 25: threadline.v1.ToolInfo.category:type_name -> threadline.v1.ToolCategory
-	2,  // 26: threadline.v1.HarnessService.StreamRun:input_type -> threadline.v1.StreamRunRequest
-	4,  // 27: threadline.v1.HarnessService.Run:input_type -> threadline.v1.RunRequest
-	6,  // 28: threadline.v1.HarnessService.NewState:input_type -> threadline.v1.NewStateRequest
-	8,  // 29: threadline.v1.HarnessService.ForkState:input_type -> threadline.v1.ForkStateRequest
-	10, // 30: threadline.v1.HarnessService.ValidateState:input_type -> threadline.v1.ValidateStateRequest
-	12, // 31: threadline.v1.HarnessService.RemainingDeferred:input_type -> threadline.v1.RemainingDeferredRequest
-	14, // 32: threadline.v1.HarnessService.GetServerInfo:input_type -> threadline.v1.GetServerInfoRequest
-	3,  // 33: threadline.v1.HarnessService.StreamRun:output_type -> threadline.v1.StreamRunResponse
-	5,  // 34: threadline.v1.HarnessService.Run:output_type -> threadline.v1.RunResponse
-	7,  // 35: threadline.v1.HarnessService.NewState:output_type -> threadline.v1.NewStateResponse
-	9,  // 36: threadline.v1.HarnessService.ForkState:output_type -> threadline.v1.ForkStateResponse
-	11, // 37: threadline.v1.HarnessService.ValidateState:output_type -> threadline.v1.ValidateStateResponse
-	13, // 38: threadline.v1.HarnessService.RemainingDeferred:output_type -> threadline.v1.RemainingDeferredResponse
-	15, // 39: threadline.v1.HarnessService.GetServerInfo:output_type -> threadline.v1.GetServerInfoResponse
-	33, // [33:40] is the sub-list for method output_type
-	26, // [26:33] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	33, // 22: threadline.v1.ThreadStoreInfo.lease_ttl:type_name -> google.protobuf.Duration
+	23, // 23: threadline.v1.AgentInfo.tools:type_name -> threadline.v1.ToolInfo
+	22, // 24: threadline.v1.AgentInfo.mounts:type_name -> threadline.v1.MountInfo
+	21, // 25: threadline.v1.AgentInfo.subagents:type_name -> threadline.v1.SubagentInfo
+	1,  // 26: threadline.v1.SubagentInfo.mode:type_name -> threadline.v1.SubagentMode
+	2,  // 27: threadline.v1.ToolInfo.category:type_name -> threadline.v1.ToolCategory
+	3,  // 28: threadline.v1.HarnessService.StreamRun:input_type -> threadline.v1.StreamRunRequest
+	5,  // 29: threadline.v1.HarnessService.Run:input_type -> threadline.v1.RunRequest
+	7,  // 30: threadline.v1.HarnessService.NewState:input_type -> threadline.v1.NewStateRequest
+	9,  // 31: threadline.v1.HarnessService.ForkState:input_type -> threadline.v1.ForkStateRequest
+	11, // 32: threadline.v1.HarnessService.ValidateState:input_type -> threadline.v1.ValidateStateRequest
+	13, // 33: threadline.v1.HarnessService.RemainingDeferred:input_type -> threadline.v1.RemainingDeferredRequest
+	15, // 34: threadline.v1.HarnessService.GetServerInfo:input_type -> threadline.v1.GetServerInfoRequest
+	4,  // 35: threadline.v1.HarnessService.StreamRun:output_type -> threadline.v1.StreamRunResponse
+	6,  // 36: threadline.v1.HarnessService.Run:output_type -> threadline.v1.RunResponse
+	8,  // 37: threadline.v1.HarnessService.NewState:output_type -> threadline.v1.NewStateResponse
+	10, // 38: threadline.v1.HarnessService.ForkState:output_type -> threadline.v1.ForkStateResponse
+	12, // 39: threadline.v1.HarnessService.ValidateState:output_type -> threadline.v1.ValidateStateResponse
+	14, // 40: threadline.v1.HarnessService.RemainingDeferred:output_type -> threadline.v1.RemainingDeferredResponse
+	16, // 41: threadline.v1.HarnessService.GetServerInfo:output_type -> threadline.v1.GetServerInfoResponse
+	35, // [35:42] is the sub-list for method output_type
+	28, // [28:35] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_harness_service_proto_init() }
@@ -1630,8 +1792,8 @@ func file_threadline_v1_harness_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_threadline_v1_harness_service_proto_rawDesc), len(file_threadline_v1_harness_service_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   21,
+			NumEnums:      3,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

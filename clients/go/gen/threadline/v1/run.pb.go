@@ -21,6 +21,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Whether the host answers deferred calls (`RunSpec.deferred_tools`).
+type DeferredToolsMode int32
+
+const (
+	// As DEFERRED_TOOLS_MODE_SUPPORTED.
+	DeferredToolsMode_DEFERRED_TOOLS_MODE_UNSPECIFIED DeferredToolsMode = 0
+	// Approvals, external and client tools and questions suspend the run for the host.
+	DeferredToolsMode_DEFERRED_TOOLS_MODE_SUPPORTED DeferredToolsMode = 1
+	// The host has no deferred lifecycle: nothing suspends the run.
+	DeferredToolsMode_DEFERRED_TOOLS_MODE_UNSUPPORTED DeferredToolsMode = 2
+)
+
+// Enum value maps for DeferredToolsMode.
+var (
+	DeferredToolsMode_name = map[int32]string{
+		0: "DEFERRED_TOOLS_MODE_UNSPECIFIED",
+		1: "DEFERRED_TOOLS_MODE_SUPPORTED",
+		2: "DEFERRED_TOOLS_MODE_UNSUPPORTED",
+	}
+	DeferredToolsMode_value = map[string]int32{
+		"DEFERRED_TOOLS_MODE_UNSPECIFIED": 0,
+		"DEFERRED_TOOLS_MODE_SUPPORTED":   1,
+		"DEFERRED_TOOLS_MODE_UNSUPPORTED": 2,
+	}
+)
+
+func (x DeferredToolsMode) Enum() *DeferredToolsMode {
+	p := new(DeferredToolsMode)
+	*p = x
+	return p
+}
+
+func (x DeferredToolsMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DeferredToolsMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_threadline_v1_run_proto_enumTypes[0].Descriptor()
+}
+
+func (DeferredToolsMode) Type() protoreflect.EnumType {
+	return &file_threadline_v1_run_proto_enumTypes[0]
+}
+
+func (x DeferredToolsMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DeferredToolsMode.Descriptor instead.
+func (DeferredToolsMode) EnumDescriptor() ([]byte, []int) {
+	return file_threadline_v1_run_proto_rawDescGZIP(), []int{0}
+}
+
 // How a `CheckpointCandidate` carries its state (`RunSpec.checkpoint_form`).
 type CheckpointForm int32
 
@@ -61,11 +114,11 @@ func (x CheckpointForm) String() string {
 }
 
 func (CheckpointForm) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_run_proto_enumTypes[0].Descriptor()
+	return file_threadline_v1_run_proto_enumTypes[1].Descriptor()
 }
 
 func (CheckpointForm) Type() protoreflect.EnumType {
-	return &file_threadline_v1_run_proto_enumTypes[0]
+	return &file_threadline_v1_run_proto_enumTypes[1]
 }
 
 func (x CheckpointForm) Number() protoreflect.EnumNumber {
@@ -74,7 +127,7 @@ func (x CheckpointForm) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CheckpointForm.Descriptor instead.
 func (CheckpointForm) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_run_proto_rawDescGZIP(), []int{0}
+	return file_threadline_v1_run_proto_rawDescGZIP(), []int{1}
 }
 
 // The kind of content a `UrlContent` points to.
@@ -122,11 +175,11 @@ func (x UrlKind) String() string {
 }
 
 func (UrlKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_run_proto_enumTypes[1].Descriptor()
+	return file_threadline_v1_run_proto_enumTypes[2].Descriptor()
 }
 
 func (UrlKind) Type() protoreflect.EnumType {
-	return &file_threadline_v1_run_proto_enumTypes[1]
+	return &file_threadline_v1_run_proto_enumTypes[2]
 }
 
 func (x UrlKind) Number() protoreflect.EnumNumber {
@@ -135,7 +188,7 @@ func (x UrlKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UrlKind.Descriptor instead.
 func (UrlKind) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_run_proto_rawDescGZIP(), []int{1}
+	return file_threadline_v1_run_proto_rawDescGZIP(), []int{2}
 }
 
 // How a run settles tool calls of the previous state's last model response that have no result
@@ -183,11 +236,11 @@ func (x ToolRecovery) String() string {
 }
 
 func (ToolRecovery) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_run_proto_enumTypes[2].Descriptor()
+	return file_threadline_v1_run_proto_enumTypes[3].Descriptor()
 }
 
 func (ToolRecovery) Type() protoreflect.EnumType {
-	return &file_threadline_v1_run_proto_enumTypes[2]
+	return &file_threadline_v1_run_proto_enumTypes[3]
 }
 
 func (x ToolRecovery) Number() protoreflect.EnumNumber {
@@ -196,7 +249,7 @@ func (x ToolRecovery) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolRecovery.Descriptor instead.
 func (ToolRecovery) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_run_proto_rawDescGZIP(), []int{2}
+	return file_threadline_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
 // How a run ended.
@@ -245,11 +298,11 @@ func (x RunStatus) String() string {
 }
 
 func (RunStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_run_proto_enumTypes[3].Descriptor()
+	return file_threadline_v1_run_proto_enumTypes[4].Descriptor()
 }
 
 func (RunStatus) Type() protoreflect.EnumType {
-	return &file_threadline_v1_run_proto_enumTypes[3]
+	return &file_threadline_v1_run_proto_enumTypes[4]
 }
 
 func (x RunStatus) Number() protoreflect.EnumNumber {
@@ -258,7 +311,7 @@ func (x RunStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunStatus.Descriptor instead.
 func (RunStatus) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_run_proto_rawDescGZIP(), []int{3}
+	return file_threadline_v1_run_proto_rawDescGZIP(), []int{4}
 }
 
 // Why a run suspended.
@@ -294,11 +347,11 @@ func (x SuspendReason) String() string {
 }
 
 func (SuspendReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_run_proto_enumTypes[4].Descriptor()
+	return file_threadline_v1_run_proto_enumTypes[5].Descriptor()
 }
 
 func (SuspendReason) Type() protoreflect.EnumType {
-	return &file_threadline_v1_run_proto_enumTypes[4]
+	return &file_threadline_v1_run_proto_enumTypes[5]
 }
 
 func (x SuspendReason) Number() protoreflect.EnumNumber {
@@ -307,7 +360,7 @@ func (x SuspendReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SuspendReason.Descriptor instead.
 func (SuspendReason) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_run_proto_rawDescGZIP(), []int{4}
+	return file_threadline_v1_run_proto_rawDescGZIP(), []int{5}
 }
 
 // What a host may do after a failure.
@@ -351,11 +404,11 @@ func (x RetryHint) String() string {
 }
 
 func (RetryHint) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_run_proto_enumTypes[5].Descriptor()
+	return file_threadline_v1_run_proto_enumTypes[6].Descriptor()
 }
 
 func (RetryHint) Type() protoreflect.EnumType {
-	return &file_threadline_v1_run_proto_enumTypes[5]
+	return &file_threadline_v1_run_proto_enumTypes[6]
 }
 
 func (x RetryHint) Number() protoreflect.EnumNumber {
@@ -364,7 +417,7 @@ func (x RetryHint) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetryHint.Descriptor instead.
 func (RetryHint) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_run_proto_rawDescGZIP(), []int{5}
+	return file_threadline_v1_run_proto_rawDescGZIP(), []int{6}
 }
 
 // What to run: shared by `StreamRunRequest` and `RunRequest`. Everything the run needs travels
@@ -415,8 +468,18 @@ type RunSpec struct {
 	// CHECKPOINT_FORM_FULL. A value this server does not know fails with INVALID_ARGUMENT
 	// INPUT_INVALID.
 	CheckpointForm CheckpointForm `protobuf:"varint,11,opt,name=checkpoint_form,json=checkpointForm,proto3,enum=threadline.v1.CheckpointForm" json:"checkpoint_form,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Set when this run is a child of another run (a Host-managed child: copy
+	// `DeferredToolCall.child.parent`). Correlation only, echoed in `RunStarted.lineage` and
+	// `RunResult.lineage`; it never turns deferred tools off (`deferred_tools` does). With
+	// `parent_agent` set, the server checks the edge and applies its limits (`ChildLineage`).
+	Lineage *ChildLineage `protobuf:"bytes,12,opt,name=lineage,proto3" json:"lineage,omitempty"`
+	// Whether this host can answer deferred calls. DEFERRED_TOOLS_MODE_UNSUPPORTED: tools that would
+	// suspend the run fail instead (the model sees the failure), client tools of this run leave the
+	// surface, and an agent's Host-managed child tools are absent. The server never derives it from
+	// `lineage`.
+	DeferredTools DeferredToolsMode `protobuf:"varint,13,opt,name=deferred_tools,json=deferredTools,proto3,enum=threadline.v1.DeferredToolsMode" json:"deferred_tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunSpec) Reset() {
@@ -535,6 +598,20 @@ func (x *RunSpec) GetCheckpointForm() CheckpointForm {
 		return x.CheckpointForm
 	}
 	return CheckpointForm_CHECKPOINT_FORM_UNSPECIFIED
+}
+
+func (x *RunSpec) GetLineage() *ChildLineage {
+	if x != nil {
+		return x.Lineage
+	}
+	return nil
+}
+
+func (x *RunSpec) GetDeferredTools() DeferredToolsMode {
+	if x != nil {
+		return x.DeferredTools
+	}
+	return DeferredToolsMode_DEFERRED_TOOLS_MODE_UNSPECIFIED
 }
 
 type isRunSpec_Prompt interface {
@@ -1026,7 +1103,9 @@ type RunResult struct {
 	// What the run consumed.
 	Usage *RunUsage `protobuf:"bytes,9,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Why the run failed; set exactly when `status` is RUN_STATUS_FAILED.
-	Failure       *Failure `protobuf:"bytes,10,opt,name=failure,proto3" json:"failure,omitempty"`
+	Failure *Failure `protobuf:"bytes,10,opt,name=failure,proto3" json:"failure,omitempty"`
+	// The request's `RunSpec.lineage`, echoed; unset for a run that is no child.
+	Lineage       *ChildLineage `protobuf:"bytes,11,opt,name=lineage,proto3" json:"lineage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1127,6 +1206,13 @@ func (x *RunResult) GetUsage() *RunUsage {
 func (x *RunResult) GetFailure() *Failure {
 	if x != nil {
 		return x.Failure
+	}
+	return nil
+}
+
+func (x *RunResult) GetLineage() *ChildLineage {
+	if x != nil {
+		return x.Lineage
 	}
 	return nil
 }
@@ -1440,7 +1526,7 @@ var File_threadline_v1_run_proto protoreflect.FileDescriptor
 
 const file_threadline_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x17threadline/v1/run.proto\x12\rthreadline.v1\x1a\x1cthreadline/v1/deferred.proto\x1a\x19threadline/v1/state.proto\"\xcb\x04\n" +
+	"\x17threadline/v1/run.proto\x12\rthreadline.v1\x1a\x1cthreadline/v1/deferred.proto\x1a\x19threadline/v1/state.proto\"\xcb\x05\n" +
 	"\aRunSpec\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x14\n" +
 	"\x04text\x18\x02 \x01(\tH\x00R\x04text\x122\n" +
@@ -1454,7 +1540,9 @@ const file_threadline_v1_run_proto_rawDesc = "" +
 	"request_id\x18\t \x01(\tR\trequestId\x12=\n" +
 	"\fusage_limits\x18\n" +
 	" \x01(\v2\x1a.threadline.v1.UsageLimitsR\vusageLimits\x12F\n" +
-	"\x0fcheckpoint_form\x18\v \x01(\x0e2\x1d.threadline.v1.CheckpointFormR\x0echeckpointFormB\b\n" +
+	"\x0fcheckpoint_form\x18\v \x01(\x0e2\x1d.threadline.v1.CheckpointFormR\x0echeckpointForm\x125\n" +
+	"\alineage\x18\f \x01(\v2\x1b.threadline.v1.ChildLineageR\alineage\x12G\n" +
+	"\x0edeferred_tools\x18\r \x01(\x0e2 .threadline.v1.DeferredToolsModeR\rdeferredToolsB\b\n" +
 	"\x06prompt\">\n" +
 	"\vPromptParts\x12/\n" +
 	"\x05parts\x18\x01 \x03(\v2\x19.threadline.v1.PromptPartR\x05parts\"\x94\x01\n" +
@@ -1493,7 +1581,7 @@ const file_threadline_v1_run_proto_rawDesc = "" +
 	"\x14_output_tokens_limitB\x15\n" +
 	"\x13_total_tokens_limitB!\n" +
 	"\x1f_per_request_input_tokens_limitB\x1e\n" +
-	"\x1c_count_tokens_before_request\"\xcb\x03\n" +
+	"\x1c_count_tokens_before_request\"\x82\x04\n" +
 	"\tRunResult\x120\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x18.threadline.v1.RunStatusR\x06status\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x15\n" +
@@ -1507,7 +1595,8 @@ const file_threadline_v1_run_proto_rawDesc = "" +
 	"outputJson\x12-\n" +
 	"\x05usage\x18\t \x01(\v2\x17.threadline.v1.RunUsageR\x05usage\x120\n" +
 	"\afailure\x18\n" +
-	" \x01(\v2\x16.threadline.v1.FailureR\afailure\"\x87\x05\n" +
+	" \x01(\v2\x16.threadline.v1.FailureR\afailure\x125\n" +
+	"\alineage\x18\v \x01(\v2\x1b.threadline.v1.ChildLineageR\alineage\"\x87\x05\n" +
 	"\bRunUsage\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\x03R\brequests\x12\x1d\n" +
 	"\n" +
@@ -1534,7 +1623,11 @@ const file_threadline_v1_run_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12!\n" +
 	"\fdetails_json\x18\x03 \x01(\tR\vdetailsJson\x127\n" +
 	"\n" +
-	"retry_hint\x18\x04 \x01(\x0e2\x18.threadline.v1.RetryHintR\tretryHint*f\n" +
+	"retry_hint\x18\x04 \x01(\x0e2\x18.threadline.v1.RetryHintR\tretryHint*\x80\x01\n" +
+	"\x11DeferredToolsMode\x12#\n" +
+	"\x1fDEFERRED_TOOLS_MODE_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dDEFERRED_TOOLS_MODE_SUPPORTED\x10\x01\x12#\n" +
+	"\x1fDEFERRED_TOOLS_MODE_UNSUPPORTED\x10\x02*f\n" +
 	"\x0eCheckpointForm\x12\x1f\n" +
 	"\x1bCHECKPOINT_FORM_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14CHECKPOINT_FORM_FULL\x10\x01\x12\x19\n" +
@@ -1578,55 +1671,60 @@ func file_threadline_v1_run_proto_rawDescGZIP() []byte {
 	return file_threadline_v1_run_proto_rawDescData
 }
 
-var file_threadline_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_threadline_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
 var file_threadline_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_threadline_v1_run_proto_goTypes = []any{
-	(CheckpointForm)(0),          // 0: threadline.v1.CheckpointForm
-	(UrlKind)(0),                 // 1: threadline.v1.UrlKind
-	(ToolRecovery)(0),            // 2: threadline.v1.ToolRecovery
-	(RunStatus)(0),               // 3: threadline.v1.RunStatus
-	(SuspendReason)(0),           // 4: threadline.v1.SuspendReason
-	(RetryHint)(0),               // 5: threadline.v1.RetryHint
-	(*RunSpec)(nil),              // 6: threadline.v1.RunSpec
-	(*PromptParts)(nil),          // 7: threadline.v1.PromptParts
-	(*PromptPart)(nil),           // 8: threadline.v1.PromptPart
-	(*BinaryContent)(nil),        // 9: threadline.v1.BinaryContent
-	(*UrlContent)(nil),           // 10: threadline.v1.UrlContent
-	(*ClientTool)(nil),           // 11: threadline.v1.ClientTool
-	(*UsageLimits)(nil),          // 12: threadline.v1.UsageLimits
-	(*RunResult)(nil),            // 13: threadline.v1.RunResult
-	(*RunUsage)(nil),             // 14: threadline.v1.RunUsage
-	(*UsageDetail)(nil),          // 15: threadline.v1.UsageDetail
-	(*Failure)(nil),              // 16: threadline.v1.Failure
-	(*HarnessState)(nil),         // 17: threadline.v1.HarnessState
-	(*DeferredToolResume)(nil),   // 18: threadline.v1.DeferredToolResume
-	(*DeferredToolRequests)(nil), // 19: threadline.v1.DeferredToolRequests
+	(DeferredToolsMode)(0),       // 0: threadline.v1.DeferredToolsMode
+	(CheckpointForm)(0),          // 1: threadline.v1.CheckpointForm
+	(UrlKind)(0),                 // 2: threadline.v1.UrlKind
+	(ToolRecovery)(0),            // 3: threadline.v1.ToolRecovery
+	(RunStatus)(0),               // 4: threadline.v1.RunStatus
+	(SuspendReason)(0),           // 5: threadline.v1.SuspendReason
+	(RetryHint)(0),               // 6: threadline.v1.RetryHint
+	(*RunSpec)(nil),              // 7: threadline.v1.RunSpec
+	(*PromptParts)(nil),          // 8: threadline.v1.PromptParts
+	(*PromptPart)(nil),           // 9: threadline.v1.PromptPart
+	(*BinaryContent)(nil),        // 10: threadline.v1.BinaryContent
+	(*UrlContent)(nil),           // 11: threadline.v1.UrlContent
+	(*ClientTool)(nil),           // 12: threadline.v1.ClientTool
+	(*UsageLimits)(nil),          // 13: threadline.v1.UsageLimits
+	(*RunResult)(nil),            // 14: threadline.v1.RunResult
+	(*RunUsage)(nil),             // 15: threadline.v1.RunUsage
+	(*UsageDetail)(nil),          // 16: threadline.v1.UsageDetail
+	(*Failure)(nil),              // 17: threadline.v1.Failure
+	(*HarnessState)(nil),         // 18: threadline.v1.HarnessState
+	(*DeferredToolResume)(nil),   // 19: threadline.v1.DeferredToolResume
+	(*ChildLineage)(nil),         // 20: threadline.v1.ChildLineage
+	(*DeferredToolRequests)(nil), // 21: threadline.v1.DeferredToolRequests
 }
 var file_threadline_v1_run_proto_depIdxs = []int32{
-	7,  // 0: threadline.v1.RunSpec.parts:type_name -> threadline.v1.PromptParts
-	17, // 1: threadline.v1.RunSpec.previous_state:type_name -> threadline.v1.HarnessState
-	18, // 2: threadline.v1.RunSpec.deferred_resume:type_name -> threadline.v1.DeferredToolResume
-	2,  // 3: threadline.v1.RunSpec.tool_recovery:type_name -> threadline.v1.ToolRecovery
-	11, // 4: threadline.v1.RunSpec.client_tools:type_name -> threadline.v1.ClientTool
-	12, // 5: threadline.v1.RunSpec.usage_limits:type_name -> threadline.v1.UsageLimits
-	0,  // 6: threadline.v1.RunSpec.checkpoint_form:type_name -> threadline.v1.CheckpointForm
-	8,  // 7: threadline.v1.PromptParts.parts:type_name -> threadline.v1.PromptPart
-	9,  // 8: threadline.v1.PromptPart.binary:type_name -> threadline.v1.BinaryContent
-	10, // 9: threadline.v1.PromptPart.url:type_name -> threadline.v1.UrlContent
-	1,  // 10: threadline.v1.UrlContent.kind:type_name -> threadline.v1.UrlKind
-	3,  // 11: threadline.v1.RunResult.status:type_name -> threadline.v1.RunStatus
-	17, // 12: threadline.v1.RunResult.state:type_name -> threadline.v1.HarnessState
-	19, // 13: threadline.v1.RunResult.deferred:type_name -> threadline.v1.DeferredToolRequests
-	4,  // 14: threadline.v1.RunResult.suspend_reason:type_name -> threadline.v1.SuspendReason
-	14, // 15: threadline.v1.RunResult.usage:type_name -> threadline.v1.RunUsage
-	16, // 16: threadline.v1.RunResult.failure:type_name -> threadline.v1.Failure
-	15, // 17: threadline.v1.RunUsage.details:type_name -> threadline.v1.UsageDetail
-	5,  // 18: threadline.v1.Failure.retry_hint:type_name -> threadline.v1.RetryHint
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	8,  // 0: threadline.v1.RunSpec.parts:type_name -> threadline.v1.PromptParts
+	18, // 1: threadline.v1.RunSpec.previous_state:type_name -> threadline.v1.HarnessState
+	19, // 2: threadline.v1.RunSpec.deferred_resume:type_name -> threadline.v1.DeferredToolResume
+	3,  // 3: threadline.v1.RunSpec.tool_recovery:type_name -> threadline.v1.ToolRecovery
+	12, // 4: threadline.v1.RunSpec.client_tools:type_name -> threadline.v1.ClientTool
+	13, // 5: threadline.v1.RunSpec.usage_limits:type_name -> threadline.v1.UsageLimits
+	1,  // 6: threadline.v1.RunSpec.checkpoint_form:type_name -> threadline.v1.CheckpointForm
+	20, // 7: threadline.v1.RunSpec.lineage:type_name -> threadline.v1.ChildLineage
+	0,  // 8: threadline.v1.RunSpec.deferred_tools:type_name -> threadline.v1.DeferredToolsMode
+	9,  // 9: threadline.v1.PromptParts.parts:type_name -> threadline.v1.PromptPart
+	10, // 10: threadline.v1.PromptPart.binary:type_name -> threadline.v1.BinaryContent
+	11, // 11: threadline.v1.PromptPart.url:type_name -> threadline.v1.UrlContent
+	2,  // 12: threadline.v1.UrlContent.kind:type_name -> threadline.v1.UrlKind
+	4,  // 13: threadline.v1.RunResult.status:type_name -> threadline.v1.RunStatus
+	18, // 14: threadline.v1.RunResult.state:type_name -> threadline.v1.HarnessState
+	21, // 15: threadline.v1.RunResult.deferred:type_name -> threadline.v1.DeferredToolRequests
+	5,  // 16: threadline.v1.RunResult.suspend_reason:type_name -> threadline.v1.SuspendReason
+	15, // 17: threadline.v1.RunResult.usage:type_name -> threadline.v1.RunUsage
+	17, // 18: threadline.v1.RunResult.failure:type_name -> threadline.v1.Failure
+	20, // 19: threadline.v1.RunResult.lineage:type_name -> threadline.v1.ChildLineage
+	16, // 20: threadline.v1.RunUsage.details:type_name -> threadline.v1.UsageDetail
+	6,  // 21: threadline.v1.Failure.retry_hint:type_name -> threadline.v1.RetryHint
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_run_proto_init() }
@@ -1651,7 +1749,7 @@ func file_threadline_v1_run_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_threadline_v1_run_proto_rawDesc), len(file_threadline_v1_run_proto_rawDesc)),
-			NumEnums:      6,
+			NumEnums:      7,
 			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,

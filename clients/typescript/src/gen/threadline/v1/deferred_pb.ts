@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file threadline/v1/deferred.proto.
  */
 export const file_threadline_v1_deferred: GenFile = /*@__PURE__*/
-  fileDesc("Chx0aHJlYWRsaW5lL3YxL2RlZmVycmVkLnByb3RvEg10aHJlYWRsaW5lLnYxInoKFERlZmVycmVkVG9vbFJlcXVlc3RzEi4KBWNhbGxzGAEgAygLMh8udGhyZWFkbGluZS52MS5EZWZlcnJlZFRvb2xDYWxsEjIKCWFwcHJvdmFscxgCIAMoCzIfLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sQ2FsbCKpAQoQRGVmZXJyZWRUb29sQ2FsbBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhEKCWFyZ3NfanNvbhgDIAEoCRIXCg90YXJnZXRfaWRlbnRpdHkYBCABKAkSKQoEa2luZBgFIAEoDjIbLnRocmVhZGxpbmUudjEuRGVmZXJyZWRLaW5kEhUKDW1ldGFkYXRhX2pzb24YBiABKAkicQoTRGVmZXJyZWRUb29sUmVzdWx0cxIoCgVjYWxscxgBIAMoCzIZLnRocmVhZGxpbmUudjEuQ2FsbFJlc3VsdBIwCglhcHByb3ZhbHMYAiADKAsyHS50aHJlYWRsaW5lLnYxLkFwcHJvdmFsUmVzdWx0IooCCgpDYWxsUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIUCgp2YWx1ZV9qc29uGAIgASgJSAASNgoLdG9vbF9yZXR1cm4YAyABKAsyHy50aHJlYWRsaW5lLnYxLlRvb2xSZXR1cm5SZXN1bHRIABIxCgZmYWlsZWQYBCABKAsyHy50aHJlYWRsaW5lLnYxLlRvb2xGYWlsZWRSZXN1bHRIABIvCgVyZXRyeRgFIAEoCzIeLnRocmVhZGxpbmUudjEuVG9vbFJldHJ5UmVzdWx0SAASFQoNbWV0YWRhdGFfanNvbhgGIAEoCRITCgthbnN3ZXJlZF9ieRgHIAEoCUIICgZyZXN1bHQiWgoQVG9vbFJldHVyblJlc3VsdBIZChFyZXR1cm5fdmFsdWVfanNvbhgBIAEoCRIUCgxjb250ZW50X2pzb24YAiABKAkSFQoNbWV0YWRhdGFfanNvbhgDIAEoCSIjChBUb29sRmFpbGVkUmVzdWx0Eg8KB21lc3NhZ2UYASABKAkiIgoPVG9vbFJldHJ5UmVzdWx0Eg8KB21lc3NhZ2UYASABKAkivAEKDkFwcHJvdmFsUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIvCghhcHByb3ZlZBgCIAEoCzIbLnRocmVhZGxpbmUudjEuVG9vbEFwcHJvdmVkSAASKwoGZGVuaWVkGAMgASgLMhkudGhyZWFkbGluZS52MS5Ub29sRGVuaWVkSAASFQoNbWV0YWRhdGFfanNvbhgEIAEoCRITCgthbnN3ZXJlZF9ieRgFIAEoCUIKCghkZWNpc2lvbiJGCgxUb29sQXBwcm92ZWQSHwoSb3ZlcnJpZGVfYXJnc19qc29uGAEgASgJSACIAQFCFQoTX292ZXJyaWRlX2FyZ3NfanNvbiIdCgpUb29sRGVuaWVkEg8KB21lc3NhZ2UYASABKAkikgEKEkRlZmVycmVkVG9vbFJlc3VtZRI1CghyZXF1ZXN0cxgBIAEoCzIjLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVxdWVzdHMSMwoHcmVzdWx0cxgCIAEoCzIiLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVzdWx0cxIQCghyZWNvdmVyeRgDIAEoCCqBAQoMRGVmZXJyZWRLaW5kEh0KGURFRkVSUkVEX0tJTkRfVU5TUEVDSUZJRUQQABIaChZERUZFUlJFRF9LSU5EX0FQUFJPVkFMEAESGgoWREVGRVJSRURfS0lORF9FWFRFUk5BTBACEhoKFkRFRkVSUkVEX0tJTkRfUVVFU1RJT04QA0KrAQoRZGV2LnRocmVhZGxpbmUudjFCDURlZmVycmVkUHJvdG9QAVpOZ2l0aHViLmNvbS90aHJlYWRsaW5lLWRldi90aHJlYWRsaW5lL2NsaWVudHMvZ28vZ2VuL3RocmVhZGxpbmUvdjE7dGhyZWFkbGluZXYxogIDVExOqgINVGhyZWFkbGluZS5WMcoCDVRocmVhZGxpbmVcVjHqAg5UaHJlYWRsaW5lOjpWMWIGcHJvdG8z");
+  fileDesc("Chx0aHJlYWRsaW5lL3YxL2RlZmVycmVkLnByb3RvEg10aHJlYWRsaW5lLnYxInoKFERlZmVycmVkVG9vbFJlcXVlc3RzEi4KBWNhbGxzGAEgAygLMh8udGhyZWFkbGluZS52MS5EZWZlcnJlZFRvb2xDYWxsEjIKCWFwcHJvdmFscxgCIAMoCzIfLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sQ2FsbCLVAQoQRGVmZXJyZWRUb29sQ2FsbBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhEKCWFyZ3NfanNvbhgDIAEoCRIXCg90YXJnZXRfaWRlbnRpdHkYBCABKAkSKQoEa2luZBgFIAEoDjIbLnRocmVhZGxpbmUudjEuRGVmZXJyZWRLaW5kEhUKDW1ldGFkYXRhX2pzb24YBiABKAkSKgoFY2hpbGQYByABKAsyGy50aHJlYWRsaW5lLnYxLkNoaWxkUmVxdWVzdCLnAQoMQ2hpbGRSZXF1ZXN0EioKBmFjdGlvbhgBIAEoDjIaLnRocmVhZGxpbmUudjEuQ2hpbGRBY3Rpb24SFQoNc3ViYWdlbnRfbmFtZRgCIAEoCRINCgVhZ2VudBgDIAEoCRIbChNjaGlsZF9kZWZpbml0aW9uX2lkGAQgASgJEhEKCXRocmVhZF9pZBgFIAEoCRINCgVpbnB1dBgGIAEoCRIrCgZwYXJlbnQYByABKAsyGy50aHJlYWRsaW5lLnYxLkNoaWxkTGluZWFnZRIZChF1c2FnZV9saW1pdHNfanNvbhgIIAEoCSLCAQoMQ2hpbGRMaW5lYWdlEhgKEHBhcmVudF90aHJlYWRfaWQYASABKAkSFQoNcGFyZW50X3J1bl9pZBgCIAEoCRIbChNwYXJlbnRfdG9vbF9jYWxsX2lkGAMgASgJEiAKGHBhcmVudF9hZ2VudF9pbnN0YW5jZV9pZBgEIAEoCRIVCg1zdWJhZ2VudF9uYW1lGAUgASgJEhUKDWRlbGVnYXRpb25faWQYBiABKAkSFAoMcGFyZW50X2FnZW50GAcgASgJInEKE0RlZmVycmVkVG9vbFJlc3VsdHMSKAoFY2FsbHMYASADKAsyGS50aHJlYWRsaW5lLnYxLkNhbGxSZXN1bHQSMAoJYXBwcm92YWxzGAIgAygLMh0udGhyZWFkbGluZS52MS5BcHByb3ZhbFJlc3VsdCKKAgoKQ2FsbFJlc3VsdBIUCgx0b29sX2NhbGxfaWQYASABKAkSFAoKdmFsdWVfanNvbhgCIAEoCUgAEjYKC3Rvb2xfcmV0dXJuGAMgASgLMh8udGhyZWFkbGluZS52MS5Ub29sUmV0dXJuUmVzdWx0SAASMQoGZmFpbGVkGAQgASgLMh8udGhyZWFkbGluZS52MS5Ub29sRmFpbGVkUmVzdWx0SAASLwoFcmV0cnkYBSABKAsyHi50aHJlYWRsaW5lLnYxLlRvb2xSZXRyeVJlc3VsdEgAEhUKDW1ldGFkYXRhX2pzb24YBiABKAkSEwoLYW5zd2VyZWRfYnkYByABKAlCCAoGcmVzdWx0IloKEFRvb2xSZXR1cm5SZXN1bHQSGQoRcmV0dXJuX3ZhbHVlX2pzb24YASABKAkSFAoMY29udGVudF9qc29uGAIgASgJEhUKDW1ldGFkYXRhX2pzb24YAyABKAkiIwoQVG9vbEZhaWxlZFJlc3VsdBIPCgdtZXNzYWdlGAEgASgJIiIKD1Rvb2xSZXRyeVJlc3VsdBIPCgdtZXNzYWdlGAEgASgJIrwBCg5BcHByb3ZhbFJlc3VsdBIUCgx0b29sX2NhbGxfaWQYASABKAkSLwoIYXBwcm92ZWQYAiABKAsyGy50aHJlYWRsaW5lLnYxLlRvb2xBcHByb3ZlZEgAEisKBmRlbmllZBgDIAEoCzIZLnRocmVhZGxpbmUudjEuVG9vbERlbmllZEgAEhUKDW1ldGFkYXRhX2pzb24YBCABKAkSEwoLYW5zd2VyZWRfYnkYBSABKAlCCgoIZGVjaXNpb24iRgoMVG9vbEFwcHJvdmVkEh8KEm92ZXJyaWRlX2FyZ3NfanNvbhgBIAEoCUgAiAEBQhUKE19vdmVycmlkZV9hcmdzX2pzb24iHQoKVG9vbERlbmllZBIPCgdtZXNzYWdlGAEgASgJIpIBChJEZWZlcnJlZFRvb2xSZXN1bWUSNQoIcmVxdWVzdHMYASABKAsyIy50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlcXVlc3RzEjMKB3Jlc3VsdHMYAiABKAsyIi50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VsdHMSEAoIcmVjb3ZlcnkYAyABKAgqXgoLQ2hpbGRBY3Rpb24SHAoYQ0hJTERfQUNUSU9OX1VOU1BFQ0lGSUVEEAASFgoSQ0hJTERfQUNUSU9OX1NUQVJUEAESGQoVQ0hJTERfQUNUSU9OX0NPTlRJTlVFEAIqgQEKDERlZmVycmVkS2luZBIdChlERUZFUlJFRF9LSU5EX1VOU1BFQ0lGSUVEEAASGgoWREVGRVJSRURfS0lORF9BUFBST1ZBTBABEhoKFkRFRkVSUkVEX0tJTkRfRVhURVJOQUwQAhIaChZERUZFUlJFRF9LSU5EX1FVRVNUSU9OEANCqwEKEWRldi50aHJlYWRsaW5lLnYxQg1EZWZlcnJlZFByb3RvUAFaTmdpdGh1Yi5jb20vdGhyZWFkbGluZS1kZXYvdGhyZWFkbGluZS9jbGllbnRzL2dvL2dlbi90aHJlYWRsaW5lL3YxO3RocmVhZGxpbmV2MaICA1RMTqoCDVRocmVhZGxpbmUuVjHKAg1UaHJlYWRsaW5lXFYx6gIOVGhyZWFkbGluZTo6VjFiBnByb3RvMw");
 
 /**
  * The batch of tool calls a suspended run waits on (`RunResult.deferred`). Every item must be
@@ -95,11 +95,23 @@ export type DeferredToolCall = Message<"threadline.v1.DeferredToolCall"> & {
    * The call's metadata as one JSON object: what the tool passed when it deferred (e.g.
    * `{"queue":"q1"}`) merged with the harness's own keys, such as
    * "threadline.deferred_function_id", which resume validation reads. Empty when the call has no
-   * metadata entry. At most 64 KiB as canonical JSON.
+   * metadata entry. The metadata of the whole batch, every item together, is at most 64 KiB as
+   * canonical JSON.
    *
    * @generated from field: string metadata_json = 6;
    */
   metadataJson: string;
+
+  /**
+   * Set when the call asks the host to run a child: a Host-managed child request of a parent
+   * agent's `delegate` or `resume_subagent` (`target_identity`
+   * `tool/threadline.subagents.host/...`). The same data is in `metadata_json` under
+   * "threadline.child"; this typed copy is derived from it and never read back by the server.
+   * Answer the call with a `CallResult` once the child has an outcome.
+   *
+   * @generated from field: threadline.v1.ChildRequest child = 7;
+   */
+  child?: ChildRequest | undefined;
 };
 
 /**
@@ -108,6 +120,154 @@ export type DeferredToolCall = Message<"threadline.v1.DeferredToolCall"> & {
  */
 export const DeferredToolCallSchema: GenMessage<DeferredToolCall> = /*@__PURE__*/
   messageDesc(file_threadline_v1_deferred, 1);
+
+/**
+ * A Host-managed child the parent run asks the host to run (`DeferredToolCall.child`): run agent
+ * `agent` on thread `thread_id` with `input` as its prompt and `parent` as its
+ * `RunSpec.lineage`, then answer the parent's call with
+ * `{"execution_id": thread_id, "subagent": subagent_name, "status": "completed", "output": ...}`
+ * (or `"status": "running"` without `output` to let the parent go on meanwhile), or with an
+ * `external_failure` when the child failed.
+ *
+ * @generated from message threadline.v1.ChildRequest
+ */
+export type ChildRequest = Message<"threadline.v1.ChildRequest"> & {
+  /**
+   * Whether to start the child thread or continue it with a new prompt.
+   *
+   * @generated from field: threadline.v1.ChildAction action = 1;
+   */
+  action: ChildAction;
+
+  /**
+   * The parent agent's name for this child (its edge, as `GetServerInfo` lists it).
+   *
+   * @generated from field: string subagent_name = 2;
+   */
+  subagentName: string;
+
+  /**
+   * The agent to run, by the name the server serves it under.
+   *
+   * @generated from field: string agent = 3;
+   */
+  agent: string;
+
+  /**
+   * The child agent's stable definition ID.
+   *
+   * @generated from field: string child_definition_id = 4;
+   */
+  childDefinitionId: string;
+
+  /**
+   * The child's thread. For CHILD_ACTION_START it is derived from the parent thread, the model
+   * response and the tool call, so a request asked again (after a recovery) names the same child:
+   * look it up before starting anything. For CHILD_ACTION_CONTINUE it is the execution ID the
+   * model gave.
+   *
+   * @generated from field: string thread_id = 5;
+   */
+  threadId: string;
+
+  /**
+   * The child's prompt: canonical JSON text of `{"delegated_task", "parent_task"?,
+   * "parent_history"?}`.
+   *
+   * @generated from field: string input = 6;
+   */
+  input: string;
+
+  /**
+   * Who asks: copy it into the child run's `RunSpec.lineage` as it is.
+   *
+   * @generated from field: threadline.v1.ChildLineage parent = 7;
+   */
+  parent?: ChildLineage | undefined;
+
+  /**
+   * The edge's usage limits as JSON text of the native limit fields (e.g.
+   * `{"request_limit":5}`); empty when the edge sets none. The server applies the edge's limits
+   * itself when `RunSpec.lineage.parent_agent` is set.
+   *
+   * @generated from field: string usage_limits_json = 8;
+   */
+  usageLimitsJson: string;
+};
+
+/**
+ * Describes the message threadline.v1.ChildRequest.
+ * Use `create(ChildRequestSchema)` to create a new message.
+ */
+export const ChildRequestSchema: GenMessage<ChildRequest> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_deferred, 2);
+
+/**
+ * Which parent run a child run serves: correlation for logs and events, never authority. Only
+ * `parent_agent` has an effect: the server then checks the edge and applies its limits.
+ *
+ * @generated from message threadline.v1.ChildLineage
+ */
+export type ChildLineage = Message<"threadline.v1.ChildLineage"> & {
+  /**
+   * The parent's thread; a valid thread ID, different from the child run's own.
+   *
+   * @generated from field: string parent_thread_id = 1;
+   */
+  parentThreadId: string;
+
+  /**
+   * The parent run, `run-<32 lowercase hex>`.
+   *
+   * @generated from field: string parent_run_id = 2;
+   */
+  parentRunId: string;
+
+  /**
+   * The parent's tool call that asked for the child.
+   *
+   * @generated from field: string parent_tool_call_id = 3;
+   */
+  parentToolCallId: string;
+
+  /**
+   * The parent run's agent instance.
+   *
+   * @generated from field: string parent_agent_instance_id = 4;
+   */
+  parentAgentInstanceId: string;
+
+  /**
+   * The parent agent's name for this child (its edge).
+   *
+   * @generated from field: string subagent_name = 5;
+   */
+  subagentName: string;
+
+  /**
+   * The child's execution ID as the parent's model sees it (a Host-managed child's thread ID).
+   *
+   * @generated from field: string delegation_id = 6;
+   */
+  delegationId: string;
+
+  /**
+   * The parent's agent, by the name the server serves it under. When set, the server checks that
+   * it declares a host-mode child `subagent_name` whose agent is `RunSpec.agent`
+   * (FAILED_PRECONDITION CHILD_EDGE_UNKNOWN otherwise) and caps the run's usage limits by the
+   * edge's and the child agent's own. Empty = correlation only.
+   *
+   * @generated from field: string parent_agent = 7;
+   */
+  parentAgent: string;
+};
+
+/**
+ * Describes the message threadline.v1.ChildLineage.
+ * Use `create(ChildLineageSchema)` to create a new message.
+ */
+export const ChildLineageSchema: GenMessage<ChildLineage> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_deferred, 3);
 
 /**
  * The host's answers to a `DeferredToolRequests` batch: exactly one answer per pending item.
@@ -135,7 +295,7 @@ export type DeferredToolResults = Message<"threadline.v1.DeferredToolResults"> &
  * Use `create(DeferredToolResultsSchema)` to create a new message.
  */
 export const DeferredToolResultsSchema: GenMessage<DeferredToolResults> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_deferred, 2);
+  messageDesc(file_threadline_v1_deferred, 4);
 
 /**
  * The host's result for one deferred call (external tool, client tool or question).
@@ -212,7 +372,7 @@ export type CallResult = Message<"threadline.v1.CallResult"> & {
  * Use `create(CallResultSchema)` to create a new message.
  */
 export const CallResultSchema: GenMessage<CallResult> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_deferred, 3);
+  messageDesc(file_threadline_v1_deferred, 5);
 
 /**
  * A structured tool return (pydantic-ai's `ToolReturn`).
@@ -249,7 +409,7 @@ export type ToolReturnResult = Message<"threadline.v1.ToolReturnResult"> & {
  * Use `create(ToolReturnResultSchema)` to create a new message.
  */
 export const ToolReturnResultSchema: GenMessage<ToolReturnResult> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_deferred, 4);
+  messageDesc(file_threadline_v1_deferred, 6);
 
 /**
  * A failed tool call (pydantic-ai's `ToolFailed`).
@@ -270,7 +430,7 @@ export type ToolFailedResult = Message<"threadline.v1.ToolFailedResult"> & {
  * Use `create(ToolFailedResultSchema)` to create a new message.
  */
 export const ToolFailedResultSchema: GenMessage<ToolFailedResult> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_deferred, 5);
+  messageDesc(file_threadline_v1_deferred, 7);
 
 /**
  * A request that the model retry the call (pydantic-ai's `ModelRetry`).
@@ -291,7 +451,7 @@ export type ToolRetryResult = Message<"threadline.v1.ToolRetryResult"> & {
  * Use `create(ToolRetryResultSchema)` to create a new message.
  */
 export const ToolRetryResultSchema: GenMessage<ToolRetryResult> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_deferred, 6);
+  messageDesc(file_threadline_v1_deferred, 8);
 
 /**
  * The host's decision on one call that required approval.
@@ -352,7 +512,7 @@ export type ApprovalResult = Message<"threadline.v1.ApprovalResult"> & {
  * Use `create(ApprovalResultSchema)` to create a new message.
  */
 export const ApprovalResultSchema: GenMessage<ApprovalResult> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_deferred, 7);
+  messageDesc(file_threadline_v1_deferred, 9);
 
 /**
  * Approval of a call (pydantic-ai's `ToolApproved`). Approval satisfies only that call's approval
@@ -376,7 +536,7 @@ export type ToolApproved = Message<"threadline.v1.ToolApproved"> & {
  * Use `create(ToolApprovedSchema)` to create a new message.
  */
 export const ToolApprovedSchema: GenMessage<ToolApproved> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_deferred, 8);
+  messageDesc(file_threadline_v1_deferred, 10);
 
 /**
  * Denial of a call (pydantic-ai's `ToolDenied`).
@@ -397,7 +557,7 @@ export type ToolDenied = Message<"threadline.v1.ToolDenied"> & {
  * Use `create(ToolDeniedSchema)` to create a new message.
  */
 export const ToolDeniedSchema: GenMessage<ToolDenied> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_deferred, 9);
+  messageDesc(file_threadline_v1_deferred, 11);
 
 /**
  * Everything needed to continue a suspended run: the batch it waits on and the host's answers.
@@ -437,7 +597,41 @@ export type DeferredToolResume = Message<"threadline.v1.DeferredToolResume"> & {
  * Use `create(DeferredToolResumeSchema)` to create a new message.
  */
 export const DeferredToolResumeSchema: GenMessage<DeferredToolResume> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_deferred, 10);
+  messageDesc(file_threadline_v1_deferred, 12);
+
+/**
+ * What a child request asks.
+ *
+ * @generated from enum threadline.v1.ChildAction
+ */
+export enum ChildAction {
+  /**
+   * Never sent by the server.
+   *
+   * @generated from enum value: CHILD_ACTION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Start the child: a new thread `thread_id` (`NewState`), then its first run.
+   *
+   * @generated from enum value: CHILD_ACTION_START = 1;
+   */
+  START = 1,
+
+  /**
+   * Continue the child thread `thread_id` with a new prompt.
+   *
+   * @generated from enum value: CHILD_ACTION_CONTINUE = 2;
+   */
+  CONTINUE = 2,
+}
+
+/**
+ * Describes the enum threadline.v1.ChildAction.
+ */
+export const ChildActionSchema: GenEnum<ChildAction> = /*@__PURE__*/
+  enumDesc(file_threadline_v1_deferred, 0);
 
 /**
  * What a pending deferred call asks of the host.
@@ -479,5 +673,5 @@ export enum DeferredKind {
  * Describes the enum threadline.v1.DeferredKind.
  */
 export const DeferredKindSchema: GenEnum<DeferredKind> = /*@__PURE__*/
-  enumDesc(file_threadline_v1_deferred, 0);
+  enumDesc(file_threadline_v1_deferred, 1);
 

@@ -6,6 +6,8 @@ import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2"
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { ChildLineage } from "./deferred_pb.js";
+import { file_threadline_v1_deferred } from "./deferred_pb.js";
 import type { RunResult } from "./run_pb.js";
 import { file_threadline_v1_run } from "./run_pb.js";
 import type { HarnessState } from "./state_pb.js";
@@ -18,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file threadline/v1/events.proto.
  */
 export const file_threadline_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("Chp0aHJlYWRsaW5lL3YxL2V2ZW50cy5wcm90bxINdGhyZWFkbGluZS52MSLPBQoIUnVuRXZlbnQSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBIvCgtvY2N1cnJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoLcnVuX3N0YXJ0ZWQYCiABKAsyGS50aHJlYWRsaW5lLnYxLlJ1blN0YXJ0ZWRIABIuCgpwYXJ0X3N0YXJ0GAsgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0U3RhcnRIABIuCgpwYXJ0X2RlbHRhGAwgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0RGVsdGFIABIqCghwYXJ0X2VuZBgNIAEoCzIWLnRocmVhZGxpbmUudjEuUGFydEVuZEgAEiwKCXRvb2xfY2FsbBgOIAEoCzIXLnRocmVhZGxpbmUudjEuVG9vbENhbGxIABIwCgt0b29sX3Jlc3VsdBgPIAEoCzIZLnRocmVhZGxpbmUudjEuVG9vbFJlc3VsdEgAEjIKDGZpbmFsX3Jlc3VsdBgQIAEoCzIaLnRocmVhZGxpbmUudjEuRmluYWxSZXN1bHRIABJCChRjaGVja3BvaW50X2NhbmRpZGF0ZRgRIAEoCzIiLnRocmVhZGxpbmUudjEuQ2hlY2twb2ludENhbmRpZGF0ZUgAEioKBnJlc3VsdBgSIAEoCzIYLnRocmVhZGxpbmUudjEuUnVuUmVzdWx0SAASLQoJbGlmZWN5Y2xlGBMgASgLMhgudGhyZWFkbGluZS52MS5MaWZlY3ljbGVIABInCgZuYXRpdmUYFCABKAsyFS50aHJlYWRsaW5lLnYxLk5hdGl2ZUgAEjoKEHRocmVhZF9jb21taXR0ZWQYFSABKAsyHi50aHJlYWRsaW5lLnYxLlRocmVhZENvbW1pdHRlZEgAQgcKBWV2ZW50IgwKClJ1blN0YXJ0ZWQiYgoPVGhyZWFkQ29tbWl0dGVkEhAKCHJldmlzaW9uGAEgASgDEisKBGtpbmQYAiABKA4yHS50aHJlYWRsaW5lLnYxLkNoZWNrcG9pbnRLaW5kEhAKCHJlcGxheWVkGAMgASgIIpMBCglQYXJ0U3RhcnQSEgoKcGFydF9pbmRleBgBIAEoDRIlCgRraW5kGAIgASgOMhcudGhyZWFkbGluZS52MS5QYXJ0S2luZBIPCgdjb250ZW50GAMgASgJEhEKCXRvb2xfbmFtZRgEIAEoCRIUCgx0b29sX2NhbGxfaWQYBSABKAkSEQoJYXJnc19qc29uGAYgASgJIqABCglQYXJ0RGVsdGESEgoKcGFydF9pbmRleBgBIAEoDRIlCgRraW5kGAIgASgOMhcudGhyZWFkbGluZS52MS5QYXJ0S2luZBIVCg1jb250ZW50X2RlbHRhGAMgASgJEhcKD3Rvb2xfbmFtZV9kZWx0YRgEIAEoCRIUCgx0b29sX2NhbGxfaWQYBSABKAkSEgoKYXJnc19kZWx0YRgGIAEoCSKRAQoHUGFydEVuZBISCgpwYXJ0X2luZGV4GAEgASgNEiUKBGtpbmQYAiABKA4yFy50aHJlYWRsaW5lLnYxLlBhcnRLaW5kEg8KB2NvbnRlbnQYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIRCglhcmdzX2pzb24YBiABKAkiRgoIVG9vbENhbGwSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRIRCglhcmdzX2pzb24YAyABKAkieAoKVG9vbFJlc3VsdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEisKB291dGNvbWUYAyABKA4yGi50aHJlYWRsaW5lLnYxLlRvb2xPdXRjb21lEhQKDGNvbnRlbnRfanNvbhgEIAEoCSI2CgtGaW5hbFJlc3VsdBIRCgl0b29sX25hbWUYASABKAkSFAoMdG9vbF9jYWxsX2lkGAIgASgJInUKE0NoZWNrcG9pbnRDYW5kaWRhdGUSKgoFc3RhdGUYASABKAsyGy50aHJlYWRsaW5lLnYxLkhhcm5lc3NTdGF0ZRIyCg1oaXN0b3J5X2RlbHRhGAIgASgLMhsudGhyZWFkbGluZS52MS5IaXN0b3J5RGVsdGEiMgoMSGlzdG9yeURlbHRhEhIKCmtlZXBfYnl0ZXMYASABKAQSDgoGYXBwZW5kGAIgASgJIlUKCUxpZmVjeWNsZRIMCgRraW5kGAEgASgJEgwKBHR5cGUYAiABKAkSFgoOc2NoZW1hX3ZlcnNpb24YAyABKAkSFAoMcGF5bG9hZF9qc29uGAQgASgJIioKBk5hdGl2ZRISCgpldmVudF9raW5kGAEgASgJEgwKBGpzb24YAiABKAkqagoIUGFydEtpbmQSGQoVUEFSVF9LSU5EX1VOU1BFQ0lGSUVEEAASEgoOUEFSVF9LSU5EX1RFWFQQARIWChJQQVJUX0tJTkRfVEhJTktJTkcQAhIXChNQQVJUX0tJTkRfVE9PTF9DQUxMEAMqrwEKC1Rvb2xPdXRjb21lEhwKGFRPT0xfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhgKFFRPT0xfT1VUQ09NRV9TVUNDRVNTEAESFwoTVE9PTF9PVVRDT01FX0ZBSUxFRBACEhcKE1RPT0xfT1VUQ09NRV9ERU5JRUQQAxIcChhUT09MX09VVENPTUVfSU5URVJSVVBURUQQBBIYChRUT09MX09VVENPTUVfUkVUUklFRBAFQqkBChFkZXYudGhyZWFkbGluZS52MUILRXZlbnRzUHJvdG9QAVpOZ2l0aHViLmNvbS90aHJlYWRsaW5lLWRldi90aHJlYWRsaW5lL2NsaWVudHMvZ28vZ2VuL3RocmVhZGxpbmUvdjE7dGhyZWFkbGluZXYxogIDVExOqgINVGhyZWFkbGluZS5WMcoCDVRocmVhZGxpbmVcVjHqAg5UaHJlYWRsaW5lOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_threadline_v1_run, file_threadline_v1_state, file_threadline_v1_thread]);
+  fileDesc("Chp0aHJlYWRsaW5lL3YxL2V2ZW50cy5wcm90bxINdGhyZWFkbGluZS52MSK5BgoIUnVuRXZlbnQSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBIvCgtvY2N1cnJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoLcnVuX3N0YXJ0ZWQYCiABKAsyGS50aHJlYWRsaW5lLnYxLlJ1blN0YXJ0ZWRIABIuCgpwYXJ0X3N0YXJ0GAsgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0U3RhcnRIABIuCgpwYXJ0X2RlbHRhGAwgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0RGVsdGFIABIqCghwYXJ0X2VuZBgNIAEoCzIWLnRocmVhZGxpbmUudjEuUGFydEVuZEgAEiwKCXRvb2xfY2FsbBgOIAEoCzIXLnRocmVhZGxpbmUudjEuVG9vbENhbGxIABIwCgt0b29sX3Jlc3VsdBgPIAEoCzIZLnRocmVhZGxpbmUudjEuVG9vbFJlc3VsdEgAEjIKDGZpbmFsX3Jlc3VsdBgQIAEoCzIaLnRocmVhZGxpbmUudjEuRmluYWxSZXN1bHRIABJCChRjaGVja3BvaW50X2NhbmRpZGF0ZRgRIAEoCzIiLnRocmVhZGxpbmUudjEuQ2hlY2twb2ludENhbmRpZGF0ZUgAEioKBnJlc3VsdBgSIAEoCzIYLnRocmVhZGxpbmUudjEuUnVuUmVzdWx0SAASLQoJbGlmZWN5Y2xlGBMgASgLMhgudGhyZWFkbGluZS52MS5MaWZlY3ljbGVIABInCgZuYXRpdmUYFCABKAsyFS50aHJlYWRsaW5lLnYxLk5hdGl2ZUgAEjoKEHRocmVhZF9jb21taXR0ZWQYFSABKAsyHi50aHJlYWRsaW5lLnYxLlRocmVhZENvbW1pdHRlZEgAEjwKEWlubGluZV9kZWxlZ2F0aW9uGBYgASgLMh8udGhyZWFkbGluZS52MS5JbmxpbmVEZWxlZ2F0aW9uSAASKgoGb3JpZ2luGBcgASgLMhoudGhyZWFkbGluZS52MS5FdmVudE9yaWdpbkIHCgVldmVudCI6CgpSdW5TdGFydGVkEiwKB2xpbmVhZ2UYASABKAsyGy50aHJlYWRsaW5lLnYxLkNoaWxkTGluZWFnZSLiAQoQSW5saW5lRGVsZWdhdGlvbhIVCg1pbnZvY2F0aW9uX2lkGAEgASgJEg4KBmFjdGlvbhgCIAEoCRIZChFjaGlsZF9pbnN0YW5jZV9pZBgDIAEoCRIQCghzdWJhZ2VudBgEIAEoCRIOCgZzdGF0dXMYBSABKAkSFQoNcGFyZW50X3J1bl9pZBgGIAEoCRIgChhwYXJlbnRfYWdlbnRfaW5zdGFuY2VfaWQYByABKAkSGwoTcGFyZW50X3Rvb2xfY2FsbF9pZBgIIAEoCRIUCgxjaGlsZF9ydW5faWQYCSABKAkiegoLRXZlbnRPcmlnaW4SEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBIZChFjaGlsZF9pbnN0YW5jZV9pZBgEIAEoCRIbChNwYXJlbnRfdG9vbF9jYWxsX2lkGAUgASgJImIKD1RocmVhZENvbW1pdHRlZBIQCghyZXZpc2lvbhgBIAEoAxIrCgRraW5kGAIgASgOMh0udGhyZWFkbGluZS52MS5DaGVja3BvaW50S2luZBIQCghyZXBsYXllZBgDIAEoCCKTAQoJUGFydFN0YXJ0EhIKCnBhcnRfaW5kZXgYASABKA0SJQoEa2luZBgCIAEoDjIXLnRocmVhZGxpbmUudjEuUGFydEtpbmQSDwoHY29udGVudBgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEhEKCWFyZ3NfanNvbhgGIAEoCSKgAQoJUGFydERlbHRhEhIKCnBhcnRfaW5kZXgYASABKA0SJQoEa2luZBgCIAEoDjIXLnRocmVhZGxpbmUudjEuUGFydEtpbmQSFQoNY29udGVudF9kZWx0YRgDIAEoCRIXCg90b29sX25hbWVfZGVsdGEYBCABKAkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEhIKCmFyZ3NfZGVsdGEYBiABKAkikQEKB1BhcnRFbmQSEgoKcGFydF9pbmRleBgBIAEoDRIlCgRraW5kGAIgASgOMhcudGhyZWFkbGluZS52MS5QYXJ0S2luZBIPCgdjb250ZW50GAMgASgJEhEKCXRvb2xfbmFtZRgEIAEoCRIUCgx0b29sX2NhbGxfaWQYBSABKAkSEQoJYXJnc19qc29uGAYgASgJIkYKCFRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSEQoJYXJnc19qc29uGAMgASgJIngKClRvb2xSZXN1bHQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRIrCgdvdXRjb21lGAMgASgOMhoudGhyZWFkbGluZS52MS5Ub29sT3V0Y29tZRIUCgxjb250ZW50X2pzb24YBCABKAkiNgoLRmluYWxSZXN1bHQSEQoJdG9vbF9uYW1lGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCSJ1ChNDaGVja3BvaW50Q2FuZGlkYXRlEioKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUSMgoNaGlzdG9yeV9kZWx0YRgCIAEoCzIbLnRocmVhZGxpbmUudjEuSGlzdG9yeURlbHRhIjIKDEhpc3RvcnlEZWx0YRISCgprZWVwX2J5dGVzGAEgASgEEg4KBmFwcGVuZBgCIAEoCSJVCglMaWZlY3ljbGUSDAoEa2luZBgBIAEoCRIMCgR0eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEhQKDHBheWxvYWRfanNvbhgEIAEoCSIqCgZOYXRpdmUSEgoKZXZlbnRfa2luZBgBIAEoCRIMCgRqc29uGAIgASgJKmoKCFBhcnRLaW5kEhkKFVBBUlRfS0lORF9VTlNQRUNJRklFRBAAEhIKDlBBUlRfS0lORF9URVhUEAESFgoSUEFSVF9LSU5EX1RISU5LSU5HEAISFwoTUEFSVF9LSU5EX1RPT0xfQ0FMTBADKq8BCgtUb29sT3V0Y29tZRIcChhUT09MX09VVENPTUVfVU5TUEVDSUZJRUQQABIYChRUT09MX09VVENPTUVfU1VDQ0VTUxABEhcKE1RPT0xfT1VUQ09NRV9GQUlMRUQQAhIXChNUT09MX09VVENPTUVfREVOSUVEEAMSHAoYVE9PTF9PVVRDT01FX0lOVEVSUlVQVEVEEAQSGAoUVE9PTF9PVVRDT01FX1JFVFJJRUQQBUKpAQoRZGV2LnRocmVhZGxpbmUudjFCC0V2ZW50c1Byb3RvUAFaTmdpdGh1Yi5jb20vdGhyZWFkbGluZS1kZXYvdGhyZWFkbGluZS9jbGllbnRzL2dvL2dlbi90aHJlYWRsaW5lL3YxO3RocmVhZGxpbmV2MaICA1RMTqoCDVRocmVhZGxpbmUuVjHKAg1UaHJlYWRsaW5lXFYx6gIOVGhyZWFkbGluZTo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_threadline_v1_deferred, file_threadline_v1_run, file_threadline_v1_state, file_threadline_v1_thread]);
 
 /**
  * One event of a streamed run (`StreamRunResponse.event`). Events arrive in order with a
@@ -160,7 +162,24 @@ export type RunEvent = Message<"threadline.v1.RunEvent"> & {
      */
     value: ThreadCommitted;
     case: "threadCommitted";
+  } | {
+    /**
+     * An inline child of this run started, completed or failed (the parent's `delegate` or
+     * `resume_subagent` ran it inside its tool call). Never sent as `lifecycle`.
+     *
+     * @generated from field: threadline.v1.InlineDelegation inline_delegation = 22;
+     */
+    value: InlineDelegation;
+    case: "inlineDelegation";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * Not sent yet: reserved for events forwarded from an inline child run, which will name the
+   * child run they come from. The envelope's `sequence` stays the parent stream's.
+   *
+   * @generated from field: threadline.v1.EventOrigin origin = 23;
+   */
+  origin?: EventOrigin | undefined;
 };
 
 /**
@@ -171,11 +190,17 @@ export const RunEventSchema: GenMessage<RunEvent> = /*@__PURE__*/
   messageDesc(file_threadline_v1_events, 0);
 
 /**
- * The run started. It carries no data today; the envelope's IDs identify the run.
+ * The run started. The envelope's IDs identify the run.
  *
  * @generated from message threadline.v1.RunStarted
  */
 export type RunStarted = Message<"threadline.v1.RunStarted"> & {
+  /**
+   * The request's `RunSpec.lineage` when the run is a child; unset otherwise.
+   *
+   * @generated from field: threadline.v1.ChildLineage lineage = 1;
+   */
+  lineage?: ChildLineage | undefined;
 };
 
 /**
@@ -184,6 +209,134 @@ export type RunStarted = Message<"threadline.v1.RunStarted"> & {
  */
 export const RunStartedSchema: GenMessage<RunStarted> = /*@__PURE__*/
   messageDesc(file_threadline_v1_events, 1);
+
+/**
+ * An inline child run's start or end, as its parent's event. In this release `started` arrives
+ * after the child run ended, directly before its end event and the parent's tool result.
+ *
+ * @generated from message threadline.v1.InlineDelegation
+ */
+export type InlineDelegation = Message<"threadline.v1.InlineDelegation"> & {
+  /**
+   * This delegation's ID, `delegation-<token>`, the same on its `started` and end events.
+   *
+   * @generated from field: string invocation_id = 1;
+   */
+  invocationId: string;
+
+  /**
+   * "started", "completed" or "failed".
+   *
+   * @generated from field: string action = 2;
+   */
+  action: string;
+
+  /**
+   * The child's ID (the execution ID the parent's model sees).
+   *
+   * @generated from field: string child_instance_id = 3;
+   */
+  childInstanceId: string;
+
+  /**
+   * The parent agent's name for the child.
+   *
+   * @generated from field: string subagent = 4;
+   */
+  subagent: string;
+
+  /**
+   * "running" when started; "completed"; or on failure the child's status or one of
+   * "dispatch_rejected", "dispatch_failed", "output_rejected", "state_rejected", "cleanup_failed".
+   *
+   * @generated from field: string status = 5;
+   */
+  status: string;
+
+  /**
+   * The parent run.
+   *
+   * @generated from field: string parent_run_id = 6;
+   */
+  parentRunId: string;
+
+  /**
+   * The parent run's agent instance.
+   *
+   * @generated from field: string parent_agent_instance_id = 7;
+   */
+  parentAgentInstanceId: string;
+
+  /**
+   * The parent's tool call that ran the child.
+   *
+   * @generated from field: string parent_tool_call_id = 8;
+   */
+  parentToolCallId: string;
+
+  /**
+   * The child run; empty only on a failure before the child run existed.
+   *
+   * @generated from field: string child_run_id = 9;
+   */
+  childRunId: string;
+};
+
+/**
+ * Describes the message threadline.v1.InlineDelegation.
+ * Use `create(InlineDelegationSchema)` to create a new message.
+ */
+export const InlineDelegationSchema: GenMessage<InlineDelegation> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_events, 2);
+
+/**
+ * Where a forwarded event comes from (reserved: not sent yet).
+ *
+ * @generated from message threadline.v1.EventOrigin
+ */
+export type EventOrigin = Message<"threadline.v1.EventOrigin"> & {
+  /**
+   * The child's thread.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * The child run.
+   *
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+
+  /**
+   * The event's position in the child run's own stream, from 0.
+   *
+   * @generated from field: uint64 sequence = 3;
+   */
+  sequence: bigint;
+
+  /**
+   * The child's ID as the parent's model sees it.
+   *
+   * @generated from field: string child_instance_id = 4;
+   */
+  childInstanceId: string;
+
+  /**
+   * The parent's tool call that runs the child.
+   *
+   * @generated from field: string parent_tool_call_id = 5;
+   */
+  parentToolCallId: string;
+};
+
+/**
+ * Describes the message threadline.v1.EventOrigin.
+ * Use `create(EventOriginSchema)` to create a new message.
+ */
+export const EventOriginSchema: GenMessage<EventOrigin> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_events, 3);
 
 /**
  * A checkpoint a thread run committed to its thread (`ThreadService`).
@@ -218,7 +371,7 @@ export type ThreadCommitted = Message<"threadline.v1.ThreadCommitted"> & {
  * Use `create(ThreadCommittedSchema)` to create a new message.
  */
 export const ThreadCommittedSchema: GenMessage<ThreadCommitted> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 2);
+  messageDesc(file_threadline_v1_events, 4);
 
 /**
  * The model started a part of its response. A later `PartStart` with the same `part_index`
@@ -275,7 +428,7 @@ export type PartStart = Message<"threadline.v1.PartStart"> & {
  * Use `create(PartStartSchema)` to create a new message.
  */
 export const PartStartSchema: GenMessage<PartStart> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 3);
+  messageDesc(file_threadline_v1_events, 5);
 
 /**
  * The model streamed more of a part started by `PartStart` with the same `part_index`. A delta
@@ -333,7 +486,7 @@ export type PartDelta = Message<"threadline.v1.PartDelta"> & {
  * Use `create(PartDeltaSchema)` to create a new message.
  */
 export const PartDeltaSchema: GenMessage<PartDelta> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 4);
+  messageDesc(file_threadline_v1_events, 6);
 
 /**
  * The model finished a part; its fields hold the complete part.
@@ -389,7 +542,7 @@ export type PartEnd = Message<"threadline.v1.PartEnd"> & {
  * Use `create(PartEndSchema)` to create a new message.
  */
 export const PartEndSchema: GenMessage<PartEnd> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 5);
+  messageDesc(file_threadline_v1_events, 7);
 
 /**
  * A function tool is about to be called, or is settled without being called (e.g. a denied
@@ -425,7 +578,7 @@ export type ToolCall = Message<"threadline.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 6);
+  messageDesc(file_threadline_v1_events, 8);
 
 /**
  * A function tool call has its result, which is sent to the model with the next request.
@@ -467,7 +620,7 @@ export type ToolResult = Message<"threadline.v1.ToolResult"> & {
  * Use `create(ToolResultSchema)` to create a new message.
  */
 export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 7);
+  messageDesc(file_threadline_v1_events, 9);
 
 /**
  * The model's response matches the output type and could produce the final output. The run may
@@ -496,7 +649,7 @@ export type FinalResult = Message<"threadline.v1.FinalResult"> & {
  * Use `create(FinalResultSchema)` to create a new message.
  */
 export const FinalResultSchema: GenMessage<FinalResult> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 8);
+  messageDesc(file_threadline_v1_events, 10);
 
 /**
  * A checkpoint the host may persist while the run goes on, sent after each
@@ -530,7 +683,7 @@ export type CheckpointCandidate = Message<"threadline.v1.CheckpointCandidate"> &
  * Use `create(CheckpointCandidateSchema)` to create a new message.
  */
 export const CheckpointCandidateSchema: GenMessage<CheckpointCandidate> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 9);
+  messageDesc(file_threadline_v1_events, 11);
 
 /**
  * One checkpoint candidate's `message_history.data` as an edit of a base's, in UTF-8 bytes: keep
@@ -563,7 +716,7 @@ export type HistoryDelta = Message<"threadline.v1.HistoryDelta"> & {
  * Use `create(HistoryDeltaSchema)` to create a new message.
  */
 export const HistoryDeltaSchema: GenMessage<HistoryDelta> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 10);
+  messageDesc(file_threadline_v1_events, 12);
 
 /**
  * A harness extension event (every one except `run_started`, which is `RunStarted`).
@@ -609,7 +762,7 @@ export type Lifecycle = Message<"threadline.v1.Lifecycle"> & {
  * Use `create(LifecycleSchema)` to create a new message.
  */
 export const LifecycleSchema: GenMessage<Lifecycle> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 11);
+  messageDesc(file_threadline_v1_events, 13);
 
 /**
  * A native pydantic-ai stream event that has no typed case, passed through as JSON.
@@ -637,7 +790,7 @@ export type Native = Message<"threadline.v1.Native"> & {
  * Use `create(NativeSchema)` to create a new message.
  */
 export const NativeSchema: GenMessage<Native> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_events, 12);
+  messageDesc(file_threadline_v1_events, 14);
 
 /**
  * The kind of a model response part that has a typed event. Parts of other kinds (built-in tool

@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file threadline/v1/harness_service.proto.
  */
 export const file_threadline_v1_harness_service: GenFile = /*@__PURE__*/
-  fileDesc("CiN0aHJlYWRsaW5lL3YxL2hhcm5lc3Nfc2VydmljZS5wcm90bxINdGhyZWFkbGluZS52MSJYChBTdHJlYW1SdW5SZXF1ZXN0EiQKBHNwZWMYASABKAsyFi50aHJlYWRsaW5lLnYxLlJ1blNwZWMSHgoWbWF4X2V2ZW50c19wZXJfbWVzc2FnZRgCIAEoDSJkChFTdHJlYW1SdW5SZXNwb25zZRImCgVldmVudBgBIAEoCzIXLnRocmVhZGxpbmUudjEuUnVuRXZlbnQSJwoGZXZlbnRzGAIgAygLMhcudGhyZWFkbGluZS52MS5SdW5FdmVudCIyCgpSdW5SZXF1ZXN0EiQKBHNwZWMYASABKAsyFi50aHJlYWRsaW5lLnYxLlJ1blNwZWMiNwoLUnVuUmVzcG9uc2USKAoGcmVzdWx0GAEgASgLMhgudGhyZWFkbGluZS52MS5SdW5SZXN1bHQi1AEKD05ld1N0YXRlUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSNgoPbWVzc2FnZV9oaXN0b3J5GAIgASgLMh0udGhyZWFkbGluZS52MS5NZXNzYWdlSGlzdG9yeRI5ChFjYXBhYmlsaXR5X3N0YXRlcxgDIAMoCzIeLnRocmVhZGxpbmUudjEuQ2FwYWJpbGl0eVN0YXRlEjsKEmVudmlyb25tZW50X3N0YXRlcxgEIAMoCzIfLnRocmVhZGxpbmUudjEuRW52aXJvbm1lbnRTdGF0ZSI+ChBOZXdTdGF0ZVJlc3BvbnNlEioKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUiUQoQRm9ya1N0YXRlUmVxdWVzdBIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEhEKCXRocmVhZF9pZBgCIAEoCSI/ChFGb3JrU3RhdGVSZXNwb25zZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlImQKFFZhbGlkYXRlU3RhdGVSZXF1ZXN0EiwKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGVIABIUCgpzdGF0ZV9qc29uGAIgASgJSABCCAoGc291cmNlIlcKFVZhbGlkYXRlU3RhdGVSZXNwb25zZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEhIKCnN0YXRlX2pzb24YAiABKAkieQoYUmVtYWluaW5nRGVmZXJyZWRSZXF1ZXN0EjEKBnJlc3VtZRgBIAEoCzIhLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVzdW1lEioKBXN0YXRlGAIgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUiUQoZUmVtYWluaW5nRGVmZXJyZWRSZXNwb25zZRI0CglyZW1haW5pbmcYASABKAsyIS50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VtZSIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCLqAgoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEhcKD3NjaGVtYV92ZXJzaW9ucxgBIAMoCRI1Cg9oaXN0b3J5X2Zvcm1hdHMYAiADKAsyHC50aHJlYWRsaW5lLnYxLkhpc3RvcnlGb3JtYXQSKAoGYWdlbnRzGAMgAygLMhgudGhyZWFkbGluZS52MS5BZ2VudEluZm8SFQoNZGVmYXVsdF9hZ2VudBgEIAEoCRIrCgZsaW1pdHMYBSABKAsyGy50aHJlYWRsaW5lLnYxLlNlcnZlckxpbWl0cxIWCg5zZXJ2ZXJfdmVyc2lvbhgGIAEoCRI0Cgx0aHJlYWRfc3RvcmUYByABKAsyHi50aHJlYWRsaW5lLnYxLlRocmVhZFN0b3JlSW5mbxJFChVlbnZpcm9ubWVudF9wcm92aWRlcnMYCCADKAsyJi50aHJlYWRsaW5lLnYxLkVudmlyb25tZW50UHJvdmlkZXJJbmZvIkcKF0Vudmlyb25tZW50UHJvdmlkZXJJbmZvEhQKDHByb3ZpZGVyX2tleRgBIAEoCRIWCg5zdGF0ZV92ZXJzaW9ucxgCIAMoCSJtCg9UaHJlYWRTdG9yZUluZm8SLAoEa2luZBgBIAEoDjIeLnRocmVhZGxpbmUudjEuVGhyZWFkU3RvcmVLaW5kEiwKCWxlYXNlX3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIxCg1IaXN0b3J5Rm9ybWF0Eg4KBmZvcm1hdBgBIAEoCRIQCgh2ZXJzaW9ucxgCIAMoCSJrCglBZ2VudEluZm8SDAoEbmFtZRgBIAEoCRImCgV0b29scxgCIAMoCzIXLnRocmVhZGxpbmUudjEuVG9vbEluZm8SKAoGbW91bnRzGAMgAygLMhgudGhyZWFkbGluZS52MS5Nb3VudEluZm8iWQoJTW91bnRJbmZvEgwKBG5hbWUYASABKAkSFAoMcHJvdmlkZXJfa2V5GAIgASgJEg8KB2FjdGlvbnMYAyADKAkSFwoPcHJvY2Vzc19jYXBhYmxlGAQgASgIIngKCFRvb2xJbmZvEgwKBG5hbWUYASABKAkSLQoIY2F0ZWdvcnkYAiABKA4yGy50aHJlYWRsaW5lLnYxLlRvb2xDYXRlZ29yeRITCgtkZXNjcmlwdGlvbhgDIAEoCRIaChJyZWNvdmVyeV9yZXRyeWFibGUYBCABKAgiRgoMU2VydmVyTGltaXRzEhkKEW1heF9tZXNzYWdlX2J5dGVzGAEgASgDEhsKE21heF9jb25jdXJyZW50X3J1bnMYAiABKAMqrgEKD1RocmVhZFN0b3JlS2luZBIhCh1USFJFQURfU1RPUkVfS0lORF9VTlNQRUNJRklFRBAAEhwKGFRIUkVBRF9TVE9SRV9LSU5EX1NRTElURRABEiAKHFRIUkVBRF9TVE9SRV9LSU5EX1BPU1RHUkVTUUwQAhIcChhUSFJFQURfU1RPUkVfS0lORF9NRU1PUlkQAxIaChZUSFJFQURfU1RPUkVfS0lORF9OT05FEAQqrQEKDFRvb2xDYXRlZ29yeRIdChlUT09MX0NBVEVHT1JZX1VOU1BFQ0lGSUVEEAASFwoTVE9PTF9DQVRFR09SWV9QTEFJThABEiMKH1RPT0xfQ0FURUdPUllfUkVRVUlSRVNfQVBQUk9WQUwQAhIaChZUT09MX0NBVEVHT1JZX0VYVEVSTkFMEAMSJAogVE9PTF9DQVRFR09SWV9SRUNPVkVSWV9SRVRSWUFCTEUQBDLdBAoOSGFybmVzc1NlcnZpY2USUAoJU3RyZWFtUnVuEh8udGhyZWFkbGluZS52MS5TdHJlYW1SdW5SZXF1ZXN0GiAudGhyZWFkbGluZS52MS5TdHJlYW1SdW5SZXNwb25zZTABEjwKA1J1bhIZLnRocmVhZGxpbmUudjEuUnVuUmVxdWVzdBoaLnRocmVhZGxpbmUudjEuUnVuUmVzcG9uc2USSwoITmV3U3RhdGUSHi50aHJlYWRsaW5lLnYxLk5ld1N0YXRlUmVxdWVzdBofLnRocmVhZGxpbmUudjEuTmV3U3RhdGVSZXNwb25zZRJOCglGb3JrU3RhdGUSHy50aHJlYWRsaW5lLnYxLkZvcmtTdGF0ZVJlcXVlc3QaIC50aHJlYWRsaW5lLnYxLkZvcmtTdGF0ZVJlc3BvbnNlEloKDVZhbGlkYXRlU3RhdGUSIy50aHJlYWRsaW5lLnYxLlZhbGlkYXRlU3RhdGVSZXF1ZXN0GiQudGhyZWFkbGluZS52MS5WYWxpZGF0ZVN0YXRlUmVzcG9uc2USZgoRUmVtYWluaW5nRGVmZXJyZWQSJy50aHJlYWRsaW5lLnYxLlJlbWFpbmluZ0RlZmVycmVkUmVxdWVzdBooLnRocmVhZGxpbmUudjEuUmVtYWluaW5nRGVmZXJyZWRSZXNwb25zZRJaCg1HZXRTZXJ2ZXJJbmZvEiMudGhyZWFkbGluZS52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBokLnRocmVhZGxpbmUudjEuR2V0U2VydmVySW5mb1Jlc3BvbnNlQrEBChFkZXYudGhyZWFkbGluZS52MUITSGFybmVzc1NlcnZpY2VQcm90b1ABWk5naXRodWIuY29tL3RocmVhZGxpbmUtZGV2L3RocmVhZGxpbmUvY2xpZW50cy9nby9nZW4vdGhyZWFkbGluZS92MTt0aHJlYWRsaW5ldjGiAgNUTE6qAg1UaHJlYWRsaW5lLlYxygINVGhyZWFkbGluZVxWMeoCDlRocmVhZGxpbmU6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_threadline_v1_deferred, file_threadline_v1_events, file_threadline_v1_run, file_threadline_v1_state]);
+  fileDesc("CiN0aHJlYWRsaW5lL3YxL2hhcm5lc3Nfc2VydmljZS5wcm90bxINdGhyZWFkbGluZS52MSJYChBTdHJlYW1SdW5SZXF1ZXN0EiQKBHNwZWMYASABKAsyFi50aHJlYWRsaW5lLnYxLlJ1blNwZWMSHgoWbWF4X2V2ZW50c19wZXJfbWVzc2FnZRgCIAEoDSJkChFTdHJlYW1SdW5SZXNwb25zZRImCgVldmVudBgBIAEoCzIXLnRocmVhZGxpbmUudjEuUnVuRXZlbnQSJwoGZXZlbnRzGAIgAygLMhcudGhyZWFkbGluZS52MS5SdW5FdmVudCIyCgpSdW5SZXF1ZXN0EiQKBHNwZWMYASABKAsyFi50aHJlYWRsaW5lLnYxLlJ1blNwZWMiNwoLUnVuUmVzcG9uc2USKAoGcmVzdWx0GAEgASgLMhgudGhyZWFkbGluZS52MS5SdW5SZXN1bHQi1AEKD05ld1N0YXRlUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSNgoPbWVzc2FnZV9oaXN0b3J5GAIgASgLMh0udGhyZWFkbGluZS52MS5NZXNzYWdlSGlzdG9yeRI5ChFjYXBhYmlsaXR5X3N0YXRlcxgDIAMoCzIeLnRocmVhZGxpbmUudjEuQ2FwYWJpbGl0eVN0YXRlEjsKEmVudmlyb25tZW50X3N0YXRlcxgEIAMoCzIfLnRocmVhZGxpbmUudjEuRW52aXJvbm1lbnRTdGF0ZSI+ChBOZXdTdGF0ZVJlc3BvbnNlEioKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUiUQoQRm9ya1N0YXRlUmVxdWVzdBIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEhEKCXRocmVhZF9pZBgCIAEoCSI/ChFGb3JrU3RhdGVSZXNwb25zZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlImQKFFZhbGlkYXRlU3RhdGVSZXF1ZXN0EiwKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGVIABIUCgpzdGF0ZV9qc29uGAIgASgJSABCCAoGc291cmNlIlcKFVZhbGlkYXRlU3RhdGVSZXNwb25zZRIqCgVzdGF0ZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEhIKCnN0YXRlX2pzb24YAiABKAkieQoYUmVtYWluaW5nRGVmZXJyZWRSZXF1ZXN0EjEKBnJlc3VtZRgBIAEoCzIhLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVzdW1lEioKBXN0YXRlGAIgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUiUQoZUmVtYWluaW5nRGVmZXJyZWRSZXNwb25zZRI0CglyZW1haW5pbmcYASABKAsyIS50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VtZSIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCLqAgoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEhcKD3NjaGVtYV92ZXJzaW9ucxgBIAMoCRI1Cg9oaXN0b3J5X2Zvcm1hdHMYAiADKAsyHC50aHJlYWRsaW5lLnYxLkhpc3RvcnlGb3JtYXQSKAoGYWdlbnRzGAMgAygLMhgudGhyZWFkbGluZS52MS5BZ2VudEluZm8SFQoNZGVmYXVsdF9hZ2VudBgEIAEoCRIrCgZsaW1pdHMYBSABKAsyGy50aHJlYWRsaW5lLnYxLlNlcnZlckxpbWl0cxIWCg5zZXJ2ZXJfdmVyc2lvbhgGIAEoCRI0Cgx0aHJlYWRfc3RvcmUYByABKAsyHi50aHJlYWRsaW5lLnYxLlRocmVhZFN0b3JlSW5mbxJFChVlbnZpcm9ubWVudF9wcm92aWRlcnMYCCADKAsyJi50aHJlYWRsaW5lLnYxLkVudmlyb25tZW50UHJvdmlkZXJJbmZvIkcKF0Vudmlyb25tZW50UHJvdmlkZXJJbmZvEhQKDHByb3ZpZGVyX2tleRgBIAEoCRIWCg5zdGF0ZV92ZXJzaW9ucxgCIAMoCSJtCg9UaHJlYWRTdG9yZUluZm8SLAoEa2luZBgBIAEoDjIeLnRocmVhZGxpbmUudjEuVGhyZWFkU3RvcmVLaW5kEiwKCWxlYXNlX3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIxCg1IaXN0b3J5Rm9ybWF0Eg4KBmZvcm1hdBgBIAEoCRIQCgh2ZXJzaW9ucxgCIAMoCSKbAQoJQWdlbnRJbmZvEgwKBG5hbWUYASABKAkSJgoFdG9vbHMYAiADKAsyFy50aHJlYWRsaW5lLnYxLlRvb2xJbmZvEigKBm1vdW50cxgDIAMoCzIYLnRocmVhZGxpbmUudjEuTW91bnRJbmZvEi4KCXN1YmFnZW50cxgEIAMoCzIbLnRocmVhZGxpbmUudjEuU3ViYWdlbnRJbmZvIogBCgxTdWJhZ2VudEluZm8SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIpCgRtb2RlGAMgASgOMhsudGhyZWFkbGluZS52MS5TdWJhZ2VudE1vZGUSDQoFYWdlbnQYBCABKAkSGwoTY2hpbGRfZGVmaW5pdGlvbl9pZBgFIAEoCSJZCglNb3VudEluZm8SDAoEbmFtZRgBIAEoCRIUCgxwcm92aWRlcl9rZXkYAiABKAkSDwoHYWN0aW9ucxgDIAMoCRIXCg9wcm9jZXNzX2NhcGFibGUYBCABKAgieAoIVG9vbEluZm8SDAoEbmFtZRgBIAEoCRItCghjYXRlZ29yeRgCIAEoDjIbLnRocmVhZGxpbmUudjEuVG9vbENhdGVnb3J5EhMKC2Rlc2NyaXB0aW9uGAMgASgJEhoKEnJlY292ZXJ5X3JldHJ5YWJsZRgEIAEoCCJGCgxTZXJ2ZXJMaW1pdHMSGQoRbWF4X21lc3NhZ2VfYnl0ZXMYASABKAMSGwoTbWF4X2NvbmN1cnJlbnRfcnVucxgCIAEoAyquAQoPVGhyZWFkU3RvcmVLaW5kEiEKHVRIUkVBRF9TVE9SRV9LSU5EX1VOU1BFQ0lGSUVEEAASHAoYVEhSRUFEX1NUT1JFX0tJTkRfU1FMSVRFEAESIAocVEhSRUFEX1NUT1JFX0tJTkRfUE9TVEdSRVNRTBACEhwKGFRIUkVBRF9TVE9SRV9LSU5EX01FTU9SWRADEhoKFlRIUkVBRF9TVE9SRV9LSU5EX05PTkUQBCpfCgxTdWJhZ2VudE1vZGUSHQoZU1VCQUdFTlRfTU9ERV9VTlNQRUNJRklFRBAAEhgKFFNVQkFHRU5UX01PREVfSU5MSU5FEAESFgoSU1VCQUdFTlRfTU9ERV9IT1NUEAIqrQEKDFRvb2xDYXRlZ29yeRIdChlUT09MX0NBVEVHT1JZX1VOU1BFQ0lGSUVEEAASFwoTVE9PTF9DQVRFR09SWV9QTEFJThABEiMKH1RPT0xfQ0FURUdPUllfUkVRVUlSRVNfQVBQUk9WQUwQAhIaChZUT09MX0NBVEVHT1JZX0VYVEVSTkFMEAMSJAogVE9PTF9DQVRFR09SWV9SRUNPVkVSWV9SRVRSWUFCTEUQBDLdBAoOSGFybmVzc1NlcnZpY2USUAoJU3RyZWFtUnVuEh8udGhyZWFkbGluZS52MS5TdHJlYW1SdW5SZXF1ZXN0GiAudGhyZWFkbGluZS52MS5TdHJlYW1SdW5SZXNwb25zZTABEjwKA1J1bhIZLnRocmVhZGxpbmUudjEuUnVuUmVxdWVzdBoaLnRocmVhZGxpbmUudjEuUnVuUmVzcG9uc2USSwoITmV3U3RhdGUSHi50aHJlYWRsaW5lLnYxLk5ld1N0YXRlUmVxdWVzdBofLnRocmVhZGxpbmUudjEuTmV3U3RhdGVSZXNwb25zZRJOCglGb3JrU3RhdGUSHy50aHJlYWRsaW5lLnYxLkZvcmtTdGF0ZVJlcXVlc3QaIC50aHJlYWRsaW5lLnYxLkZvcmtTdGF0ZVJlc3BvbnNlEloKDVZhbGlkYXRlU3RhdGUSIy50aHJlYWRsaW5lLnYxLlZhbGlkYXRlU3RhdGVSZXF1ZXN0GiQudGhyZWFkbGluZS52MS5WYWxpZGF0ZVN0YXRlUmVzcG9uc2USZgoRUmVtYWluaW5nRGVmZXJyZWQSJy50aHJlYWRsaW5lLnYxLlJlbWFpbmluZ0RlZmVycmVkUmVxdWVzdBooLnRocmVhZGxpbmUudjEuUmVtYWluaW5nRGVmZXJyZWRSZXNwb25zZRJaCg1HZXRTZXJ2ZXJJbmZvEiMudGhyZWFkbGluZS52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBokLnRocmVhZGxpbmUudjEuR2V0U2VydmVySW5mb1Jlc3BvbnNlQrEBChFkZXYudGhyZWFkbGluZS52MUITSGFybmVzc1NlcnZpY2VQcm90b1ABWk5naXRodWIuY29tL3RocmVhZGxpbmUtZGV2L3RocmVhZGxpbmUvY2xpZW50cy9nby9nZW4vdGhyZWFkbGluZS92MTt0aHJlYWRsaW5ldjGiAgNUTE6qAg1UaHJlYWRsaW5lLlYxygINVGhyZWFkbGluZVxWMeoCDlRocmVhZGxpbmU6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_threadline_v1_deferred, file_threadline_v1_events, file_threadline_v1_run, file_threadline_v1_state]);
 
 /**
  * Request of `StreamRun`.
@@ -565,6 +565,14 @@ export type AgentInfo = Message<"threadline.v1.AgentInfo"> & {
    * @generated from field: repeated threadline.v1.MountInfo mounts = 3;
    */
   mounts: MountInfo[];
+
+  /**
+   * The children this agent may delegate to, in declaration order. Their tools (`delegate`,
+   * `resume_subagent`) are in `tools`.
+   *
+   * @generated from field: repeated threadline.v1.SubagentInfo subagents = 4;
+   */
+  subagents: SubagentInfo[];
 };
 
 /**
@@ -573,6 +581,56 @@ export type AgentInfo = Message<"threadline.v1.AgentInfo"> & {
  */
 export const AgentInfoSchema: GenMessage<AgentInfo> = /*@__PURE__*/
   messageDesc(file_threadline_v1_harness_service, 17);
+
+/**
+ * One child an agent may delegate to.
+ *
+ * @generated from message threadline.v1.SubagentInfo
+ */
+export type SubagentInfo = Message<"threadline.v1.SubagentInfo"> & {
+  /**
+   * The name the parent's model passes as `subagent_name`.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * What the child is for, as the parent's model reads it.
+   *
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * Who runs the child.
+   *
+   * @generated from field: threadline.v1.SubagentMode mode = 3;
+   */
+  mode: SubagentMode;
+
+  /**
+   * The child's agent, by the name this server serves it under; empty for an inline child whose
+   * agent is not served.
+   *
+   * @generated from field: string agent = 4;
+   */
+  agent: string;
+
+  /**
+   * The child agent's stable definition ID.
+   *
+   * @generated from field: string child_definition_id = 5;
+   */
+  childDefinitionId: string;
+};
+
+/**
+ * Describes the message threadline.v1.SubagentInfo.
+ * Use `create(SubagentInfoSchema)` to create a new message.
+ */
+export const SubagentInfoSchema: GenMessage<SubagentInfo> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_harness_service, 18);
 
 /**
  * A mount: a shell environment on the server's machine that runs of an agent can use through the
@@ -618,7 +676,7 @@ export type MountInfo = Message<"threadline.v1.MountInfo"> & {
  * Use `create(MountInfoSchema)` to create a new message.
  */
 export const MountInfoSchema: GenMessage<MountInfo> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_harness_service, 18);
+  messageDesc(file_threadline_v1_harness_service, 19);
 
 /**
  * One of an agent's tools.
@@ -661,7 +719,7 @@ export type ToolInfo = Message<"threadline.v1.ToolInfo"> & {
  * Use `create(ToolInfoSchema)` to create a new message.
  */
 export const ToolInfoSchema: GenMessage<ToolInfo> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_harness_service, 19);
+  messageDesc(file_threadline_v1_harness_service, 20);
 
 /**
  * Limits the server enforces.
@@ -691,7 +749,7 @@ export type ServerLimits = Message<"threadline.v1.ServerLimits"> & {
  * Use `create(ServerLimitsSchema)` to create a new message.
  */
 export const ServerLimitsSchema: GenMessage<ServerLimits> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_harness_service, 20);
+  messageDesc(file_threadline_v1_harness_service, 21);
 
 /**
  * The kind of store behind `ThreadService`.
@@ -742,6 +800,41 @@ export const ThreadStoreKindSchema: GenEnum<ThreadStoreKind> = /*@__PURE__*/
   enumDesc(file_threadline_v1_harness_service, 0);
 
 /**
+ * Who runs an agent's children.
+ *
+ * @generated from enum threadline.v1.SubagentMode
+ */
+export enum SubagentMode {
+  /**
+   * Not known to this version of the contract.
+   *
+   * @generated from enum value: SUBAGENT_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The server runs the child inside the parent's tool call, with deferred tools off.
+   *
+   * @generated from enum value: SUBAGENT_MODE_INLINE = 1;
+   */
+  INLINE = 1,
+
+  /**
+   * The parent suspends with a child request (`DeferredToolCall.child`); the host runs the child
+   * as a thread of its own and answers the parent.
+   *
+   * @generated from enum value: SUBAGENT_MODE_HOST = 2;
+   */
+  HOST = 2,
+}
+
+/**
+ * Describes the enum threadline.v1.SubagentMode.
+ */
+export const SubagentModeSchema: GenEnum<SubagentMode> = /*@__PURE__*/
+  enumDesc(file_threadline_v1_harness_service, 1);
+
+/**
  * How a tool behaves when the model calls it.
  *
  * @generated from enum threadline.v1.ToolCategory
@@ -787,7 +880,7 @@ export enum ToolCategory {
  * Describes the enum threadline.v1.ToolCategory.
  */
 export const ToolCategorySchema: GenEnum<ToolCategory> = /*@__PURE__*/
-  enumDesc(file_threadline_v1_harness_service, 1);
+  enumDesc(file_threadline_v1_harness_service, 2);
 
 /**
  * Runs Pydantic AI harness threads for a host. The server is stateless between runs: the host

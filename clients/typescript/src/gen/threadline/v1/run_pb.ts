@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { DeferredToolRequests, DeferredToolResume } from "./deferred_pb.js";
+import type { ChildLineage, DeferredToolRequests, DeferredToolResume } from "./deferred_pb.js";
 import { file_threadline_v1_deferred } from "./deferred_pb.js";
 import type { HarnessState } from "./state_pb.js";
 import { file_threadline_v1_state } from "./state_pb.js";
@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file threadline/v1/run.proto.
  */
 export const file_threadline_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("Chd0aHJlYWRsaW5lL3YxL3J1bi5wcm90bxINdGhyZWFkbGluZS52MSLIAwoHUnVuU3BlYxINCgVhZ2VudBgBIAEoCRIOCgR0ZXh0GAIgASgJSAASKwoFcGFydHMYAyABKAsyGi50aHJlYWRsaW5lLnYxLlByb21wdFBhcnRzSAASMwoOcHJldmlvdXNfc3RhdGUYBCABKAsyGy50aHJlYWRsaW5lLnYxLkhhcm5lc3NTdGF0ZRI6Cg9kZWZlcnJlZF9yZXN1bWUYBSABKAsyIS50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VtZRIyCg10b29sX3JlY292ZXJ5GAYgASgOMhsudGhyZWFkbGluZS52MS5Ub29sUmVjb3ZlcnkSLwoMY2xpZW50X3Rvb2xzGAcgAygLMhkudGhyZWFkbGluZS52MS5DbGllbnRUb29sEhMKC2NoZWNrcG9pbnRzGAggASgIEhIKCnJlcXVlc3RfaWQYCSABKAkSMAoMdXNhZ2VfbGltaXRzGAogASgLMhoudGhyZWFkbGluZS52MS5Vc2FnZUxpbWl0cxI2Cg9jaGVja3BvaW50X2Zvcm0YCyABKA4yHS50aHJlYWRsaW5lLnYxLkNoZWNrcG9pbnRGb3JtQggKBnByb21wdCI3CgtQcm9tcHRQYXJ0cxIoCgVwYXJ0cxgBIAMoCzIZLnRocmVhZGxpbmUudjEuUHJvbXB0UGFydCKBAQoKUHJvbXB0UGFydBIOCgR0ZXh0GAEgASgJSAASLgoGYmluYXJ5GAIgASgLMhwudGhyZWFkbGluZS52MS5CaW5hcnlDb250ZW50SAASKAoDdXJsGAMgASgLMhkudGhyZWFkbGluZS52MS5VcmxDb250ZW50SABCCQoHY29udGVudCIxCg1CaW5hcnlDb250ZW50EhIKCm1lZGlhX3R5cGUYASABKAkSDAoEZGF0YRgCIAEoDCJTCgpVcmxDb250ZW50EiQKBGtpbmQYASABKA4yFi50aHJlYWRsaW5lLnYxLlVybEtpbmQSCwoDdXJsGAIgASgJEhIKCm1lZGlhX3R5cGUYAyABKAkiTwoKQ2xpZW50VG9vbBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEh4KFnBhcmFtZXRlcnNfanNvbl9zY2hlbWEYAyABKAkiswMKC1VzYWdlTGltaXRzEhoKDXJlcXVlc3RfbGltaXQYASABKANIAIgBARIdChB0b29sX2NhbGxzX2xpbWl0GAIgASgDSAGIAQESHwoSaW5wdXRfdG9rZW5zX2xpbWl0GAMgASgDSAKIAQESIAoTb3V0cHV0X3Rva2Vuc19saW1pdBgEIAEoA0gDiAEBEh8KEnRvdGFsX3Rva2Vuc19saW1pdBgFIAEoA0gEiAEBEisKHnBlcl9yZXF1ZXN0X2lucHV0X3Rva2Vuc19saW1pdBgGIAEoA0gFiAEBEigKG2NvdW50X3Rva2Vuc19iZWZvcmVfcmVxdWVzdBgHIAEoCEgGiAEBQhAKDl9yZXF1ZXN0X2xpbWl0QhMKEV90b29sX2NhbGxzX2xpbWl0QhUKE19pbnB1dF90b2tlbnNfbGltaXRCFgoUX291dHB1dF90b2tlbnNfbGltaXRCFQoTX3RvdGFsX3Rva2Vuc19saW1pdEIhCh9fcGVyX3JlcXVlc3RfaW5wdXRfdG9rZW5zX2xpbWl0Qh4KHF9jb3VudF90b2tlbnNfYmVmb3JlX3JlcXVlc3Qi6wIKCVJ1blJlc3VsdBIoCgZzdGF0dXMYASABKA4yGC50aHJlYWRsaW5lLnYxLlJ1blN0YXR1cxIRCgl0aHJlYWRfaWQYAiABKAkSDgoGcnVuX2lkGAMgASgJEhIKCnJlcXVlc3RfaWQYBCABKAkSKgoFc3RhdGUYBSABKAsyGy50aHJlYWRsaW5lLnYxLkhhcm5lc3NTdGF0ZRI1CghkZWZlcnJlZBgGIAEoCzIjLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVxdWVzdHMSNAoOc3VzcGVuZF9yZWFzb24YByABKA4yHC50aHJlYWRsaW5lLnYxLlN1c3BlbmRSZWFzb24SEwoLb3V0cHV0X2pzb24YCCABKAkSJgoFdXNhZ2UYCSABKAsyFy50aHJlYWRsaW5lLnYxLlJ1blVzYWdlEicKB2ZhaWx1cmUYCiABKAsyFi50aHJlYWRsaW5lLnYxLkZhaWx1cmUinQMKCFJ1blVzYWdlEhAKCHJlcXVlc3RzGAEgASgDEhIKCnRvb2xfY2FsbHMYAiABKAMSFAoMaW5wdXRfdG9rZW5zGAMgASgDEhoKEmNhY2hlX3dyaXRlX3Rva2VucxgEIAEoAxIdChVjYWNoZV93cml0ZV8xaF90b2tlbnMYBSABKAMSGQoRY2FjaGVfcmVhZF90b2tlbnMYBiABKAMSFQoNb3V0cHV0X3Rva2VucxgHIAEoAxIbChN1bm1lYXN1cmVkX3JlcXVlc3RzGAggASgDEh8KF291dHB1dF9yZWFzb25pbmdfdG9rZW5zGAkgASgDEhoKEmlucHV0X2F1ZGlvX3Rva2VucxgKIAEoAxIfChdjYWNoZV9hdWRpb19yZWFkX3Rva2VucxgLIAEoAxIbChNvdXRwdXRfYXVkaW9fdG9rZW5zGAwgASgDEhUKDWF1ZGlvX3NlY29uZHMYDSABKAESKwoHZGV0YWlscxgOIAMoCzIaLnRocmVhZGxpbmUudjEuVXNhZ2VEZXRhaWwSDAoEY29zdBgPIAEoCSIqCgtVc2FnZURldGFpbBIMCgRuYW1lGAEgASgJEg0KBXZhbHVlGAIgASgDImwKB0ZhaWx1cmUSDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEhQKDGRldGFpbHNfanNvbhgDIAEoCRIsCgpyZXRyeV9oaW50GAQgASgOMhgudGhyZWFkbGluZS52MS5SZXRyeUhpbnQqZgoOQ2hlY2twb2ludEZvcm0SHwobQ0hFQ0tQT0lOVF9GT1JNX1VOU1BFQ0lGSUVEEAASGAoUQ0hFQ0tQT0lOVF9GT1JNX0ZVTEwQARIZChVDSEVDS1BPSU5UX0ZPUk1fREVMVEEQAip2CgdVcmxLaW5kEhgKFFVSTF9LSU5EX1VOU1BFQ0lGSUVEEAASEgoOVVJMX0tJTkRfSU1BR0UQARISCg5VUkxfS0lORF9BVURJTxACEhIKDlVSTF9LSU5EX1ZJREVPEAMSFQoRVVJMX0tJTkRfRE9DVU1FTlQQBCp8CgxUb29sUmVjb3ZlcnkSHQoZVE9PTF9SRUNPVkVSWV9VTlNQRUNJRklFRBAAEhoKFlRPT0xfUkVDT1ZFUllfREVDTEFSRUQQARIXChNUT09MX1JFQ09WRVJZX05FVkVSEAISGAoUVE9PTF9SRUNPVkVSWV9BTFdBWVMQAyqMAQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIYChRSVU5fU1RBVFVTX0NPTVBMRVRFRBABEhgKFFJVTl9TVEFUVVNfU1VTUEVOREVEEAISFQoRUlVOX1NUQVRVU19GQUlMRUQQAxIYChRSVU5fU1RBVFVTX0NBTkNFTExFRBAEKkwKDVN1c3BlbmRSZWFzb24SHgoaU1VTUEVORF9SRUFTT05fVU5TUEVDSUZJRUQQABIbChdTVVNQRU5EX1JFQVNPTl9ERUZFUlJFRBABKnYKCVJldHJ5SGludBIaChZSRVRSWV9ISU5UX1VOU1BFQ0lGSUVEEAASEwoPUkVUUllfSElOVF9OT05FEAESFgoSUkVUUllfSElOVF9ORVdfUlVOEAISIAocUkVUUllfSElOVF9ERVBFTkRFTkNZX0NIQU5HRRADQqYBChFkZXYudGhyZWFkbGluZS52MUIIUnVuUHJvdG9QAVpOZ2l0aHViLmNvbS90aHJlYWRsaW5lLWRldi90aHJlYWRsaW5lL2NsaWVudHMvZ28vZ2VuL3RocmVhZGxpbmUvdjE7dGhyZWFkbGluZXYxogIDVExOqgINVGhyZWFkbGluZS5WMcoCDVRocmVhZGxpbmVcVjHqAg5UaHJlYWRsaW5lOjpWMWIGcHJvdG8z", [file_threadline_v1_deferred, file_threadline_v1_state]);
+  fileDesc("Chd0aHJlYWRsaW5lL3YxL3J1bi5wcm90bxINdGhyZWFkbGluZS52MSKwBAoHUnVuU3BlYxINCgVhZ2VudBgBIAEoCRIOCgR0ZXh0GAIgASgJSAASKwoFcGFydHMYAyABKAsyGi50aHJlYWRsaW5lLnYxLlByb21wdFBhcnRzSAASMwoOcHJldmlvdXNfc3RhdGUYBCABKAsyGy50aHJlYWRsaW5lLnYxLkhhcm5lc3NTdGF0ZRI6Cg9kZWZlcnJlZF9yZXN1bWUYBSABKAsyIS50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VtZRIyCg10b29sX3JlY292ZXJ5GAYgASgOMhsudGhyZWFkbGluZS52MS5Ub29sUmVjb3ZlcnkSLwoMY2xpZW50X3Rvb2xzGAcgAygLMhkudGhyZWFkbGluZS52MS5DbGllbnRUb29sEhMKC2NoZWNrcG9pbnRzGAggASgIEhIKCnJlcXVlc3RfaWQYCSABKAkSMAoMdXNhZ2VfbGltaXRzGAogASgLMhoudGhyZWFkbGluZS52MS5Vc2FnZUxpbWl0cxI2Cg9jaGVja3BvaW50X2Zvcm0YCyABKA4yHS50aHJlYWRsaW5lLnYxLkNoZWNrcG9pbnRGb3JtEiwKB2xpbmVhZ2UYDCABKAsyGy50aHJlYWRsaW5lLnYxLkNoaWxkTGluZWFnZRI4Cg5kZWZlcnJlZF90b29scxgNIAEoDjIgLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sc01vZGVCCAoGcHJvbXB0IjcKC1Byb21wdFBhcnRzEigKBXBhcnRzGAEgAygLMhkudGhyZWFkbGluZS52MS5Qcm9tcHRQYXJ0IoEBCgpQcm9tcHRQYXJ0Eg4KBHRleHQYASABKAlIABIuCgZiaW5hcnkYAiABKAsyHC50aHJlYWRsaW5lLnYxLkJpbmFyeUNvbnRlbnRIABIoCgN1cmwYAyABKAsyGS50aHJlYWRsaW5lLnYxLlVybENvbnRlbnRIAEIJCgdjb250ZW50IjEKDUJpbmFyeUNvbnRlbnQSEgoKbWVkaWFfdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMIlMKClVybENvbnRlbnQSJAoEa2luZBgBIAEoDjIWLnRocmVhZGxpbmUudjEuVXJsS2luZBILCgN1cmwYAiABKAkSEgoKbWVkaWFfdHlwZRgDIAEoCSJPCgpDbGllbnRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSHgoWcGFyYW1ldGVyc19qc29uX3NjaGVtYRgDIAEoCSKzAwoLVXNhZ2VMaW1pdHMSGgoNcmVxdWVzdF9saW1pdBgBIAEoA0gAiAEBEh0KEHRvb2xfY2FsbHNfbGltaXQYAiABKANIAYgBARIfChJpbnB1dF90b2tlbnNfbGltaXQYAyABKANIAogBARIgChNvdXRwdXRfdG9rZW5zX2xpbWl0GAQgASgDSAOIAQESHwoSdG90YWxfdG9rZW5zX2xpbWl0GAUgASgDSASIAQESKwoecGVyX3JlcXVlc3RfaW5wdXRfdG9rZW5zX2xpbWl0GAYgASgDSAWIAQESKAobY291bnRfdG9rZW5zX2JlZm9yZV9yZXF1ZXN0GAcgASgISAaIAQFCEAoOX3JlcXVlc3RfbGltaXRCEwoRX3Rvb2xfY2FsbHNfbGltaXRCFQoTX2lucHV0X3Rva2Vuc19saW1pdEIWChRfb3V0cHV0X3Rva2Vuc19saW1pdEIVChNfdG90YWxfdG9rZW5zX2xpbWl0QiEKH19wZXJfcmVxdWVzdF9pbnB1dF90b2tlbnNfbGltaXRCHgocX2NvdW50X3Rva2Vuc19iZWZvcmVfcmVxdWVzdCKZAwoJUnVuUmVzdWx0EigKBnN0YXR1cxgBIAEoDjIYLnRocmVhZGxpbmUudjEuUnVuU3RhdHVzEhEKCXRocmVhZF9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSEgoKcmVxdWVzdF9pZBgEIAEoCRIqCgVzdGF0ZRgFIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEjUKCGRlZmVycmVkGAYgASgLMiMudGhyZWFkbGluZS52MS5EZWZlcnJlZFRvb2xSZXF1ZXN0cxI0Cg5zdXNwZW5kX3JlYXNvbhgHIAEoDjIcLnRocmVhZGxpbmUudjEuU3VzcGVuZFJlYXNvbhITCgtvdXRwdXRfanNvbhgIIAEoCRImCgV1c2FnZRgJIAEoCzIXLnRocmVhZGxpbmUudjEuUnVuVXNhZ2USJwoHZmFpbHVyZRgKIAEoCzIWLnRocmVhZGxpbmUudjEuRmFpbHVyZRIsCgdsaW5lYWdlGAsgASgLMhsudGhyZWFkbGluZS52MS5DaGlsZExpbmVhZ2UinQMKCFJ1blVzYWdlEhAKCHJlcXVlc3RzGAEgASgDEhIKCnRvb2xfY2FsbHMYAiABKAMSFAoMaW5wdXRfdG9rZW5zGAMgASgDEhoKEmNhY2hlX3dyaXRlX3Rva2VucxgEIAEoAxIdChVjYWNoZV93cml0ZV8xaF90b2tlbnMYBSABKAMSGQoRY2FjaGVfcmVhZF90b2tlbnMYBiABKAMSFQoNb3V0cHV0X3Rva2VucxgHIAEoAxIbChN1bm1lYXN1cmVkX3JlcXVlc3RzGAggASgDEh8KF291dHB1dF9yZWFzb25pbmdfdG9rZW5zGAkgASgDEhoKEmlucHV0X2F1ZGlvX3Rva2VucxgKIAEoAxIfChdjYWNoZV9hdWRpb19yZWFkX3Rva2VucxgLIAEoAxIbChNvdXRwdXRfYXVkaW9fdG9rZW5zGAwgASgDEhUKDWF1ZGlvX3NlY29uZHMYDSABKAESKwoHZGV0YWlscxgOIAMoCzIaLnRocmVhZGxpbmUudjEuVXNhZ2VEZXRhaWwSDAoEY29zdBgPIAEoCSIqCgtVc2FnZURldGFpbBIMCgRuYW1lGAEgASgJEg0KBXZhbHVlGAIgASgDImwKB0ZhaWx1cmUSDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEhQKDGRldGFpbHNfanNvbhgDIAEoCRIsCgpyZXRyeV9oaW50GAQgASgOMhgudGhyZWFkbGluZS52MS5SZXRyeUhpbnQqgAEKEURlZmVycmVkVG9vbHNNb2RlEiMKH0RFRkVSUkVEX1RPT0xTX01PREVfVU5TUEVDSUZJRUQQABIhCh1ERUZFUlJFRF9UT09MU19NT0RFX1NVUFBPUlRFRBABEiMKH0RFRkVSUkVEX1RPT0xTX01PREVfVU5TVVBQT1JURUQQAipmCg5DaGVja3BvaW50Rm9ybRIfChtDSEVDS1BPSU5UX0ZPUk1fVU5TUEVDSUZJRUQQABIYChRDSEVDS1BPSU5UX0ZPUk1fRlVMTBABEhkKFUNIRUNLUE9JTlRfRk9STV9ERUxUQRACKnYKB1VybEtpbmQSGAoUVVJMX0tJTkRfVU5TUEVDSUZJRUQQABISCg5VUkxfS0lORF9JTUFHRRABEhIKDlVSTF9LSU5EX0FVRElPEAISEgoOVVJMX0tJTkRfVklERU8QAxIVChFVUkxfS0lORF9ET0NVTUVOVBAEKnwKDFRvb2xSZWNvdmVyeRIdChlUT09MX1JFQ09WRVJZX1VOU1BFQ0lGSUVEEAASGgoWVE9PTF9SRUNPVkVSWV9ERUNMQVJFRBABEhcKE1RPT0xfUkVDT1ZFUllfTkVWRVIQAhIYChRUT09MX1JFQ09WRVJZX0FMV0FZUxADKowBCglSdW5TdGF0dXMSGgoWUlVOX1NUQVRVU19VTlNQRUNJRklFRBAAEhgKFFJVTl9TVEFUVVNfQ09NUExFVEVEEAESGAoUUlVOX1NUQVRVU19TVVNQRU5ERUQQAhIVChFSVU5fU1RBVFVTX0ZBSUxFRBADEhgKFFJVTl9TVEFUVVNfQ0FOQ0VMTEVEEAQqTAoNU3VzcGVuZFJlYXNvbhIeChpTVVNQRU5EX1JFQVNPTl9VTlNQRUNJRklFRBAAEhsKF1NVU1BFTkRfUkVBU09OX0RFRkVSUkVEEAEqdgoJUmV0cnlIaW50EhoKFlJFVFJZX0hJTlRfVU5TUEVDSUZJRUQQABITCg9SRVRSWV9ISU5UX05PTkUQARIWChJSRVRSWV9ISU5UX05FV19SVU4QAhIgChxSRVRSWV9ISU5UX0RFUEVOREVOQ1lfQ0hBTkdFEANCpgEKEWRldi50aHJlYWRsaW5lLnYxQghSdW5Qcm90b1ABWk5naXRodWIuY29tL3RocmVhZGxpbmUtZGV2L3RocmVhZGxpbmUvY2xpZW50cy9nby9nZW4vdGhyZWFkbGluZS92MTt0aHJlYWRsaW5ldjGiAgNUTE6qAg1UaHJlYWRsaW5lLlYxygINVGhyZWFkbGluZVxWMeoCDlRocmVhZGxpbmU6OlYxYgZwcm90bzM", [file_threadline_v1_deferred, file_threadline_v1_state]);
 
 /**
  * What to run: shared by `StreamRunRequest` and `RunRequest`. Everything the run needs travels
@@ -127,6 +127,26 @@ export type RunSpec = Message<"threadline.v1.RunSpec"> & {
    * @generated from field: threadline.v1.CheckpointForm checkpoint_form = 11;
    */
   checkpointForm: CheckpointForm;
+
+  /**
+   * Set when this run is a child of another run (a Host-managed child: copy
+   * `DeferredToolCall.child.parent`). Correlation only, echoed in `RunStarted.lineage` and
+   * `RunResult.lineage`; it never turns deferred tools off (`deferred_tools` does). With
+   * `parent_agent` set, the server checks the edge and applies its limits (`ChildLineage`).
+   *
+   * @generated from field: threadline.v1.ChildLineage lineage = 12;
+   */
+  lineage?: ChildLineage | undefined;
+
+  /**
+   * Whether this host can answer deferred calls. DEFERRED_TOOLS_MODE_UNSUPPORTED: tools that would
+   * suspend the run fail instead (the model sees the failure), client tools of this run leave the
+   * surface, and an agent's Host-managed child tools are absent. The server never derives it from
+   * `lineage`.
+   *
+   * @generated from field: threadline.v1.DeferredToolsMode deferred_tools = 13;
+   */
+  deferredTools: DeferredToolsMode;
 };
 
 /**
@@ -454,6 +474,13 @@ export type RunResult = Message<"threadline.v1.RunResult"> & {
    * @generated from field: threadline.v1.Failure failure = 10;
    */
   failure?: Failure | undefined;
+
+  /**
+   * The request's `RunSpec.lineage`, echoed; unset for a run that is no child.
+   *
+   * @generated from field: threadline.v1.ChildLineage lineage = 11;
+   */
+  lineage?: ChildLineage | undefined;
 };
 
 /**
@@ -658,6 +685,40 @@ export const FailureSchema: GenMessage<Failure> = /*@__PURE__*/
   messageDesc(file_threadline_v1_run, 10);
 
 /**
+ * Whether the host answers deferred calls (`RunSpec.deferred_tools`).
+ *
+ * @generated from enum threadline.v1.DeferredToolsMode
+ */
+export enum DeferredToolsMode {
+  /**
+   * As DEFERRED_TOOLS_MODE_SUPPORTED.
+   *
+   * @generated from enum value: DEFERRED_TOOLS_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Approvals, external and client tools and questions suspend the run for the host.
+   *
+   * @generated from enum value: DEFERRED_TOOLS_MODE_SUPPORTED = 1;
+   */
+  SUPPORTED = 1,
+
+  /**
+   * The host has no deferred lifecycle: nothing suspends the run.
+   *
+   * @generated from enum value: DEFERRED_TOOLS_MODE_UNSUPPORTED = 2;
+   */
+  UNSUPPORTED = 2,
+}
+
+/**
+ * Describes the enum threadline.v1.DeferredToolsMode.
+ */
+export const DeferredToolsModeSchema: GenEnum<DeferredToolsMode> = /*@__PURE__*/
+  enumDesc(file_threadline_v1_run, 0);
+
+/**
  * How a `CheckpointCandidate` carries its state (`RunSpec.checkpoint_form`).
  *
  * @generated from enum threadline.v1.CheckpointForm
@@ -692,7 +753,7 @@ export enum CheckpointForm {
  * Describes the enum threadline.v1.CheckpointForm.
  */
 export const CheckpointFormSchema: GenEnum<CheckpointForm> = /*@__PURE__*/
-  enumDesc(file_threadline_v1_run, 0);
+  enumDesc(file_threadline_v1_run, 1);
 
 /**
  * The kind of content a `UrlContent` points to.
@@ -740,7 +801,7 @@ export enum UrlKind {
  * Describes the enum threadline.v1.UrlKind.
  */
 export const UrlKindSchema: GenEnum<UrlKind> = /*@__PURE__*/
-  enumDesc(file_threadline_v1_run, 1);
+  enumDesc(file_threadline_v1_run, 2);
 
 /**
  * How a run settles tool calls of the previous state's last model response that have no result
@@ -785,7 +846,7 @@ export enum ToolRecovery {
  * Describes the enum threadline.v1.ToolRecovery.
  */
 export const ToolRecoverySchema: GenEnum<ToolRecovery> = /*@__PURE__*/
-  enumDesc(file_threadline_v1_run, 2);
+  enumDesc(file_threadline_v1_run, 3);
 
 /**
  * How a run ended.
@@ -834,7 +895,7 @@ export enum RunStatus {
  * Describes the enum threadline.v1.RunStatus.
  */
 export const RunStatusSchema: GenEnum<RunStatus> = /*@__PURE__*/
-  enumDesc(file_threadline_v1_run, 3);
+  enumDesc(file_threadline_v1_run, 4);
 
 /**
  * Why a run suspended.
@@ -861,7 +922,7 @@ export enum SuspendReason {
  * Describes the enum threadline.v1.SuspendReason.
  */
 export const SuspendReasonSchema: GenEnum<SuspendReason> = /*@__PURE__*/
-  enumDesc(file_threadline_v1_run, 4);
+  enumDesc(file_threadline_v1_run, 5);
 
 /**
  * What a host may do after a failure.
@@ -902,5 +963,5 @@ export enum RetryHint {
  * Describes the enum threadline.v1.RetryHint.
  */
 export const RetryHintSchema: GenEnum<RetryHint> = /*@__PURE__*/
-  enumDesc(file_threadline_v1_run, 5);
+  enumDesc(file_threadline_v1_run, 6);
 

@@ -16,6 +16,9 @@ __all__ = (
     "CheckpointCandidate",
     "CheckpointForm",
     "CheckpointKind",
+    "ChildAction",
+    "ChildLineage",
+    "ChildRequest",
     "ClientTool",
     "CreateThreadRequest",
     "CreateThreadResponse",
@@ -24,10 +27,12 @@ __all__ = (
     "DeferredToolRequests",
     "DeferredToolResults",
     "DeferredToolResume",
+    "DeferredToolsMode",
     "DeleteThreadRequest",
     "DeleteThreadResponse",
     "EnvironmentProviderInfo",
     "EnvironmentState",
+    "EventOrigin",
     "Failure",
     "FinalResult",
     "ForkStateRequest",
@@ -44,6 +49,7 @@ __all__ = (
     "HarnessState",
     "HistoryDelta",
     "HistoryFormat",
+    "InlineDelegation",
     "Lifecycle",
     "ListCheckpointsRequest",
     "ListCheckpointsResponse",
@@ -81,6 +87,8 @@ __all__ = (
     "StreamRunResponse",
     "StreamThreadRunRequest",
     "StreamThreadRunResponse",
+    "SubagentInfo",
+    "SubagentMode",
     "SuspendReason",
     "Thread",
     "ThreadCommitted",
@@ -288,6 +296,43 @@ class CheckpointKind(betterproto2.Enum):
         }
 
 
+class ChildAction(betterproto2.Enum):
+    """
+    What a child request asks.
+    """
+
+    UNSPECIFIED = 0
+    """
+    Never sent by the server.
+    """
+
+    START = 1
+    """
+    Start the child: a new thread `thread_id` (`NewState`), then its first run.
+    """
+
+    CONTINUE = 2
+    """
+    Continue the child thread `thread_id` with a new prompt.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "CHILD_ACTION_UNSPECIFIED",
+            1: "CHILD_ACTION_START",
+            2: "CHILD_ACTION_CONTINUE",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "CHILD_ACTION_UNSPECIFIED": 0,
+            "CHILD_ACTION_START": 1,
+            "CHILD_ACTION_CONTINUE": 2,
+        }
+
+
 class DeferredKind(betterproto2.Enum):
     """
     What a pending deferred call asks of the host.
@@ -330,6 +375,43 @@ class DeferredKind(betterproto2.Enum):
             "DEFERRED_KIND_APPROVAL": 1,
             "DEFERRED_KIND_EXTERNAL": 2,
             "DEFERRED_KIND_QUESTION": 3,
+        }
+
+
+class DeferredToolsMode(betterproto2.Enum):
+    """
+    Whether the host answers deferred calls (`RunSpec.deferred_tools`).
+    """
+
+    UNSPECIFIED = 0
+    """
+    As DEFERRED_TOOLS_MODE_SUPPORTED.
+    """
+
+    SUPPORTED = 1
+    """
+    Approvals, external and client tools and questions suspend the run for the host.
+    """
+
+    UNSUPPORTED = 2
+    """
+    The host has no deferred lifecycle: nothing suspends the run.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "DEFERRED_TOOLS_MODE_UNSPECIFIED",
+            1: "DEFERRED_TOOLS_MODE_SUPPORTED",
+            2: "DEFERRED_TOOLS_MODE_UNSUPPORTED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "DEFERRED_TOOLS_MODE_UNSPECIFIED": 0,
+            "DEFERRED_TOOLS_MODE_SUPPORTED": 1,
+            "DEFERRED_TOOLS_MODE_UNSUPPORTED": 2,
         }
 
 
@@ -471,6 +553,44 @@ class RunStatus(betterproto2.Enum):
             "RUN_STATUS_SUSPENDED": 2,
             "RUN_STATUS_FAILED": 3,
             "RUN_STATUS_CANCELLED": 4,
+        }
+
+
+class SubagentMode(betterproto2.Enum):
+    """
+    Who runs an agent's children.
+    """
+
+    UNSPECIFIED = 0
+    """
+    Not known to this version of the contract.
+    """
+
+    INLINE = 1
+    """
+    The server runs the child inside the parent's tool call, with deferred tools off.
+    """
+
+    HOST = 2
+    """
+    The parent suspends with a child request (`DeferredToolCall.child`); the host runs the child
+    as a thread of its own and answers the parent.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "SUBAGENT_MODE_UNSPECIFIED",
+            1: "SUBAGENT_MODE_INLINE",
+            2: "SUBAGENT_MODE_HOST",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "SUBAGENT_MODE_UNSPECIFIED": 0,
+            "SUBAGENT_MODE_INLINE": 1,
+            "SUBAGENT_MODE_HOST": 2,
         }
 
 
@@ -944,6 +1064,12 @@ class AgentInfo(betterproto2.Message):
     server configures them; a host cannot name paths or widen actions. Empty without mounts.
     """
 
+    subagents: "list[SubagentInfo]" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The children this agent may delegate to, in declaration order. Their tools (`delegate`,
+    `resume_subagent`) are in `tools`.
+    """
+
 
 default_message_pool.register_message("threadline.v1", "AgentInfo", AgentInfo)
 
@@ -1275,6 +1401,144 @@ default_message_pool.register_message("threadline.v1", "CheckpointCandidate", Ch
 
 
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class ChildLineage(betterproto2.Message):
+    """
+    Which parent run a child run serves: correlation for logs and events, never authority. Only
+    `parent_agent` has an effect: the server then checks the edge and applies its limits.
+    """
+
+    parent_thread_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        1, betterproto2.TYPE_STRING
+    )
+    """
+    The parent's thread; a valid thread ID, different from the child run's own.
+    """
+
+    parent_run_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        2, betterproto2.TYPE_STRING
+    )
+    """
+    The parent run, `run-<32 lowercase hex>`.
+    """
+
+    parent_tool_call_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        3, betterproto2.TYPE_STRING
+    )
+    """
+    The parent's tool call that asked for the child.
+    """
+
+    parent_agent_instance_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        4, betterproto2.TYPE_STRING
+    )
+    """
+    The parent run's agent instance.
+    """
+
+    subagent_name: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        5, betterproto2.TYPE_STRING
+    )
+    """
+    The parent agent's name for this child (its edge).
+    """
+
+    delegation_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        6, betterproto2.TYPE_STRING
+    )
+    """
+    The child's execution ID as the parent's model sees it (a Host-managed child's thread ID).
+    """
+
+    parent_agent: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        7, betterproto2.TYPE_STRING
+    )
+    """
+    The parent's agent, by the name the server serves it under. When set, the server checks that
+    it declares a host-mode child `subagent_name` whose agent is `RunSpec.agent`
+    (FAILED_PRECONDITION CHILD_EDGE_UNKNOWN otherwise) and caps the run's usage limits by the
+    edge's and the child agent's own. Empty = correlation only.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "ChildLineage", ChildLineage)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class ChildRequest(betterproto2.Message):
+    """
+    A Host-managed child the parent run asks the host to run (`DeferredToolCall.child`): run agent
+    `agent` on thread `thread_id` with `input` as its prompt and `parent` as its
+    `RunSpec.lineage`, then answer the parent's call with
+    `{"execution_id": thread_id, "subagent": subagent_name, "status": "completed", "output": ...}`
+    (or `"status": "running"` without `output` to let the parent go on meanwhile), or with an
+    `external_failure` when the child failed.
+    """
+
+    action: "ChildAction" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: ChildAction(0)
+    )
+    """
+    Whether to start the child thread or continue it with a new prompt.
+    """
+
+    subagent_name: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        2, betterproto2.TYPE_STRING
+    )
+    """
+    The parent agent's name for this child (its edge, as `GetServerInfo` lists it).
+    """
+
+    agent: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(3, betterproto2.TYPE_STRING)
+    )
+    """
+    The agent to run, by the name the server serves it under.
+    """
+
+    child_definition_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        4, betterproto2.TYPE_STRING
+    )
+    """
+    The child agent's stable definition ID.
+    """
+
+    thread_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(5, betterproto2.TYPE_STRING)
+    )
+    """
+    The child's thread. For CHILD_ACTION_START it is derived from the parent thread, the model
+    response and the tool call, so a request asked again (after a recovery) names the same child:
+    look it up before starting anything. For CHILD_ACTION_CONTINUE it is the execution ID the
+    model gave.
+    """
+
+    input: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(6, betterproto2.TYPE_STRING)
+    )
+    """
+    The child's prompt: canonical JSON text of `{"delegated_task", "parent_task"?,
+    "parent_history"?}`.
+    """
+
+    parent: "ChildLineage | None" = betterproto2.field(7, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Who asks: copy it into the child run's `RunSpec.lineage` as it is.
+    """
+
+    usage_limits_json: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        8, betterproto2.TYPE_STRING
+    )
+    """
+    The edge's usage limits as JSON text of the native limit fields (e.g.
+    `{"request_limit":5}`); empty when the edge sets none. The server applies the edge's limits
+    itself when `RunSpec.lineage.parent_agent` is set.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "ChildRequest", ChildRequest)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
 class ClientTool(betterproto2.Message):
     """
     A tool the host declares for one run and executes itself (a client tool).
@@ -1440,7 +1704,17 @@ class DeferredToolCall(betterproto2.Message):
     The call's metadata as one JSON object: what the tool passed when it deferred (e.g.
     `{"queue":"q1"}`) merged with the harness's own keys, such as
     "threadline.deferred_function_id", which resume validation reads. Empty when the call has no
-    metadata entry. At most 64 KiB as canonical JSON.
+    metadata entry. The metadata of the whole batch, every item together, is at most 64 KiB as
+    canonical JSON.
+    """
+
+    child: "ChildRequest | None" = betterproto2.field(7, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Set when the call asks the host to run a child: a Host-managed child request of a parent
+    agent's `delegate` or `resume_subagent` (`target_identity`
+    `tool/threadline.subagents.host/...`). The same data is in `metadata_json` under
+    "threadline.child"; this typed copy is derived from it and never read back by the server.
+    Answer the call with a `CallResult` once the child has an outcome.
     """
 
 
@@ -1621,6 +1895,51 @@ class EnvironmentState(betterproto2.Message):
 
 
 default_message_pool.register_message("threadline.v1", "EnvironmentState", EnvironmentState)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class EventOrigin(betterproto2.Message):
+    """
+    Where a forwarded event comes from (reserved: not sent yet).
+    """
+
+    thread_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(1, betterproto2.TYPE_STRING)
+    )
+    """
+    The child's thread.
+    """
+
+    run_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(2, betterproto2.TYPE_STRING)
+    )
+    """
+    The child run.
+    """
+
+    sequence: "typing.Annotated[int, pydantic.Field(ge=0, le=2**64 - 1)]" = betterproto2.field(
+        3, betterproto2.TYPE_UINT64
+    )
+    """
+    The event's position in the child run's own stream, from 0.
+    """
+
+    child_instance_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        4, betterproto2.TYPE_STRING
+    )
+    """
+    The child's ID as the parent's model sees it.
+    """
+
+    parent_tool_call_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        5, betterproto2.TYPE_STRING
+    )
+    """
+    The parent's tool call that runs the child.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "EventOrigin", EventOrigin)
 
 
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
@@ -2066,6 +2385,81 @@ class HistoryFormat(betterproto2.Message):
 
 
 default_message_pool.register_message("threadline.v1", "HistoryFormat", HistoryFormat)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class InlineDelegation(betterproto2.Message):
+    """
+    An inline child run's start or end, as its parent's event. In this release `started` arrives
+    after the child run ended, directly before its end event and the parent's tool result.
+    """
+
+    invocation_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        1, betterproto2.TYPE_STRING
+    )
+    """
+    This delegation's ID, `delegation-<token>`, the same on its `started` and end events.
+    """
+
+    action: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(2, betterproto2.TYPE_STRING)
+    )
+    """
+    "started", "completed" or "failed".
+    """
+
+    child_instance_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        3, betterproto2.TYPE_STRING
+    )
+    """
+    The child's ID (the execution ID the parent's model sees).
+    """
+
+    subagent: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(4, betterproto2.TYPE_STRING)
+    )
+    """
+    The parent agent's name for the child.
+    """
+
+    status: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(5, betterproto2.TYPE_STRING)
+    )
+    """
+    "running" when started; "completed"; or on failure the child's status or one of
+    "dispatch_rejected", "dispatch_failed", "output_rejected", "state_rejected", "cleanup_failed".
+    """
+
+    parent_run_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        6, betterproto2.TYPE_STRING
+    )
+    """
+    The parent run.
+    """
+
+    parent_agent_instance_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        7, betterproto2.TYPE_STRING
+    )
+    """
+    The parent run's agent instance.
+    """
+
+    parent_tool_call_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        8, betterproto2.TYPE_STRING
+    )
+    """
+    The parent's tool call that ran the child.
+    """
+
+    child_run_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        9, betterproto2.TYPE_STRING
+    )
+    """
+    The child run; empty only on a failure before the child run existed.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "InlineDelegation", InlineDelegation)
 
 
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
@@ -2811,6 +3205,20 @@ class RunEvent(betterproto2.Message):
     it). The terminal commit's event comes immediately before `result`.
     """
 
+    inline_delegation: "InlineDelegation | None" = betterproto2.field(
+        22, betterproto2.TYPE_MESSAGE, optional=True, group="event"
+    )
+    """
+    An inline child of this run started, completed or failed (the parent's `delegate` or
+    `resume_subagent` ran it inside its tool call). Never sent as `lifecycle`.
+    """
+
+    origin: "EventOrigin | None" = betterproto2.field(23, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Not sent yet: reserved for events forwarded from an inline child run, which will name the
+    child run they come from. The envelope's `sequence` stays the parent stream's.
+    """
+
     @model_validator(mode="after")
     def check_oneof(cls, values):
         return cls._validate_field_groups(values)
@@ -2923,6 +3331,11 @@ class RunResult(betterproto2.Message):
     Why the run failed; set exactly when `status` is RUN_STATUS_FAILED.
     """
 
+    lineage: "ChildLineage | None" = betterproto2.field(11, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The request's `RunSpec.lineage`, echoed; unset for a run that is no child.
+    """
+
 
 default_message_pool.register_message("threadline.v1", "RunResult", RunResult)
 
@@ -3025,6 +3438,24 @@ class RunSpec(betterproto2.Message):
     INPUT_INVALID.
     """
 
+    lineage: "ChildLineage | None" = betterproto2.field(12, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Set when this run is a child of another run (a Host-managed child: copy
+    `DeferredToolCall.child.parent`). Correlation only, echoed in `RunStarted.lineage` and
+    `RunResult.lineage`; it never turns deferred tools off (`deferred_tools` does). With
+    `parent_agent` set, the server checks the edge and applies its limits (`ChildLineage`).
+    """
+
+    deferred_tools: "DeferredToolsMode" = betterproto2.field(
+        13, betterproto2.TYPE_ENUM, default_factory=lambda: DeferredToolsMode(0)
+    )
+    """
+    Whether this host can answer deferred calls. DEFERRED_TOOLS_MODE_UNSUPPORTED: tools that would
+    suspend the run fail instead (the model sees the failure), client tools of this run leave the
+    surface, and an agent's Host-managed child tools are absent. The server never derives it from
+    `lineage`.
+    """
+
     @model_validator(mode="after")
     def check_oneof(cls, values):
         return cls._validate_field_groups(values)
@@ -3036,10 +3467,13 @@ default_message_pool.register_message("threadline.v1", "RunSpec", RunSpec)
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
 class RunStarted(betterproto2.Message):
     """
-    The run started. It carries no data today; the envelope's IDs identify the run.
+    The run started. The envelope's IDs identify the run.
     """
 
-    pass
+    lineage: "ChildLineage | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The request's `RunSpec.lineage` when the run is a child; unset otherwise.
+    """
 
 
 default_message_pool.register_message("threadline.v1", "RunStarted", RunStarted)
@@ -3348,6 +3782,52 @@ class StreamThreadRunResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("threadline.v1", "StreamThreadRunResponse", StreamThreadRunResponse)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class SubagentInfo(betterproto2.Message):
+    """
+    One child an agent may delegate to.
+    """
+
+    name: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(1, betterproto2.TYPE_STRING)
+    )
+    """
+    The name the parent's model passes as `subagent_name`.
+    """
+
+    description: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(2, betterproto2.TYPE_STRING)
+    )
+    """
+    What the child is for, as the parent's model reads it.
+    """
+
+    mode: "SubagentMode" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: SubagentMode(0)
+    )
+    """
+    Who runs the child.
+    """
+
+    agent: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(4, betterproto2.TYPE_STRING)
+    )
+    """
+    The child's agent, by the name this server serves it under; empty for an inline child whose
+    agent is not served.
+    """
+
+    child_definition_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = betterproto2.field(
+        5, betterproto2.TYPE_STRING
+    )
+    """
+    The child agent's stable definition ID.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "SubagentInfo", SubagentInfo)
 
 
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
