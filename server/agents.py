@@ -6,6 +6,7 @@ before it listens, with a message naming what to fix, instead of failing the fir
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -18,11 +19,12 @@ from pydantic_ai.models import Model, infer_model
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ExternalToolset, FunctionToolset
 
-from harness import ExecutableAgent
+from harness import DefinitionError, ExecutableAgent
+from harness.children import HostDelegationCapability
 from harness.tools import is_recovery_retryable
 
 from .config import ConfigError
-from .demo import DEMO_AGENT_NAME, demo_agent
+from .demo import DEMO_AGENT_NAME, demo_agent, demo_children
 
 __all__ = (
     "AgentRegistry",
@@ -79,8 +81,38 @@ def _tool_defs(capability: AbstractCapability[Any]) -> Iterator[ToolDefinition]:
 
 
 def describe_tools(agent: ExecutableAgent[Any]) -> tuple[ToolDescription, ...]:
-    """The agent's statically declared tools, in declaration order."""
-    return tuple(describe_tool(d) for cap in agent.capabilities for d in _tool_defs(cap))
+    """The agent's statically declared tools, in declaration order.
+
+    Host-mode child tools are function tools that always suspend the run, so they are listed as
+    external (CHILDREN §5.5).
+    """
+    return tuple(
+        dataclasses.replace(describe_tool(d), category="external")
+        if isinstance(cap, HostDelegationCapability)
+        else describe_tool(d)
+        for cap in agent.capabilities
+        for d in _tool_defs(cap)
+    )
+
+
+def check_children_served(agents: Mapping[str, ExecutableAgent[Any]]) -> None:
+    """A host-mode parent and each of its children must be served under their own `name` (CHILDREN §5.5):
+    child requests name agents that way, and the host runs the child by that name.
+
+    Raises:
+        ConfigError: naming the agent that is not served so.
+    """
+    for served, agent in agents.items():
+        if not any(edge.mode == "host" for edge in agent.subagents):
+            continue
+        for needed in (agent, *(edge.agent for edge in agent.subagents)):
+            match = agents.get(needed.name) if needed.name is not None else None
+            if match is None or match.definition_id != needed.definition_id:
+                raise ConfigError(
+                    f"child_agent_unknown: agent {served!r} has host-mode children, so it and each child "
+                    f"must be served under its own name; {needed.name!r} is not (add --agent "
+                    f"{needed.name}=module:factory)."
+                )
 
 
 class AgentRegistry:
@@ -89,6 +121,7 @@ class AgentRegistry:
     def __init__(self, agents: Mapping[str, ExecutableAgent[Any]], *, default: str) -> None:
         if default not in agents:
             raise ConfigError(f"The default agent {default!r} is not served.")
+        check_children_served(agents)
         self._agents = dict(agents)
         self._tools = {name: describe_tools(agent) for name, agent in self._agents.items()}
         self.default = default
@@ -168,7 +201,10 @@ def load_factory(spec: str, model: Model | None) -> tuple[str, ExecutableAgent[A
     except (ImportError, AttributeError) as error:
         raise ConfigError(f"--agent {spec!r}: cannot import {target}: {error}") from error
     takes_model = bool(inspect.signature(factory).parameters)
-    agent = factory(model) if model is not None and takes_model else factory()
+    try:
+        agent = factory(model) if model is not None and takes_model else factory()
+    except DefinitionError as error:  # e.g. a child edge the constructor refused
+        raise ConfigError(f"--agent {spec!r}: {error.code.value}: {error}") from None
     if not isinstance(agent, ExecutableAgent):
         raise ConfigError(
             f"--agent {spec!r}: the factory returned {type(agent).__name__}, not an ExecutableAgent."
@@ -188,7 +224,7 @@ def build_registry(
         default: The default agent's name; `None` = the first `--agent`, else "default".
     """
     built = build_model(model) if model is not None else None
-    agents: dict[str, ExecutableAgent[Any]] = {DEMO_AGENT_NAME: demo_agent(built)}
+    agents: dict[str, ExecutableAgent[Any]] = {DEMO_AGENT_NAME: demo_agent(built), **demo_children(built)}
     for spec in agent_specs:
         name, agent = load_factory(spec, built)
         agents[name] = agent

@@ -14,10 +14,13 @@ its behaviour from the latest user prompt, so one word in a prompt selects a pat
 | `client:<name> [json]` | the client tool `<name>` with the JSON object as arguments | external |
 | `shell <command>` | `shell_exec(command)`, then `shell_wait` while it runs (needs `--mount`) | shell |
 | `shell-bg <command>` | `shell_exec(command)` only: a command still running keeps running | shell |
+| `delegate <task>` / `ask-child <task>` | `delegate(subagent_name, prompt)` on the agent's child: `default` runs `helper` inline; `demo-lead` asks the host to run `reviewer` (agent `demo-reviewer`) | inline child / Host-managed child |
+| `resume-child <execution id> <task>` | `resume_subagent(execution_id, prompt)` | continues a child |
 | `shell-wait [out [err]]` | `shell_info()`, then `shell_wait` (up to 10 s) on the newest command from those offsets | shell |
 | anything else | no tool; echoes the prompt in several words | - |
 
-The shell words are checked first, so a command may contain any other word.
+The shell words are checked first, so a command may contain any other word. A child's prompt is the
+JSON object of CHILDREN §2; the demo reads its `delegated_task` as the prompt.
 
 After tool results arrive, the model answers with a short text that quotes them.
 """
@@ -25,6 +28,7 @@ After tool results arrive, the model answers with a short text that quotes them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from typing import Any
 
@@ -44,14 +48,30 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo
 
 from harness import AgentContext, ExecutableAgent
+from harness.children import SubagentDefinition
 from harness.json_text import JsonTextError, parse_json
 from harness.testing import scripted_model
 from harness.tools import recovery_retryable
 
-__all__ = ("COUNTER_ID", "DEMO_AGENT_NAME", "demo_agent", "demo_capability", "demo_script")
+__all__ = (
+    "COUNTER_ID",
+    "DEMO_AGENT_NAME",
+    "LEAD_AGENT_NAME",
+    "REVIEWER_AGENT_NAME",
+    "demo_agent",
+    "demo_capability",
+    "demo_children",
+    "demo_script",
+)
 
 DEMO_AGENT_NAME = "default"
 """The name the embedded agent is served under."""
+HELPER_AGENT_NAME = "demo-helper"
+"""The default agent's inline child (not served: inline children need not be)."""
+LEAD_AGENT_NAME = "demo-lead"
+"""The demo agent with a Host-managed child."""
+REVIEWER_AGENT_NAME = "demo-reviewer"
+"""`demo-lead`'s child, served so a host can run it."""
 COUNTER_ID = "demo.counter"
 """The capability state namespace the `count` tool keeps its counter in."""
 _COUNTER_VERSION = "1"
@@ -118,9 +138,41 @@ def _latest_prompt(messages: list[ModelMessage]) -> str:
                 if isinstance(part, UserPromptPart):
                     content = part.content
                     if isinstance(content, str):
-                        return content
+                        return _delegated_task(content)
                     return " ".join(item for item in content if isinstance(item, str))
     return ""
+
+
+def _delegated_task(prompt: str) -> str:
+    """A child run's prompt is a JSON object (CHILDREN §2): its task is `delegated_task`."""
+    if not prompt.startswith("{"):
+        return prompt
+    try:
+        body = parse_json(prompt)
+    except JsonTextError:
+        return prompt
+    task = body.get("delegated_task") if isinstance(body, dict) else None
+    return task if isinstance(task, str) else prompt
+
+
+_CHILD = re.compile(r"\b(?:delegate|ask-child)\s+(\S.*)", re.IGNORECASE | re.DOTALL)
+_RESUME_CHILD = re.compile(r"\bresume-child\s+(\S+)\s+(\S.*)", re.IGNORECASE | re.DOTALL)
+
+
+Child = tuple[str, str]
+"""An agent's one child edge: the `delegate` argument that names it (`subagent` inline, `subagent_name`
+host-mode, CHILDREN §3.1, §4.1) and the edge's name."""
+
+
+def _child_call(prompt: str, child: Child | None) -> tuple[str, dict[str, Any]] | None:
+    """`delegate` to the agent's one child, or `resume_subagent` with the execution ID given."""
+    if child is None:
+        return None
+    if resume := _RESUME_CHILD.search(prompt):
+        return "resume_subagent", {"execution_id": resume.group(1), "prompt": resume.group(2).strip()}
+    if delegate := _CHILD.search(prompt):
+        return "delegate", {child[0]: child[1], "prompt": delegate.group(1).strip()}
+    return None
 
 
 def _tool_call(prompt: str, turn: int) -> ToolCallPart | None:
@@ -191,8 +243,11 @@ def _chosen_call(prompt: str) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-def demo_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """One turn of the demo model: a tool call chosen from the prompt, or text.
+def demo_script(
+    messages: list[ModelMessage], info: AgentInfo, *, child: Child | None = None
+) -> ModelResponse:
+    """One turn of the demo model: a tool call chosen from the prompt, or text; `child` is the name of
+    the agent's one child edge, if it has one.
 
     A turn whose request carries tool results (a finished call, an answered approval or client
     tool, a recovered call) always ends the run with text, so every path terminates.
@@ -215,21 +270,65 @@ def demo_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if not any(tool.name == shell[0] for tool in info.function_tools):
             return ModelResponse(parts=[TextPart(_NO_SHELL)])
         return ModelResponse(parts=[ToolCallPart(*shell, tool_call_id=f"call_{len(messages)}_{shell[0]}")])
+    if (delegation := _child_call(prompt, child)) is not None:
+        return ModelResponse(
+            parts=[ToolCallPart(*delegation, tool_call_id=f"call_{len(messages)}_{delegation[0]}")]
+        )
     call = _tool_call(prompt, len(messages))
     if call is not None:
         return ModelResponse(parts=[call])
     return ModelResponse(parts=[TextPart(f"You said: {prompt}" if prompt else "Hello from the demo agent.")])
 
 
+def helper_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """The inline child `helper`: it answers each task with how many it has had, so a continued child
+    visibly remembers its earlier turns."""
+    turns = sum(
+        isinstance(part, UserPromptPart) for m in messages if isinstance(m, ModelRequest) for part in m.parts
+    )
+    return ModelResponse(parts=[TextPart(f"helper, task {turns}: {_latest_prompt(messages)}")])
+
+
 def demo_agent(model: Model | str | None = None) -> ExecutableAgent[str]:
-    """The agent `threadline serve` runs as "default".
+    """The agent `threadline serve` runs as "default", with an inline child `helper`.
 
     Args:
         model: Run the demo tools on this model instead of the scripted one (`--model`).
     """
+    helper = ExecutableAgent(
+        model if model is not None else scripted_model(helper_script, model_name="threadline-demo-helper"),
+        instructions="You are the demo agent's helper. Do the delegated task briefly.",
+        name=HELPER_AGENT_NAME,
+    )
+    edge = SubagentDefinition("helper", "Does a small task and remembers earlier ones.", helper)
+    return _demo(model, DEMO_AGENT_NAME, child=("subagent", "helper"), subagents=[edge])
+
+
+def demo_children(model: Model | str | None = None) -> dict[str, ExecutableAgent[str]]:
+    """`demo-lead`, whose child `reviewer` the host runs as agent `demo-reviewer` (CHILDREN §4): both
+    are served, since a child request names its agent by the name it is served under."""
+    reviewer = _demo(model, REVIEWER_AGENT_NAME)
+    edge = SubagentDefinition(
+        "reviewer", "Reviews a task on a thread of its own; may ask you to approve.", reviewer, mode="host"
+    )
+    return {
+        LEAD_AGENT_NAME: _demo(model, LEAD_AGENT_NAME, child=("subagent_name", "reviewer"), subagents=[edge]),
+        REVIEWER_AGENT_NAME: reviewer,
+    }
+
+
+def _demo(
+    model: Model | str | None,
+    name: str,
+    *,
+    child: Child | None = None,
+    subagents: list[SubagentDefinition] | None = None,
+) -> ExecutableAgent[str]:
+    script = functools.partial(demo_script, child=child)
     return ExecutableAgent(
-        model if model is not None else scripted_model(demo_script, model_name="threadline-demo"),
+        model if model is not None else scripted_model(script, model_name="threadline-demo"),
         capabilities=[demo_capability()],
         instructions="You are Threadline's demo agent. Use the tools when the user asks.",
-        name=DEMO_AGENT_NAME,
+        name=name,
+        subagents=subagents or (),
     )

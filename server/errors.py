@@ -40,6 +40,8 @@ class ServerReason(StrEnum):
     """A bug: the server failed unexpectedly. The log line `request_crashed` or `run_crashed` has the details."""
     SERVER_SHUTTING_DOWN = "SERVER_SHUTTING_DOWN"
     """The server is draining after SIGTERM: it starts no run and stops decoding; retry another replica."""
+    CHILD_EDGE_UNKNOWN = "CHILD_EDGE_UNKNOWN"
+    """`RunSpec.lineage.parent_agent` declares no host-mode child `subagent_name` running `RunSpec.agent`."""
 
 
 class ServerError(Exception):

@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
@@ -24,6 +26,7 @@ from harness import (
     ToolRecovery,
     client_tools_capability,
 )
+from harness.children import ChildLineage, SubagentDefinition, child_identity, child_usage_limits
 
 from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field
@@ -57,12 +60,16 @@ def start_stream(
     mounts: ServerMounts,
     state_field: str | None = "spec.previous_state",
     resume_field: str | None = None,
+    lineage: ChildLineage | None = None,
+    parent_agent: str = "",
+    deferred_tools_supported: bool = True,
 ) -> HarnessRunStream[Any]:
     """The core's stream for one run with bindings of its own (its client tools, its mounts), checked
     at once.
 
     `state_field` names the request field `previous_state` came in (`None`: from the thread store),
-    `resume_field` the one a failing deferred check is reported at, if any.
+    `resume_field` the one a failing deferred check is reported at, if any. A child run (`lineage`)
+    whose request names its `parent_agent` gets that edge's limits and identity (CHILDREN §2, §5.1).
     """
     agent = registry.get(agent_name)
     if agent is None:
@@ -76,7 +83,18 @@ def start_stream(
     bound = mounts.bind(previous_state, state_field=state_field)
     if bound and (shell := mounts.capability_for(agent.capabilities)) is not None:
         capabilities.append(shell)  # per run: the agent's definition is never changed (§12.2)
-    bindings = RunBindings.embedded(capabilities=capabilities, mounts=bound)
+    bindings = RunBindings.embedded(
+        capabilities=capabilities,
+        mounts=bound,
+        lineage=lineage,
+        deferred_tools_supported=deferred_tools_supported,
+    )
+    if parent_agent:
+        edge = host_edge(registry, parent_agent, lineage, child=agent_name or registry.default)
+        usage_limits = child_usage_limits(agent.usage_limits, edge.usage_limits, usage_limits)
+        bindings = replace(
+            bindings, instance=child_identity(bindings.instance, edge, agent_instance_id=uuid.uuid4().hex)
+        )
     try:
         return agent.stream(
             input,
@@ -91,6 +109,27 @@ def start_stream(
         if resume_field is not None and error.code.value.startswith("deferred_"):
             raise at_field(error, resume_field) from None
         raise
+
+
+def host_edge(
+    registry: AgentRegistry, parent_agent: str, lineage: ChildLineage | None, *, child: str
+) -> SubagentDefinition:
+    """The host-mode edge `lineage.subagent_name` of the served `parent_agent` that runs `child`.
+
+    Raises:
+        ServerError: `CHILD_EDGE_UNKNOWN` when there is none.
+    """
+    parent = registry.get(parent_agent)  # non-empty: never the default agent
+    name = lineage.subagent_name if lineage is not None else ""
+    for edge in parent.subagents if parent is not None else ():
+        if edge.name == name and edge.mode == "host" and edge.agent.name == child:
+            return edge
+    raise ServerError(
+        ServerReason.CHILD_EDGE_UNKNOWN,
+        f"Agent {parent_agent!r} declares no host-mode child {name!r} that runs agent {child!r}.",
+        details={"parent_agent": parent_agent, "subagent": name, "agent": child},
+        field="spec.lineage.parent_agent",
+    )
 
 
 class ThreadLauncher:

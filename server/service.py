@@ -64,6 +64,10 @@ from .runs import ActiveRuns
 
 __all__ = ("HarnessService",)
 
+_SUBAGENT_MODES: dict[str, harness_service_pb2.SubagentMode.ValueType] = {
+    "inline": harness_service_pb2.SUBAGENT_MODE_INLINE,
+    "host": harness_service_pb2.SUBAGENT_MODE_HOST,
+}
 _CATEGORIES: dict[ToolCategory, harness_service_pb2.ToolCategory.ValueType] = {
     "plain": harness_service_pb2.TOOL_CATEGORY_PLAIN,
     "requires_approval": harness_service_pb2.TOOL_CATEGORY_REQUIRES_APPROVAL,
@@ -223,9 +227,13 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                 occurred_at=item.occurred_at,
             )
         elif isinstance(item, HarnessRunResultEvent):
-            fill_result_event(event, item, sequence=sequence, request_id=call.request_id)
+            fill_result_event(
+                event, item, sequence=sequence, request_id=call.request_id, parent_agent=call.parent_agent
+            )
         else:
             fill_event(event, item, sequence=sequence)
+            if call.parent_agent and event.HasField("run_started") and event.run_started.HasField("lineage"):
+                event.run_started.lineage.parent_agent = call.parent_agent  # the core keeps no parent_agent
 
     async def Run(
         self, request: harness_service_pb2.RunRequest, context: Context
@@ -243,7 +251,12 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                 async for item in items:
                     if isinstance(item, HarnessRunResultEvent):
                         response = harness_service_pb2.RunResponse()
-                        fill_result(response.result, item.result, request_id=call.request_id)
+                        fill_result(
+                            response.result,
+                            item.result,
+                            request_id=call.request_id,
+                            parent_agent=call.parent_agent,
+                        )
                         size = response.ByteSize() + ENVELOPE_BYTES
                         if size > self._max_message_bytes:
                             log.undelivered(size)
@@ -345,6 +358,9 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             usage_limits=call.usage_limits,
             checkpoints=call.checkpoints,
             mounts=self._mounts,
+            lineage=call.lineage,
+            parent_agent=call.parent_agent,
+            deferred_tools_supported=call.deferred_tools_supported,
         )
 
     # -- envelopes ------------------------------------------------------------------------------------
@@ -453,6 +469,26 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         )
 
     # -- discovery ------------------------------------------------------------------------------------
+    def _subagents(self, name: str) -> list[harness_service_pb2.SubagentInfo]:
+        """The agent's child edges; a child's `agent` only when this server serves it by that name."""
+        agent = self._registry.get(name)
+        edges = agent.subagents if agent is not None else ()
+        served = {child: self._registry.get(child) for child in self._registry}
+        return [
+            harness_service_pb2.SubagentInfo(
+                name=edge.name,
+                description=edge.description,
+                mode=_SUBAGENT_MODES[edge.mode],
+                agent=edge.agent.name
+                if edge.agent.name is not None
+                and (match := served.get(edge.agent.name)) is not None
+                and match.definition_id == edge.agent.definition_id
+                else "",
+                child_definition_id=edge.agent.definition_id or "",
+            )
+            for edge in edges
+        ]
+
     async def GetServerInfo(
         self, request: harness_service_pb2.GetServerInfoRequest, context: Context
     ) -> harness_service_pb2.GetServerInfoResponse:
@@ -476,6 +512,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                         for tool in (*self._registry.tools(name), *self._mounts.tools)
                     ],
                     mounts=self._mounts.mount_infos(),
+                    subagents=self._subagents(name),
                 )
                 for name in self._registry
             ],

@@ -27,6 +27,7 @@ from harness.errors import ErrorCode
 from harness.json_text import JsonTextError, args_json, canonical_json, dump_json, parse_json
 
 from ..errors import at_field
+from .children import child_request_to_pb
 
 __all__ = (
     "requests_from_pb",
@@ -68,14 +69,17 @@ def _object(text: str, code: ErrorCode, what: str, field: str, **details: Any) -
 
 
 def requests_to_pb(requests: DeferredToolRequests) -> deferred_pb2.DeferredToolRequests:
-    """Encode a pending batch: one `DeferredToolCall` per item, in native order, with its metadata."""
+    """Encode a pending batch: one `DeferredToolCall` per item, in native order, with its metadata (and a
+    child request's typed copy)."""
     metadata = requests.metadata
+    children = requests.child_requests()
 
     def item(
         call: DeferredToolCall, kind: deferred_pb2.DeferredKind.ValueType
     ) -> deferred_pb2.DeferredToolCall:
         part = call.model_call
         entry = metadata.get(part.tool_call_id)
+        child = children.get(part.tool_call_id)
         return deferred_pb2.DeferredToolCall(
             tool_call_id=part.tool_call_id,
             tool_name=part.tool_name,
@@ -83,6 +87,7 @@ def requests_to_pb(requests: DeferredToolRequests) -> deferred_pb2.DeferredToolR
             target_identity=call.target_identity,
             kind=kind,
             metadata_json=canonical_json(entry) if entry is not None else "",
+            child=child_request_to_pb(child) if child is not None else None,
         )
 
     return deferred_pb2.DeferredToolRequests(

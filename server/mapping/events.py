@@ -32,11 +32,12 @@ from pydantic_ai.messages import (
     ToolCallPartDelta,
     ToolReturnContent,
 )
-from threadline.v1 import events_pb2
+from threadline.v1 import deferred_pb2, events_pb2
 
 from harness import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, HarnessState
 from harness.json_text import args_json, dump_json
 
+from .children import fill_delegation
 from .run import fill_result
 from .state import fill_state
 
@@ -99,6 +100,11 @@ def fill_event(msg: events_pb2.RunEvent, item: HarnessEvent, *, sequence: int) -
     elif isinstance(event, HarnessExtensionEvent):
         if event.kind == "lifecycle" and event.type == "run_started":
             msg.run_started.SetInParent()
+            lineage = event.payload.get("lineage")
+            if isinstance(lineage, dict):
+                msg.run_started.lineage.CopyFrom(deferred_pb2.ChildLineage(**lineage))
+        elif event.kind == "delegation" and event.type == "inline_delegation":
+            fill_delegation(msg.inline_delegation, event.payload)
         else:
             out = msg.lifecycle
             out.kind = event.kind
@@ -191,9 +197,14 @@ def fill_checkpoint(
 
 
 def fill_result_event(
-    msg: events_pb2.RunEvent, item: HarnessRunResultEvent[Any], *, sequence: int, request_id: str
+    msg: events_pb2.RunEvent,
+    item: HarnessRunResultEvent[Any],
+    *,
+    sequence: int,
+    request_id: str,
+    parent_agent: str = "",
 ) -> None:
     """The terminal `result` event, written into the empty `msg` (the result's state in place)."""
     msg.thread_id, msg.run_id, msg.sequence = item.thread_id, item.run_id, sequence
     fill_timestamp(msg.occurred_at, item.occurred_at)
-    fill_result(msg.result, item.result, request_id=request_id)
+    fill_result(msg.result, item.result, request_id=request_id, parent_agent=parent_agent)

@@ -18,12 +18,14 @@ from threadline.v1 import run_pb2
 from threadline.v1.thread_service_pb2 import ThreadRunSpec
 
 from harness import ClientTool, DeferredToolResume, HarnessRunResult, HarnessState, InputError, ToolRecovery
+from harness.children import ChildLineage
 from harness.errors import ErrorCode
 from harness.json_text import canonical_json
 from harness.results import SafeFailure
 from harness.threads.outcome import ThreadRunOutcome
 
 from ..errors import at_field
+from .children import lineage_from_pb, lineage_to_pb
 from .deferred import requests_to_pb, resume_from_pb
 from .state import fill_state, state_from_pb
 
@@ -68,6 +70,12 @@ class RunCall:
     delta_base: bytes = b"[]"
     """The history data the host sent (as sent): what the first delta checkpoint candidate edits. Only
     filled for a run that asked for delta checkpoints."""
+    lineage: ChildLineage | None = None
+    """The parent run this run is a child of (`RunSpec.lineage`), unchecked (the core checks it)."""
+    parent_agent: str = ""
+    """`RunSpec.lineage.parent_agent`: the served parent agent whose edge the server checks and applies."""
+    deferred_tools_supported: bool = True
+    """`RunSpec.deferred_tools`: whether the host answers deferred calls (never derived from lineage)."""
 
 
 _RECOVERY: dict[int, ToolRecovery] = {
@@ -79,6 +87,12 @@ _RECOVERY: dict[int, ToolRecovery] = {
 
 CheckpointForm = Literal["full", "delta"]
 """`RunSpec.checkpoint_form`, decoded."""
+
+_DEFERRED_TOOLS: dict[int, bool] = {
+    run_pb2.DEFERRED_TOOLS_MODE_UNSPECIFIED: True,
+    run_pb2.DEFERRED_TOOLS_MODE_SUPPORTED: True,
+    run_pb2.DEFERRED_TOOLS_MODE_UNSUPPORTED: False,
+}
 
 _CHECKPOINT_FORMS: dict[int, CheckpointForm] = {
     run_pb2.CHECKPOINT_FORM_UNSPECIFIED: "full",
@@ -123,7 +137,13 @@ def run_call_from_pb(spec: run_pb2.RunSpec, *, pause: Callable[[], None] | None 
         raise _input_invalid(
             f"checkpoint_form {spec.checkpoint_form} is not known to this server.", "spec.checkpoint_form"
         )
+    deferred_tools = _DEFERRED_TOOLS.get(spec.deferred_tools)
+    if deferred_tools is None:
+        raise _input_invalid(
+            f"deferred_tools {spec.deferred_tools} is not known to this server.", "spec.deferred_tools"
+        )
     has_state = spec.HasField("previous_state")
+    has_lineage = spec.HasField("lineage")
     return RunCall(
         agent=spec.agent,
         input=input_from_pb(spec),
@@ -143,6 +163,9 @@ def run_call_from_pb(spec: run_pb2.RunSpec, *, pause: Callable[[], None] | None 
         delta_base=spec.previous_state.message_history.data.encode()
         if has_state and spec.checkpoints and checkpoint_form == "delta"
         else b"[]",
+        lineage=lineage_from_pb(spec.lineage) if has_lineage else None,
+        parent_agent=spec.lineage.parent_agent if has_lineage else "",
+        deferred_tools_supported=deferred_tools,
     )
 
 
@@ -252,9 +275,12 @@ def usage_to_pb(usage: RunUsage) -> run_pb2.RunUsage:
     )
 
 
-def fill_result(msg: run_pb2.RunResult, result: HarnessRunResult[Any], *, request_id: str) -> None:
+def fill_result(
+    msg: run_pb2.RunResult, result: HarnessRunResult[Any], *, request_id: str, parent_agent: str = ""
+) -> None:
     """Encode a terminal result into the empty `msg` (its state in place, never copied); `state`,
-    `deferred`, `output_json` and `failure` are set exactly when the core's result has them."""
+    `deferred`, `output_json`, `failure` and `lineage` are set exactly when the core's result has them
+    (`parent_agent`: the request's, which the core does not keep)."""
     msg.status = _STATUS[result.status]
     msg.thread_id = result.thread_id
     msg.run_id = result.run_id
@@ -271,6 +297,8 @@ def fill_result(msg: run_pb2.RunResult, result: HarnessRunResult[Any], *, reques
     if result.status == "completed":
         msg.output_json = result.output_json().decode()
     _fill_failure(msg, result.failure)
+    if result.lineage is not None:
+        msg.lineage.CopyFrom(lineage_to_pb(result.lineage, parent_agent=parent_agent))
 
 
 def fill_outcome(msg: run_pb2.RunResult, outcome: ThreadRunOutcome) -> None:
