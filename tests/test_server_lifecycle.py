@@ -89,14 +89,15 @@ async def test_run_limit(start_server: StartServer) -> None:
 
 
 async def test_oversized_message_is_resource_exhausted(start_server: StartServer) -> None:
-    small = await start_server(max_message_bytes=1024)
+    # Small, but room for GetServerInfo's answer (the demo's three agents and their tools).
+    small = await start_server(max_message_bytes=8192)
     async with grpc.aio.insecure_channel(small.address) as channel:
         stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await stub.Run(harness_service_pb2.RunRequest(spec=run_pb2.RunSpec(text="x" * 4096)))
+            await stub.Run(harness_service_pb2.RunRequest(spec=run_pb2.RunSpec(text="x" * 16384)))
         assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         info = await stub.GetServerInfo(harness_service_pb2.GetServerInfoRequest())
-        assert info.limits.max_message_bytes == 1024
+        assert info.limits.max_message_bytes == 8192
 
 
 async def test_token_auth(start_server: StartServer) -> None:
