@@ -61,16 +61,31 @@ async def test_get_server_info_lists_versions_agents_tools_and_limits(stub: Stub
         ("pydantic-ai.model-messages+json", ["1"])
     ]
     assert info.default_agent == "default"
-    [agent] = info.agents
-    categories = {tool.name: tool.category for tool in agent.tools}
-    assert categories == {
+    assert [a.name for a in info.agents] == ["default", "demo-lead", "demo-reviewer"]
+    demo = {
         "lookup": harness_service_pb2.TOOL_CATEGORY_PLAIN,
         "delete_file": harness_service_pb2.TOOL_CATEGORY_REQUIRES_APPROVAL,
         "fetch_status": harness_service_pb2.TOOL_CATEGORY_RECOVERY_RETRYABLE,
         "count": harness_service_pb2.TOOL_CATEGORY_PLAIN,
         "sleep": harness_service_pb2.TOOL_CATEGORY_PLAIN,
     }
-    assert [t.name for t in agent.tools if t.recovery_retryable] == ["fetch_status"]
+    plain, external = harness_service_pb2.TOOL_CATEGORY_PLAIN, harness_service_pb2.TOOL_CATEGORY_EXTERNAL
+    expected = {
+        "default": {**demo, "delegate": plain, "resume_subagent": plain},  # an inline child runs at once
+        "demo-lead": {**demo, "delegate": external, "resume_subagent": external},  # suspends the run
+        "demo-reviewer": demo,
+    }
+    for agent in info.agents:
+        assert {tool.name: tool.category for tool in agent.tools} == expected[agent.name], agent.name
+        assert [t.name for t in agent.tools if t.recovery_retryable] == ["fetch_status"]
+    default, lead, reviewer = info.agents
+    assert [(e.name, e.mode, e.agent, e.child_definition_id) for e in default.subagents] == [
+        ("helper", harness_service_pb2.SUBAGENT_MODE_INLINE, "", "demo-helper")
+    ]
+    assert [(e.name, e.mode, e.agent, e.child_definition_id) for e in lead.subagents] == [
+        ("reviewer", harness_service_pb2.SUBAGENT_MODE_HOST, "demo-reviewer", "demo-reviewer")
+    ]
+    assert not reviewer.subagents
     assert info.limits.max_message_bytes == 64 * 1024 * 1024
     assert info.limits.max_concurrent_runs == 256
     assert info.server_version
