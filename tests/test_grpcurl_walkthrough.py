@@ -64,6 +64,7 @@ def test_the_doc_has_every_walkthrough_step() -> None:
     # The refused steps: a future schema version, and a thread turn against a stale revision.
     assert sum(step.should_fail for step in steps()) == 2
     assert "shell-bg" in codes and "shell-wait 8" in codes
+    assert "ask-child" in codes and "resume-child" in codes and "lineage: $c.parent" in codes
     assert [step.serve for step in steps() if step.serve] == [("--mount", "work=local:$WORK")]
 
 
