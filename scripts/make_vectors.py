@@ -31,13 +31,16 @@ from harness import (
     DeferredToolResume,
     ExecutableAgent,
     HarnessEvent,
+    HarnessExtensionEvent,
     HarnessRunResultEvent,
     HarnessState,
     RunBindings,
     load_state,
 )
+from harness.children import ChildLineage
 from harness.environment.state import LocalState, RetainedCommand, encode
 from harness.testing import scripted_model
+from server.demo import demo_children
 from server.mapping.checkpoints import CheckpointDeltas
 from server.mapping.deferred import resume_to_pb
 from server.mapping.events import fill_event, fill_result_event, fill_timestamp
@@ -213,6 +216,83 @@ def deferred_batch() -> DeferredToolResume:
     return DeferredToolResume(batch, results)
 
 
+PARENT_INSTANCE = "0" * 31 + "a"
+CHILD_RUN_ID = "run-" + "0" * 31 + "2"
+
+
+async def child_batch() -> DeferredToolResume:
+    """A Host-managed child request from the demo's `demo-lead` (a real suspension, run ID pinned) and
+    the child's completed answer: `DeferredToolCall.child` is filled from its `threadline.child` metadata."""
+    from harness import DeferredToolRequests, InstanceIdentity
+
+    lead = demo_children()["demo-lead"]
+    result = await lead.run(
+        "ask-child check the plan",
+        bindings=RunBindings(instance=InstanceIdentity("local", "embedded", PARENT_INSTANCE)),
+        previous_state=HarnessState.new(thread_id="thr_vectorlead1"),
+    )
+    assert result.deferred is not None
+    batch = DeferredToolRequests.from_json(result.deferred.to_json().replace(result.run_id, RUN_ID))
+    [(call_id, request)] = batch.child_requests().items()
+    answer = {"execution_id": request.thread_id, "subagent": request.subagent_name, "status": "completed"}
+    return DeferredToolResume(
+        batch, DeferredToolResults(calls={call_id: {**answer, "output": "Looks right."}})
+    )
+
+
+def child_events() -> list[Message]:
+    """A child run's `run_started` with its lineage, and its parent's inline delegation events, as the
+    server's mapping writes them from the core's extension events (IDs pinned)."""
+    lineage = ChildLineage(
+        parent_thread_id="thr_vectorlead1",
+        parent_run_id=RUN_ID,
+        parent_tool_call_id="call_1_delegate",
+        parent_agent_instance_id=PARENT_INSTANCE,
+        subagent_name="reviewer",
+        delegation_id="thread_" + "0" * 31 + "c",
+    )
+    delegation = {
+        "type": "inline_delegation",
+        "invocation_id": "delegation-vector1",
+        "child_instance_id": "helper-0001",
+        "subagent": "helper",
+        "parent_run_id": RUN_ID,
+        "parent_agent_instance_id": PARENT_INSTANCE,
+        "parent_tool_call_id": "call_1_delegate",
+        "child_run_id": "run-" + "0" * 31 + "3",
+    }
+    extensions = [
+        (
+            "thread_" + "0" * 31 + "c",
+            HarnessExtensionEvent(
+                kind="lifecycle",
+                payload={"type": "run_started", "lineage": lineage.to_jsonable()},
+            ),
+        ),
+        (
+            "thr_vectorlead1",
+            HarnessExtensionEvent(
+                kind="delegation",
+                payload={**delegation, "action": "started", "status": "running"},
+            ),
+        ),
+        (
+            "thr_vectorlead1",
+            HarnessExtensionEvent(
+                kind="delegation",
+                payload={**delegation, "action": "completed", "status": "completed"},
+            ),
+        ),
+    ]
+    events: list[Message] = []
+    for sequence, (thread_id, extension) in enumerate(extensions):
+        run_id = CHILD_RUN_ID if thread_id != "thr_vectorlead1" else RUN_ID
+        msg = events_pb2.RunEvent()
+        fill_event(msg, HarnessEvent(thread_id, run_id, sequence, EPOCH, extension), sequence=sequence)
+        events.append(msg)
+    return events
+
+
 def _stream_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if len(messages) == 1:
         return ModelResponse(
@@ -359,6 +439,11 @@ def main() -> int:
     write("state_full", state_to_pb(full_state()), manifest)
     write("state_environment", state_to_pb(environment_state()), manifest)
     write("deferred_batch", resume_to_pb(deferred_batch()), manifest)
+    write("deferred_child", resume_to_pb(asyncio.run(child_batch())), manifest)
+    started, *delegations = child_events()
+    write("event_child_run_started", started, manifest)
+    for name, msg in zip(("started", "completed"), delegations, strict=True):
+        write(f"event_inline_delegation_{name}", msg, manifest)
     write("checkpoint_delta", checkpoint_delta(), manifest)
     for msg in asyncio.run(event_stream()):
         write(f"event_stream_{msg.sequence:03d}", msg, manifest)  # type: ignore[attr-defined]

@@ -108,3 +108,29 @@ def test_environment_vector_holds_the_local_providers_state() -> None:
     assert [command.id for command in local.commands] == ["0" * 31 + "1", "0" * 31 + "2"]
     assert decode("box", state.environment_states["box"]) is None  # another provider's: not ours to read
     assert list(state.environment_states) == ["work", "box"]
+
+
+def test_child_vectors_hold_the_typed_copies() -> None:
+    """`deferred_child`'s typed child request is its metadata's; the events carry lineage and delegation."""
+    _, msg = load("deferred_child")
+    assert isinstance(msg, deferred_pb2.DeferredToolResume)
+    [call] = msg.requests.calls
+    request = json.loads(call.metadata_json)["threadline.child"]
+    child = call.child
+    assert (child.action, child.agent, child.subagent_name) == (
+        deferred_pb2.CHILD_ACTION_START,
+        "demo-reviewer",
+        "reviewer",
+    )
+    assert (child.thread_id, child.input) == (request["thread_id"], request["input"])
+    assert (child.parent.parent_agent, child.parent.delegation_id) == ("demo-lead", request["thread_id"])
+    answer = json.loads(msg.results.calls[0].value_json)
+    assert answer["execution_id"] == child.thread_id and answer["status"] == "completed"
+    resume = resume_from_pb(msg)
+    assert resume.requests.child_requests()[call.tool_call_id].thread_id == child.thread_id
+
+    _, started = load("event_child_run_started")
+    assert started.run_started.lineage.subagent_name == "reviewer"  # type: ignore[attr-defined]
+    _, delegation = load("event_inline_delegation_completed")
+    assert delegation.WhichOneof("event") == "inline_delegation"  # type: ignore[attr-defined]
+    assert delegation.inline_delegation.action == "completed"  # type: ignore[attr-defined]
