@@ -107,6 +107,8 @@ class Seeds:
     """Suspended on `delete_file`, awaiting an approval."""
     client: run_pb2.RunResult
     """Suspended on the client tool `weather`."""
+    child: run_pb2.RunResult
+    """`demo-lead` suspended on a Host-managed child request."""
 
 
 WEATHER = run_pb2.ClientTool(
@@ -129,7 +131,9 @@ def seeds(channel: grpc.Channel) -> Seeds:
     client = run(run_pb2.RunSpec(text='client:weather {"city": "Paris"}', client_tools=[WEATHER]))
     assert approval.status == run_pb2.RUN_STATUS_SUSPENDED and approval.deferred.approvals
     assert client.status == run_pb2.RUN_STATUS_SUSPENDED and client.deferred.calls
-    return Seeds(state=state, approval=approval, client=client)
+    child = run(run_pb2.RunSpec(agent="demo-lead", text="ask-child check it"))
+    assert child.status == run_pb2.RUN_STATUS_SUSPENDED and child.deferred.calls[0].HasField("child")
+    return Seeds(state=state, approval=approval, client=client, child=child)
 
 
 def raw(
@@ -642,6 +646,19 @@ def set_extra(value: str) -> Callable[[state_pb2.HarnessState], None]:
     return lambda s: setattr(s, "extra_json", value)
 
 
+def child_answered(seeds: Seeds, value_json: str) -> tuple[str, Message]:
+    """A resume of `demo-lead`'s suspended child request with `value_json` as the answer."""
+    suspended = seeds.child
+    call = suspended.deferred.calls[0]
+    resume = deferred_pb2.DeferredToolResume(
+        requests=suspended.deferred,
+        results=deferred_pb2.DeferredToolResults(
+            calls=[deferred_pb2.CallResult(tool_call_id=call.tool_call_id, value_json=value_json)]
+        ),
+    )
+    return run(run_pb2.RunSpec(agent="demo-lead", previous_state=suspended.state, deferred_resume=resume))
+
+
 def tool_with(schema: str) -> run_pb2.ClientTool:
     return run_pb2.ClientTool(name="weather", parameters_json_schema=schema)
 
@@ -686,6 +703,33 @@ def hostile_cases() -> dict[str, Case]:
     ):
         change = add_local_environment(value, version)
         cases[f"state threadline_local: {label}"] = lambda seeds, c=change: continued(seeds, c)
+    lineage = deferred_pb2.ChildLineage(
+        parent_thread_id="thread_" + "a" * 32,
+        parent_run_id="run-" + "b" * 32,
+        parent_tool_call_id="p1",
+        parent_agent_instance_id="i1",
+        subagent_name="reviewer",
+        delegation_id="thread_" + "c" * 32,
+    )
+    for label, change in (
+        ("300 000-character tool call ID", {"parent_tool_call_id": "x" * 300_000}),
+        ("bad parent run ID", {"parent_run_id": "run-1"}),
+        ("NUL in subagent name", {"subagent_name": "re\x00viewer"}),
+        ("unknown parent agent", {"parent_agent": "nobody"}),
+        ("parent agent without that edge", {"parent_agent": "default"}),
+        ("parent agent, wrong child agent", {"parent_agent": "demo-lead"}),
+        ("empty", {field: "" for field in ("parent_thread_id", "parent_run_id", "subagent_name")}),
+    ):
+        hostile = deferred_pb2.ChildLineage()
+        hostile.CopyFrom(lineage)
+        for name, value in change.items():
+            setattr(hostile, name, value)
+        cases[f"lineage: {label}"] = lambda _, h=hostile: run(run_pb2.RunSpec(text="x", lineage=h))
+    cases["deferred_tools 99"] = lambda _: run(run_pb2.RunSpec(text="x", deferred_tools=99))  # type: ignore[arg-type]
+    cases["client tool named delegate"] = lambda _: run(
+        run_pb2.RunSpec(text="x", client_tools=[run_pb2.ClientTool(name="delegate")])
+    )
+    cases["a child answer of the wrong shape"] = lambda seeds: child_answered(seeds, '{"status": "done"}')
     cases["client tool named shell_exec"] = lambda seeds: run(
         run_pb2.RunSpec(text="x", client_tools=[run_pb2.ClientTool(name="shell_exec")])
     )
