@@ -89,8 +89,8 @@ class DeferredToolRequests(_message.Message):
     APPROVALS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeferredToolCall]:
-        """Calls the host executes itself (external and client tools, and questions), in the model's
-        order. Answer each one with a `CallResult`.
+        """Calls the host executes itself (external and client tools, questions, and Host-managed child
+        requests, which have `child` set), in the model's order. Answer each one with a `CallResult`.
         """
 
     @_builtins.property

@@ -166,7 +166,9 @@ class RunEvent(_message.Message):
 
     @_builtins.property
     def lifecycle(self) -> Global___Lifecycle:
-        """A harness extension event other than `run_started` (e.g. `model_request_started`)."""
+        """A harness extension event other than `run_started` and `inline_delegation` (e.g.
+        `model_request_started`).
+        """
 
     @_builtins.property
     def native(self) -> Global___Native:
@@ -671,7 +673,9 @@ Global___HistoryDelta: _TypeAlias = HistoryDelta  # noqa: Y015
 
 @_typing.final
 class Lifecycle(_message.Message):
-    """A harness extension event (every one except `run_started`, which is `RunStarted`)."""
+    """A harness extension event (every one except `run_started`, which is `RunStarted`, and
+    `inline_delegation`, which is `InlineDelegation`).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 

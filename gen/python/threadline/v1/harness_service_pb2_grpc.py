@@ -123,7 +123,9 @@ class HarnessServiceServicer:
 
     def ForkState(self, request, context):
         """Branches a thread from a checkpoint the host chose: a new thread ID with the same history,
-        capability state, refs and extra keys; environment states are cleared.
+        capability state, refs and extra keys; environment states are cleared, and the inline
+        children kept in capability state (`a13n.subagents`) get child thread IDs of the branch's own,
+        derived deterministically, so a retried fork gives the same state.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -56,7 +56,9 @@ class HarnessServiceStub:
     """Creates the envelope of a new thread, e.g. to choose its thread ID before the first run."""
     ForkState: _grpc.UnaryUnaryMultiCallable[_harness_service_pb2.ForkStateRequest, _harness_service_pb2.ForkStateResponse]
     """Branches a thread from a checkpoint the host chose: a new thread ID with the same history,
-    capability state, refs and extra keys; environment states are cleared.
+    capability state, refs and extra keys; environment states are cleared, and the inline
+    children kept in capability state (`a13n.subagents`) get child thread IDs of the branch's own,
+    derived deterministically, so a retried fork gives the same state.
     """
     ValidateState: _grpc.UnaryUnaryMultiCallable[_harness_service_pb2.ValidateStateRequest, _harness_service_pb2.ValidateStateResponse]
     """Validates an envelope (or a harness state JSON) exactly as a run would, and returns both
@@ -97,7 +99,9 @@ class HarnessServiceAsyncStub(HarnessServiceStub):
     """Creates the envelope of a new thread, e.g. to choose its thread ID before the first run."""
     ForkState: _aio.UnaryUnaryMultiCallable[_harness_service_pb2.ForkStateRequest, _harness_service_pb2.ForkStateResponse]  # type: ignore[assignment]
     """Branches a thread from a checkpoint the host chose: a new thread ID with the same history,
-    capability state, refs and extra keys; environment states are cleared.
+    capability state, refs and extra keys; environment states are cleared, and the inline
+    children kept in capability state (`a13n.subagents`) get child thread IDs of the branch's own,
+    derived deterministically, so a retried fork gives the same state.
     """
     ValidateState: _aio.UnaryUnaryMultiCallable[_harness_service_pb2.ValidateStateRequest, _harness_service_pb2.ValidateStateResponse]  # type: ignore[assignment]
     """Validates an envelope (or a harness state JSON) exactly as a run would, and returns both
@@ -159,7 +163,9 @@ class HarnessServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_harness_service_pb2.ForkStateResponse, _abc.Awaitable[_harness_service_pb2.ForkStateResponse]]:
         """Branches a thread from a checkpoint the host chose: a new thread ID with the same history,
-        capability state, refs and extra keys; environment states are cleared.
+        capability state, refs and extra keys; environment states are cleared, and the inline
+        children kept in capability state (`a13n.subagents`) get child thread IDs of the branch's own,
+        derived deterministically, so a retried fork gives the same state.
         """
 
     @_abc_1.abstractmethod

@@ -316,7 +316,10 @@ class RunSpec(_message.Message):
 
     @_builtins.property
     def usage_limits(self) -> Global___UsageLimits:
-        """Limits on the run's model usage. Unset = the agent's own default limits."""
+        """Limits on the run's model usage. Unset = the agent's own default limits. For a child run whose
+        `lineage.parent_agent` is set, the run gets the field-wise minimum of these, the child agent's
+        own and the parent's edge's limits.
+        """
 
     @_builtins.property
     def lineage(self) -> _deferred_pb2.ChildLineage:

@@ -138,8 +138,8 @@ func (DeferredKind) EnumDescriptor() ([]byte, []int) {
 // or `RemainingDeferredResponse.remaining`): it carries the identities the server checks on resume.
 type DeferredToolRequests struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Calls the host executes itself (external and client tools, and questions), in the model's
-	// order. Answer each one with a `CallResult`.
+	// Calls the host executes itself (external and client tools, questions, and Host-managed child
+	// requests, which have `child` set), in the model's order. Answer each one with a `CallResult`.
 	Calls []*DeferredToolCall `protobuf:"bytes,1,rep,name=calls,proto3" json:"calls,omitempty"`
 	// Calls waiting for the host's approval, in the model's order. Answer each one with an
 	// `ApprovalResult`; an approved call then runs on the server in the next run.

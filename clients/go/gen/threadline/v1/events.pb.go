@@ -424,7 +424,8 @@ type RunEvent_Result struct {
 }
 
 type RunEvent_Lifecycle struct {
-	// A harness extension event other than `run_started` (e.g. `model_request_started`).
+	// A harness extension event other than `run_started` and `inline_delegation` (e.g.
+	// `model_request_started`).
 	Lifecycle *Lifecycle `protobuf:"bytes,19,opt,name=lifecycle,proto3,oneof"`
 }
 
@@ -1374,7 +1375,8 @@ func (x *HistoryDelta) GetAppend() string {
 	return ""
 }
 
-// A harness extension event (every one except `run_started`, which is `RunStarted`).
+// A harness extension event (every one except `run_started`, which is `RunStarted`, and
+// `inline_delegation`, which is `InlineDelegation`).
 type Lifecycle struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The event's kind: one of context, state, recovery, invocation, delegation, usage, lifecycle,

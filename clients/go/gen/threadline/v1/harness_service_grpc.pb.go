@@ -54,7 +54,9 @@ type HarnessServiceClient interface {
 	// Creates the envelope of a new thread, e.g. to choose its thread ID before the first run.
 	NewState(ctx context.Context, in *NewStateRequest, opts ...grpc.CallOption) (*NewStateResponse, error)
 	// Branches a thread from a checkpoint the host chose: a new thread ID with the same history,
-	// capability state, refs and extra keys; environment states are cleared.
+	// capability state, refs and extra keys; environment states are cleared, and the inline
+	// children kept in capability state (`a13n.subagents`) get child thread IDs of the branch's own,
+	// derived deterministically, so a retried fork gives the same state.
 	ForkState(ctx context.Context, in *ForkStateRequest, opts ...grpc.CallOption) (*ForkStateResponse, error)
 	// Validates an envelope (or a harness state JSON) exactly as a run would, and returns both
 	// forms. An invalid state is an error status (e.g. INVALID_ARGUMENT STATE_INVALID).
@@ -179,7 +181,9 @@ type HarnessServiceServer interface {
 	// Creates the envelope of a new thread, e.g. to choose its thread ID before the first run.
 	NewState(context.Context, *NewStateRequest) (*NewStateResponse, error)
 	// Branches a thread from a checkpoint the host chose: a new thread ID with the same history,
-	// capability state, refs and extra keys; environment states are cleared.
+	// capability state, refs and extra keys; environment states are cleared, and the inline
+	// children kept in capability state (`a13n.subagents`) get child thread IDs of the branch's own,
+	// derived deterministically, so a retried fork gives the same state.
 	ForkState(context.Context, *ForkStateRequest) (*ForkStateResponse, error)
 	// Validates an envelope (or a harness state JSON) exactly as a run would, and returns both
 	// forms. An invalid state is an error status (e.g. INVALID_ARGUMENT STATE_INVALID).

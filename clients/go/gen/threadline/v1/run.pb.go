@@ -462,7 +462,9 @@ type RunSpec struct {
 	// The host's own ID for this request, echoed in the server's logs and in `RunResult.request_id`.
 	// Default empty. The server does not deduplicate on it.
 	RequestId string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	// Limits on the run's model usage. Unset = the agent's own default limits.
+	// Limits on the run's model usage. Unset = the agent's own default limits. For a child run whose
+	// `lineage.parent_agent` is set, the run gets the field-wise minimum of these, the child agent's
+	// own and the parent's edge's limits.
 	UsageLimits *UsageLimits `protobuf:"bytes,10,opt,name=usage_limits,json=usageLimits,proto3" json:"usage_limits,omitempty"`
 	// How `StreamRun` sends checkpoint candidates when `checkpoints` is true. Unspecified =
 	// CHECKPOINT_FORM_FULL. A value this server does not know fails with INVALID_ARGUMENT

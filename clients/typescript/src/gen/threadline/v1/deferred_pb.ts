@@ -22,8 +22,8 @@ export const file_threadline_v1_deferred: GenFile = /*@__PURE__*/
  */
 export type DeferredToolRequests = Message<"threadline.v1.DeferredToolRequests"> & {
   /**
-   * Calls the host executes itself (external and client tools, and questions), in the model's
-   * order. Answer each one with a `CallResult`.
+   * Calls the host executes itself (external and client tools, questions, and Host-managed child
+   * requests, which have `child` set), in the model's order. Answer each one with a `CallResult`.
    *
    * @generated from field: repeated threadline.v1.DeferredToolCall calls = 1;
    */

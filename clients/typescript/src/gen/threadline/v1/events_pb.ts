@@ -139,7 +139,8 @@ export type RunEvent = Message<"threadline.v1.RunEvent"> & {
     case: "result";
   } | {
     /**
-     * A harness extension event other than `run_started` (e.g. `model_request_started`).
+     * A harness extension event other than `run_started` and `inline_delegation` (e.g.
+     * `model_request_started`).
      *
      * @generated from field: threadline.v1.Lifecycle lifecycle = 19;
      */
@@ -719,7 +720,8 @@ export const HistoryDeltaSchema: GenMessage<HistoryDelta> = /*@__PURE__*/
   messageDesc(file_threadline_v1_events, 12);
 
 /**
- * A harness extension event (every one except `run_started`, which is `RunStarted`).
+ * A harness extension event (every one except `run_started`, which is `RunStarted`, and
+ * `inline_delegation`, which is `InlineDelegation`).
  *
  * @generated from message threadline.v1.Lifecycle
  */

@@ -933,7 +933,9 @@ export const HarnessService: GenService<{
   },
   /**
    * Branches a thread from a checkpoint the host chose: a new thread ID with the same history,
-   * capability state, refs and extra keys; environment states are cleared.
+   * capability state, refs and extra keys; environment states are cleared, and the inline
+   * children kept in capability state (`a13n.subagents`) get child thread IDs of the branch's own,
+   * derived deterministically, so a retried fork gives the same state.
    *
    * @generated from rpc threadline.v1.HarnessService.ForkState
    */

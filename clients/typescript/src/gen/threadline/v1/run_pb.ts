@@ -113,7 +113,9 @@ export type RunSpec = Message<"threadline.v1.RunSpec"> & {
   requestId: string;
 
   /**
-   * Limits on the run's model usage. Unset = the agent's own default limits.
+   * Limits on the run's model usage. Unset = the agent's own default limits. For a child run whose
+   * `lineage.parent_agent` is set, the run gets the field-wise minimum of these, the child agent's
+   * own and the parent's edge's limits.
    *
    * @generated from field: threadline.v1.UsageLimits usage_limits = 10;
    */

@@ -1732,8 +1732,8 @@ class DeferredToolRequests(betterproto2.Message):
 
     calls: "list[DeferredToolCall]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
-    Calls the host executes itself (external and client tools, and questions), in the model's
-    order. Answer each one with a `CallResult`.
+    Calls the host executes itself (external and client tools, questions, and Host-managed child
+    requests, which have `child` set), in the model's order. Answer each one with a `CallResult`.
     """
 
     approvals: "list[DeferredToolCall]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
@@ -2465,7 +2465,8 @@ default_message_pool.register_message("threadline.v1", "InlineDelegation", Inlin
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
 class Lifecycle(betterproto2.Message):
     """
-    A harness extension event (every one except `run_started`, which is `RunStarted`).
+    A harness extension event (every one except `run_started`, which is `RunStarted`, and
+    `inline_delegation`, which is `InlineDelegation`).
     """
 
     kind: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
@@ -3189,7 +3190,8 @@ class RunEvent(betterproto2.Message):
         19, betterproto2.TYPE_MESSAGE, optional=True, group="event"
     )
     """
-    A harness extension event other than `run_started` (e.g. `model_request_started`).
+    A harness extension event other than `run_started` and `inline_delegation` (e.g.
+    `model_request_started`).
     """
 
     native: "Native | None" = betterproto2.field(20, betterproto2.TYPE_MESSAGE, optional=True, group="event")
@@ -3426,7 +3428,9 @@ class RunSpec(betterproto2.Message):
 
     usage_limits: "UsageLimits | None" = betterproto2.field(10, betterproto2.TYPE_MESSAGE, optional=True)
     """
-    Limits on the run's model usage. Unset = the agent's own default limits.
+    Limits on the run's model usage. Unset = the agent's own default limits. For a child run whose
+    `lineage.parent_agent` is set, the run gets the field-wise minimum of these, the child agent's
+    own and the parent's edge's limits.
     """
 
     checkpoint_form: "CheckpointForm" = betterproto2.field(
@@ -4562,7 +4566,9 @@ class HarnessServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "ForkStateResponse":
         """
         Branches a thread from a checkpoint the host chose: a new thread ID with the same history,
-        capability state, refs and extra keys; environment states are cleared.
+        capability state, refs and extra keys; environment states are cleared, and the inline
+        children kept in capability state (`a13n.subagents`) get child thread IDs of the branch's own,
+        derived deterministically, so a retried fork gives the same state.
         """
 
         return await self._unary_unary(
