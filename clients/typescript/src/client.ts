@@ -26,8 +26,9 @@ import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-no
 
 import { type CallOptions, STREAM_WITHOUT_RESULT, call, connectOptions, required, streamEvents } from "./calls.js";
 import { CandidateHistories } from "./checkpoints.js";
+import { type ChildRunInput, childRunInput, childState } from "./children.js";
 import { ProtocolError } from "./errors.js";
-import type { DeferredToolResume } from "./gen/threadline/v1/deferred_pb.js";
+import type { ChildRequest, DeferredToolResume } from "./gen/threadline/v1/deferred_pb.js";
 import type { RunEvent } from "./gen/threadline/v1/events_pb.js";
 import {
   type GetServerInfoResponse,
@@ -116,6 +117,20 @@ export interface ThreadlineClient {
   streamRun(spec: RunInput, options?: CallOptions): AsyncIterable<RunEvent>;
   /** Run the agent and return only its terminal result. */
   run(spec: RunInput, options?: CallOptions): Promise<RunResult>;
+  /**
+   * Run a Host-managed child (a suspended parent's `DeferredToolCall.child`, see
+   * `pendingChildren`) and return its terminal result: agent `request.agent` with prompt
+   * `request.input` and `lineage` `request.parent`, on `input.previousState` (the child's saved
+   * state) or, for a CHILD_ACTION_START request without one, on a new thread `request.threadId`
+   * (`newState`). A suspended child is answered like any thread: run it again with its state and
+   * `deferredResume` (no prompt is sent then). Persist each result; answer the parent with
+   * `childAnswer` once the child has ended.
+   *
+   * @throws RangeError for a CHILD_ACTION_CONTINUE request without `previousState`.
+   */
+  runChild(request: ChildRequest, input?: ChildRunInput, options?: CallOptions): Promise<RunResult>;
+  /** `runChild`, streamed like `streamRun` (e.g. with `checkpoints` to recover the child). */
+  streamChild(request: ChildRequest, input?: ChildRunInput, options?: CallOptions): AsyncIterable<RunEvent>;
   /** The envelope of a new thread (e.g. to choose its ID before the first run). */
   newState(request?: NewStateInput, options?: CallOptions): Promise<HarnessState>;
   /** Branch a thread from a checkpoint: a new thread ID with the same history. */
@@ -178,6 +193,15 @@ export function createThreadlineClient(options: ThreadlineClientOptions): Thread
     maxEventsPerMessage,
   });
 
+  const childSpec = async (request: ChildRequest, input: ChildRunInput, callOptions: CallOptions | undefined) => {
+    const { signal, headers } = callOptions ?? {};
+    const start = async () => {
+      const response = await call(service.newState({ threadId: request.threadId }, unary({ signal, headers })));
+      return required(response.state, "NewStateResponse.state");
+    };
+    return childRunInput(request, input, await childState(request, input, start));
+  };
+
   return {
     service,
     threads,
@@ -198,6 +222,14 @@ export function createThreadlineClient(options: ThreadlineClientOptions): Thread
     async run(spec, callOptions) {
       const response = await call(service.run({ spec: toRunSpec(spec) }, connectOptions(callOptions, runTimeout)));
       return required(response.result, "RunResponse.result");
+    },
+
+    async runChild(request, input = {}, callOptions) {
+      return this.run(await childSpec(request, input, callOptions), callOptions);
+    },
+
+    async *streamChild(request, input = {}, callOptions) {
+      yield* this.streamRun(await childSpec(request, input, callOptions), callOptions);
     },
 
     async newState(request = {}, callOptions) {

@@ -5,6 +5,8 @@
  * - `client.threads` (`Threads`) — durable threads the server keeps (`ThreadService`), by ID.
  * - `approve`, `deny`, `callResult`, … and `resumeWith` — answers to a suspended run; `answers` —
  *   the same answers for a thread the server keeps.
+ * - `client.runChild` / `streamChild`, `pendingChildren`, `childAnswer` — Host-managed children:
+ *   run a suspended parent's child request as a thread of its own and answer the parent with it.
  * - `encodeState` / `decodeState` — store an envelope as protobuf bytes or proto3 JSON.
  * - `ThreadlineError` — every failure, with the server's `reason` and `metadata`; `ProtocolError` —
  *   the kind the SDK throws itself when the server's answer breaks the contract; `ThreadBusy`,
@@ -31,6 +33,8 @@ export type {
   ThreadlineClientOptions,
   ValidatedState,
 } from "./client.js";
+export { childAnswer, childRunning, pendingChildren } from "./children.js";
+export type { ChildRunInput, PendingChild } from "./children.js";
 export { decodeMessage, decodeState, encodeMessage, encodeState } from "./codec.js";
 export type { Format } from "./codec.js";
 export { RUN_RETRIES, ThreadRunStream, Threads, newRequestId } from "./threads.js";

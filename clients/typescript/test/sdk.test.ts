@@ -506,6 +506,8 @@ test("the package exports exactly its public surface plus the generated contract
     "callFailed",
     "callResult",
     "callRetry",
+    "childAnswer",
+    "childRunning",
     "codeName",
     "collectRun",
     "createThreadlineClient",
@@ -517,6 +519,7 @@ test("the package exports exactly its public surface plus the generated contract
     "externalResult",
     "newRequestId",
     "pendingCalls",
+    "pendingChildren",
     "reasonOf",
     "resumeWith",
   ]);
