@@ -31,6 +31,7 @@ Every message of the contract is in `threadline_client.v1`; the common ones are 
 """
 
 from . import v1
+from ._children import ChildRunOptions, child_answer, child_calls, child_running, child_spec
 from ._client import DEFAULT_TARGET, DEFAULT_TIMEOUT, Client, RunStream, ValidatedState
 from ._deferred import (
     answers,
@@ -62,12 +63,16 @@ from ._errors import (
 from ._gen.threadline.v1 import (
     Checkpoint,
     CheckpointKind,
+    ChildAction,
+    ChildLineage,
+    ChildRequest,
     ClientTool,
     DeferredKind,
     DeferredToolCall,
     DeferredToolRequests,
     DeferredToolResults,
     DeferredToolResume,
+    DeferredToolsMode,
     HarnessState,
     RunEvent,
     RunResult,
@@ -88,6 +93,10 @@ __all__ = (
     "Checkpoint",
     "CheckpointKind",
     "CheckpointNotFound",
+    "ChildAction",
+    "ChildLineage",
+    "ChildRequest",
+    "ChildRunOptions",
     "Client",
     "ClientTool",
     "DeferredKind",
@@ -95,6 +104,7 @@ __all__ = (
     "DeferredToolRequests",
     "DeferredToolResults",
     "DeferredToolResume",
+    "DeferredToolsMode",
     "HarnessState",
     "LeaseLost",
     "ProtocolError",
@@ -126,6 +136,10 @@ __all__ = (
     "answers",
     "approve",
     "call_args",
+    "child_answer",
+    "child_calls",
+    "child_running",
+    "child_spec",
     "client_tool",
     "deny",
     "dump_state",

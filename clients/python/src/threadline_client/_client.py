@@ -17,17 +17,20 @@ import ssl
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final, Self, Unpack
 
 import grpclib.client
 from grpclib.encoding.proto import ProtoCodec, ProtoStatusDetailsCodec
 
 from ._calls import UNSET, EventStream, Timeout, missing, raise_translated
 from ._checkpoints import HistoryRebuilder, delta_base
+from ._children import ChildRunOptions, child_spec
 from ._errors import ProtocolError
 from ._gen.threadline.v1 import (
     CapabilityState,
     CheckpointForm,
+    ChildAction,
+    DeferredToolCall,
     DeferredToolResume,
     EnvironmentState,
     ForkStateRequest,
@@ -305,6 +308,54 @@ class Client:
         if response.result is None:  # pragma: no cover - the server always sets it
             raise missing("RunResponse.result")
         return response.result
+
+    async def run_child(
+        self,
+        call: DeferredToolCall,
+        *,
+        state: HarnessState | None = None,
+        deferred_resume: DeferredToolResume | None = None,
+        timeout: Timeout = UNSET,
+        **options: Unpack[ChildRunOptions],
+    ) -> RunResult:
+        """Run a Host-managed child a suspended parent asks for, on the child's own thread.
+
+        Without `state` (a `CHILD_ACTION_START` request) it first makes the child's envelope with
+        `new_state(thread_id=child.thread_id)`; otherwise it runs on the state given: the child's
+        saved state for a `CHILD_ACTION_CONTINUE` request, or the suspended child's state with
+        `deferred_resume` answering it. Then `run(child_spec(call, state, ...))`. It keeps
+        nothing: persist the result's state, and answer the parent with `child_answer(call,
+        result)` once the child has ended. Stream a child with `stream_run(child_spec(...))`.
+
+        Args:
+            call: An item of `child_calls(parent.deferred)`.
+            state: The child thread's state; `None` only to start a new child.
+            deferred_resume: The answers to the child's own suspended batch.
+            timeout: Deadline of each call in seconds; default the client's.
+            **options: `tool_recovery`, `usage_limits`, `client_tools`, `deferred_tools`,
+                `request_id` of the child's run (`ChildRunOptions`).
+
+        Returns:
+            The child's result: COMPLETED, SUSPENDED (answer it and run it again), FAILED or
+            CANCELLED.
+
+        Raises:
+            ValueError: `call` is no child request, a `CHILD_ACTION_CONTINUE` request or a
+                `deferred_resume` comes without the child's state, or the state is another thread's.
+            ThreadlineError: As `run` raises (e.g. `CHILD_EDGE_UNKNOWN`, `CHILD_LINEAGE_INVALID`).
+        """
+        child = call.child
+        if child is None:
+            raise ValueError(f"run_child() takes a child request; {call.tool_call_id!r} has no `child`")
+        if state is None:
+            if child.action != ChildAction.START or deferred_resume is not None:
+                raise ValueError(
+                    f"child {child.thread_id} exists already ({child.action!s}"
+                    f"{', answering its calls' if deferred_resume is not None else ''}): pass its saved state"
+                )
+            state = await self.new_state(thread_id=child.thread_id, timeout=timeout)
+        spec = child_spec(call, state, deferred_resume=deferred_resume, **options)
+        return await self.run(spec, timeout=timeout)
 
     # --- envelopes -------------------------------------------------------------------------------
 
