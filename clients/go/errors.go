@@ -40,6 +40,8 @@ const (
 	ReasonRequestUndecodable             = "REQUEST_UNDECODABLE"
 	// An environment state of the server's own provider is malformed (metadata "mount").
 	ReasonEnvironmentStateInvalid = "ENVIRONMENT_STATE_INVALID"
+	// RunSpec.Lineage is malformed (metadata "field").
+	ReasonChildLineageInvalid = "CHILD_LINEAGE_INVALID"
 
 	// FAILED_PRECONDITION
 	ReasonSchemaVersionUnsupported = "SCHEMA_VERSION_UNSUPPORTED"
@@ -54,6 +56,12 @@ const (
 	// An environment state of the server's own provider has a version it does not read
 	// (metadata "mount", "received", "supported").
 	ReasonEnvironmentStateVersionUnsupported = "ENVIRONMENT_STATE_VERSION_UNSUPPORTED"
+	// A deferred resume answers a Host-managed child request with something other than its child
+	// answer or a failure (metadata "tool_call_id").
+	ReasonChildResultInvalid = "CHILD_RESULT_INVALID"
+	// RunSpec.Lineage.ParentAgent declares no host-mode child SubagentName whose agent is
+	// RunSpec.Agent (metadata "parent_agent", "subagent", "agent"); a server reason.
+	ReasonChildEdgeUnknown = "CHILD_EDGE_UNKNOWN"
 
 	// RESOURCE_EXHAUSTED
 	ReasonDeferredRequestsTooLarge = "DEFERRED_REQUESTS_TOO_LARGE"

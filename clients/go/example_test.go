@@ -390,3 +390,51 @@ func ExampleThreadBusyError() {
 	// THREAD_BUSY true
 	// RUN_STATUS_CANCELLED
 }
+
+func ExampleClient_RunChild() {
+	c, err := threadline.Dial(serverAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	// demo-lead delegates to its Host-managed child: the parent suspends with a child request.
+	parent, err := c.Run(ctx, &threadline.RunSpec{Agent: "demo-lead", Prompt: threadline.Text("ask-child delete old.txt")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	answers := threadline.NewAnswers(parent.GetDeferred())
+	for _, call := range threadline.ChildRequests(parent.GetDeferred()) {
+		request := call.GetChild()
+		fmt.Println("run", request.GetAgent(), "for", request.GetSubagentName())
+		child, err := c.RunChild(ctx, request, nil) // a new thread, request.GetThreadId()
+		for err == nil && child.GetStatus() == threadline.StatusSuspended {
+			childAnswers := threadline.NewAnswers(child.GetDeferred())
+			for _, approval := range childAnswers.Approvals() {
+				fmt.Println("approve", approval.GetToolName(), approval.GetArgsJson())
+				childAnswers.Approve(approval.GetToolCallId())
+			}
+			child, err = c.Run(ctx, threadline.ForChild(request, threadline.Resume(child, childAnswers)))
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("child", child.GetStatus(), child.GetOutputJson())
+		if err := answers.AnswerChild(call, child); err != nil {
+			log.Fatal(err)
+		}
+	}
+	spec := threadline.Resume(parent, answers)
+	spec.Agent = "demo-lead"
+	done, err := c.Run(ctx, spec)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("parent", done.GetStatus())
+	// Output:
+	// run demo-reviewer for reviewer
+	// approve delete_file {"path": "old.txt"}
+	// child RUN_STATUS_COMPLETED "Tool results: delete_file: Deleted old.txt."
+	// parent RUN_STATUS_COMPLETED
+}

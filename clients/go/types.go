@@ -35,6 +35,12 @@ type (
 	UsageLimits = threadlinev1.UsageLimits
 	// ToolRecovery says how a run settles calls its previous state left unanswered.
 	ToolRecovery = threadlinev1.ToolRecovery
+	// ChildRequest is a Host-managed child a parent run asks the host to run (DeferredToolCall.Child).
+	ChildRequest = threadlinev1.ChildRequest
+	// ChildLineage says which parent run a child run serves (RunSpec.Lineage).
+	ChildLineage = threadlinev1.ChildLineage
+	// ChildAction is what a ChildRequest asks: start the child thread or continue it.
+	ChildAction = threadlinev1.ChildAction
 
 	// Thread is a thread the server keeps (Threads).
 	Thread = threadlinev1.Thread
@@ -58,6 +64,12 @@ const (
 	KindApproval = threadlinev1.DeferredKind_DEFERRED_KIND_APPROVAL
 	KindExternal = threadlinev1.DeferredKind_DEFERRED_KIND_EXTERNAL
 	KindQuestion = threadlinev1.DeferredKind_DEFERRED_KIND_QUESTION
+)
+
+// Short names for the values of ChildAction.
+const (
+	ChildStart    = threadlinev1.ChildAction_CHILD_ACTION_START
+	ChildContinue = threadlinev1.ChildAction_CHILD_ACTION_CONTINUE
 )
 
 // Short names for the values of ThreadStatus.
