@@ -93,6 +93,7 @@ async def test_inline_delegate_resume_and_fork_over_stream_run(stub: Stub) -> No
     events, first = await stream_run(stub, text="delegate find X")
     started, completed = delegations(events)
     assert "inline_delegation" not in lifecycle_types(events)
+    assert all(e.lifecycle.kind != "delegation" for e in events if e.WhichOneof("event") == "lifecycle")
     assert (started.action, started.status, completed.action, completed.status) == (
         "started",
         "running",
@@ -100,6 +101,12 @@ async def test_inline_delegate_resume_and_fork_over_stream_run(stub: Stub) -> No
         "completed",
     )
     [call_id] = tool_call_ids(events, "delegate")
+    # First slice (§3.9): both are parent items, directly before the delegate call's result.
+    kinds = [e.WhichOneof("event") for e in events]
+    at = kinds.index("inline_delegation")
+    assert kinds[at : at + 3] == ["inline_delegation", "inline_delegation", "tool_result"]
+    assert events[at + 2].tool_result.tool_call_id == call_id
+    assert [e.sequence for e in events] == list(range(len(events)))
     for event in (started, completed):
         assert event.invocation_id == started.invocation_id and event.invocation_id.startswith("delegation-")
         assert CHILD_ID.match(event.child_instance_id) and event.subagent == "helper"
@@ -520,6 +527,16 @@ async def test_a_child_request_answered_without_a_deferred_lifecycle_is_a_surfac
         deferred_tools=run_pb2.DEFERRED_TOOLS_MODE_UNSUPPORTED,
     )
     assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "DEFERRED_SURFACE_MISMATCH")
+    # Continued without the answer and without a deferred lifecycle: the host-mode tool is absent, so the
+    # pending call gets the unknown result (§6.2) and nothing suspends.
+    absent = await run(
+        stub,
+        agent="demo-lead",
+        previous_state=parent.state,
+        deferred_tools=run_pb2.DEFERRED_TOOLS_MODE_UNSUPPORTED,
+    )
+    assert "No tool result was recorded because execution was interrupted" in demo_output(absent)
+    assert not absent.deferred.calls
 
 
 async def test_an_unknown_deferred_tools_mode_is_input_invalid(stub: Stub) -> None:
@@ -545,7 +562,9 @@ async def test_a_client_tool_named_like_a_delegation_tool_is_refused(
 # -- the edge's limits, and runs without a deferred lifecycle (scripted agents) ----------------------------
 
 
-async def scripted_request(stub: Stub, child_plan: str) -> deferred_pb2.DeferredToolCall:
+async def scripted_request(
+    stub: Stub, child_plan: str
+) -> tuple[run_pb2.RunResult, deferred_pb2.DeferredToolCall]:
     parent = await run(
         stub, agent=LEAD, text=plan(("delegate", {"subagent_name": REVIEWER, "prompt": child_plan}))
     )
@@ -553,12 +572,12 @@ async def scripted_request(stub: Stub, child_plan: str) -> deferred_pb2.Deferred
     [call] = parent.deferred.calls
     assert_typed_matches_metadata(call, LEAD)
     assert json.loads(call.child.usage_limits_json)["request_limit"] == 1
-    return call
+    return parent, call
 
 
 async def test_the_edge_limits_cap_a_child_run_that_names_its_parent_agent(scripted_stub: Stub) -> None:
     stub = scripted_stub
-    call = await scripted_request(stub, plan(("note", {"text": "one"})))  # two model requests
+    parent, call = await scripted_request(stub, plan(("note", {"text": "one"})))  # two model requests
     state = await child_state(stub, call)
     capped = await run(
         stub, agent=REVIEWER, text=call.child.input, previous_state=state, lineage=call.child.parent
@@ -571,6 +590,15 @@ async def test_the_edge_limits_cap_a_child_run_that_names_its_parent_agent(scrip
     free = await run(stub, agent=REVIEWER, text=call.child.input, previous_state=state, lineage=correlation)
     assert final(free)["results"] == [{"outcome": "success", "value": "one"}]
     assert free.usage.requests == 2 and free.lineage == correlation
+    # The capped child failed: the host tells the parent so (§4.4), and the parent's model sees it.
+    message = f"Child {call.child.thread_id} did not complete successfully ({capped.failure.code})."
+    failed = deferred_pb2.CallResult(
+        tool_call_id=call.tool_call_id, failed=deferred_pb2.ToolFailedResult(message=message)
+    )
+    told = await run(
+        stub, agent=LEAD, previous_state=parent.state, deferred_resume=resume_calls(parent, failed)
+    )
+    assert final(told)["results"] == [{"outcome": "failed", "value": message}]
 
 
 async def test_without_a_deferred_lifecycle_nothing_suspends(scripted_stub: Stub) -> None:
