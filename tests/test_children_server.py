@@ -294,6 +294,10 @@ async def test_a_replayed_request_names_the_same_child_thread(stub: Stub) -> Non
     assert replayed.tool_call_id == call.tool_call_id
     assert replayed.child.thread_id == call.child.thread_id  # the admission key (§6.2)
     assert_typed_matches_metadata(replayed, "demo-lead")
+    assert replayed.child.parent.parent_run_id == again.run_id != parent.run_id
+    assert json.loads(replayed.child.input) == {
+        "delegated_task": "lookup grpc"
+    }  # no new input: no parent_task
     # Unsaved and not replayed: the call gets the unknown result, and no child is asked for.
     declared = await run(
         stub, agent="demo-lead", previous_state=parent.state, tool_recovery=run_pb2.TOOL_RECOVERY_DECLARED
