@@ -27,6 +27,7 @@ from harness import (
     client_tools_capability,
 )
 from harness.children import ChildLineage, SubagentDefinition, child_identity, child_usage_limits
+from harness.errors import ErrorCode
 
 from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field
@@ -79,6 +80,11 @@ def start_stream(
         capability = client_tools_capability(client_tools, reserved_names=reserved)
     except HarnessError as error:
         raise at_field(error, "spec.client_tools") from None
+    edge = (
+        host_edge(registry, parent_agent, lineage, child=agent_name or registry.default)
+        if parent_agent
+        else None
+    )
     capabilities: list[AbstractCapability[Any]] = [capability] if capability is not None else []
     bound = mounts.bind(previous_state, state_field=state_field)
     if bound and (shell := mounts.capability_for(agent.capabilities)) is not None:
@@ -89,8 +95,7 @@ def start_stream(
         lineage=lineage,
         deferred_tools_supported=deferred_tools_supported,
     )
-    if parent_agent:
-        edge = host_edge(registry, parent_agent, lineage, child=agent_name or registry.default)
+    if edge is not None:
         usage_limits = child_usage_limits(agent.usage_limits, edge.usage_limits, usage_limits)
         bindings = replace(
             bindings, instance=child_identity(bindings.instance, edge, agent_instance_id=uuid.uuid4().hex)
@@ -108,6 +113,10 @@ def start_stream(
     except HarnessError as error:
         if resume_field is not None and error.code.value.startswith("deferred_"):
             raise at_field(error, resume_field) from None
+        if error.code is ErrorCode.CHILD_LINEAGE_INVALID and isinstance(
+            field := error.details.get("field"), str
+        ):
+            raise at_field(error, f"spec.lineage.{field}") from None
         raise
 
 
