@@ -489,11 +489,6 @@ async def test_invalid_lineage_is_refused_naming_its_field(stub: Stub) -> None:
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server: CHILD_LINEAGE_INVALID carries no BadRequest violation at spec.lineage.<field> "
-    "(/tmp/briefs/children-server-tests-issues.md)",
-)
 async def test_invalid_lineage_has_its_bad_request_field(stub: Stub) -> None:
     for field, (_, _, _, fields) in await lineage_refusals(stub):
         assert fields == [f"spec.lineage.{field}"]
