@@ -4,20 +4,23 @@
  *   npm run host -- "delete notes.txt"                      # asks you to approve or deny
  *   npm run host -- 'client:local_time {"zone": "Asia/Tokyo"}'  # runs this host's own tool
  *   npm run host -- --state other.json "hello"              # another thread
+ *   npm run host -- --state lead.json --agent demo-lead "ask-child delete old.txt"  # a child run here
  *
  *   npm run host -- --thread thread_mine "delete notes.txt" # the server keeps the thread
  *   npm run host -- --thread thread_mine "count"            # same thread, by its ID only
  *
  * Options: `--addr host:port` (default $THREADLINE_ADDR or 127.0.0.1:50051), `--token`
  * (default $THREADLINE_TOKEN), `--state FILE` (default thread.json), `--thread ID` (instead of
- * `--state`), `--timeout SECONDS`.
+ * `--state`), `--agent NAME` (default: the server's), `--timeout SECONDS`.
  *
  * With `--state` (HarnessService) the host owns the thread. What it does, in order: load the
  * stored envelope (and the deferred batch it waits on, if the last run suspended); stream a run
  * from it; store the new envelope after every run; when the run suspends, answer each pending
  * call — ask the person at the terminal to approve or deny, or execute the client tool the host
  * declared itself — and resume, until the run ends. The server keeps nothing between runs: the
- * file is the thread.
+ * file is the thread. A pending call that asks for a Host-managed child (`call.child`) is run
+ * here, as a thread of its own whose pending calls are answered the same way, and its outcome
+ * answers the parent's call.
  *
  * With `--thread` (ThreadService, `client.threads`) the host keeps nothing: the server stores the
  * thread under that ID (created on first use) with every turn and its pending batch, so a later
@@ -47,9 +50,11 @@ import {
   type RunResult,
   RunStatus,
   ThreadlineError,
+  type ChildRequest,
   approve,
   callFailed,
   callResult,
+  childAnswer,
   createThreadlineClient,
   decodeMessage,
   decodeState,
@@ -118,6 +123,7 @@ async function main(): Promise<void> {
       token: { type: "string", default: process.env["THREADLINE_TOKEN"] ?? "" },
       state: { type: "string" },
       thread: { type: "string" },
+      agent: { type: "string" },
       timeout: { type: "string", default: "600" },
     },
     allowPositionals: true,
@@ -127,6 +133,7 @@ async function main(): Promise<void> {
   const statePath = values.state ?? "thread.json";
   const client = createThreadlineClient({ baseUrl: values.addr, token: values.token, runTimeoutMs: Number(values.timeout) * 1000 });
   const terminal = new Terminal();
+  const agent = values.agent === undefined ? {} : { agent: values.agent };
 
   // Ctrl-C cancels the run in flight; the last stored state stays valid.
   const abort = new AbortController();
@@ -134,7 +141,7 @@ async function main(): Promise<void> {
 
   try {
     if (values.thread !== undefined) {
-      process.exitCode = await threadSession(client, values.thread, prompt, terminal, abort.signal);
+      process.exitCode = await threadSession(client, values.thread, prompt, terminal, abort.signal, agent);
       return;
     }
     let thread = load(statePath);
@@ -142,10 +149,10 @@ async function main(): Promise<void> {
     if (!thread && prompt === "") throw new Error("give a prompt to start a thread");
 
     // A suspended thread is answered first; the prompt, if any, goes into the next run.
-    let spec: RunInput = { clientTools: CLIENT_TOOLS };
+    let spec: RunInput = { ...agent, clientTools: CLIENT_TOOLS };
     if (thread?.pending) {
       spec.previousState = thread.state;
-      spec.deferredResume = resumeWith(thread.pending, await answer(thread.pending, terminal));
+      spec.deferredResume = resumeWith(thread.pending, await answer(client, thread.pending, terminal));
     } else {
       spec = { ...spec, prompt, ...(thread ? { previousState: thread.state } : {}) };
     }
@@ -158,13 +165,13 @@ async function main(): Promise<void> {
         save(statePath, thread);
       }
       if (result.status === RunStatus.SUSPENDED && result.deferred && result.state) {
-        const answers = await answer(result.deferred, terminal);
-        spec = { clientTools: CLIENT_TOOLS, previousState: result.state, deferredResume: resumeWith(result.deferred, answers) };
+        const answers = await answer(client, result.deferred, terminal);
+        spec = { ...agent, clientTools: CLIENT_TOOLS, previousState: result.state, deferredResume: resumeWith(result.deferred, answers) };
         continue;
       }
       report(result);
       if (queuedPrompt !== undefined && result.status === RunStatus.COMPLETED && result.state) {
-        spec = { clientTools: CLIENT_TOOLS, previousState: result.state, prompt: queuedPrompt };
+        spec = { ...agent, clientTools: CLIENT_TOOLS, previousState: result.state, prompt: queuedPrompt };
         queuedPrompt = undefined;
         continue;
       }
@@ -186,6 +193,7 @@ async function threadSession(
   prompt: string,
   terminal: Terminal,
   signal: AbortSignal,
+  agent: { agent?: string },
 ): Promise<number> {
   let thread: Thread;
   try {
@@ -193,7 +201,7 @@ async function threadSession(
     console.log(`thread ${thread.threadId} is at revision ${thread.revision}, ${ThreadStatus[thread.status]}`);
   } catch (err) {
     if (!(err instanceof ThreadNotFound)) throw err;
-    thread = await client.threads.create({ threadId });
+    thread = await client.threads.create({ threadId, ...agent });
     console.log(`created thread ${thread.threadId}`);
   }
   if (thread.pending === undefined && prompt === "") {
@@ -205,7 +213,7 @@ async function threadSession(
   if (thread.pending !== undefined) {
     // A batch left by an earlier session (or another host): answer it first.
     console.log(`${pendingCalls(thread.pending).length} deferred call(s) wait for an answer`);
-    const replies = await answer(thread.pending, terminal);
+    const replies = await answer(client, thread.pending, terminal);
     outcome = await driveThread(client, threadId, { answers: answers(...replies) }, terminal, signal);
   }
   if (prompt !== "") {
@@ -233,7 +241,7 @@ async function driveThread(
     if (result.status !== RunStatus.SUSPENDED || result.deferred === undefined) {
       return events.outcome!;
     }
-    input = { answers: answers(...(await answer(result.deferred, terminal))) };
+    input = { answers: answers(...(await answer(client, result.deferred, terminal))) };
   }
 }
 
@@ -299,13 +307,18 @@ async function stream(events: AsyncIterable<RunEvent>): Promise<RunResult> {
   return result;
 }
 
-/** Answer every pending call: approvals at the terminal, client tools by running them here. */
-async function answer(batch: DeferredToolRequests, terminal: Terminal): Promise<Answer[]> {
+/**
+ * Answer every pending call: approvals at the terminal, client tools and child requests by running
+ * them here.
+ */
+async function answer(client: ThreadlineClient, batch: DeferredToolRequests, terminal: Terminal): Promise<Answer[]> {
   const answers: Answer[] = [];
   for (const { call, args } of pendingCalls(batch)) {
     if (batch.approvals.includes(call)) {
       const reply = (await terminal.ask(`Allow ${call.toolName}(${call.argsJson})? [y/N, or a reason to deny] `)).trim();
       answers.push(/^y(es)?$/i.test(reply) ? approve(call, { answeredBy: "terminal" }) : deny(call, reply.toLowerCase() === "n" ? "" : reply, { answeredBy: "terminal" }));
+    } else if (call.child !== undefined) {
+      answers.push(await runChild(client, call.child, terminal));
     } else if (CLIENT_TOOLS.some((tool) => tool.name === call.toolName)) {
       try {
         const value = executeClientTool(call.toolName, args);
@@ -321,6 +334,23 @@ async function answer(batch: DeferredToolRequests, terminal: Terminal): Promise<
     }
   }
   return answers;
+}
+
+/**
+ * Run a Host-managed child to its end, answering its own pending calls like the parent's, and
+ * return the parent's answer. A real host stores each child result under `child.threadId` (as
+ * this one stores the parent's) so an interrupted child is continued, never started twice; this
+ * demo keeps the child in memory only.
+ */
+async function runChild(client: ThreadlineClient, child: ChildRequest, terminal: Terminal): Promise<Answer> {
+  console.log(`  ⇢ child ${child.subagentName} (agent ${child.agent}, ${child.threadId})`);
+  let result = await stream(client.streamChild(child, { clientTools: CLIENT_TOOLS }));
+  while (result.status === RunStatus.SUSPENDED && result.deferred && result.state) {
+    const deferredResume = resumeWith(result.deferred, await answer(client, result.deferred, terminal));
+    result = await stream(client.streamChild(child, { clientTools: CLIENT_TOOLS, previousState: result.state, deferredResume }));
+  }
+  console.log(`  ⇠ child ${child.threadId} ${RunStatus[result.status]}`);
+  return childAnswer(child, result);
 }
 
 function report(result: RunResult): void {

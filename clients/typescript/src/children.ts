@@ -8,15 +8,17 @@
  * for (const { child } of pendingChildren(parent.deferred)) {
  *   let result = await client.runChild(child);          // NewState(child.threadId), then a run
  *   while (result.status === RunStatus.SUSPENDED) {      // the child asks the host, like any thread
- *     result = await client.runChild(child, { previousState: result.state, deferredResume: answer(result) });
+ *     const deferredResume = resumeWith(result.deferred!, askTheUser(result.deferred!));
+ *     result = await client.runChild(child, { previousState: result.state, deferredResume });
  *   }
- *   answers.push(childAnswer(child, result));
+ *   answered.push(childAnswer(child, result));
  * }
  * ```
  *
  * A thin layer over `newState`, `run`/`streamRun` and `callResult`/`callFailed`: it keeps nothing,
  * so the host persists each child result (and the parent ↔ child link, by the child's thread ID)
- * itself.
+ * itself. `childRunInput` and `childState` are the client's (`runChild`, `streamChild`), not
+ * re-exported.
  *
  * @module
  */
@@ -71,7 +73,11 @@ export function childAnswer(request: ChildRequest, result: RunResult, options: A
   const call = parentCallId(request);
   switch (result.status) {
     case RunStatus.COMPLETED:
-      return callResult(call, { ...childValue(request, "completed"), output: JSON.parse(result.outputJson) as unknown }, options);
+      return callResult(
+        call,
+        { ...childValue(request, "completed"), output: JSON.parse(result.outputJson) as unknown },
+        options,
+      );
     case RunStatus.FAILED:
     case RunStatus.CANCELLED: {
       const code = result.failure === undefined ? "child_cancelled" : result.failure.code;

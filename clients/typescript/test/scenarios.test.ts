@@ -920,6 +920,31 @@ describe("example host", () => {
     }
   });
 
+  test("--agent demo-lead runs the Host-managed child here, asks for its approval, and answers the parent", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "threadline-host-"));
+    const file = join(dir, "lead.json");
+    try {
+      const led = await host(["--state", file, "--agent", "demo-lead", "ask-child delete old.txt"], "y\n");
+      assert.equal(led.code, 0, led.stderr);
+      const started = /⇢ child reviewer \(agent demo-reviewer, (thread_[0-9a-f]{32})\)/.exec(led.stdout);
+      assert.ok(started, led.stdout);
+      assert.match(led.stdout, /Allow delete_file\(\{"path": "old\.txt"\}\)/);
+      assert.ok(led.stdout.includes(`⇠ child ${started[1]} COMPLETED\n`), led.stdout);
+      const done = /done: Tool results: delegate: (.*)\n/.exec(led.stdout);
+      assert.ok(done, led.stdout);
+      assert.deepEqual(JSON.parse(done[1]!), {
+        execution_id: started[1],
+        subagent: "reviewer",
+        status: "completed",
+        output: "Tool results: delete_file: Deleted old.txt.",
+      });
+      const stored = JSON.parse(readFileSync(file, "utf8")) as { pending?: unknown };
+      assert.equal(stored.pending, undefined);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("--thread drives a thread the server keeps by its ID only, and writes no file", async () => {
     const dir = mkdtempSync(join(tmpdir(), "threadline-host-"));
     const threadId = `thread_host${randomUUID().replaceAll("-", "").slice(0, 12)}`;
