@@ -4,6 +4,7 @@
     python host.py --state thread.json "client:local_time {\"tz\": \"Europe/Paris\"}"
     python host.py --state thread.json "count"                   # the counter lives in the state
     python host.py --state thread.json --fork branch.json "lookup grpc"
+    python host.py --state lead.json --agent demo-lead "ask-child delete old.txt"   # runs the child here
 
     python host.py --thread thread_mine "delete notes.txt"       # the server keeps the thread
     python host.py --thread thread_mine "count"                  # same thread, by its ID only
@@ -18,7 +19,10 @@ With `--thread` (ThreadService) the host keeps nothing: the server stores the th
 pending by running the script again without a prompt.
 
 Either way, approvals are asked on the terminal; calls of the host's own client tools
-(`local_time`, `word_count`) are executed here and their results sent back.
+(`local_time`, `word_count`) are executed here and their results sent back. With `--state`, a
+Host-managed child the agent asks for (`--agent demo-lead`) runs here too, on its own thread kept
+beside the parent's file (`<state>.<child thread>.json`), its own approvals asked the same way; its
+result answers the parent's call.
 
 Start a server first: `threadline serve` (the embedded demo agent needs no key).
 """
@@ -118,7 +122,13 @@ async def ask(question: str) -> str:
         return ""
 
 
-async def answer(batch: tl.DeferredToolRequests) -> list[tl.v1.ApprovalResult | tl.v1.CallResult]:
+Children = tuple[tl.Client, ThreadFile, str]
+"""What running Host-managed children needs: the connection, the parent's file, and its agent."""
+
+
+async def answer(
+    batch: tl.DeferredToolRequests, children: Children | None = None
+) -> list[tl.v1.ApprovalResult | tl.v1.CallResult]:
     answers: list[tl.v1.ApprovalResult | tl.v1.CallResult] = []
     for call in batch.approvals:
         reply = await ask(
@@ -129,6 +139,9 @@ async def answer(batch: tl.DeferredToolRequests) -> list[tl.v1.ApprovalResult | 
         else:
             answers.append(tl.deny(call, reply or "The user denied this call.", answered_by="terminal"))
     for call in batch.calls:
+        if call.child is not None and children is not None:
+            answers.append(await run_child(call, *children))
+            continue
         tool = TOOLS.get(call.tool_name)
         if tool is None:
             answers.append(tl.external_failure(call, f"This host has no tool named {call.tool_name!r}."))
@@ -142,6 +155,33 @@ async def answer(batch: tl.DeferredToolRequests) -> list[tl.v1.ApprovalResult | 
             print(f"[host] ran {call.tool_name}({call.args_json}) -> {value!r}", file=sys.stderr)
             answers.append(tl.external_result(call, value, answered_by="host.py"))
     return answers
+
+
+async def run_child(
+    call: tl.DeferredToolCall, client: tl.Client, parent: ThreadFile, agent: str
+) -> tl.v1.CallResult:
+    """Run the child a parent's call asks for until it ends, and answer the call with its result.
+
+    The child's state (and its batch, while it waits) is saved after every run beside the parent's
+    file, so a later session continues it: a batch it left is answered first.
+    """
+    assert call.child is not None
+    kept = ThreadFile(parent.path.with_name(f"{parent.path.name}.{call.child.thread_id}.json"))
+    state, pending = kept.load()
+    print(
+        f"[host] {agent} asks for child {call.child.subagent_name} on {call.child.thread_id}", file=sys.stderr
+    )
+    while True:
+        resume = (
+            tl.resume(pending, await answer(pending, (client, kept, call.child.agent))) if pending else None
+        )
+        result = await client.run_child(call, state=state, deferred_resume=resume, client_tools=CLIENT_TOOLS)
+        state = result.state or state
+        pending = result.deferred if result.status == tl.RunStatus.SUSPENDED else None
+        kept.save(state, pending)
+        if pending is None:
+            print(f"[host] child {call.child.thread_id} ended {result.status!s}", file=sys.stderr)
+            return tl.child_answer(call, result, answered_by="host.py")
 
 
 # --- a thread kept in a file (--state) ------------------------------------------------------------
@@ -175,12 +215,15 @@ async def drive(
     thread: ThreadFile,
     state: tl.HarnessState | None,
     *,
+    agent: str,
     prompt: str | None = None,
     resume: tl.DeferredToolResume | None = None,
 ) -> tl.RunResult:
     """Run once, then answer and resume for as long as the run suspends."""
     while True:
-        spec = tl.RunSpec(previous_state=state, client_tools=CLIENT_TOOLS, deferred_resume=resume)
+        spec = tl.RunSpec(
+            agent=agent, previous_state=state, client_tools=CLIENT_TOOLS, deferred_resume=resume
+        )
         if prompt:
             spec.text = prompt
         result = await stream_once(client, spec)
@@ -190,7 +233,7 @@ async def drive(
         thread.save(state, pending)  # persist before asking: the answer may never come
         if pending is None:
             return result
-        resume, prompt = tl.resume(pending, await answer(pending)), None
+        resume, prompt = tl.resume(pending, await answer(pending, (client, thread, agent))), None
 
 
 async def file_session(args: argparse.Namespace) -> int:
@@ -213,10 +256,11 @@ async def file_session(args: argparse.Namespace) -> int:
         if pending is not None:
             # A batch left by an earlier session: answer it first.
             print(f"[host] {len(tl.pending(pending))} deferred call(s) wait for an answer", file=sys.stderr)
-            result = await drive(client, thread, state, resume=tl.resume(pending, await answer(pending)))
+            replies = await answer(pending, (client, thread, args.agent))
+            result = await drive(client, thread, state, agent=args.agent, resume=tl.resume(pending, replies))
             state = result.state or state
         if args.prompt:
-            result = await drive(client, thread, state, prompt=args.prompt)
+            result = await drive(client, thread, state, agent=args.agent, prompt=args.prompt)
     assert result is not None
     return report(result)
 
@@ -308,12 +352,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fork", metavar="NEW_STATE", help="with --state: branch the thread into this new state file first"
     )
+    parser.add_argument(
+        "--agent", default="", help="with --state: the served agent to run (default: the server's default)"
+    )
     parser.add_argument("--server", default=tl.DEFAULT_TARGET, help="host:port of `threadline serve`")
     parser.add_argument("--token", default=None, help="bearer token, for a server started with --token")
     parser.add_argument("--timeout", type=float, default=120.0, help="deadline of each call, in seconds")
     args = parser.parse_args(argv)
     if args.fork and not args.state:
         parser.error("--fork needs --state")
+    if args.agent and not args.state:
+        parser.error("--agent needs --state (a server-kept thread has its agent already)")
     try:
         return asyncio.run(thread_session(args) if args.thread else file_session(args))
     except tl.ThreadlineError as exc:

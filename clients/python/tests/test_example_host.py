@@ -95,6 +95,28 @@ def test_fork_into_a_new_file(host: Host, tmp_path: Path) -> None:
     assert json.loads(branch.read_text())["thread_id"] != json.loads(source.read_text())["thread_id"]
 
 
+def test_a_host_managed_child_runs_here_and_answers_its_parent(host: Host, tmp_path: Path) -> None:
+    state = tmp_path / "lead.json"
+
+    done = host("--state", str(state), "--agent", "demo-lead", "ask-child delete old.txt", stdin="y\n")
+
+    assert done.returncode == 0, done.stderr
+    assert "demo-lead asks for child reviewer on thread_" in done.stderr
+    assert "Approve delete_file" in done.stdout  # the child's own approval, asked on the terminal
+    (child_file,) = tmp_path.glob("lead.json.thread_*.json")
+    child = tl.load_state(child_file.read_bytes(), format="json")
+    assert f"[host] child {child.thread_id} ended COMPLETED" in done.stderr
+    answer = {
+        "execution_id": child.thread_id,
+        "subagent": "reviewer",
+        "status": "completed",
+        "output": "Tool results: delete_file: Deleted old.txt.",
+    }
+    assert f"Tool results: delegate: {json.dumps(answer, separators=(',', ':'))}" in done.stdout
+    assert json.loads(state.read_text())["thread_id"] != child.thread_id
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lead.json", child_file.name]  # nothing pending
+
+
 # --- --thread: the server keeps the thread, the host keeps nothing --------------------------------
 
 
