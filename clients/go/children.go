@@ -88,12 +88,34 @@ func (c *Client) RunChild(ctx context.Context, request *ChildRequest, state *Har
 	return c.Run(ctx, ForChild(request, Continue(state, request.GetInput())))
 }
 
-// childAnswer is the parent's answer for a completed child (CHILDREN §4.4).
+// childAnswer is the parent's answer for a child (CHILDREN §4.4): Output exactly when completed.
 type childAnswer struct {
 	ExecutionID string          `json:"execution_id"`
 	Subagent    string          `json:"subagent"`
 	Status      string          `json:"status"`
-	Output      json.RawMessage `json:"output"`
+	Output      json.RawMessage `json:"output,omitempty"`
+}
+
+// returnChild records answer as the result of the child request call.
+func (a *Answers) returnChild(call *DeferredToolCall, answer childAnswer) error {
+	value, err := json.Marshal(answer)
+	if err != nil {
+		return fmt.Errorf("threadline: encode the answer of child %s: %w", answer.ExecutionID, err)
+	}
+	a.ReturnJSON(call.GetToolCallId(), string(value))
+	return nil
+}
+
+// AnswerChildRunning answers the parent's child request call with the admission value
+// {"execution_id": <child thread ID>, "subagent": <edge name>, "status": "running"}: the parent
+// goes on while the host runs the child, and its model may ask for the child's outcome later
+// (resume_subagent, a CHILD_ACTION_CONTINUE request for the same thread).
+func (a *Answers) AnswerChildRunning(call *DeferredToolCall) error {
+	request := call.GetChild()
+	if request == nil {
+		return fmt.Errorf("threadline: call %s is not a child request", call.GetToolCallId())
+	}
+	return a.returnChild(call, childAnswer{ExecutionID: request.GetThreadId(), Subagent: request.GetSubagentName(), Status: "running"})
 }
 
 // AnswerChild answers the parent's child request call with the child's terminal result: for a
@@ -115,16 +137,12 @@ func (a *Answers) AnswerChild(call *DeferredToolCall, result *RunResult) error {
 		if !json.Valid([]byte(result.GetOutputJson())) {
 			return fmt.Errorf("threadline: completed child %s has no JSON output", request.GetThreadId())
 		}
-		value, err := json.Marshal(childAnswer{
+		return a.returnChild(call, childAnswer{
 			ExecutionID: request.GetThreadId(),
 			Subagent:    request.GetSubagentName(),
 			Status:      "completed",
 			Output:      json.RawMessage(result.GetOutputJson()),
 		})
-		if err != nil {
-			return fmt.Errorf("threadline: encode the answer of child %s: %w", request.GetThreadId(), err)
-		}
-		a.ReturnJSON(call.GetToolCallId(), string(value))
 	case StatusFailed, StatusCancelled:
 		code := "child_cancelled"
 		if f := result.GetFailure(); f != nil {

@@ -128,7 +128,7 @@ func answerParent(t *testing.T, c *threadline.Client, parent *threadline.RunResu
 	return done
 }
 
-// quotesChild checks the parent's output quotes the completed answer of child.
+// quotesChild checks the parent's output quotes the completed answer of child to call.
 func quotesChild(t *testing.T, parent *threadline.RunResult, call *threadline.DeferredToolCall, child *threadline.RunResult) {
 	t.Helper()
 	want, _ := json.Marshal(map[string]any{
@@ -138,9 +138,9 @@ func quotesChild(t *testing.T, parent *threadline.RunResult, call *threadline.De
 		"output":       json.RawMessage(child.GetOutputJson()),
 	})
 	got := output(t, parent)
-	quoted, ok := strings.CutPrefix(got, "Tool results: delegate: ")
+	quoted, ok := strings.CutPrefix(got, "Tool results: "+call.GetToolName()+": ")
 	if !ok {
-		t.Fatalf("parent's output %q does not quote the delegate result", got)
+		t.Fatalf("parent's output %q does not quote the %s result", got, call.GetToolName())
 	}
 	var a, b any
 	_ = json.Unmarshal(want, &a)
@@ -299,6 +299,57 @@ func TestHostChildFailureAnswersTheParent(t *testing.T) {
 	if got := output(t, final); !strings.Contains(got, want) {
 		t.Errorf("parent's output %q, want it to quote %q", got, want)
 	}
+}
+
+func TestHostChildRunningThenContinued(t *testing.T) {
+	c, ctx := newClient(t)
+	parent, call := askChild(t, c, "lookup grpc")
+	req := call.GetChild()
+
+	// The parent goes on while the child works.
+	answers := threadline.NewAnswers(parent.GetDeferred())
+	if err := answers.AnswerChildRunning(call); err != nil {
+		t.Fatal(err)
+	}
+	admitted := run(t, c, ctx, resumeLead(parent, answers), threadline.StatusCompleted)
+	want := fmt.Sprintf(`Tool results: delegate: {"execution_id":%q,"subagent":"reviewer","status":"running"}`, req.GetThreadId())
+	if got := output(t, admitted); got != want {
+		t.Errorf("parent's output %q, want %q", got, want)
+	}
+	child, err := c.RunChild(ctx, req, nil)
+	if err != nil || child.GetStatus() != threadline.StatusCompleted {
+		t.Fatalf("child: %v, %v", child.GetStatus(), err)
+	}
+
+	// Later the parent's model asks to continue the same child thread.
+	spec := threadline.Continue(admitted.GetState(), "resume-child "+req.GetThreadId()+" and the desk")
+	spec.Agent = lead
+	again := run(t, c, ctx, spec, threadline.StatusSuspended)
+	calls := threadline.ChildRequests(again.GetDeferred())
+	if len(calls) != 1 || calls[0].GetToolName() != "resume_subagent" ||
+		calls[0].GetTargetIdentity() != "tool/threadline.subagents.host/resume_subagent" {
+		t.Fatalf("deferred = %v, want one resume_subagent child request", again.GetDeferred())
+	}
+	cont := calls[0].GetChild()
+	if cont.GetAction() != threadline.ChildContinue || cont.GetThreadId() != req.GetThreadId() || cont.GetAgent() != reviewer ||
+		cont.GetParent().GetParentRunId() != again.GetRunId() || cont.GetParent().GetParentToolCallId() != calls[0].GetToolCallId() {
+		t.Errorf("continue request %v", cont)
+	}
+	if _, err := c.RunChild(ctx, cont, nil); err == nil {
+		t.Error("a continue request ran without the child's state")
+	}
+	continued, err := c.RunChild(ctx, cont, child.GetState())
+	if err != nil || continued.GetStatus() != threadline.StatusCompleted {
+		t.Fatalf("continued child: %v, %v", continued.GetStatus(), err)
+	}
+	if got := output(t, continued); got != "You said: and the desk" {
+		t.Errorf("continued child's output %q", got)
+	}
+	if n, before := continued.GetState().GetMessageHistory().GetMessageCount(), child.GetState().GetMessageHistory().GetMessageCount(); n <= before {
+		t.Errorf("continued child has %d messages, before %d: want its history to grow", n, before)
+	}
+	final := answerParent(t, c, again, calls[0], continued)
+	quotesChild(t, final, calls[0], continued)
 }
 
 func TestHostChildRecoveredFromCheckpoint(t *testing.T) {

@@ -72,6 +72,24 @@ func TestAnswerChild(t *testing.T) {
 	}
 }
 
+func TestAnswerChildRunning(t *testing.T) {
+	call := childCall()
+	answers := threadline.NewAnswers(&threadline.DeferredToolRequests{Calls: []*threadline.DeferredToolCall{call}})
+	if err := answers.AnswerChildRunning(call); err != nil {
+		t.Fatal(err)
+	}
+	want := &threadlinev1.CallResult{ToolCallId: "p1", Result: &threadlinev1.CallResult_ValueJson{
+		ValueJson: `{"execution_id":"` + childThread + `","subagent":"reviewer","status":"running"}`,
+	}}
+	if got := answers.Results().GetCalls(); len(got) != 1 || !proto.Equal(got[0], want) {
+		t.Errorf("answers %v, want %v", got, want)
+	}
+	plain := &threadline.DeferredToolCall{ToolCallId: "c1", ToolName: "get_time", Kind: threadline.KindExternal}
+	if err := threadline.NewAnswers(nil).AnswerChildRunning(plain); err == nil || !strings.Contains(err.Error(), "call c1 is not a child request") {
+		t.Errorf("a plain call answered running: %v", err)
+	}
+}
+
 func TestAnswerChildRefuses(t *testing.T) {
 	plain := &threadline.DeferredToolCall{ToolCallId: "c1", ToolName: "get_time", Kind: threadline.KindExternal}
 	for name, tc := range map[string]struct {

@@ -32,7 +32,8 @@
 // A parent that delegates to a Host-managed child suspends with a child request
 // (DeferredToolCall.Child, listed by [ChildRequests]); [Client.RunChild] runs the child on a
 // thread of its own, [ForChild] makes any later run of it (a resume, a recovery) a child run, and
-// [Answers.AnswerChild] answers the parent with the child's result.
+// [Answers.AnswerChild] answers the parent with the child's result ([Answers.AnswerChildRunning]
+// lets the parent go on meanwhile).
 //
 // Errors from the server are *[Error] values carrying the gRPC code and the ErrorInfo reason
 // (e.g. [ReasonSchemaVersionUnsupported]); [ReasonOf] and [CodeOf] read them through wrapping.
