@@ -27,6 +27,7 @@ import {
   type ThreadlineClient,
   ThreadlineError,
   ToolCategory,
+  ToolFailedResultSchema,
   approve,
   callResult,
   childAnswer,
@@ -244,11 +245,13 @@ describe("Host-managed children", () => {
     // A request limit of 0 fails the child's first model request.
     const failed = await client.runChild(child, { usageLimits: { requestLimit: 0n } });
     assert.equal(failed.status, RunStatus.FAILED, `child ended ${RunStatus[failed.status]}`);
+    assert.equal(failed.failure?.code, "usage_limit_exceeded");
+    const message = `Child ${child.threadId} did not complete successfully (usage_limit_exceeded).`;
     const answer = childAnswer(child, failed);
-    assert.equal(answer.result.case, "failed");
-    assert.equal(answer.result.value.message, `Child ${child.threadId} did not complete successfully (${failed.failure?.code}).`);
+    assert.equal(answer.toolCallId, child.parent?.parentToolCallId);
+    assert.deepEqual([answer.result.case, answer.result.value], ["failed", create(ToolFailedResultSchema, { message })]);
     const finished = await answerParent(parent, child, failed);
-    assert.match(String(output(finished)), /did not complete successfully/);
+    assert.ok(String(output(finished)).includes(message), String(output(finished)));
   });
 
   test("a running answer lets the parent go on while the child works", async () => {
