@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from typing import Any
 
 import pytest
 import threadline_client as tl
@@ -23,12 +24,12 @@ THREAD_ID = re.compile(r"thread_[0-9a-f]{32}")
 DELETED = "Tool results: delete_file: Deleted old.txt."
 
 
-def _tool_results(result: tl.RunResult, tool: str) -> list[object]:
+def _tool_result(result: tl.RunResult, tool: str) -> Any:
     """The JSON value after `Tool results: <tool>: ` in a demo agent's answer."""
     text = tl.output(result)
     prefix = f"Tool results: {tool}: "
     assert isinstance(text, str) and text.startswith(prefix), text
-    return [json.loads(text[len(prefix) :])]
+    return json.loads(text[len(prefix) :])
 
 
 # --- inline children ------------------------------------------------------------------------------
@@ -52,8 +53,11 @@ async def test_an_inline_child_runs_in_the_call_and_is_resumed_from_the_parent_s
     assert started.child_run_id == completed.child_run_id and started.child_run_id.startswith("run-")
     assert (started.status, completed.status) == ("running", "completed")
     assert started.subagent == completed.subagent == "helper"
-    assert started.parent_run_id == first.run_id
-    (answer,) = _tool_results(first, "delegate")
+    assert started.parent_run_id == completed.parent_run_id == first.run_id
+    (delegate,) = [e.tool_call for e in events if e.tool_call is not None]
+    assert delegate.tool_name == "delegate"
+    assert started.parent_tool_call_id == completed.parent_tool_call_id == delegate.tool_call_id
+    answer = _tool_result(first, "delegate")
     assert isinstance(answer, dict)
     execution_id = answer["execution_id"]
     assert re.fullmatch(r"helper-[0-9a-f]{4}", execution_id)
@@ -72,9 +76,9 @@ async def test_an_inline_child_runs_in_the_call_and_is_resumed_from_the_parent_s
     )
 
     assert second.status == tl.RunStatus.COMPLETED and second.thread_id == first.thread_id
-    assert _tool_results(second, "resume_subagent") == [
+    assert _tool_result(second, "resume_subagent") == (
         {"execution_id": execution_id, "subagent": "helper", "output": "helper, task 2: and the desk"}
-    ]
+    )
     assert second.state is not None
     assert [(c.capability_id, c.version) for c in second.state.capability_states] == [("a13n.subagents", "2")]
 
@@ -149,7 +153,7 @@ async def test_a_host_managed_child_suspends_for_approval_then_answers_the_paren
     )
 
     assert finished.status == tl.RunStatus.COMPLETED and finished.thread_id == parent.thread_id
-    assert _tool_results(finished, "delegate") == [json.loads(answer.value_json)]
+    assert _tool_result(finished, "delegate") == json.loads(answer.value_json)
 
 
 async def test_the_child_run_started_event_carries_the_lineage(client: tl.Client) -> None:
@@ -251,7 +255,7 @@ async def test_a_crashed_child_resume_recovers_from_its_checkpoint(client: tl.Cl
         )
     )
     assert finished.status == tl.RunStatus.COMPLETED
-    assert _tool_results(finished, "delegate")[0] == json.loads(tl.child_answer(call, recovered).value_json)
+    assert _tool_result(finished, "delegate") == json.loads(tl.child_answer(call, recovered).value_json)
 
 
 async def test_a_child_recovered_from_its_suspended_state_gets_no_approval_reuse(client: tl.Client) -> None:
@@ -265,7 +269,7 @@ async def test_a_child_recovered_from_its_suspended_state_gets_no_approval_reuse
     recovered = await client.run_child(call, state=suspended.state, deferred_resume=accepted)
 
     assert recovered.status == tl.RunStatus.COMPLETED
-    (unknown,) = _tool_results(recovered, "delete_file")
+    unknown = _tool_result(recovered, "delete_file")
     assert isinstance(unknown, dict) and "interrupted" in unknown["error"]
     assert parent.deferred is not None
     finished = await client.run(
@@ -293,7 +297,7 @@ async def test_a_failed_child_answer_is_seen_by_the_parent_model(client: tl.Clie
         )
     )
 
-    assert _tool_results(finished, "delegate") == [{"error": message}]  # a failed call, to the model
+    assert _tool_result(finished, "delegate") == {"error": message}  # a failed call, to the model
 
 
 async def test_a_wrong_child_answer_and_a_wrong_lineage_are_refused(client: tl.Client) -> None:
@@ -320,9 +324,9 @@ async def test_a_wrong_child_answer_and_a_wrong_lineage_are_refused(client: tl.C
             deferred_resume=tl.resume(parent.deferred, [tl.child_running(call)]),
         )
     )
-    assert _tool_results(running, "delegate") == [
+    assert _tool_result(running, "delegate") == (
         {"execution_id": call.child.thread_id, "subagent": "reviewer", "status": "running"}
-    ]
+    )
 
     state = await client.new_state(thread_id=call.child.thread_id)
     undeclared = copy.deepcopy(call.child.parent)
@@ -382,9 +386,9 @@ async def test_without_a_deferred_lifecycle_the_host_child_tools_are_absent(clie
     # The scripted model calls `delegate` anyway: the tool is not on the run's surface (nor is the
     # approval-gated `delete_file`), so the model is told it is unknown and answers in text.
     available = "'count', 'fetch_status', 'lookup', 'sleep'"
-    assert _tool_results(result, "delegate") == [
+    assert _tool_result(result, "delegate") == (
         {"error": f"Unknown tool name: 'delegate'. Available tools: {available}"}
-    ]
+    )
 
 
 # --- the helpers offline --------------------------------------------------------------------------
