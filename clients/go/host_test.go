@@ -145,3 +145,54 @@ func TestExampleHostThread(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestExampleHostChild drives examples/host -agent demo-lead: the parent asks for its
+// Host-managed child, which the host runs on a thread of its own file, asking about the child's
+// approval at the terminal, then answers the parent.
+func TestExampleHostChild(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildHost(t, dir)
+	state := filepath.Join(dir, "lead.json")
+	cmd := exec.Command(bin, "-addr", serverAddr, "-state", state, "-agent", "demo-lead", "ask-child delete old.txt")
+	cmd.Stdin = strings.NewReader("y\n")
+	cmd.Env = append(os.Environ(), "THREADLINE_TOKEN=")
+	raw, err := cmd.CombinedOutput()
+	out := string(raw)
+	if err != nil {
+		t.Fatalf("host: %v\n%s", err, out)
+	}
+	childFiles, err := filepath.Glob(filepath.Join(dir, "lead.thread_*.json"))
+	if err != nil || len(childFiles) != 1 {
+		t.Fatalf("child state files %v (%v)\n%s", childFiles, err, out)
+	}
+	data, err := os.ReadFile(childFiles[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := threadline.UnmarshalState(data, threadline.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(childFiles[0]) != "lead."+child.GetThreadId()+".json" {
+		t.Errorf("child file %s holds thread %s", childFiles[0], child.GetThreadId())
+	}
+	for _, want := range []string{
+		"[child reviewer: agent demo-reviewer on " + child.GetThreadId(),
+		"Approve? [y/N]",
+		"Deleted old.txt.",
+		"[child " + child.GetThreadId() + " ended RUN_STATUS_COMPLETED]",
+		`Tool results: delegate: {"execution_id":"` + child.GetThreadId() + `","subagent":"reviewer","status":"completed","output":"Tool results: delete_file: Deleted old.txt."}`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	data, err = os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, err := threadline.UnmarshalState(data, threadline.JSON)
+	if err != nil || parent.GetThreadId() == child.GetThreadId() || !strings.Contains(out, "(thread "+parent.GetThreadId()+" saved to "+state+")") {
+		t.Errorf("parent state %v (%v):\n%s", parent.GetThreadId(), err, out)
+	}
+}

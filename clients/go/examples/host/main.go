@@ -7,13 +7,17 @@
 //	go run ./examples/host "delete notes.txt"
 //	go run ./examples/host 'client:get_time {"zone":"Europe/Paris"}'
 //	go run ./examples/host -state other.binpb -fork "lookup grpc"
+//	go run ./examples/host -state lead.json -agent demo-lead "ask-child delete old.txt"
 //
 //	go run ./examples/host -thread thread_mine "delete notes.txt"   # the server keeps the thread
 //	go run ./examples/host -thread thread_mine "count"              # same thread, by its ID only
 //	go run ./examples/host -thread thread_mine                      # answer what it waits on
 //
 // With -state (HarnessService) the host owns the thread: after every run it writes the state to
-// the file, proto3 JSON when its name ends in .json, binary protobuf otherwise.
+// the file, proto3 JSON when its name ends in .json, binary protobuf otherwise. When the parent
+// asks for a Host-managed child (demo-lead's reviewer), the host runs the child on a thread of its
+// own, kept in a file beside the parent's (lead.<child thread ID>.json), answers the child's
+// approvals here too, and answers the parent with the child's result.
 //
 // With -thread (ThreadService) the host keeps nothing: the server stores the thread under that ID
 // (created on first use) with its pending batch, so a later session, from anywhere, answers what
@@ -51,6 +55,7 @@ func main() {
 	useTLS := flag.Bool("tls", false, "connect over TLS (system roots)")
 	fork := flag.Bool("fork", false, "fork the stored thread into a new one (which the file then holds) before running")
 	threadID := flag.String("thread", "", "keep no file: run the thread the server keeps under this ID (created on first use)")
+	agent := flag.String("agent", "", "the agent to run (default: the server's default agent); with -thread, when the thread is created")
 	flag.Usage = func() {
 		out := flag.CommandLine.Output()
 		fmt.Fprintf(out, "usage: %s [flags] PROMPT\n       %s -thread ID [flags] [PROMPT]\n", filepath.Base(os.Args[0]), filepath.Base(os.Args[0]))
@@ -68,7 +73,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	h := &host{statePath: *statePath, in: bufio.NewScanner(os.Stdin)}
+	h := &host{statePath: *statePath, agent: *agent, in: bufio.NewScanner(os.Stdin)}
 	opts := []threadline.Option{}
 	if *token != "" {
 		opts = append(opts, threadline.WithToken(*token))
@@ -93,7 +98,9 @@ func main() {
 
 type host struct {
 	statePath string
+	agent     string
 	in        *bufio.Scanner
+	client    *threadline.Client // set with -state, where the host runs children itself
 }
 
 func (h *host) run(ctx context.Context, addr string, opts []threadline.Option, prompt string, fork bool) error {
@@ -114,33 +121,66 @@ func (h *host) run(ctx context.Context, addr string, opts []threadline.Option, p
 		fmt.Printf("forked into %s\n", state.GetThreadId())
 	}
 
-	spec := &threadline.RunSpec{PreviousState: state, Prompt: threadline.Text(prompt)}
+	h.client = c
+	result, err := h.drive(ctx, &threadline.RunSpec{Agent: h.agent, PreviousState: state, Prompt: threadline.Text(prompt)})
+	if err != nil {
+		return err
+	}
+	if err := report(result); err != nil {
+		return err
+	}
+	fmt.Printf("(thread %s saved to %s)\n", result.GetThreadId(), h.statePath)
+	return nil
+}
+
+// drive runs spec, saving every state, and answers and resumes (with spec's agent and lineage)
+// for as long as the thread suspends.
+func (h *host) drive(ctx context.Context, spec *threadline.RunSpec) (*threadline.RunResult, error) {
 	for {
 		spec.ClientTools = []*threadline.ClientTool{getTime} // declared in every run, resumes too
-		result, err := h.stream(ctx, c, spec)
+		result, err := h.stream(ctx, h.client, spec)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if result.GetState() != nil {
 			if err := h.save(result.GetState()); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		switch result.GetStatus() {
-		case threadline.StatusSuspended:
-			answers, err := h.answer(result.GetDeferred())
-			if err != nil {
-				return err
-			}
-			spec = threadline.Resume(result, answers)
-		default:
-			if err := report(result); err != nil {
-				return err
-			}
-			fmt.Printf("(thread %s saved to %s)\n", result.GetThreadId(), h.statePath)
-			return nil
+		if result.GetStatus() != threadline.StatusSuspended {
+			return result, nil
 		}
+		answers, err := h.answer(ctx, result.GetDeferred())
+		if err != nil {
+			return nil, err
+		}
+		next := threadline.Resume(result, answers)
+		next.Agent, next.Lineage = spec.GetAgent(), spec.GetLineage()
+		spec = next
 	}
+}
+
+// runChild runs the child a parent's call asks for on its own thread, in a file beside the
+// parent's (an existing file means the child exists: it continues), until the child ends, then
+// answers the call with the child's result.
+func (h *host) runChild(ctx context.Context, answers *threadline.Answers, call *threadline.DeferredToolCall) error {
+	request := call.GetChild()
+	ext := filepath.Ext(h.statePath)
+	child := &host{statePath: strings.TrimSuffix(h.statePath, ext) + "." + request.GetThreadId() + ext, in: h.in, client: h.client}
+	fmt.Printf("\n[child %s: agent %s on %s, kept in %s]\n", request.GetSubagentName(), request.GetAgent(), request.GetThreadId(), child.statePath)
+	state, err := child.load()
+	if err == nil && state == nil {
+		state, err = h.client.NewState(ctx, request.GetThreadId())
+	}
+	if err != nil {
+		return err
+	}
+	result, err := child.drive(ctx, threadline.ForChild(request, threadline.Continue(state, request.GetInput())))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("[child %s ended %v]\n", request.GetThreadId(), result.GetStatus())
+	return answers.AnswerChild(call, result)
 }
 
 // runThread drives the thread the server keeps under threadID: it creates it if missing,
@@ -159,7 +199,7 @@ func (h *host) runThread(ctx context.Context, addr string, opts []threadline.Opt
 	var missing *threadline.ThreadNotFoundError
 	switch {
 	case errors.As(err, &missing):
-		if thread, err = threads.Create(ctx, &threadline.CreateThread{ThreadID: threadID}); err != nil {
+		if thread, err = threads.Create(ctx, &threadline.CreateThread{ThreadID: threadID, Agent: h.agent}); err != nil {
 			return fmt.Errorf("create: %w", err)
 		}
 		fmt.Printf("created %s\n", thread.GetThreadId())
@@ -177,7 +217,7 @@ func (h *host) runThread(ctx context.Context, addr string, opts []threadline.Opt
 	if pending := thread.GetPending(); pending != nil {
 		// A batch left by an earlier session (or another host): answer it first.
 		fmt.Printf("%d deferred call(s) wait for an answer\n", len(pending.GetApprovals())+len(pending.GetCalls()))
-		answers, err := h.answer(pending)
+		answers, err := h.answer(ctx, pending)
 		if err != nil {
 			return err
 		}
@@ -211,7 +251,7 @@ func (h *host) driveThread(ctx context.Context, threads *threadline.Threads, thr
 		if outcome.Result.GetStatus() != threadline.StatusSuspended {
 			return outcome.Result, outcome.Revision, nil
 		}
-		answers, err := h.answer(outcome.Result.GetDeferred())
+		answers, err := h.answer(ctx, outcome.Result.GetDeferred())
 		if err != nil {
 			return nil, 0, err
 		}
@@ -267,8 +307,9 @@ func show(s interface {
 	}
 }
 
-// answer asks about every approval on the terminal and runs every client tool call.
-func (h *host) answer(batch *threadline.DeferredToolRequests) (*threadline.Answers, error) {
+// answer asks about every approval on the terminal, runs every client tool call and, with -state,
+// every child the batch asks for.
+func (h *host) answer(ctx context.Context, batch *threadline.DeferredToolRequests) (*threadline.Answers, error) {
 	answers := threadline.NewAnswers(batch).AnsweredBy(envOr("USER", "host"))
 	for _, call := range answers.Approvals() {
 		fmt.Printf("\nThe model wants to run %s(%s). Approve? [y/N] ", call.GetToolName(), call.GetArgsJson())
@@ -280,6 +321,12 @@ func (h *host) answer(batch *threadline.DeferredToolRequests) (*threadline.Answe
 		answers.Deny(call.GetToolCallId(), h.readLine())
 	}
 	for _, call := range answers.Calls() {
+		if call.GetChild() != nil && h.client != nil {
+			if err := h.runChild(ctx, answers, call); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if call.GetToolName() != getTime.GetName() {
 			answers.Fail(call.GetToolCallId(), "this host does not run "+call.GetToolName())
 			continue
