@@ -12,10 +12,12 @@ import dataclasses
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from .config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, Flag, ServerConfig
+from .config_file import load_file
 
 __all__ = ("build_parser", "main")
 
@@ -36,6 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
             f"{DEFAULT_HOST}:{DEFAULT_PORT}, the offline demo agent 'default', no key, no database. "
             "The first stdout line is 'listening on HOST:PORT'; logs are JSON lines on stderr."
         ),
+    )
+    serve.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="read settings from this TOML file (keys: the flags' names without dashes, plus agents, "
+        "model, default_agent, token_file); flags given here override it",
     )
     serve.add_argument(
         "--agent",
@@ -59,6 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for setting in dataclasses.fields(ServerConfig):
         _add_setting(serve, setting)
+    config = commands.add_parser(
+        "config", help="check a configuration file", description="Configuration files."
+    )
+    checks = config.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
+    check = checks.add_parser(
+        "check",
+        help="validate a configuration file (settings, agents) without serving",
+        description="Load FILE as `threadline serve --config FILE` would, build its agents, and say what is "
+        "wrong with the line it is on; exit status 0 when it would serve, 2 when not.",
+    )
+    check.add_argument("file", type=Path, metavar="FILE")
     return parser
 
 
@@ -66,13 +86,21 @@ def _add_setting(parser: argparse.ArgumentParser, setting: dataclasses.Field[Any
     """One `ServerConfig` field as its flag: the field's own default, type and help (`config.Flag`)."""
     flag: Flag = setting.metadata["flag"]
     kind = _HINTS[setting.name]
-    default = os.environ.get(TOKEN_ENV) if setting.name == "token" else setting.default
+    # Unset flags stay out of the namespace, so a configuration file's value is not overridden by a
+    # default; the field's default is the one place it is written.
     if kind is bool:
-        parser.add_argument(flag.name, dest=setting.name, action="store_true", help=flag.help)
+        parser.add_argument(
+            flag.name, dest=setting.name, action="store_true", default=argparse.SUPPRESS, help=flag.help
+        )
         return
     if get_origin(kind) is tuple:  # repeatable, e.g. --mount
         parser.add_argument(
-            flag.name, dest=setting.name, action="append", default=[], metavar=flag.metavar, help=flag.help
+            flag.name,
+            dest=setting.name,
+            action="append",
+            default=argparse.SUPPRESS,
+            metavar=flag.metavar,
+            help=flag.help,
         )
         return
     value_type = next(t for t in (Path, int, float, str) if t is kind or t in get_args(kind))
@@ -80,24 +108,59 @@ def _add_setting(parser: argparse.ArgumentParser, setting: dataclasses.Field[Any
         flag.name,
         dest=setting.name,
         type=value_type,
-        default=default,
+        default=argparse.SUPPRESS,
         metavar=flag.metavar,
         # The token's default comes from the environment and is a secret: never print it.
         help=flag.help
-        if default is None or setting.name == "token"
-        else f"{flag.help} (default: %(default)s)",
+        if setting.default is None or setting.name == "token"
+        else f"{flag.help} (default: {setting.default})",
     )
 
 
 _HINTS = get_type_hints(ServerConfig)
 
 
-def config_from_args(args: argparse.Namespace) -> ServerConfig:
-    """The `ServerConfig` of parsed `serve` arguments (every field has its flag, same name)."""
-    values = {setting.name: getattr(args, setting.name) for setting in dataclasses.fields(ServerConfig)}
-    values["token"] = values["token"] or None
-    values["mounts"] = tuple(values["mounts"])
-    return ServerConfig(**values)
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything `threadline serve` was told, from its flags over its configuration file, checked."""
+
+    config: ServerConfig
+    agents: tuple[str, ...]
+    """`NAME=module:factory`: the file's, then the flags' (a later one replaces an earlier NAME)."""
+    model: str | None
+    default_agent: str | None
+
+
+def settings_from_args(args: argparse.Namespace, *, file: Path | None = None) -> Settings:
+    """The settings of parsed `serve` arguments over `--config` (or `file`); `ServerConfig.check()`ed.
+
+    Raises:
+        ConfigError: A bad value; one the file set names the file's line.
+    """
+    path = file if file is not None else getattr(args, "config", None)
+    loaded = load_file(path) if path is not None else None
+    flags = {s.name: getattr(args, s.name) for s in dataclasses.fields(ServerConfig) if hasattr(args, s.name)}
+    if "mounts" in flags:
+        flags["mounts"] = tuple(flags["mounts"])
+    if "token" in flags:
+        flags["token"] = flags["token"] or None
+    values = {**(loaded.config if loaded is not None else {}), **flags}
+    if "token" not in values:
+        values["token"] = os.environ.get(TOKEN_ENV) or None
+    config = ServerConfig(**values)
+    try:
+        config.check()
+    except ConfigError as error:
+        if loaded is None or error.field is None or error.field in flags:
+            raise
+        raise ConfigError(f"{loaded.line_of(error.field)}{error}", field=error.field) from None
+    file_agents = tuple(f"{name}={target}" for name, target in (loaded.agents if loaded else {}).items())
+    return Settings(
+        config=config,
+        agents=(*file_agents, *getattr(args, "agent", ())),
+        model=getattr(args, "model", None) or (loaded.model if loaded else None),
+        default_agent=getattr(args, "default_agent", None) or (loaded.default_agent if loaded else None),
+    )
 
 
 def _announce(address: str) -> None:
@@ -114,10 +177,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     runlog.configure()
     try:
-        config = config_from_args(args)
-        config.check()
-        registry = build_registry(args.agent, model=args.model, default=args.default_agent)
-        asyncio.run(serve(config, registry, ready=_announce))
+        settings = settings_from_args(args, file=args.file if args.command == "config" else None)
+        registry = build_registry(settings.agents, model=settings.model, default=settings.default_agent)
+        if args.command == "config":
+            print(f"{args.file}: OK, it would serve {', '.join(registry)} (default {registry.default}).")
+            return 0
+        asyncio.run(serve(settings.config, registry, ready=_announce))
     except ConfigError as error:
         print(f"threadline: error: {error}", file=sys.stderr)
         return 2

@@ -56,6 +56,11 @@ def default_store_path() -> Path:
 class ConfigError(Exception):
     """The settings cannot be served as given; the message tells the user what to change."""
 
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        """The `ServerConfig` field at fault, when one is (a configuration file names its line)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Flag:
@@ -201,24 +206,25 @@ class ServerConfig:
                 non-loopback address would be served without TLS or a token and without `insecure`.
         """
         if not 0 <= self.port <= 65535:
-            raise ConfigError(f"--port must be between 0 and 65535, not {self.port}.")
+            raise ConfigError(f"--port must be between 0 and 65535, not {self.port}.", field="port")
         if self.max_message_bytes <= 0:
-            raise ConfigError("--max-message-bytes must be positive.")
+            raise ConfigError("--max-message-bytes must be positive.", field="max_message_bytes")
         if self.max_concurrent_runs <= 0:
-            raise ConfigError("--max-concurrent-runs must be positive.")
+            raise ConfigError("--max-concurrent-runs must be positive.", field="max_concurrent_runs")
         if not 0 <= self.pack_window_ms <= 1000:
-            raise ConfigError("--pack-window-ms must be between 0 and 1000.")
+            raise ConfigError("--pack-window-ms must be between 0 and 1000.", field="pack_window_ms")
         if not 0.5 <= self.lease_ttl_s <= 3600:
-            raise ConfigError("--lease-ttl must be between 0.5 and 3600 seconds.")
+            raise ConfigError("--lease-ttl must be between 0.5 and 3600 seconds.", field="lease_ttl_s")
         self.store_location()
         if (self.tls_cert is None) != (self.tls_key is None):
-            raise ConfigError("--tls-cert and --tls-key must be given together.")
+            raise ConfigError("--tls-cert and --tls-key must be given together.", field="tls_cert")
         if self.token is not None and not self.token.strip():
-            raise ConfigError("--token must not be empty.")
+            raise ConfigError("--token must not be empty.", field="token")
         if not self.is_loopback() and not (self.tls or self.token) and not self.insecure:
             raise ConfigError(
                 f"Refusing to serve {self.host} without TLS or a token: anyone who can reach it could run "
-                "agents. Add --tls-cert/--tls-key and/or --token, or --insecure if that is intended."
+                "agents. Add --tls-cert/--tls-key and/or --token, or --insecure if that is intended.",
+                field="host",
             )
         self.mount_roots()
 
@@ -233,16 +239,18 @@ class ServerConfig:
         if not self.mounts:
             return ()
         if os.name != "posix":
-            raise ConfigError("--mount needs a POSIX system (process groups and signals).")
+            raise ConfigError("--mount needs a POSIX system (process groups and signals).", field="mounts")
         if os.geteuid() == 0 and not self.allow_root_shell:
             raise ConfigError(
                 "Refusing --mount as root: every command the model runs would run as root. Run the server "
-                "as an unprivileged user, or add --allow-root-shell if that is intended (e.g. in a container)."
+                "as an unprivileged user, or add --allow-root-shell if that is intended (e.g. in a container).",
+                field="mounts",
             )
         if not self.is_loopback() and not self.allow_remote_shell:
             raise ConfigError(
                 f"Refusing --mount on {self.host}: whoever can run agents remotely could run commands on "
-                "this machine. Bind loopback, or add --allow-remote-shell if that is intended."
+                "this machine. Bind loopback, or add --allow-remote-shell if that is intended.",
+                field="mounts",
             )
         roots: dict[str, Path] = {}
         for spec in self.mounts:
@@ -250,20 +258,25 @@ class ServerConfig:
             provider, colon, root_text = target.partition(":")
             if not sep or not colon or provider != "local" or not root_text:
                 raise ConfigError(
-                    f"--mount {spec[:200]!r}: expected NAME=local:ROOT, e.g. work=local:/srv/work."
+                    f"--mount {spec[:200]!r}: expected NAME=local:ROOT, e.g. work=local:/srv/work.",
+                    field="mounts",
                 )
             if not MOUNT_NAME.match(name):
                 raise ConfigError(
-                    f"--mount {spec[:200]!r}: the name must match {MOUNT_NAME.pattern} (lower case, digits, '-')."
+                    f"--mount {spec[:200]!r}: the name must match {MOUNT_NAME.pattern} (lower case, digits, '-').",
+                    field="mounts",
                 )
             if name in roots:
-                raise ConfigError(f"--mount: the name {name!r} is given twice.")
+                raise ConfigError(f"--mount: the name {name!r} is given twice.", field="mounts")
             root = Path(root_text).expanduser()
             if not root.is_absolute():
-                raise ConfigError(f"--mount {name}: the root {root_text[:200]!r} is not an absolute path.")
+                raise ConfigError(
+                    f"--mount {name}: the root {root_text[:200]!r} is not an absolute path.", field="mounts"
+                )
             if not root.is_dir():
                 raise ConfigError(
-                    f"--mount {name}: the root {root_text[:200]!r} is not an existing directory."
+                    f"--mount {name}: the root {root_text[:200]!r} is not an existing directory.",
+                    field="mounts",
                 )
             roots[name] = root
         return tuple(roots.items())
@@ -287,10 +300,13 @@ class ServerConfig:
             try:
                 postgresql_conninfo(location)
             except ValueError as error:
-                raise ConfigError(f"--store: not a valid PostgreSQL connection string ({error}).") from None
+                raise ConfigError(
+                    f"--store: not a valid PostgreSQL connection string ({error}).", field="store"
+                ) from None
             return "postgresql", location
         raise ConfigError(
-            f"--store must be sqlite:PATH, postgresql://..., memory or none, not {self.store[:200]!r}."
+            f"--store must be sqlite:PATH, postgresql://..., memory or none, not {self.store[:200]!r}.",
+            field="store",
         )
 
     def grpc_options(self) -> list[tuple[str, int]]:

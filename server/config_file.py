@@ -1,0 +1,158 @@
+"""`threadline serve --config FILE`: every flag of `threadline serve`, kept in a TOML file.
+
+A key is its flag's name without the dashes (`--max-concurrent-runs` → `max_concurrent_runs`; a
+repeatable flag's is plural, `mounts = [...]` for `--mount`), so the
+file, the flags and `--help` share one list of settings, defaults and help texts (`ServerConfig`'s
+fields). Besides those: `agents` (a table `NAME = "module:factory"`), `model`, `default_agent` and
+`token_file` (the bearer token read from a file, so it is in neither the file nor the process list).
+Relative paths are relative to the file. Flags override the file; a bad value names its line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+from .config import ConfigError, Flag, ServerConfig
+
+__all__ = ("FileSettings", "file_key", "load_file", "locate")
+
+_HINTS = get_type_hints(ServerConfig)
+_EXTRA_KEYS = ("agents", "model", "default_agent", "token_file")
+
+
+def file_key(setting: dataclasses.Field[Any]) -> str:
+    """The TOML key of a `ServerConfig` field: its flag's name without the dashes; a repeatable flag's
+    key is its field's plural name (`--mount` → `mounts = [...]`)."""
+    if get_origin(_HINTS[setting.name]) is tuple:
+        return setting.name
+    flag: Flag = setting.metadata["flag"]
+    return flag.name.removeprefix("--").replace("-", "_")
+
+
+_FIELDS = {file_key(setting): setting.name for setting in dataclasses.fields(ServerConfig)}
+"""TOML key → `ServerConfig` field."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileSettings:
+    """What a configuration file sets; everything it leaves out keeps its flag's default."""
+
+    path: Path
+    config: dict[str, Any] = field(default_factory=dict)
+    """`ServerConfig` field → value."""
+    agents: dict[str, str] = field(default_factory=dict)
+    """Served name → `module:factory`."""
+    model: str | None = None
+    default_agent: str | None = None
+    text: str = ""
+    """The file as read, to name a value's line."""
+
+    def line_of(self, config_field: str | None) -> str:
+        """`FILE:LINE: ` for the key that set `config_field`, or `FILE: ` when the file did not set it."""
+        key = next((k for k, name in _FIELDS.items() if name == config_field), None)
+        line = locate(self.text, key) if key is not None and config_field in self.config else None
+        return f"{self.path}:{line}: " if line is not None else f"{self.path}: "
+
+
+def locate(text: str, key: str, table: str | None = None) -> int | None:
+    """The 1-based line where `key` (in `[table]`, or at the top) is assigned, if it can be found."""
+    current: str | None = None
+    pattern = re.compile(rf"^\s*(?:{re.escape(key)}|\"{re.escape(key)}\")\s*=")
+    for number, line in enumerate(text.splitlines(), 1):
+        header = re.match(r"^\s*\[([^\[\]]+)\]\s*(?:#.*)?$", line)
+        if header:
+            current = header.group(1).strip()
+            if table is None and current == key:  # the table itself, e.g. [agents]
+                return number
+        elif current == table and pattern.match(line):
+            return number
+    return None
+
+
+def load_file(path: Path) -> FileSettings:
+    """Read and type-check a configuration file (ranges and combinations are `ServerConfig.check()`'s).
+
+    Raises:
+        ConfigError: `FILE:LINE: ...` for unreadable TOML, an unknown key or a value of the wrong type.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"--config {path}: cannot read it ({error}).") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}.") from None
+    base = path.resolve().parent
+
+    def fail(key: str, message: str, table: str | None = None) -> ConfigError:
+        line = locate(text, key, table)
+        return ConfigError(f"{path}:{line}: {message}" if line else f"{path}: {message}")
+
+    config: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in _FIELDS:
+            name = _FIELDS[key]
+            config[name] = _typed(key, value, _HINTS[name], base, fail)
+        elif key not in _EXTRA_KEYS:
+            known = ", ".join(sorted((*_FIELDS, *_EXTRA_KEYS)))
+            raise fail(key, f"unknown setting {key[:80]!r} (known: {known}).")
+    agents = data.get("agents", {})
+    if not isinstance(agents, dict) or not all(isinstance(v, str) for v in agents.values()):
+        raise fail("agents", 'agents must be a table of NAME = "module:factory".')
+    for key in ("model", "default_agent"):
+        if key in data and not isinstance(data[key], str):
+            raise fail(key, f"{key} must be a string.")
+    if "token_file" in data:
+        config["token"] = _token(data["token_file"], base, fail)
+    return FileSettings(
+        path=path,
+        config=config,
+        agents=dict(agents),
+        model=data.get("model"),
+        default_agent=data.get("default_agent"),
+        text=text,
+    )
+
+
+def _typed(key: str, value: object, kind: Any, base: Path, fail: Any) -> Any:
+    """`value` as the field's type, or a `ConfigError` naming the key's line."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise fail(key, f"{key} must be true or false, not {value!r}.")
+    if get_origin(kind) is tuple:  # repeatable flags: a list of strings
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return tuple(value)
+        raise fail(key, f"{key} must be a list of strings.")
+    wanted = next(t for t in (Path, int, float, str) if t is kind or t in get_args(kind))
+    if wanted is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if wanted is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if wanted is str and isinstance(value, str):
+        return value
+    if wanted is Path and isinstance(value, str):
+        return base / Path(value).expanduser()
+    article = {int: "an integer", float: "a number", str: "a string", Path: "a path (a string)"}[wanted]
+    raise fail(key, f"{key} must be {article}, not {value!r}.")
+
+
+def _token(value: object, base: Path, fail: Any) -> str:
+    if not isinstance(value, str):
+        raise fail("token_file", "token_file must be a path (a string).")
+    path = base / Path(value).expanduser()
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise fail(
+            "token_file", f"cannot read the token file {value[:200]!r} ({type(error).__name__})."
+        ) from None
+    if not token:
+        raise fail("token_file", f"the token file {value[:200]!r} is empty.")
+    return token
