@@ -290,7 +290,7 @@ async def test_user_agent_factory_and_non_loopback_with_token(serve_process, tmp
     async with grpc.aio.insecure_channel(running.address) as channel:
         stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
         info = await stub.GetServerInfo(harness_service_pb2.GetServerInfoRequest(), metadata=metadata)
-        assert [a.name for a in info.agents] == ["default", "custom"]
+        assert [a.name for a in info.agents] == ["default", "demo-lead", "demo-reviewer", "custom"]
         assert info.default_agent == "custom"
         result = (
             await stub.Run(harness_service_pb2.RunRequest(spec=run_pb2.RunSpec(text="hi")), metadata=metadata)
