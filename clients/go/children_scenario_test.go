@@ -258,11 +258,8 @@ func TestHostChildSuspendsForApproval(t *testing.T) {
 	if !proto.Equal(done.GetLineage(), req.GetParent()) {
 		t.Errorf("child result's lineage = %v, want %v", done.GetLineage(), req.GetParent())
 	}
-	// RunStarted.lineage lacks parent_agent (see /tmp/briefs/children-sdk-go-issues.md): the
-	// correlation fields are checked here, parent_agent through RunResult.lineage above.
-	correlation := proto.CloneOf(req.GetParent())
-	correlation.ParentAgent = ""
-	if started := events[0].GetRunStarted(); started == nil || !proto.Equal(started.GetLineage(), correlation) && !proto.Equal(started.GetLineage(), req.GetParent()) {
+	// The first event echoes the request's lineage too, parent_agent included.
+	if started := events[0].GetRunStarted(); started == nil || !proto.Equal(started.GetLineage(), req.GetParent()) {
 		t.Errorf("first event %v, want run_started with the request's lineage", events[0])
 	}
 
