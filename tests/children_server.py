@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from conftest import error_info, spawn_serve
+from conftest import error_info
 from google.rpc import error_details_pb2, status_pb2
-from logged_serve import LoggedServe
+from logged_serve import LoggedServe, logged_serve
 from threadline.v1 import deferred_pb2, events_pb2, harness_service_pb2, harness_service_pb2_grpc, run_pb2
 
 AGENT_MODULE = "child_agents"
@@ -130,20 +129,8 @@ def scripted_serve(directory: Path, *args: str) -> Iterator[LoggedServe]:
     """`threadline serve --agent lead=... --agent reviewer=... ARGS` (memory store) for the block."""
     agents = write_agents(directory)
     specs = [flag for spec in SERVED for flag in ("--agent", spec)]
-    running = LoggedServe(spawn_serve(*specs, *args, env={"PYTHONPATH": str(agents)}))
-    running._reader = threading.Thread(target=running._drain, name="serve-stderr", daemon=True)
-    running._reader.start()
-    try:
+    with logged_serve(*specs, *args, env={"PYTHONPATH": str(agents)}) as running:
         yield running
-    finally:
-        process = running.serve.process
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
-        running._reader.join(timeout=10)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
 
 
 def plan(*steps: tuple[str, dict[str, Any]]) -> str:

@@ -56,9 +56,9 @@ class LoggedServe:
 
 
 @contextmanager
-def logged_serve(*args: str) -> Iterator[LoggedServe]:
-    """`threadline serve --port 0 ARGS` for the duration of the block; killed if it outlives it."""
-    running = LoggedServe(spawn_serve(*args))
+def logged_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[LoggedServe]:
+    """`threadline serve --port 0 ARGS` (with `env` added) for the block; killed if it outlives it."""
+    running = LoggedServe(spawn_serve(*args, env=env))
     running._reader = threading.Thread(target=running._drain, name="serve-stderr", daemon=True)
     running._reader.start()
     try:
