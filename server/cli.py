@@ -175,9 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .agents import build_registry
     from .app import serve
 
-    runlog.configure()
     try:
         settings = settings_from_args(args, file=args.file if args.command == "config" else None)
+        runlog.configure(settings.config.log_level, settings.config.log_format)
         registry = build_registry(settings.agents, model=settings.model, default=settings.default_agent)
         if args.command == "config":
             print(f"{args.file}: OK, it would serve {', '.join(registry)} (default {registry.default}).")

@@ -16,6 +16,8 @@ from typing import Any, Literal
 from harness.environment.config import MOUNT_NAME
 from harness.threads.database import StoreKind, postgresql_conninfo
 
+from .runlog import LOG_FORMATS, LOG_LEVELS
+
 __all__ = (
     "DEFAULT_HOST",
     "DEFAULT_LEASE_TTL_S",
@@ -184,6 +186,19 @@ class ServerConfig:
     )
     """Allow mounts on a non-loopback bind, where remote callers drive the shell tools."""
 
+    log_level: str = _setting(
+        "info",
+        "--log-level",
+        "the server's own log lines from this level: debug, info, warning, error (other libraries' from "
+        "warning, or debug with debug)",
+        metavar="LEVEL",
+    )
+    """The least level of the server's own log lines; other libraries log from WARNING (DEBUG with debug)."""
+    log_format: str = _setting(
+        "json", "--log-format", "log lines on stderr as json (one object per line) or text", metavar="FORMAT"
+    )
+    """`json`: one object per line for a log pipeline; `text`: `TS LEVEL EVENT key=value` for a terminal."""
+
     @property
     def tls(self) -> bool:
         """Whether the server speaks TLS."""
@@ -213,6 +228,10 @@ class ServerConfig:
             raise ConfigError("--max-concurrent-runs must be positive.", field="max_concurrent_runs")
         if not 0 <= self.pack_window_ms <= 1000:
             raise ConfigError("--pack-window-ms must be between 0 and 1000.", field="pack_window_ms")
+        if self.log_level not in LOG_LEVELS:
+            raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}.", field="log_level")
+        if self.log_format not in LOG_FORMATS:
+            raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}.", field="log_format")
         if not 0.5 <= self.lease_ttl_s <= 3600:
             raise ConfigError("--lease-ttl must be between 0.5 and 3600 seconds.", field="lease_ttl_s")
         self.store_location()

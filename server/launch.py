@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +32,7 @@ from harness.errors import ErrorCode
 from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field
 from .mounts import ServerMounts
+from .runlog import run_context
 from .runs import ActiveRuns
 
 __all__ = ("ThreadLauncher", "start_stream", "unknown_agent")
@@ -175,7 +176,12 @@ class ThreadLauncher:
             resume_field="spec.answers",
         )
 
+    @contextmanager
     def admit(
-        self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None]
-    ) -> AbstractContextManager[None]:
-        return self._runs.admit(stream, cancel=cancel)
+        self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None], request_id: str
+    ) -> Iterator[None]:
+        with (
+            self._runs.admit(stream, cancel=cancel),
+            run_context(thread_id=stream.thread_id, run_id=stream.run_id, request_id=request_id),
+        ):
+            yield

@@ -1,7 +1,10 @@
-"""Structured run logs: one JSON object per line on stderr, so a log pipeline needs no parser.
+"""Structured run logs: one JSON object per line on stderr (or `--log-format text`), so a log pipeline
+needs no parser.
 
-Every line of a run carries `thread_id`, `run_id` and the host's `request_id`, so one grep finds a
-thread's whole story across replicas; `RunLog` writes a run's first and last line and its crash, if any.
+Every line logged while a run executes, ours and any library's (pydantic-ai, grpc, a tool's own logger),
+carries the run's `thread_id`, `run_id` and the host's `request_id` (`run_context`, a context variable the
+run's tasks inherit), so one grep finds a thread's whole story across replicas; `RunLog` writes a run's
+first and last line and its crash, if any.
 """
 
 from __future__ import annotations
@@ -10,13 +13,51 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Literal
 
-__all__ = ("LOGGER", "JsonFormatter", "RunLog", "RunStatus", "configure", "log_run")
+__all__ = (
+    "LOGGER",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "JsonFormatter",
+    "RunLog",
+    "RunStatus",
+    "TextFormatter",
+    "configure",
+    "log_run",
+    "run_context",
+)
 
 LOGGER = logging.getLogger("threadline.server")
 _FIELDS = "fields"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("json", "text")
+_RUN: ContextVar[Mapping[str, Any]] = ContextVar("threadline_run", default=MappingProxyType({}))
+
+
+@contextmanager
+def run_context(**fields: Any) -> Iterator[None]:
+    """Every line logged inside the block (and in the tasks it starts) carries `fields`."""
+    token = _RUN.set({**_RUN.get(), **fields})
+    try:
+        yield
+    finally:
+        _RUN.reset(token)
+
+
+class _RunFields(logging.Filter):
+    """Add the current run's ids to a record (a record's own fields win)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        run = _RUN.get()
+        if run:
+            setattr(record, _FIELDS, {**run, **getattr(record, _FIELDS, {})})
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -34,14 +75,36 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, separators=(",", ":"), default=str)
 
 
-def configure(level: int = logging.INFO) -> None:
-    """Send the server's logs to stderr as JSON lines (stdout carries only `listening on ...`)."""
+class TextFormatter(logging.Formatter):
+    """Format a record as `TS LEVEL EVENT key=value ...` on one line (for a terminal)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+        fields = " ".join(
+            f"{key}={json.dumps(value, default=str) if not isinstance(value, str) or ' ' in value else value}"
+            for key, value in getattr(record, _FIELDS, {}).items()
+        )
+        line = f"{ts} {record.levelname.lower():7} {record.getMessage()}{' ' + fields if fields else ''}"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def configure(level: str = "info", format: str = "json") -> None:
+    """Send every log to stderr (stdout carries only `listening on ...`): the server's own lines at
+    `level`, other libraries' from WARNING (from DEBUG with `level` "debug"), each line with the ids
+    of the run it belongs to."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(JsonFormatter() if format == "json" else TextFormatter())
+    handler.addFilter(_RunFields())
+    number = logging.getLevelNamesMapping()[level.upper()]
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if number == logging.DEBUG else max(number, logging.WARNING))
     # The durable host's own lines (`harness.threads`: run_crashed, store_unavailable, late renewals) too.
     for logger in (LOGGER, logging.getLogger("threadline.threads")):
         logger.handlers[:] = [handler]
-        logger.setLevel(level)
+        logger.setLevel(number)
         logger.propagate = False
 
 
@@ -80,9 +143,12 @@ class RunLog:
         self._status: RunStatus | None = None
         self._extra: dict[str, Any] = {}
         self._started = 0.0
+        self._context: AbstractContextManager[None] = nullcontext()
 
     def __enter__(self) -> RunLog:
         self._started = time.monotonic()
+        self._context = run_context(**self.fields)
+        self._context.__enter__()
         log_run("run_started", agent=self._agent, **self.fields)
         return self
 
@@ -90,6 +156,7 @@ class RunLog:
         status = self._status or "client_cancelled"
         duration_ms = round((time.monotonic() - self._started) * 1000, 3)
         log_run("run_finished", status=status, duration_ms=duration_ms, **self._extra, **self.fields)
+        self._context.__exit__(None, None, None)
 
     def ended(self, status: RunStatus) -> None:
         """The run delivered its result with this status."""

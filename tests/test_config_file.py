@@ -56,6 +56,8 @@ def test_the_file_sets_every_flag(tmp_path: Path) -> None:
         "mounts": (f'["work=local:{tmp_path / "work"}"]', (f"work=local:{tmp_path / 'work'}",)),
         "allow_root_shell": ("true", True),
         "allow_remote_shell": ("true", True),
+        "log_level": ('"debug"', "debug"),
+        "log_format": ('"text"', "text"),
     }
     fields = {setting.name: setting for setting in dataclasses.fields(ServerConfig)}
     assert set(values) == set(fields), "every ServerConfig field has a file key"

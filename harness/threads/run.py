@@ -72,9 +72,10 @@ class Launcher(Protocol):
     ) -> HarnessRunStream[Any]: ...
 
     def admit(
-        self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None]
+        self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None], request_id: str
     ) -> AbstractContextManager[None]:
-        """Count the run against the server's limit; `cancel` is how a drain stops it."""
+        """Count the run against the server's limit for as long as it runs; `cancel` is how a drain
+        stops it; `request_id` names the host's request (the run's log lines carry it)."""
         ...
 
 
@@ -224,7 +225,7 @@ class ThreadRun:
                 client_tools=tools,
                 usage_limits=request.usage_limits,
             )
-            with host.launcher.admit(stream, cancel=self.cancel):
+            with host.launcher.admit(stream, cancel=self.cancel, request_id=request.request_id):
                 sent = time.monotonic()
                 try:
                     taken, _record = await store.begin(
