@@ -22,9 +22,18 @@ from .errors import ErrorCode, StateError
 from .json_text import NotFiniteJson, check_finite_json
 from .state import AgentContextStateSnapshot, CapabilityState
 
-__all__ = ("CapabilityStateStore",)
+__all__ = ("CapabilityStateStore", "version_unsupported")
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def version_unsupported(capability_id: str, *, expected: str, actual: str) -> StateError:
+    """`capability_state_version_unsupported`: a namespace stored at a version its reader does not read."""
+    return StateError(
+        f"Capability state of {capability_id!r} has version {actual!r}; its reader reads version {expected!r}.",
+        code=ErrorCode.CAPABILITY_STATE_VERSION_UNSUPPORTED,
+        details={"capability_id": capability_id, "expected_version": expected, "actual_version": actual},
+    )
 
 
 def _check_id(capability_id: object) -> str:
@@ -96,16 +105,7 @@ class CapabilityStateStore:
         if entry is None:
             return None
         if entry.version != version:
-            raise StateError(
-                f"Capability state of {capability_id!r} has version {entry.version!r}; "
-                f"this capability reads version {version!r}.",
-                code=ErrorCode.CAPABILITY_STATE_VERSION_UNSUPPORTED,
-                details={
-                    "capability_id": capability_id,
-                    "expected_version": version,
-                    "actual_version": entry.version,
-                },
-            )
+            raise version_unsupported(capability_id, expected=version, actual=entry.version)
         if not (isinstance(state_type, type) and issubclass(state_type, BaseModel)):
             raise _invalid(capability_id, "the state type must be a pydantic model class.")
         try:

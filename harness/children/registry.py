@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..capability_state import version_unsupported
 from ..errors import ErrorCode, StateError
 from ..state import CapabilityState, HarnessState, StoredRef, register_fork_hook
 from .names import inline_child_thread_id
@@ -116,16 +117,7 @@ def _invalid(why: str) -> StateError:
 
 def _parse(entry: CapabilityState) -> Registry:
     if entry.version != REGISTRY_VERSION:
-        raise StateError(
-            f"Capability state of {REGISTRY_ID!r} has version {entry.version!r}; "
-            f"this harness reads version {REGISTRY_VERSION!r}.",
-            code=ErrorCode.CAPABILITY_STATE_VERSION_UNSUPPORTED,
-            details={
-                "capability_id": REGISTRY_ID,
-                "expected_version": REGISTRY_VERSION,
-                "actual_version": entry.version,
-            },
-        )
+        raise version_unsupported(REGISTRY_ID, expected=REGISTRY_VERSION, actual=entry.version)
     try:
         return Registry.model_validate(entry.data)
     except ValidationError as exc:
