@@ -29,8 +29,9 @@ from .config import ConfigError, ServerConfig
 from .errors import ServerError, ServerReason
 from .handlers import add_service
 from .launch import ThreadLauncher
-from .mapping.errors import to_status
+from .mapping.errors import abort
 from .mapping.threads import STORE_KIND_PB
+from .metrics import CURRENT, Metrics
 from .mounts import ServerMounts
 from .reflection import add_reflection
 from .runlog import log_run
@@ -49,15 +50,12 @@ def _denied_handler(
     handler: grpc.RpcMethodHandler[Any, Any], error: ServerError
 ) -> grpc.RpcMethodHandler[Any, Any]:
     """A handler of the same shape as `handler` that only refuses the call with `error`'s status."""
-    from grpc_status import rpc_status
-
-    status = rpc_status.to_status(to_status(error))
 
     async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        await context.abort(status.code, status.details, status.trailing_metadata)
+        await abort(context, error)
 
     async def refuse_stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        await context.abort(status.code, status.details, status.trailing_metadata)
+        await abort(context, error)
         yield  # pragma: no cover - makes this an async generator, as a server-streaming handler is
 
     if handler.response_streaming:
@@ -116,6 +114,12 @@ class ThreadlineServer:
         self._server = grpc.aio.server(options=config.grpc_options(), interceptors=interceptors)
         self._store_kind, self._store_path = config.store_location()
         self.mounts = ServerMounts(config.mount_roots())
+        self.metrics = (
+            Metrics(run_limit=config.max_concurrent_runs, active_runs=lambda: len(self.runs))
+            if config.metrics_port is not None
+            else None
+        )
+        """Prometheus metrics (`--metrics-port`), or `None`: then nothing is counted."""
         """The shell environments (`--mount`) and their backend, open while the server runs."""
         store_info = harness_service_pb2.ThreadStoreInfo(kind=STORE_KIND_PB[self._store_kind])
         store_info.lease_ttl.FromTimedelta(timedelta(seconds=config.lease_ttl_s))
@@ -206,6 +210,10 @@ class ThreadlineServer:
         """Open the thread store and the mounts' backend, bind and start serving; returns `address`."""
         await self._open_store()
         await self.mounts.open()
+        if self.metrics is not None and self.config.metrics_port is not None:
+            port = self.metrics.serve(self.config.host, self.config.metrics_port)
+            log_run("metrics_listening", port=port)
+            CURRENT.set(self.metrics)  # the RPC tasks the server starts from here inherit it
         target = f"{'[' + self.config.host + ']' if ':' in self.config.host else self.config.host}:{self.config.port}"
         if self.config.tls_cert is not None and self.config.tls_key is not None:
             credentials = grpc.ssl_server_credentials(
@@ -237,6 +245,11 @@ class ThreadlineServer:
         await self._server.stop(max(0.0, left))
         await self._close_store()
         await self.mounts.close()
+        self._close_metrics()
+
+    def _close_metrics(self) -> None:
+        if self.metrics is not None:
+            self.metrics.close()
 
     async def _close_store(self) -> None:
         if self.threads is not None:
@@ -250,6 +263,7 @@ class ThreadlineServer:
         await self._server.stop(grace)
         await self._close_store()
         await self.mounts.close()
+        self._close_metrics()
 
     async def wait_for_termination(self) -> None:
         """Block until the server has stopped."""

@@ -186,6 +186,14 @@ class ServerConfig:
     )
     """Allow mounts on a non-loopback bind, where remote callers drive the shell tools."""
 
+    metrics_port: int | None = _setting(
+        None,
+        "--metrics-port",
+        "serve Prometheus metrics at http://HOST:PORT/metrics (0 = a free port, logged as "
+        "metrics_listening); off by default",
+        metavar="PORT",
+    )
+    """Where `/metrics` is served, on `host`; `None` = no metrics at all."""
     log_level: str = _setting(
         "info",
         "--log-level",
@@ -232,6 +240,8 @@ class ServerConfig:
             raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}.", field="log_level")
         if self.log_format not in LOG_FORMATS:
             raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}.", field="log_format")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ConfigError("--metrics-port must be between 0 and 65535.", field="metrics_port")
         if not 0.5 <= self.lease_ttl_s <= 3600:
             raise ConfigError("--lease-ttl must be between 0.5 and 3600 seconds.", field="lease_ttl_s")
         self.store_location()

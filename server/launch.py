@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from harness.errors import ErrorCode
 
 from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field
+from .metrics import CURRENT
 from .mounts import ServerMounts
 from .runlog import run_context
 from .runs import ActiveRuns
@@ -178,10 +180,20 @@ class ThreadLauncher:
 
     @contextmanager
     def admit(
-        self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None], request_id: str
+        self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None], request_id: str, agent: str
     ) -> Iterator[None]:
-        with (
-            self._runs.admit(stream, cancel=cancel),
-            run_context(thread_id=stream.thread_id, run_id=stream.run_id, request_id=request_id),
-        ):
-            yield
+        metrics, started = CURRENT.get(), time.monotonic()
+        if metrics is not None:
+            metrics.run_started("threads", agent)
+        try:
+            with (
+                self._runs.admit(stream, cancel=cancel),
+                run_context(thread_id=stream.thread_id, run_id=stream.run_id, request_id=request_id),
+            ):
+                yield
+        finally:
+            if metrics is not None:
+                result = stream.result
+                status = result.status if result is not None else "interrupted"
+                usage = result.usage if result is not None else None
+                metrics.run_finished("threads", agent, status, time.monotonic() - started, usage)

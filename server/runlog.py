@@ -18,7 +18,12 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from .metrics import CURRENT
+
+if TYPE_CHECKING:
+    from pydantic_ai.usage import RunUsage
 
 __all__ = (
     "LOGGER",
@@ -144,23 +149,36 @@ class RunLog:
         self._extra: dict[str, Any] = {}
         self._started = 0.0
         self._context: AbstractContextManager[None] = nullcontext()
+        self._usage: RunUsage | None = None
+        self._first = True
+        self._metrics = CURRENT.get()
 
     def __enter__(self) -> RunLog:
         self._started = time.monotonic()
         self._context = run_context(**self.fields)
         self._context.__enter__()
         log_run("run_started", agent=self._agent, **self.fields)
+        if self._metrics is not None:
+            self._metrics.run_started("harness", self._agent)
         return self
 
     def __exit__(self, *exc: object) -> None:
         status = self._status or "client_cancelled"
         duration_ms = round((time.monotonic() - self._started) * 1000, 3)
         log_run("run_finished", status=status, duration_ms=duration_ms, **self._extra, **self.fields)
+        if self._metrics is not None:
+            self._metrics.run_finished("harness", self._agent, status, duration_ms / 1000, self._usage)
         self._context.__exit__(None, None, None)
 
-    def ended(self, status: RunStatus) -> None:
-        """The run delivered its result with this status."""
-        self._status = status
+    def ended(self, status: RunStatus, usage: RunUsage | None = None) -> None:
+        """The run delivered its result with this status (and used this much of its model)."""
+        self._status, self._usage = status, usage
+
+    def first_event(self) -> None:
+        """The run's first event is out (metrics: time to first event)."""
+        if self._first and self._metrics is not None:
+            self._metrics.first_event_seconds.labels("harness").observe(time.monotonic() - self._started)
+        self._first = False
 
     def refused(self, reason: str) -> None:
         """The core raised after the run started: the RPC ends with that error's status."""

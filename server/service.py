@@ -57,6 +57,7 @@ from .mapping.state import (
     state_to_json,
     state_to_pb,
 )
+from .metrics import CURRENT
 from .mounts import ServerMounts
 from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge, wait_out
 from .runlog import LOGGER, RunLog
@@ -169,10 +170,13 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             response_type=harness_service_pb2.StreamRunResponse,
         )
         producer = asyncio.create_task(self._produce(call, context, outbox))
+        metrics = CURRENT.get()
         try:
             while (response := await outbox.take()) is not None:
                 yield response
                 outbox.sent()
+                if metrics is not None:
+                    metrics.streamed("harness", len(response.events) or 1)
         except _Refusal as refusal:  # after every response queued before it
             await abort(context, refusal.error)
         finally:
@@ -226,6 +230,8 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                 sequence=sequence,
                 occurred_at=item.occurred_at,
             )
+            if (metrics := CURRENT.get()) is not None:
+                metrics.checkpoint_bytes.labels("harness").inc(event.checkpoint_candidate.ByteSize())
         elif isinstance(item, HarnessRunResultEvent):
             fill_result_event(
                 event, item, sequence=sequence, request_id=call.request_id, parent_agent=call.parent_agent
@@ -311,8 +317,9 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         try:
             async with stream:
                 async for item in stream:
+                    log.first_event()
                     if isinstance(item, HarnessRunResultEvent):
-                        log.ended(item.result.status)
+                        log.ended(item.result.status, item.result.usage)
                         self._log_failure(stream, log)
                     yield item
         except HarnessError as error:

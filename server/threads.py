@@ -46,6 +46,7 @@ from .mapping.threads import (
     fill_thread,
     run_request_from_pb,
 )
+from .metrics import CURRENT
 from .outbox import ENVELOPE_BYTES, Outbox, wait_out
 from .runlog import LOGGER
 
@@ -382,10 +383,13 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             response_type=thread_service_pb2.StreamThreadRunResponse,
         )
         producer = asyncio.create_task(_produce(run, outbox))
+        metrics = CURRENT.get()
         try:
             while (response := await outbox.take()) is not None:
                 yield response
                 outbox.sent()
+                if metrics is not None:
+                    metrics.streamed("threads", len(response.events) or 1)
         except (HarnessError, ServerError) as error:
             await abort(context, error)
         except grpc.aio.AbortError:

@@ -56,6 +56,7 @@ def test_the_file_sets_every_flag(tmp_path: Path) -> None:
         "mounts": (f'["work=local:{tmp_path / "work"}"]', (f"work=local:{tmp_path / 'work'}",)),
         "allow_root_shell": ("true", True),
         "allow_remote_shell": ("true", True),
+        "metrics_port": ("9464", 9464),
         "log_level": ('"debug"', "debug"),
         "log_format": ('"text"', "text"),
     }

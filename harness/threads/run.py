@@ -72,10 +72,11 @@ class Launcher(Protocol):
     ) -> HarnessRunStream[Any]: ...
 
     def admit(
-        self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None], request_id: str
+        self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None], request_id: str, agent: str
     ) -> AbstractContextManager[None]:
         """Count the run against the server's limit for as long as it runs; `cancel` is how a drain
-        stops it; `request_id` names the host's request (the run's log lines carry it)."""
+        stops it; `request_id` and `agent` name the host's request and the thread's agent (for the
+        run's log lines and metrics)."""
         ...
 
 
@@ -225,7 +226,9 @@ class ThreadRun:
                 client_tools=tools,
                 usage_limits=request.usage_limits,
             )
-            with host.launcher.admit(stream, cancel=self.cancel, request_id=request.request_id):
+            with host.launcher.admit(
+                stream, cancel=self.cancel, request_id=request.request_id, agent=thread.agent
+            ):
                 sent = time.monotonic()
                 try:
                     taken, _record = await store.begin(

@@ -36,6 +36,7 @@ from harness.errors import ErrorCode, HarnessError
 from harness.json_text import canonical_json
 
 from ..errors import ServerError, ServerReason, field_of
+from ..metrics import CURRENT
 
 __all__ = (
     "CUT_MARK",
@@ -366,6 +367,8 @@ async def abort(
     field: str | None = None,
 ) -> NoReturn:
     """End the RPC with the error's rich status (trailing `grpc-status-details-bin`)."""
+    if (metrics := CURRENT.get()) is not None:
+        metrics.rpc_errors.labels(reason_of(error)).inc()
     status = rpc_status.to_status(to_status(error, field=field))
     await context.abort(status.code, status.details, status.trailing_metadata)
     raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises

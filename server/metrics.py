@@ -1,0 +1,111 @@
+"""Prometheus metrics on `--metrics-port` (`/metrics`): runs, errors, tokens, streamed events.
+
+Off unless asked for: without `--metrics-port` there is no `Metrics` and nothing is counted. Each server
+has a registry of its own (not the process-global one), so in-process servers do not add up. Things are
+counted where they are already observed: `RunLog` (HarnessService runs), the thread launcher (thread
+runs), the services' event streams, and `abort` (every error status with a reason).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Literal
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from pydantic_ai.usage import RunUsage
+
+__all__ = ("CURRENT", "Metrics", "Service")
+
+Service = Literal["harness", "threads"]
+"""Which service a run or a stream belongs to (the `service` label)."""
+
+CURRENT: ContextVar[Metrics | None] = ContextVar("threadline_metrics", default=None)
+"""The serving server's metrics: set when it starts, so its RPC tasks (which inherit it) can count errors."""
+
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+
+class Metrics:
+    """The server's metrics and their HTTP endpoint."""
+
+    def __init__(self, *, run_limit: int, active_runs: Callable[[], int]) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.runs_started = Counter(
+            "threadline_runs_started", "Runs started.", ["service", "agent"], registry=r
+        )
+        self.runs_finished = Counter(
+            "threadline_runs_finished",
+            "Runs ended, by how: the result's status, or error, interrupted, client_cancelled.",
+            ["service", "agent", "status"],
+            registry=r,
+        )
+        self.run_seconds = Histogram(
+            "threadline_run_duration_seconds",
+            "How long runs took.",
+            ["service", "agent"],
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.first_event_seconds = Histogram(
+            "threadline_run_first_event_seconds",
+            "From a run's start to its first event.",
+            ["service"],
+            buckets=_SECONDS,
+            registry=r,
+        )
+        active = Gauge("threadline_active_runs", "Runs executing now.", registry=r)
+        active.set_function(lambda: float(active_runs()))
+        Gauge("threadline_run_limit", "--max-concurrent-runs.", registry=r).set(run_limit)
+        self.rpc_errors = Counter(
+            "threadline_rpc_errors",
+            "RPCs ended with an error status, by its ErrorInfo reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.tokens = Counter(
+            "threadline_model_tokens", "Model tokens of ended runs.", ["agent", "direction"], registry=r
+        )
+        self.events = Counter(
+            "threadline_stream_events", "Events streamed to hosts.", ["service"], registry=r
+        )
+        self.messages = Counter(
+            "threadline_stream_messages",
+            "Stream responses sent (one or more events each).",
+            ["service"],
+            registry=r,
+        )
+        self.checkpoint_bytes = Counter(
+            "threadline_checkpoint_bytes", "Bytes of checkpoint candidates streamed.", ["service"], registry=r
+        )
+        self._http: object | None = None
+
+    def serve(self, host: str, port: int) -> int:
+        """Serve `/metrics` on `host:port` (0 = a free port) in a thread of its own; returns the port."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._http = server
+        return int(server.server_port)
+
+    def close(self) -> None:
+        server, self._http = self._http, None
+        if server is not None:
+            server.shutdown()  # type: ignore[attr-defined]
+            server.server_close()  # type: ignore[attr-defined]
+
+    def run_started(self, service: Service, agent: str) -> None:
+        self.runs_started.labels(service, agent).inc()
+
+    def streamed(self, service: Service, events: int) -> None:
+        """One stream response went out, carrying `events` events."""
+        self.messages.labels(service).inc()
+        self.events.labels(service).inc(events)
+
+    def run_finished(
+        self, service: Service, agent: str, status: str, seconds: float, usage: RunUsage | None
+    ) -> None:
+        self.runs_finished.labels(service, agent, status).inc()
+        self.run_seconds.labels(service, agent).observe(seconds)
+        if usage is not None:
+            self.tokens.labels(agent, "input").inc(usage.input_tokens)
+            self.tokens.labels(agent, "output").inc(usage.output_tokens)
