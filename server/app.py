@@ -196,6 +196,8 @@ class ThreadlineServer:
             store, ThreadLauncher(self._registry, self.runs, self.mounts), lease_ttl=self.config.lease_ttl_s
         )
         self._thread_service.host = self.threads
+        if self.metrics is not None:
+            self.threads.on_commit = self.metrics.thread_commits.inc
 
     def _store_health(self, healthy: bool) -> None:
         """ThreadService is NOT_SERVING while its store is unreachable; HarnessService is unaffected."""

@@ -79,6 +79,9 @@ class Metrics:
         self.checkpoint_bytes = Counter(
             "threadline_checkpoint_bytes", "Bytes of checkpoint candidates streamed.", ["service"], registry=r
         )
+        self.thread_commits = Counter(
+            "threadline_thread_commits", "Checkpoints thread runs committed to the store.", registry=r
+        )
         self._http: object | None = None
 
     def serve(self, host: str, port: int) -> int:

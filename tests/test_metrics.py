@@ -69,13 +69,9 @@ def test_runs_errors_tokens_and_streams_are_counted() -> None:
                 assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
             threads = thread_service_pb2_grpc.ThreadServiceStub(channel)
             thread = threads.CreateThread(thread_service_pb2.CreateThreadRequest(), timeout=30).thread
-            threads.RunThread(
-                thread_service_pb2.RunThreadRequest(
-                    spec=thread_service_pb2.ThreadRunSpec(
-                        thread_id=thread.thread_id, text="hi", request_id="r1"
-                    )
-                ),
-                timeout=30,
+            spec = thread_service_pb2.ThreadRunSpec(thread_id=thread.thread_id, text="hi", request_id="r1")
+            turn = list(
+                threads.StreamThreadRun(thread_service_pb2.StreamThreadRunRequest(spec=spec), timeout=30)
             )
         after = scrape(port)
         assert running.stop() == 0
@@ -97,6 +93,9 @@ def test_runs_errors_tokens_and_streams_are_counted() -> None:
         delta("threadline_runs_finished_total", service="threads", agent="default", status="completed") == 1
     )
     assert delta("threadline_rpc_errors_total", reason="AGENT_UNKNOWN") == 1
+    commits = [r.event for r in turn if r.event.HasField("thread_committed")]
+    assert commits and delta("threadline_thread_commits_total") == len(commits)
+    assert delta("threadline_stream_messages_total", service="threads") == len(turn)
     usage = [done.result.usage, suspended.result.usage, responses[-1].event.result.usage]
     assert (
         delta("threadline_model_tokens_total", agent="default", direction="input")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -79,6 +79,8 @@ class DurableHost:
         self.launcher = launcher
         self.lease_ttl = lease_ttl
         self.cache = HeadCache(cache_bytes)
+        self.on_commit: Callable[[], None] | None = None
+        """Told of every checkpoint a run commits (a server counts them)."""
         self._running: dict[tuple[str, str], ThreadRun] = {}
         self._runs: set[ThreadRun] = set()
         store.listen_for_cancels(self._cancel_here)

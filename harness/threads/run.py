@@ -473,6 +473,8 @@ class _Holder:
                 continue
             self._revision = committed.revision
             self._accepted = accepted
+            if checkpoint is not None and self._host.on_commit is not None:
+                self._host.on_commit()
             if committed.head is not None:
                 self._base = committed.head
             if committed.expires is not None:
