@@ -95,6 +95,12 @@ def describe_tools(agent: ExecutableAgent[Any]) -> tuple[ToolDescription, ...]:
     )
 
 
+def serves_by_name(agents: Mapping[str, ExecutableAgent[Any]], agent: ExecutableAgent[Any]) -> bool:
+    """Whether `agents` serves `agent`'s definition under its own `name` (how child requests name it)."""
+    match = agents.get(agent.name) if agent.name is not None else None
+    return match is not None and match.definition_id == agent.definition_id
+
+
 def check_children_served(agents: Mapping[str, ExecutableAgent[Any]]) -> None:
     """A host-mode parent and each of its children must be served under their own `name` (CHILDREN §5.5):
     child requests name agents that way, and the host runs the child by that name.
@@ -106,8 +112,7 @@ def check_children_served(agents: Mapping[str, ExecutableAgent[Any]]) -> None:
         if not any(edge.mode == "host" for edge in agent.subagents):
             continue
         for needed in (agent, *(edge.agent for edge in agent.subagents)):
-            match = agents.get(needed.name) if needed.name is not None else None
-            if match is None or match.definition_id != needed.definition_id:
+            if not serves_by_name(agents, needed):
                 raise ConfigError(
                     f"child_agent_unknown: agent {served!r} has host-mode children, so it and each child "
                     f"must be served under its own name; {needed.name!r} is not (add --agent "
@@ -129,6 +134,10 @@ class AgentRegistry:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._agents)
+
+    def serves_by_name(self, agent: ExecutableAgent[Any]) -> bool:
+        """Whether this server serves `agent`'s definition under its own `name`."""
+        return serves_by_name(self._agents, agent)
 
     def get(self, name: str) -> ExecutableAgent[Any] | None:
         """The agent called `name` (empty = the default), or `None`."""

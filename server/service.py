@@ -480,17 +480,12 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         """The agent's child edges; a child's `agent` only when this server serves it by that name."""
         agent = self._registry.get(name)
         edges = agent.subagents if agent is not None else ()
-        served = {child: self._registry.get(child) for child in self._registry}
         return [
             harness_service_pb2.SubagentInfo(
                 name=edge.name,
                 description=edge.description,
                 mode=_SUBAGENT_MODES[edge.mode],
-                agent=edge.agent.name
-                if edge.agent.name is not None
-                and (match := served.get(edge.agent.name)) is not None
-                and match.definition_id == edge.agent.definition_id
-                else "",
+                agent=edge.agent.name or "" if self._registry.serves_by_name(edge.agent) else "",
                 child_definition_id=edge.agent.definition_id or "",
             )
             for edge in edges
