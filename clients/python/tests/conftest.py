@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -91,15 +91,18 @@ class Served:
 
 
 @contextlib.contextmanager
-def serve(*extra: str) -> Iterator[Served]:
-    """Run `threadline serve --port 0 --store memory EXTRA...` and yield it; stop it on exit."""
+def serve(*extra: str, env: Mapping[str, str] | None = None) -> Iterator[Served]:
+    """Run `threadline serve --port 0 --store memory EXTRA...` and yield it; stop it on exit.
+
+    `env` adds to (or overrides) the environment the server inherits.
+    """
     # The server reads a default token from THREADLINE_TOKEN; the suite's servers set theirs explicitly.
-    env = {k: v for k, v in os.environ.items() if k != "THREADLINE_TOKEN"}
+    environment = {k: v for k, v in os.environ.items() if k != "THREADLINE_TOKEN"} | dict(env or {})
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as log:
         process = subprocess.Popen(
             [*_server_command(), *extra],
             cwd=REPO_ROOT,
-            env=env,
+            env=environment,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log,

@@ -50,6 +50,7 @@ from ._gen.threadline.v1 import (
     ValidateStateRequest,
 )
 from ._threads import Threads
+from ._tracing import Metadata, call_metadata
 
 __all__ = ("DEFAULT_TARGET", "DEFAULT_TIMEOUT", "Client", "RunStream", "ValidatedState")
 
@@ -165,7 +166,7 @@ class Client:
             # context it makes itself (tls=True).
             tls.set_alpn_protocols(["h2"])
         self._tls: bool | ssl.SSLContext | None = tls or None
-        self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+        self._auth_metadata: Metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._timeout = timeout
         self._channel: grpclib.client.Channel | None = None
         self._stub: HarnessServiceStub | None = None
@@ -235,6 +236,10 @@ class Client:
     def _deadline(self, timeout: Timeout) -> float | None:
         return self._timeout if timeout is UNSET else timeout
 
+    def _call_metadata(self) -> Metadata | None:
+        """The metadata of a call made now: the token, and the host's current trace context."""
+        return call_metadata(self._auth_metadata)
+
     @functools.cached_property
     def threads(self) -> Threads:
         """`ThreadService` on this connection: durable threads the server keeps (`Threads`).
@@ -280,7 +285,7 @@ class Client:
             spec = _with_form(spec, CheckpointForm.DELTA)
         request = StreamRunRequest(spec=spec, max_events_per_message=self._max_events_per_message)
         return RunStream(
-            stub.stream_run(request, timeout=self._deadline(timeout), metadata=self._metadata or None),
+            stub.stream_run(request, timeout=self._deadline(timeout), metadata=self._call_metadata()),
             spec=spec,
         )
 
@@ -301,7 +306,7 @@ class Client:
         stub = self._connect()
         try:
             response = await stub.run(
-                RunRequest(spec=spec), timeout=self._deadline(timeout), metadata=self._metadata or None
+                RunRequest(spec=spec), timeout=self._deadline(timeout), metadata=self._call_metadata()
             )
         except Exception as exc:
             raise_translated(exc)
@@ -386,7 +391,7 @@ class Client:
         )
         try:
             response = await stub.new_state(
-                request, timeout=self._deadline(timeout), metadata=self._metadata or None
+                request, timeout=self._deadline(timeout), metadata=self._call_metadata()
             )
         except Exception as exc:
             raise_translated(exc)
@@ -410,7 +415,7 @@ class Client:
             response = await stub.fork_state(
                 ForkStateRequest(state=state, thread_id=thread_id),
                 timeout=self._deadline(timeout),
-                metadata=self._metadata or None,
+                metadata=self._call_metadata(),
             )
         except Exception as exc:
             raise_translated(exc)
@@ -440,7 +445,7 @@ class Client:
         )
         try:
             response = await stub.validate_state(
-                request, timeout=self._deadline(timeout), metadata=self._metadata or None
+                request, timeout=self._deadline(timeout), metadata=self._call_metadata()
             )
         except Exception as exc:
             raise_translated(exc)
@@ -463,7 +468,7 @@ class Client:
             response = await stub.remaining_deferred(
                 RemainingDeferredRequest(resume=resume, state=state),
                 timeout=self._deadline(timeout),
-                metadata=self._metadata or None,
+                metadata=self._call_metadata(),
             )
         except Exception as exc:
             raise_translated(exc)
@@ -473,9 +478,7 @@ class Client:
         """What the server supports: state versions, history formats, agents and their tools, limits."""
         stub = self._connect()
         try:
-            return await stub.get_server_info(
-                timeout=self._deadline(timeout), metadata=self._metadata or None
-            )
+            return await stub.get_server_info(timeout=self._deadline(timeout), metadata=self._call_metadata())
         except Exception as exc:
             raise_translated(exc)
 

@@ -74,7 +74,7 @@ _T = TypeVar("_T")
 
 
 class _CallOptions(TypedDict):
-    """The keyword arguments every stub call gets: its deadline and the client's token."""
+    """The keyword arguments every stub call gets: its deadline, the client's token and the trace context."""
 
     timeout: float | None
     metadata: tuple[tuple[str, str], ...] | None
@@ -540,7 +540,7 @@ class Threads:
         stub = self._stub()
         seconds = self._client._deadline(timeout)
         deadline = Deadline.from_timeout(seconds) if seconds is not None else None
-        metadata = self._client._metadata or None
+        metadata = self._client._call_metadata()
         attempt = 0
         while True:
             try:
@@ -593,7 +593,7 @@ class Threads:
         return self._client._connect_threads()
 
     def _options(self, timeout: Timeout) -> _CallOptions:
-        return {"timeout": self._client._deadline(timeout), "metadata": self._client._metadata or None}
+        return {"timeout": self._client._deadline(timeout), "metadata": self._client._call_metadata()}
 
 
 def _run_spec(

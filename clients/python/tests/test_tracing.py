@@ -1,0 +1,148 @@
+"""The host's trace context reaches the server: every call's server span continues the host's trace.
+
+A server with `OTEL_TRACES_EXPORTER=console` writes each span to its stderr as one JSON line
+(`ReadableSpan.to_json`), beside its JSON log lines. With a host span current (a span context with
+random IDs and a tracestate, made current through the OpenTelemetry API, as a host continuing an
+incoming request has it), each call of both services, unary and streaming, is a server span in the
+host's trace whose parent is the host's span, and the run's log lines carry the host's trace ID. With
+no span current the SDK sends nothing: each call starts a trace of its own. A host without the
+OpenTelemetry API imports and runs the SDK as before.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+import anyio
+import pytest
+from opentelemetry import baggage, context, trace
+from threadline_client._tracing import call_metadata
+
+pytestmark = pytest.mark.anyio
+
+SPAN_EXPORT_WITHIN = 20.0
+"""Seconds the server may take to export a span (it exports in batches); a bound, not a measure."""
+HOST_STATE = ("host", "threadline-test")
+"""The tracestate entry of the host's span."""
+
+
+class Traced(Protocol):
+    """The `Served` of conftest.py: a server whose stderr (log lines and spans) the test reads."""
+
+    addr: str
+
+    def log_lines(self) -> list[dict[str, Any]]: ...
+
+    async def run_logged(self, event: str, request_id: str, *, within: float = ...) -> dict[str, Any]: ...
+
+
+@pytest.fixture(scope="module")
+def traced(serve_with: Callable[..., AbstractContextManager[Traced]]) -> Iterator[Traced]:
+    """A server of this module's own with tracing on, its spans on stderr."""
+    with serve_with(env={"OTEL_TRACES_EXPORTER": "console"}) as served:
+        yield served
+
+
+def host_span() -> trace.Span:
+    """A span of the host's with fresh random IDs, sampled, with a tracestate entry."""
+    return trace.NonRecordingSpan(
+        trace.SpanContext(
+            trace_id=secrets.randbits(128) | 1,  # never the invalid all-zero ID
+            span_id=secrets.randbits(64) | 1,
+            is_remote=False,
+            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+            trace_state=trace.TraceState([HOST_STATE]),
+        )
+    )
+
+
+async def spans_in(server: Traced, trace_id: str, names: set[str]) -> dict[str, dict[str, Any]]:
+    """The server's spans named `names` in the trace `trace_id` (32 hex), once all are exported."""
+    found: dict[str, dict[str, Any]] = {}
+    with anyio.move_on_after(SPAN_EXPORT_WITHIN):
+        while True:
+            found = {
+                line["name"]: line
+                for line in server.log_lines()
+                if line.get("name") in names
+                and isinstance(line.get("context"), dict)
+                and line["context"].get("trace_id") == f"0x{trace_id}"
+            }
+            if found.keys() == names:
+                return found
+            await anyio.sleep(0.05)
+    pytest.fail(f"within {SPAN_EXPORT_WITHIN} s the server exported only {sorted(found)} of trace {trace_id}")
+
+
+def request_id(what: str) -> str:
+    return f"traced-{what}-{uuid.uuid4().hex}"
+
+
+def test_the_metadata_carries_the_token_then_the_trace_context() -> None:
+    token = (("authorization", "Bearer t"),)
+    assert call_metadata(()) is None
+    assert call_metadata(token) == token
+
+    span = host_span()
+    host = span.get_span_context()
+    with trace.use_span(span):
+        attached = context.attach(baggage.set_baggage("tenant", "acme"))
+        try:
+            metadata = call_metadata(token)
+        finally:
+            context.detach(attached)
+
+    assert metadata is not None and metadata[0] == token[0]
+    assert dict(metadata[1:]) == {
+        "traceparent": f"00-{trace.format_trace_id(host.trace_id)}-{trace.format_span_id(host.span_id)}-01",
+        "tracestate": "=".join(HOST_STATE),
+        "baggage": "tenant=acme",
+    }
+
+
+WITHOUT_OPENTELEMETRY = textwrap.dedent(
+    """
+    import asyncio, importlib.abc, os, sys
+
+    class NoOpenTelemetry(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "opentelemetry" or name.startswith("opentelemetry."):
+                raise ImportError(f"opentelemetry is not installed for this host ({name})")
+            return None
+
+    sys.meta_path.insert(0, NoOpenTelemetry())
+    import threadline_client as tl
+
+    async def main():
+        async with tl.Client(os.environ["ADDR"], token=os.environ.get("TOKEN") or None) as client:
+            result = await client.run(tl.v1.RunSpec(text="hello"))
+            thread = await client.threads.create()
+        assert result.status is tl.v1.RunStatus.COMPLETED and thread.thread_id, (result, thread)
+        loaded = sorted(name for name in sys.modules if name.startswith("opentelemetry"))
+        assert not loaded, loaded
+        print("ok without opentelemetry")
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_the_sdk_runs_without_the_opentelemetry_api(server_addr: str, server_token: str | None) -> None:
+    env = {**os.environ, "ADDR": server_addr, "TOKEN": server_token or ""}
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", WITHOUT_OPENTELEMETRY],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok without opentelemetry"
