@@ -89,7 +89,9 @@ func WithMaxEventsPerMessage(n uint32) Option {
 }
 
 // WithDialOptions passes extra options to grpc.NewClient, e.g. interceptors or message size
-// limits. They are applied after the SDK's own.
+// limits. They are applied after the SDK's own; the host's interceptors run before the SDK's,
+// which adds the trace context (see Tracing in the README), so a span one of them starts is the
+// one the server continues.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
 }
@@ -116,7 +118,7 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	dial := make([]grpc.DialOption, 0, 3+len(o.dialOptions))
+	dial := make([]grpc.DialOption, 0, 5+len(o.dialOptions))
 	dial = append(dial, grpc.WithDefaultCallOptions(
 		grpc.MaxCallRecvMsgSize(o.maxMessage),
 		grpc.MaxCallSendMsgSize(o.maxMessage),
@@ -130,6 +132,7 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 		dial = append(dial, grpc.WithPerRPCCredentials(bearer{token: o.token, secure: o.tls != nil}))
 	}
 	dial = append(dial, o.dialOptions...)
+	dial = append(dial, traceInterceptors()...) // last: after any interceptor of the host's
 	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {
 		return nil, err

@@ -43,6 +43,10 @@
 // codes.Internal and no reason. Failures after a run started are not errors: they are a FAILED
 // [RunResult].
 //
+// Every call carries the OpenTelemetry trace context of its ctx (W3C traceparent and tracestate,
+// plus whatever the global propagator adds), so a tracing server continues the host's trace; with
+// no span in ctx nothing is sent. The SDK makes no spans of its own.
+//
 // The messages are the generated types of package
 // github.com/threadline-dev/threadline/clients/go/gen/threadline/v1; the common ones are
 // re-exported here as aliases, so most hosts import only this package.
