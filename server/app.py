@@ -38,6 +38,8 @@ from .runlog import log_run
 from .runs import ActiveRuns
 from .service import HarnessService
 from .threads import ThreadService
+from .tracing import CURRENT as TRACING
+from .tracing import tracing_from
 
 __all__ = ("ThreadlineServer", "serve")
 
@@ -110,7 +112,16 @@ class ThreadlineServer:
         """The running runs (tests read its size to prove nothing leaked)."""
         self.port: int | None = None
         """The bound port, once started."""
-        interceptors = [BearerTokenInterceptor(config.token)] if config.token else []
+        try:
+            self.tracing = tracing_from(config.otlp_endpoint, include_content=config.trace_content)
+            """OpenTelemetry traces (`--otlp-endpoint`, the OTEL_* variables), or `None`: nothing is traced."""
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        interceptors: list[grpc.aio.ServerInterceptor] = []
+        if self.tracing is not None:  # outermost, so that a refused token is traced too
+            interceptors.append(self.tracing.interceptor((SERVICE_NAME, THREAD_SERVICE_NAME)))
+        if config.token:
+            interceptors.append(BearerTokenInterceptor(config.token))
         self._server = grpc.aio.server(options=config.grpc_options(), interceptors=interceptors)
         self._store_kind, self._store_path = config.store_location()
         self.mounts = ServerMounts(config.mount_roots())
@@ -216,6 +227,9 @@ class ThreadlineServer:
             port = self.metrics.serve(self.config.host, self.config.metrics_port)
             log_run("metrics_listening", port=port)
             CURRENT.set(self.metrics)  # the RPC tasks the server starts from here inherit it
+        if self.tracing is not None:
+            TRACING.set(self.tracing)
+            log_run("tracing_on", exporters=list(self.tracing.exporters), content=self.config.trace_content)
         target = f"{'[' + self.config.host + ']' if ':' in self.config.host else self.config.host}:{self.config.port}"
         if self.config.tls_cert is not None and self.config.tls_key is not None:
             credentials = grpc.ssl_server_credentials(
@@ -247,11 +261,13 @@ class ThreadlineServer:
         await self._server.stop(max(0.0, left))
         await self._close_store()
         await self.mounts.close()
-        self._close_metrics()
+        await self._close_telemetry()
 
-    def _close_metrics(self) -> None:
+    async def _close_telemetry(self) -> None:
         if self.metrics is not None:
             self.metrics.close()
+        if self.tracing is not None:
+            await self.tracing.close()  # the last spans are exported before the process goes
 
     async def _close_store(self) -> None:
         if self.threads is not None:
@@ -265,7 +281,7 @@ class ThreadlineServer:
         await self._server.stop(grace)
         await self._close_store()
         await self.mounts.close()
-        self._close_metrics()
+        await self._close_telemetry()
 
     async def wait_for_termination(self) -> None:
         """Block until the server has stopped."""

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from harness.environment.config import MOUNT_NAME
 from harness.threads.database import StoreKind, postgresql_conninfo
@@ -206,6 +207,20 @@ class ServerConfig:
         "json", "--log-format", "log lines on stderr as json (one object per line) or text", metavar="FORMAT"
     )
     """`json`: one object per line for a log pipeline; `text`: `TS LEVEL EVENT key=value` for a terminal."""
+    otlp_endpoint: str | None = _setting(
+        None,
+        "--otlp-endpoint",
+        "export OpenTelemetry traces over OTLP/gRPC to this collector, e.g. http://127.0.0.1:4317 (https:// "
+        "for TLS); default: $OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, else no traces",
+        metavar="URL",
+    )
+    """Where traces go; `None` leaves it to the standard OTEL_* variables (no endpoint there: no traces)."""
+    trace_content: bool = _setting(
+        False,
+        "--trace-content",
+        "record prompts, model output and tool arguments and results in the spans (off: only their shape)",
+    )
+    """Whether pydantic-ai's spans carry message content; off by default, since prompts may be private."""
 
     @property
     def tls(self) -> bool:
@@ -242,6 +257,13 @@ class ServerConfig:
             raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}.", field="log_format")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError("--metrics-port must be between 0 and 65535.", field="metrics_port")
+        if self.otlp_endpoint is not None:
+            url = urlsplit(self.otlp_endpoint)
+            if url.scheme not in ("http", "https") or not url.hostname:
+                raise ConfigError(
+                    "--otlp-endpoint must be a URL like http://127.0.0.1:4317 (https:// for TLS).",
+                    field="otlp_endpoint",
+                )
         if not 0.5 <= self.lease_ttl_s <= 3600:
             raise ConfigError("--lease-ttl must be between 0.5 and 3600 seconds.", field="lease_ttl_s")
         self.store_location()

@@ -31,10 +31,9 @@ from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
-from grpc_status import rpc_status
 
 from .errors import ServerError, ServerReason
-from .mapping.errors import to_status
+from .mapping.errors import abort
 from .runlog import LOGGER
 
 __all__ = ("add_service", "service_handlers")
@@ -67,14 +66,13 @@ def _refusal(method: str, type_name: str) -> Callable[[_Undecodable, _Context], 
         f"The request body is not a valid protobuf encoding of `{type_name}`.",
         details={"method": method, "type": type_name},
     )
-    status = rpc_status.to_status(to_status(error))
 
     async def refuse(request: _Undecodable, context: _Context) -> None:
         LOGGER.warning(
             "request_undecodable",
             extra={"fields": {"method": method, "type": type_name, "bytes": request.size}},
         )
-        await context.abort(status.code, status.details, status.trailing_metadata)
+        await abort(context, error)  # counted and traced like every other refusal
 
     return refuse
 

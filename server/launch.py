@@ -36,6 +36,8 @@ from .metrics import CURRENT
 from .mounts import ServerMounts
 from .runlog import run_context
 from .runs import ActiveRuns
+from .tracing import CURRENT as TRACING
+from .tracing import RunSpan
 
 __all__ = ("ThreadLauncher", "start_stream", "unknown_agent")
 
@@ -89,6 +91,8 @@ def start_stream(
         else None
     )
     capabilities: list[AbstractCapability[Any]] = [capability] if capability is not None else []
+    if (tracing := TRACING.get()) is not None:
+        capabilities.append(tracing.instrumentation)  # pydantic-ai's model and tool spans, this run only
     bound = mounts.bind(previous_state, state_field=state_field)
     if bound and (shell := mounts.capability_for(agent.capabilities)) is not None:
         capabilities.append(shell)  # per run: the agent's definition is never changed (§12.2)
@@ -183,17 +187,18 @@ class ThreadLauncher:
         self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None], request_id: str, agent: str
     ) -> Iterator[None]:
         metrics, started = CURRENT.get(), time.monotonic()
+        fields = {"thread_id": stream.thread_id, "run_id": stream.run_id, "request_id": request_id}
+        span = RunSpan("threads", agent, fields)
         if metrics is not None:
             metrics.run_started("threads", agent)
         try:
-            with (
-                self._runs.admit(stream, cancel=cancel),
-                run_context(thread_id=stream.thread_id, run_id=stream.run_id, request_id=request_id),
-            ):
+            with self._runs.admit(stream, cancel=cancel), run_context(**fields):
+                span.start()
                 yield
         finally:
+            result = stream.result
+            status = result.status if result is not None else "interrupted"
+            span.end(status)
             if metrics is not None:
-                result = stream.result
-                status = result.status if result is not None else "interrupted"
                 usage = result.usage if result is not None else None
                 metrics.run_finished("threads", agent, status, time.monotonic() - started, usage)

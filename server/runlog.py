@@ -3,8 +3,8 @@ needs no parser.
 
 Every line logged while a run executes, ours and any library's (pydantic-ai, grpc, a tool's own logger),
 carries the run's `thread_id`, `run_id` and the host's `request_id` (`run_context`, a context variable the
-run's tasks inherit), so one grep finds a thread's whole story across replicas; `RunLog` writes a run's
-first and last line and its crash, if any.
+run's tasks inherit), and with traces on the current `trace_id` and `span_id`, so one grep finds a
+thread's whole story across replicas; `RunLog` writes a run's first and last line and its crash, if any.
 """
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from opentelemetry import trace
+
 from .metrics import CURRENT
+from .tracing import RunSpan
 
 if TYPE_CHECKING:
     from pydantic_ai.usage import RunUsage
@@ -56,10 +59,13 @@ def run_context(**fields: Any) -> Iterator[None]:
 
 
 class _RunFields(logging.Filter):
-    """Add the current run's ids to a record (a record's own fields win)."""
+    """Add the current run's ids and trace to a record (a record's own fields win)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         run = _RUN.get()
+        span = trace.get_current_span().get_span_context()  # the invalid span unless traces are on
+        if span.is_valid:
+            run = {**run, "trace_id": format(span.trace_id, "032x"), "span_id": format(span.span_id, "016x")}
         if run:
             setattr(record, _FIELDS, {**run, **getattr(record, _FIELDS, {})})
         return True
@@ -152,11 +158,13 @@ class RunLog:
         self._usage: RunUsage | None = None
         self._first = True
         self._metrics = CURRENT.get()
+        self._span = RunSpan("harness", agent, self.fields)
 
     def __enter__(self) -> RunLog:
         self._started = time.monotonic()
         self._context = run_context(**self.fields)
         self._context.__enter__()
+        self._span.start()
         log_run("run_started", agent=self._agent, **self.fields)
         if self._metrics is not None:
             self._metrics.run_started("harness", self._agent)
@@ -168,6 +176,7 @@ class RunLog:
         log_run("run_finished", status=status, duration_ms=duration_ms, **self._extra, **self.fields)
         if self._metrics is not None:
             self._metrics.run_finished("harness", self._agent, status, duration_ms / 1000, self._usage)
+        self._span.end(status, self._extra.get("reason"))
         self._context.__exit__(None, None, None)
 
     def ended(self, status: RunStatus, usage: RunUsage | None = None) -> None:

@@ -59,6 +59,8 @@ def test_the_file_sets_every_flag(tmp_path: Path) -> None:
         "metrics_port": ("9464", 9464),
         "log_level": ('"debug"', "debug"),
         "log_format": ('"text"', "text"),
+        "otlp_endpoint": ('"http://127.0.0.1:4317"', "http://127.0.0.1:4317"),
+        "trace_content": ("true", True),
     }
     fields = {setting.name: setting for setting in dataclasses.fields(ServerConfig)}
     assert set(values) == set(fields), "every ServerConfig field has a file key"

@@ -37,6 +37,7 @@ from harness.json_text import canonical_json
 
 from ..errors import ServerError, ServerReason, field_of
 from ..metrics import CURRENT
+from ..tracing import record_error
 
 __all__ = (
     "CUT_MARK",
@@ -367,8 +368,10 @@ async def abort(
     field: str | None = None,
 ) -> NoReturn:
     """End the RPC with the error's rich status (trailing `grpc-status-details-bin`)."""
+    reason = reason_of(error)
     if (metrics := CURRENT.get()) is not None:
-        metrics.rpc_errors.labels(reason_of(error)).inc()
+        metrics.rpc_errors.labels(reason).inc()
     status = rpc_status.to_status(to_status(error, field=field))
+    record_error(status.code, reason, error.message)
     await context.abort(status.code, status.details, status.trailing_metadata)
     raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
