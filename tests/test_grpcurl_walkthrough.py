@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ServeProcess
+from conftest import REPO, THREADLINE, ServeProcess
 from setup_tools import go_bin_dir, setup_tool
 
 DOC = REPO / "docs" / "grpcurl.md"
@@ -66,6 +66,7 @@ def test_the_doc_has_every_walkthrough_step() -> None:
     assert "shell-bg" in codes and "shell-wait 8" in codes
     assert "ask-child" in codes and "resume-child" in codes and "lineage: $c.parent" in codes
     assert [step.serve for step in steps() if step.serve] == [("--mount", "work=local:$WORK")]
+    assert "traceparent" in codes and "OTEL_TRACES_EXPORTER=console threadline serve" in codes
 
 
 def test_grpcurl_is_the_one_setup_installs(tmp_path: Path) -> None:
@@ -93,7 +94,8 @@ def test_walkthrough_runs_verbatim(serve_process: Callable[..., ServeProcess], t
         **os.environ,
         "ADDR": running.address,
         "WORK": str(work),
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        # grpcurl as setup installs it; `threadline` as the venv has it (the traces step starts one).
+        "PATH": os.pathsep.join((str(bin_dir), str(THREADLINE.parent), os.environ["PATH"])),
     }
     for index, step in enumerate(steps()):
         if step.serve is not None:
