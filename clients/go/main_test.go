@@ -41,14 +41,21 @@ func runTests(m *testing.M) int {
 // startServer starts `<repo>/.venv/bin/threadline serve --port 0 [args]` and returns the
 // address from its first stdout line ("listening on <host>:<port>").
 func startServer(args ...string) (stop func(), addr string, err error) {
+	stop, addr, _, err = startServerEnv(nil, args...)
+	return stop, addr, err
+}
+
+// startServerEnv is startServer with env added to the server's environment; it also returns
+// the file that collects the server's stderr (its logs), removed by stop.
+func startServerEnv(env []string, args ...string) (stop func(), addr, logPath string, err error) {
 	root, err := repoRoot()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	bin := filepath.Join(root, ".venv", "bin", "threadline")
 	logs, err := os.CreateTemp("", "threadline-server-*.log")
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	// Every server of the suite keeps its threads in memory unless the caller names a store.
 	base := []string{"serve", "--port", "0"}
@@ -64,13 +71,14 @@ func startServer(args ...string) (stop func(), addr string, err error) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, "", fmt.Errorf("start %s (set THREADLINE_ADDR to use a running server): %w", bin, err)
+		return nil, "", "", fmt.Errorf("start %s (set THREADLINE_ADDR to use a running server): %w", bin, err)
 	}
 	var logTail string
 	stop = func() {
@@ -100,13 +108,13 @@ func startServer(args ...string) (stop func(), addr string, err error) {
 	select {
 	case line := <-lines:
 		if addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on "); ok {
-			return stop, addr, nil
+			return stop, addr, logs.Name(), nil
 		}
 		stop()
-		return nil, "", fmt.Errorf("server's first line is %q, not \"listening on <host>:<port>\"; its log:\n%s", line, logTail)
+		return nil, "", "", fmt.Errorf("server's first line is %q, not \"listening on <host>:<port>\"; its log:\n%s", line, logTail)
 	case <-time.After(60 * time.Second):
 		stop()
-		return nil, "", fmt.Errorf("server did not print its address within 60s; its log:\n%s", logTail)
+		return nil, "", "", fmt.Errorf("server did not print its address within 60s; its log:\n%s", logTail)
 	}
 }
 
