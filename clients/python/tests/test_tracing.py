@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import anyio
 import pytest
+import threadline_client as tl
 from opentelemetry import baggage, context, trace
 from threadline_client._tracing import call_metadata
 
@@ -84,6 +85,60 @@ async def spans_in(server: Traced, trace_id: str, names: set[str]) -> dict[str, 
 
 def request_id(what: str) -> str:
     return f"traced-{what}-{uuid.uuid4().hex}"
+
+
+async def test_every_call_continues_the_host_span(traced: Traced) -> None:
+    span = host_span()
+    host = span.get_span_context()
+    trace_id, span_id = trace.format_trace_id(host.trace_id), trace.format_span_id(host.span_id)
+    run_request, thread_request = request_id("run"), request_id("thread-run")
+
+    async with tl.Client(traced.addr, timeout=60.0) as client:
+        with trace.use_span(span):
+            await client.get_server_info()
+            await client.run(tl.RunSpec(text="hello", request_id=run_request))
+            async with client.stream_run(tl.RunSpec(text="hello")) as stream:
+                await stream.collect()
+            thread = await client.threads.create()
+            await client.threads.run(thread.thread_id, text="hello", request_id=thread_request)
+            await client.threads.stream(thread.thread_id, text="hello").collect()
+
+    names = {
+        "threadline.v1.HarnessService/GetServerInfo",
+        "threadline.v1.HarnessService/Run",
+        "threadline.v1.HarnessService/StreamRun",
+        "threadline.v1.ThreadService/CreateThread",
+        "threadline.v1.ThreadService/RunThread",
+        "threadline.v1.ThreadService/StreamThreadRun",
+    }
+    spans = await spans_in(traced, trace_id, names)
+    for name, server_span in spans.items():
+        continued = (server_span["kind"], server_span["parent_id"], server_span["context"]["trace_state"])
+        assert continued == ("SpanKind.SERVER", f"0x{span_id}", repr(host.trace_state)), (name, server_span)
+    for request in (run_request, thread_request):
+        started = await traced.run_logged("run_started", request)
+        assert started["trace_id"] == trace_id, started
+
+
+async def test_without_a_host_span_each_call_starts_its_own_trace(traced: Traced) -> None:
+    assert not trace.get_current_span().get_span_context().is_valid
+    run_request, thread_request = request_id("untraced-run"), request_id("untraced-thread-run")
+
+    async with tl.Client(traced.addr, timeout=60.0) as client:
+        await client.run(tl.RunSpec(text="hello", request_id=run_request))
+        thread = await client.threads.create()
+        await client.threads.run(thread.thread_id, text="hello", request_id=thread_request)
+
+    traces = set()
+    for request, name in (
+        (run_request, "threadline.v1.HarnessService/Run"),
+        (thread_request, "threadline.v1.ThreadService/RunThread"),
+    ):
+        trace_id = (await traced.run_logged("run_started", request))["trace_id"]
+        spans = await spans_in(traced, trace_id, {name})
+        assert spans[name]["parent_id"] is None, spans[name]
+        traces.add(trace_id)
+    assert len(traces) == 2
 
 
 def test_the_metadata_carries_the_token_then_the_trace_context() -> None:
