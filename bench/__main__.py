@@ -194,6 +194,25 @@ def _met(comparison: str, value: float, threshold: float) -> bool:
     return value <= threshold if comparison == "<=" else value >= threshold
 
 
+async def _runs_section(
+    stack: contextlib.ExitStack, server: ServerProcess, channel: grpc.aio.Channel, sizes: Sizes
+) -> dict[str, Any]:
+    """(a), with a second server that has metrics and traces on (exporting to `bench.otlp_sink`)."""
+    sink = Helper("bench.otlp_sink").start()
+    stack.callback(sink.close)
+    endpoint = f"http://127.0.0.1:{sink.wait_ready()['port']}"
+    observed = stack.enter_context(ServerProcess(args=("--metrics-port", "0", "--otlp-endpoint", endpoint)))
+    async with grpc.aio.insecure_channel(observed.address, options=CHANNEL_OPTIONS) as observed_channel:
+        section = await run_section(
+            server, channel, (observed, observed_channel), runs=sizes.runs_per_round, rounds=sizes.rounds
+        )
+    observed.__exit__()  # flushes its last spans to the sink
+    assert sink.process is not None and sink.process.stdin is not None
+    sink.process.stdin.close()  # the sink answers with its count and exits
+    section["spans_exported"] = sink.result()["spans"]
+    return section
+
+
 async def _server_sections(sizes: Sizes, wanted: str, smoke: bool, report: dict[str, Any]) -> None:
     """Every section that needs the server, on one server process (and one bare grpcio server)."""
     sections = report["sections"]
@@ -204,9 +223,7 @@ async def _server_sections(sizes: Sizes, wanted: str, smoke: bool, report: dict[
         bare.wait_ready()
         async with grpc.aio.insecure_channel(server.address, options=CHANNEL_OPTIONS) as channel:
             if "a" in wanted:
-                sections["a_runs"] = await run_section(
-                    server, channel, runs=sizes.runs_per_round, rounds=sizes.rounds
-                )
+                sections["a_runs"] = await _runs_section(stack, server, channel, sizes)
             if "d" in wanted or "f" in wanted:
                 states = await build_thread(channel, max(sizes.turns, *sizes.checkpoint_turns))
                 if "d" in wanted:

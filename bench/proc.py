@@ -138,6 +138,8 @@ class ServerProcess:
 
     store: str = "memory"
     """`--store`: `memory`, or `sqlite:PATH` of a file this benchmark owns (never the default file)."""
+    args: tuple[str, ...] = ()
+    """More `threadline serve` flags (e.g. (a)'s observed server's metrics and traces)."""
     process: subprocess.Popen[str] | None = None
     address: str = ""
 
@@ -155,6 +157,7 @@ class ServerProcess:
             *agents,
             "--default-agent",
             "scenario",
+            *self.args,
         ]
         # Logs (one JSON line per run start and end) are part of the server's cost; they are read
         # and dropped so the pipe never fills.

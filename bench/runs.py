@@ -1,4 +1,5 @@
-"""(a) One run, five ways: plain pydantic-ai, the harness in-process, gRPC `Run`, gRPC `StreamRun`.
+"""(a) One run, seven ways: plain pydantic-ai, the harness in-process, gRPC `Run` and `StreamRun`, and
+those two on a server with everything observable on.
 
 The run is `bench.agents.scenario` on a new thread: 3 model requests, 2 calls to a plain local tool,
 a streamed answer. pydantic-ai runs it with `Agent.run_stream_events` (every event consumed), the
@@ -6,6 +7,11 @@ harness with `ExecutableAgent.stream` (every item consumed), the server with `Ru
 `StreamRun` (every event read) from this process over loopback; `StreamRun` as the SDKs call it
 (`max_events_per_message` 64: events ready at once share a message) and with one event per message. Cost is CPU per run: this process's
 for the in-process variants, the server process's for the gRPC ones (the client's is not counted).
+
+The observed server has `--metrics-port` and `--otlp-endpoint` (to `bench.otlp_sink`, a process of its
+own): `run_observed_over_run` is what turning metrics and traces on costs a run, its batch exporter's
+thread included. What they cost when off is the plain server's figures against a commit without them
+(`python -m bench.compare`).
 """
 
 from __future__ import annotations
@@ -23,21 +29,40 @@ from .wire import PER_MESSAGE, events_of
 
 __all__ = ("run_section",)
 
-VARIANTS = ("pydantic_ai", "in_process", "grpc_run", "grpc_stream_run", "grpc_stream_run_single")
+VARIANTS = (
+    "pydantic_ai",
+    "in_process",
+    "grpc_run",
+    "grpc_stream_run",
+    "grpc_stream_run_single",
+    "grpc_run_observed",
+    "grpc_stream_run_observed",
+)
 
 
 async def run_section(
-    server: ServerProcess, channel: grpc.aio.Channel, *, runs: int, rounds: int
+    server: ServerProcess,
+    channel: grpc.aio.Channel,
+    observed: tuple[ServerProcess, grpc.aio.Channel],
+    *,
+    runs: int,
+    rounds: int,
 ) -> dict[str, Any]:
     native = native_agent()
     agent = scenario()
     stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
+    observed_server, observed_channel = observed
+    observed_stub = harness_service_pb2_grpc.HarnessServiceStub(observed_channel)
     spec = run_pb2.RunSpec(agent="scenario", text=PROMPT)
     run_request = harness_service_pb2.RunRequest(spec=spec)
     stream_request = harness_service_pb2.StreamRunRequest(spec=spec, max_events_per_message=PER_MESSAGE)
     single_request = harness_service_pb2.StreamRunRequest(spec=spec)
     events = {"pydantic_ai": 0, "in_process": 0, "grpc_stream_run": 0, "grpc_stream_run_single": 0}
     messages = {"grpc_stream_run": 0, "grpc_stream_run_single": 0}
+    servers = dict.fromkeys(VARIANTS, server) | {
+        "grpc_run_observed": observed_server,
+        "grpc_stream_run_observed": observed_server,
+    }
 
     async def pydantic_ai() -> None:
         async with native.run_stream_events(PROMPT) as stream:
@@ -63,12 +88,22 @@ async def run_section(
             events["grpc_stream_run_single"] += 1
             messages["grpc_stream_run_single"] += 1
 
+    async def grpc_run_observed() -> None:
+        response = await observed_stub.Run(run_request)
+        assert response.result.status == run_pb2.RUN_STATUS_COMPLETED
+
+    async def grpc_stream_run_observed() -> None:
+        async for _ in observed_stub.StreamRun(stream_request):
+            pass
+
     calls: dict[str, tuple[Callable[[], Awaitable[None]], bool]] = {
         "pydantic_ai": (pydantic_ai, False),
         "in_process": (in_process, False),
         "grpc_run": (grpc_run, True),
         "grpc_stream_run": (grpc_stream_run, True),
         "grpc_stream_run_single": (grpc_stream_run_single, True),
+        "grpc_run_observed": (grpc_run_observed, True),
+        "grpc_stream_run_observed": (grpc_stream_run_observed, True),
     }
     for call, _ in calls.values():  # warm-up: imports, schema builds, connections
         for _ in range(3):
@@ -83,7 +118,7 @@ async def run_section(
         for name in order:
             call, remote = calls[name]
             costs[name] = await (
-                server_cpu_per_call(server, call, runs) if remote else cpu_per_call(call, runs)
+                server_cpu_per_call(servers[name], call, runs) if remote else cpu_per_call(call, runs)
             )
         measured.append(costs)
     per_run_events = {key: value / (runs * rounds) for key, value in events.items()}
@@ -103,5 +138,9 @@ async def run_section(
                 measured, "grpc_stream_run_single", "in_process"
             ),
             "run_over_in_process": median_ratio(measured, "grpc_run", "in_process"),
+            "run_observed_over_run": median_ratio(measured, "grpc_run_observed", "grpc_run"),
+            "stream_run_observed_over_stream_run": median_ratio(
+                measured, "grpc_stream_run_observed", "grpc_stream_run"
+            ),
         },
     }
