@@ -39,6 +39,7 @@ import { CheckpointForm, type RunResult, type RunSpec, RunSpecSchema } from "./g
 import type { HarnessState } from "./gen/threadline/v1/state_pb.js";
 import { ThreadService } from "./gen/threadline/v1/thread_service_pb.js";
 import { Threads } from "./threads.js";
+import { traceContextInterceptor } from "./tracing.js";
 
 export type { CallOptions } from "./calls.js";
 
@@ -62,7 +63,7 @@ export interface ThreadlineClientOptions {
   timeoutMs?: number;
   /** The default deadline of `run` and `streamRun` in ms (default `DEFAULT_RUN_TIMEOUT_MS`); 0 = none. */
   runTimeoutMs?: number;
-  /** Extra Connect interceptors, run after the one that adds the token. */
+  /** Extra Connect interceptors, run after the SDK's (the token, the trace context). */
   interceptors?: Interceptor[];
   /**
    * How many events one `streamRun` response may carry (default `DEFAULT_MAX_EVENTS_PER_MESSAGE`),
@@ -179,7 +180,9 @@ export function createThreadlineClient(options: ThreadlineClientOptions): Thread
       return next(request);
     });
   }
-  interceptors.push(...(options.interceptors ?? []));
+  // The host's trace context (when `@opentelemetry/api` is there), before the host's own
+  // interceptors, which may still change it.
+  interceptors.push(traceContextInterceptor, ...(options.interceptors ?? []));
   const transport = createGrpcTransport({ baseUrl, sessionManager, interceptors });
   const service = createClient(HarnessService, transport);
   const unaryTimeout = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
