@@ -70,7 +70,11 @@ def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
         "grpc_run",
         "grpc_stream_run",
         "grpc_stream_run_single",
+        "grpc_run_observed",
+        "grpc_stream_run_observed",
     }
+    assert runs["spans_exported"] > 0  # the observed server's traces reached the sink
+    assert {"run_observed_over_run", "stream_run_observed_over_stream_run"} <= set(runs["ratios"])
     # The server streams exactly the harness's items, one message each.
     assert runs["events_per_run"]["grpc_stream_run"] == runs["events_per_run"]["in_process"]
     assert runs["events_per_run"]["grpc_stream_run_single"] == runs["events_per_run"]["in_process"]
