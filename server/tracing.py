@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -178,7 +178,7 @@ class RunSpan:
             f"threadline.{key}": value for key, value in fields.items() if value
         }
         self._span: trace.Span | None = None
-        self._token: object = None
+        self._token: Token[otel_context.Context] | None = None
 
     def start(self) -> None:
         if self._tracing is None:
@@ -199,7 +199,8 @@ class RunSpan:
             span.set_attribute("threadline.error.reason", reason)
         if status in _FAILED_RUNS:
             span.set_status(Status(StatusCode.ERROR, reason or status))
-        otel_context.detach(self._token)  # type: ignore[arg-type]
+        if self._token is not None:
+            otel_context.detach(self._token)
         span.end()
 
 
