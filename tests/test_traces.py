@@ -269,3 +269,24 @@ def test_trace_settings_this_server_cannot_serve_refuse_to_start(
 ) -> None:
     with pytest.raises(RuntimeError, match=message):
         spawn_serve(*args, env=env)
+
+
+def test_malformed_trace_headers_start_a_new_trace() -> None:
+    hostile = (
+        ("traceparent", "00-" + "z" * 32 + "-" + "0" * 16 + "-01"),
+        ("tracestate", ",".join(f"k{i}=v{i}" for i in range(500))),
+        ("baggage", "a=" + "b" * 7000 + ",%%%=;;"),
+    )
+    zero_trace = (("traceparent", "00-" + "0" * 32 + "-" + "1" * 16 + "-01"),)  # an invalid (all-zero) id
+    with (
+        receiver() as (spans, endpoint),
+        logged_serve("--otlp-endpoint", endpoint, env=FAST_EXPORT) as running,
+    ):
+        result = run(running.address, "hello", hostile)
+        zero = run(running.address, "hello", zero_trace)
+        assert running.stop() == 0
+    assert result.status == zero.status == run_pb2.RUN_STATUS_COMPLETED
+    rpcs = spans.named("threadline.v1.HarnessService/Run")
+    assert len(rpcs) == 2
+    assert all(span.parent_id == "" for span in rpcs)  # each a root of a trace of its own
+    assert len({span.trace_id for span in rpcs}) == 2
