@@ -112,11 +112,8 @@ class ThreadlineServer:
         """The running runs (tests read its size to prove nothing leaked)."""
         self.port: int | None = None
         """The bound port, once started."""
-        try:
-            self.tracing = tracing_from(config.otlp_endpoint, include_content=config.trace_content)
-            """OpenTelemetry traces (`--otlp-endpoint`, the OTEL_* variables), or `None`: nothing is traced."""
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
+        self.tracing = tracing_from(config.otlp_endpoint, include_content=config.trace_content)
+        """OpenTelemetry traces (`--otlp-endpoint`, the OTEL_* variables), or `None`: nothing is traced."""
         interceptors: list[grpc.aio.ServerInterceptor] = []
         if self.tracing is not None:  # outermost, so that a refused token is traced too
             interceptors.append(self.tracing.interceptor((SERVICE_NAME, THREAD_SERVICE_NAME)))

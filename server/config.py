@@ -18,6 +18,7 @@ from harness.environment.config import MOUNT_NAME
 from harness.threads.database import StoreKind, postgresql_conninfo
 
 from .runlog import LOG_FORMATS, LOG_LEVELS
+from .tracing import exporter_names
 
 __all__ = (
     "DEFAULT_HOST",
@@ -43,6 +44,8 @@ DEFAULT_PACK_WINDOW_MS = 1.0
 """1 ms: far below what a reader can see, and long enough to pack a fast model's burst (`server.outbox`)."""
 UNACCEPTED_CALL_WAIT_S = 300
 """How long grpc keeps a call the busy server has not accepted yet before cancelling it (grpc: 30 s)."""
+MAX_METADATA_BYTES = 16 << 10
+"""The one limit on a request's metadata, soft and hard alike (grpc: 8 KiB soft, 16 KiB hard)."""
 
 
 def default_store_path() -> Path:
@@ -264,6 +267,10 @@ class ServerConfig:
                     "--otlp-endpoint must be a URL like http://127.0.0.1:4317 (https:// for TLS).",
                     field="otlp_endpoint",
                 )
+        try:
+            exporter_names(self.otlp_endpoint)  # the OTEL_* variables this server would trace with
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         if not 0.5 <= self.lease_ttl_s <= 3600:
             raise ConfigError("--lease-ttl must be between 0.5 and 3600 seconds.", field="lease_ttl_s")
         self.store_location()
@@ -375,4 +382,8 @@ class ServerConfig:
             # those still waiting after 30 s (CANCELLED, before `--max-concurrent-runs` is even asked).
             # A client's deadline still bounds the wait.
             ("grpc.server_max_unrequested_time_in_server", UNACCEPTED_CALL_WAIT_S),
+            # Request metadata (tokens, traceparent, tracestate, baggage) up to 16 KiB, and above it
+            # always RESOURCE_EXHAUSTED: grpc's default refuses metadata between 8 and 16 KiB at random.
+            ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+            ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
         ]

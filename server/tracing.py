@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
-__all__ = ("CURRENT", "RunSpan", "Tracing", "record_error", "tracing_from")
+__all__ = ("CURRENT", "RunSpan", "Tracing", "exporter_names", "record_error", "tracing_from")
 
 CURRENT: ContextVar[Tracing | None] = ContextVar("threadline_tracing", default=None)
 """The serving server's tracing: set when it starts, so its RPC tasks (which inherit it) can trace."""
@@ -66,50 +66,50 @@ def _one_line(span: ReadableSpan) -> str:
     return f"{span.to_json(indent=None)}\n"
 
 
-def _exporters(otlp_endpoint: str | None, environ: Mapping[str, str]) -> dict[str, SpanExporter]:
-    """The exporters the flag and the standard environment variables ask for (none: tracing is off)."""
+def exporter_names(otlp_endpoint: str | None, environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """Where the flag and the standard variables ask spans to go: `otlp`, `console`, both, or none (off).
+
+    Raises:
+        ValueError: an exporter or OTLP protocol this server does not have (`ServerConfig.check`).
+    """
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return {}
+        return ()
     names = [name.strip() for name in environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",") if name.strip()]
     if unknown := [name for name in names if name not in _EXPORTERS]:
         raise ValueError(
             f"OTEL_TRACES_EXPORTER names {', '.join(unknown)}: this server exports traces with "
             f"{', '.join(_EXPORTERS)}."
         )
-    exporters: dict[str, SpanExporter] = {}
     endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    if otlp_endpoint is not None or ("otlp" in names and endpoint):
-        protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get(
-            "OTEL_EXPORTER_OTLP_PROTOCOL"
+    otlp = otlp_endpoint is not None or ("otlp" in names and bool(endpoint))
+    protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+    if otlp and protocol not in (None, "", "grpc"):
+        raise ValueError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL is {protocol!r}: this server sends OTLP over gRPC; set it to grpc "
+            "(or unset it) and point the endpoint at the collector's gRPC port (4317)."
         )
-        if protocol not in (None, "", "grpc"):
-            raise ValueError(
-                f"OTEL_EXPORTER_OTLP_PROTOCOL is {protocol!r}: this server sends OTLP over gRPC; set it to grpc "
-                "(or unset it) and point the endpoint at the collector's gRPC port (4317)."
-            )
-        # Imported only when asked for (here and below): a server without traces does not load the SDK.
+    return (*(("otlp",) if otlp else ()), *(("console",) if "console" in names else ()))
+
+
+def _exporter(name: str, otlp_endpoint: str | None) -> SpanExporter:
+    # Imported only when asked for: a server without traces does not load the SDK.
+    if name == "otlp":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         # The exporter reads the rest itself: headers, certificates, compression, timeout, `insecure`.
-        exporters["otlp"] = OTLPSpanExporter(endpoint=otlp_endpoint)
-    if "console" in names:
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+        return OTLPSpanExporter(endpoint=otlp_endpoint)
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        # stderr, one object per line like the logs: stdout carries only `listening on ...`.
-        exporters["console"] = ConsoleSpanExporter(out=sys.stderr, formatter=_one_line)
-    return exporters
+    # stderr, one object per line like the logs: stdout carries only `listening on ...`.
+    return ConsoleSpanExporter(out=sys.stderr, formatter=_one_line)
 
 
 def tracing_from(
     otlp_endpoint: str | None, *, include_content: bool, environ: Mapping[str, str] = os.environ
 ) -> Tracing | None:
-    """The server's tracing, or `None` when neither `--otlp-endpoint` nor the environment asks for traces.
-
-    Raises:
-        ValueError: the environment names an exporter or OTLP protocol this server does not have.
-    """
-    exporters = _exporters(otlp_endpoint, environ)
-    if not exporters:
+    """The server's tracing, or `None` when neither `--otlp-endpoint` nor the environment asks for traces."""
+    names = exporter_names(otlp_endpoint, environ)
+    if not names:
         return None
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -122,9 +122,9 @@ def tracing_from(
         attributes["service.name"] = "threadline"
     # The provider reads OTEL_TRACES_SAMPLER[_ARG] and the OTEL_BSP_* batch settings itself.
     provider = TracerProvider(resource=Resource.create(attributes))
-    for exporter in exporters.values():
-        provider.add_span_processor(BatchSpanProcessor(exporter))
-    return Tracing(provider, include_content=include_content, exporters=tuple(exporters))
+    for name in names:
+        provider.add_span_processor(BatchSpanProcessor(_exporter(name, otlp_endpoint)))
+    return Tracing(provider, include_content=include_content, exporters=names)
 
 
 class Tracing:

@@ -210,3 +210,21 @@ async def test_incomplete_resume_is_invalid(stub: Stub) -> None:
         )
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error_info(caught.value).reason.startswith("DEFERRED_")
+
+
+async def test_request_metadata_is_accepted_or_refused_by_size_alone(stub: Stub) -> None:
+    """grpc's default accepts metadata above 8 KiB at random (a soft limit); the server's one limit is 16 KiB."""
+
+    async def outcome(size: int) -> set[grpc.StatusCode]:
+        metadata = (("baggage", "a=" + "b" * size),)
+        codes = set()
+        for _ in range(20):  # at the default soft limit, about half of these would be refused
+            try:
+                await stub.NewState(harness_service_pb2.NewStateRequest(), metadata=metadata)
+                codes.add(grpc.StatusCode.OK)
+            except grpc.aio.AioRpcError as error:
+                codes.add(error.code())
+        return codes
+
+    assert await outcome(12 << 10) == {grpc.StatusCode.OK}
+    assert await outcome(20 << 10) == {grpc.StatusCode.RESOURCE_EXHAUSTED}

@@ -7,7 +7,9 @@ flushes the rest when SIGTERM stops it, so each test reads the spans after the s
 
 from __future__ import annotations
 
+import os
 import secrets
+import subprocess
 import threading
 from collections.abc import Iterator
 from concurrent import futures
@@ -17,7 +19,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import spawn_serve
+from conftest import REPO, THREADLINE, spawn_serve
 from logged_serve import LoggedServe, logged_serve
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
@@ -274,8 +276,8 @@ def test_trace_settings_this_server_cannot_serve_refuse_to_start(
 def test_malformed_trace_headers_start_a_new_trace() -> None:
     hostile = (
         ("traceparent", "00-" + "z" * 32 + "-" + "0" * 16 + "-01"),
-        ("tracestate", ",".join(f"k{i}=v{i}" for i in range(500))),
-        ("baggage", "a=" + "b" * 7000 + ",%%%=;;"),
+        ("tracestate", ",".join(f"k{i}=v{i}" for i in range(500))),  # W3C allows 32 members
+        ("baggage", "a=" + "b" * 7000 + ",%%%=;;"),  # and 8192 bytes; the server takes 16 KiB in all
     )
     zero_trace = (("traceparent", "00-" + "0" * 32 + "-" + "1" * 16 + "-01"),)  # an invalid (all-zero) id
     with (
@@ -290,3 +292,13 @@ def test_malformed_trace_headers_start_a_new_trace() -> None:
     assert len(rpcs) == 2
     assert all(span.parent_id == "" for span in rpcs)  # each a root of a trace of its own
     assert len({span.trace_id for span in rpcs}) == 2
+
+
+def test_config_check_refuses_trace_settings_serve_would_refuse() -> None:
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "zipkin"}
+    example = str(REPO / "docs" / "threadline.example.toml")
+    checked = subprocess.run(
+        [str(THREADLINE), "config", "check", example], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 2
+    assert "OTEL_TRACES_EXPORTER names zipkin" in checked.stderr
