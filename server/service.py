@@ -494,7 +494,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
     async def GetServerInfo(
         self, request: harness_service_pb2.GetServerInfoRequest, context: Context
     ) -> harness_service_pb2.GetServerInfoResponse:
-        return harness_service_pb2.GetServerInfoResponse(
+        info = harness_service_pb2.GetServerInfoResponse(
             schema_versions=list(SCHEMA_VERSIONS),
             history_formats=[
                 harness_service_pb2.HistoryFormat(
@@ -526,3 +526,8 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             thread_store=self._thread_store,
             environment_providers=self._mounts.provider_infos(),
         )
+        # Many agents and tools under a small --max-message-bytes: a typed refusal, not grpc's bare one.
+        size = info.ByteSize() + ENVELOPE_BYTES
+        if size > self._max_message_bytes:
+            await abort(context, self._too_large(size))
+        return info

@@ -132,3 +132,16 @@ async def test_an_event_too_large_to_send_never_joins_a_queued_response() -> Non
     queued = await outbox.take()
     assert queued is not None and [e.lifecycle.payload_json for e in queued.events] == ["{}"]
     assert queued.ByteSize() < 4096
+
+
+async def test_server_info_over_the_limit_is_a_typed_error(start_server: StartServer) -> None:
+    """The demo's agents and tools take over a KiB: under a 512-byte limit the answer cannot go out."""
+    tiny = await start_server(max_message_bytes=512)
+    async with grpc.aio.insecure_channel(tiny.address) as channel:
+        stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.GetServerInfo(harness_service_pb2.GetServerInfoRequest())
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    info = error_info(refused.value)
+    assert info is not None and info.reason == "RESPONSE_TOO_LARGE"
+    assert int(info.metadata["size"]) > 512 and info.metadata["limit"] == "512"
