@@ -11,11 +11,13 @@ own whose log lines (JSON, one per run start and end) tests can read.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import queue
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -202,3 +204,55 @@ def _stop(process: subprocess.Popen[str]) -> None:
 async def client(server_addr: str, server_token: str | None) -> AsyncIterator[tl.Client]:
     async with tl.Client(server_addr, token=server_token, timeout=60.0) as client:
         yield client
+
+
+_HOST_WITHOUT = """
+import asyncio, importlib.abc, os, sys
+
+PACKAGE = os.environ["WITHOUT"]
+
+def _blocked(name):
+    return name == PACKAGE or name.startswith(PACKAGE + ".")
+
+class Without(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if _blocked(name):
+            raise ImportError(f"{PACKAGE} is not installed for this host ({name})")
+        return None
+
+sys.meta_path.insert(0, Without())
+import threadline_client as tl
+
+async def main():
+    async with tl.Client(os.environ["ADDR"], token=os.environ.get("TOKEN") or None) as client:
+{body}
+    loaded = sorted(name for name in sys.modules if _blocked(name))
+    assert not loaded, loaded
+    print("ok")
+
+asyncio.run(main())
+"""
+
+
+@pytest.fixture(scope="session")
+def host_without(server_addr: str, server_token: str | None) -> Callable[..., None]:
+    """`host_without(package, body)`: run `body` (statements using `client` and `tl`) in a host process
+    where `package` cannot be imported, against the suite's server, and check that it succeeds without
+    loading any of it (`strict=True`: with warnings as errors)."""
+    return functools.partial(_run_host_without, addr=server_addr, token=server_token)
+
+
+def _run_host_without(package: str, body: str, *, addr: str, token: str | None, strict: bool = False) -> None:
+    script = _HOST_WITHOUT.replace(
+        "{body}", "\n".join(f"        {line}" for line in body.strip().splitlines())
+    )
+    env = {**os.environ, "ADDR": addr, "TOKEN": token or "", "WITHOUT": package}
+    done = subprocess.run(
+        [sys.executable, *(["-W", "error"] if strict else []), "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
