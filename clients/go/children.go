@@ -96,11 +96,21 @@ type childAnswer struct {
 	Output      json.RawMessage `json:"output,omitempty"`
 }
 
-// returnChild records answer as the result of the child request call.
-func (a *Answers) returnChild(call *DeferredToolCall, answer childAnswer) error {
-	value, err := json.Marshal(answer)
+// childRequestOf returns the child request of call, or the error for a call that is none.
+func childRequestOf(call *DeferredToolCall) (*ChildRequest, error) {
+	request := call.GetChild()
+	if request == nil {
+		return nil, fmt.Errorf("threadline: call %s is not a child request", call.GetToolCallId())
+	}
+	return request, nil
+}
+
+// returnChild records the child answer of request with status (and output) as the result of
+// call.
+func (a *Answers) returnChild(call *DeferredToolCall, request *ChildRequest, status string, output json.RawMessage) error {
+	value, err := json.Marshal(childAnswer{ExecutionID: request.GetThreadId(), Subagent: request.GetSubagentName(), Status: status, Output: output})
 	if err != nil {
-		return fmt.Errorf("threadline: encode the answer of child %s: %w", answer.ExecutionID, err)
+		return fmt.Errorf("threadline: encode the answer of child %s: %w", request.GetThreadId(), err)
 	}
 	a.ReturnJSON(call.GetToolCallId(), string(value))
 	return nil
@@ -111,11 +121,11 @@ func (a *Answers) returnChild(call *DeferredToolCall, answer childAnswer) error 
 // goes on while the host runs the child, and its model may ask for the child's outcome later
 // (resume_subagent, a CHILD_ACTION_CONTINUE request for the same thread).
 func (a *Answers) AnswerChildRunning(call *DeferredToolCall) error {
-	request := call.GetChild()
-	if request == nil {
-		return fmt.Errorf("threadline: call %s is not a child request", call.GetToolCallId())
+	request, err := childRequestOf(call)
+	if err != nil {
+		return err
 	}
-	return a.returnChild(call, childAnswer{ExecutionID: request.GetThreadId(), Subagent: request.GetSubagentName(), Status: "running"})
+	return a.returnChild(call, request, "running", nil)
 }
 
 // AnswerChild answers the parent's child request call with the child's terminal result: for a
@@ -125,9 +135,9 @@ func (a *Answers) AnswerChildRunning(call *DeferredToolCall) error {
 // child_cancelled). A SUSPENDED child has no answer yet (ErrChildSuspended); neither has a
 // result of another thread, nor a call that is no child request.
 func (a *Answers) AnswerChild(call *DeferredToolCall, result *RunResult) error {
-	request := call.GetChild()
-	if request == nil {
-		return fmt.Errorf("threadline: call %s is not a child request", call.GetToolCallId())
+	request, err := childRequestOf(call)
+	if err != nil {
+		return err
 	}
 	if result.GetThreadId() != request.GetThreadId() {
 		return fmt.Errorf("threadline: result of thread %q does not answer the child request for %s", result.GetThreadId(), request.GetThreadId())
@@ -137,22 +147,17 @@ func (a *Answers) AnswerChild(call *DeferredToolCall, result *RunResult) error {
 		if !json.Valid([]byte(result.GetOutputJson())) {
 			return fmt.Errorf("threadline: completed child %s has no JSON output", request.GetThreadId())
 		}
-		return a.returnChild(call, childAnswer{
-			ExecutionID: request.GetThreadId(),
-			Subagent:    request.GetSubagentName(),
-			Status:      "completed",
-			Output:      json.RawMessage(result.GetOutputJson()),
-		})
+		return a.returnChild(call, request, "completed", json.RawMessage(result.GetOutputJson()))
 	case StatusFailed, StatusCancelled:
 		code := "child_cancelled"
 		if f := result.GetFailure(); f != nil {
 			code = f.GetCode()
 		}
 		a.Fail(call.GetToolCallId(), fmt.Sprintf("Child %s did not complete successfully (%s).", request.GetThreadId(), code))
+		return nil
 	case StatusSuspended:
 		return fmt.Errorf("child %s: %w", request.GetThreadId(), ErrChildSuspended)
 	default:
 		return fmt.Errorf("threadline: child %s has status %v, not a terminal one", request.GetThreadId(), result.GetStatus())
 	}
-	return nil
 }
