@@ -14,9 +14,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any
 
-from .config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, Flag, ServerConfig
+from .config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, Flag, ServerConfig, setting_kind
 from .config_file import load_file
 
 __all__ = ("build_parser", "main")
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_setting(parser: argparse.ArgumentParser, setting: dataclasses.Field[Any]) -> None:
     """One `ServerConfig` field as its flag: the field's own default, type and help (`config.Flag`)."""
     flag: Flag = setting.metadata["flag"]
-    kind = _HINTS[setting.name]
+    kind = setting_kind(setting.name)
     # Unset flags stay out of the namespace, so a configuration file's value is not overridden by a
     # default; the field's default is the one place it is written.
     if kind is bool:
@@ -93,7 +93,7 @@ def _add_setting(parser: argparse.ArgumentParser, setting: dataclasses.Field[Any
             flag.name, dest=setting.name, action="store_true", default=argparse.SUPPRESS, help=flag.help
         )
         return
-    if get_origin(kind) is tuple:  # repeatable, e.g. --mount
+    if kind is tuple:  # repeatable, e.g. --mount
         parser.add_argument(
             flag.name,
             dest=setting.name,
@@ -103,11 +103,10 @@ def _add_setting(parser: argparse.ArgumentParser, setting: dataclasses.Field[Any
             help=flag.help,
         )
         return
-    value_type = next(t for t in (Path, int, float, str) if t is kind or t in get_args(kind))
     parser.add_argument(
         flag.name,
         dest=setting.name,
-        type=value_type,
+        type=kind,
         default=argparse.SUPPRESS,
         metavar=flag.metavar,
         # The token's default comes from the environment and is a secret: never print it.
@@ -115,9 +114,6 @@ def _add_setting(parser: argparse.ArgumentParser, setting: dataclasses.Field[Any
         if setting.default is None or setting.name == "token"
         else f"{flag.help} (default: {setting.default})",
     )
-
-
-_HINTS = get_type_hints(ServerConfig)
 
 
 @dataclass(frozen=True, slots=True)

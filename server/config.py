@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
 from harness.environment.config import MOUNT_NAME
@@ -387,3 +387,15 @@ class ServerConfig:
             ("grpc.max_metadata_size", MAX_METADATA_BYTES),
             ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
         ]
+
+
+_HINTS = get_type_hints(ServerConfig)
+
+
+def setting_kind(name: str) -> type:
+    """What the `ServerConfig` field `name` takes as a flag and as a file key: `bool` (a switch),
+    `tuple` (a repeatable flag, a list in the file), or one `Path`, `int`, `float` or `str`."""
+    hint = _HINTS[name]
+    if hint is bool or get_origin(hint) is tuple:
+        return bool if hint is bool else tuple
+    return next(t for t in (Path, int, float, str) if t is hint or t in get_args(hint))

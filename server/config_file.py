@@ -15,20 +15,19 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any
 
-from .config import ConfigError, Flag, ServerConfig
+from .config import ConfigError, Flag, ServerConfig, setting_kind
 
 __all__ = ("FileSettings", "file_key", "load_file", "locate")
 
-_HINTS = get_type_hints(ServerConfig)
 _EXTRA_KEYS = ("agents", "model", "default_agent", "token_file")
 
 
 def file_key(setting: dataclasses.Field[Any]) -> str:
     """The TOML key of a `ServerConfig` field: its flag's name without the dashes; a repeatable flag's
     key is its field's plural name (`--mount` → `mounts = [...]`)."""
-    if get_origin(_HINTS[setting.name]) is tuple:
+    if setting_kind(setting.name) is tuple:
         return setting.name
     flag: Flag = setting.metadata["flag"]
     return flag.name.removeprefix("--").replace("-", "_")
@@ -98,7 +97,7 @@ def load_file(path: Path) -> FileSettings:
     for key, value in data.items():
         if key in _FIELDS:
             name = _FIELDS[key]
-            config[name] = _typed(key, value, _HINTS[name], base, fail)
+            config[name] = _typed(key, value, setting_kind(name), base, fail)
         elif key not in _EXTRA_KEYS:
             known = ", ".join(sorted((*_FIELDS, *_EXTRA_KEYS)))
             raise fail(key, f"unknown setting {key[:80]!r} (known: {known}).")
@@ -120,26 +119,25 @@ def load_file(path: Path) -> FileSettings:
     )
 
 
-def _typed(key: str, value: object, kind: Any, base: Path, fail: Any) -> Any:
+def _typed(key: str, value: object, kind: type, base: Path, fail: Any) -> Any:
     """`value` as the field's type, or a `ConfigError` naming the key's line."""
     if kind is bool:
         if isinstance(value, bool):
             return value
         raise fail(key, f"{key} must be true or false, not {value!r}.")
-    if get_origin(kind) is tuple:  # repeatable flags: a list of strings
+    if kind is tuple:  # repeatable flags: a list of strings
         if isinstance(value, list) and all(isinstance(item, str) for item in value):
             return tuple(value)
         raise fail(key, f"{key} must be a list of strings.")
-    wanted = next(t for t in (Path, int, float, str) if t is kind or t in get_args(kind))
-    if wanted is int and isinstance(value, int) and not isinstance(value, bool):
+    if kind is int and isinstance(value, int) and not isinstance(value, bool):
         return value
-    if wanted is float and isinstance(value, int | float) and not isinstance(value, bool):
+    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    if wanted is str and isinstance(value, str):
+    if kind is str and isinstance(value, str):
         return value
-    if wanted is Path and isinstance(value, str):
+    if kind is Path and isinstance(value, str):
         return base / Path(value).expanduser()
-    article = {int: "an integer", float: "a number", str: "a string", Path: "a path (a string)"}[wanted]
+    article = {int: "an integer", float: "a number", str: "a string", Path: "a path (a string)"}[kind]
     raise fail(key, f"{key} must be {article}, not {value!r}.")
 
 
