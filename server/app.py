@@ -122,13 +122,13 @@ class ThreadlineServer:
         self._server = grpc.aio.server(options=config.grpc_options(), interceptors=interceptors)
         self._store_kind, self._store_path = config.store_location()
         self.mounts = ServerMounts(config.mount_roots())
+        """The shell environments (`--mount`) and their backend, open while the server runs."""
         self.metrics = (
             Metrics(run_limit=config.max_concurrent_runs, active_runs=lambda: len(self.runs))
             if config.metrics_port is not None
             else None
         )
         """Prometheus metrics (`--metrics-port`), or `None`: then nothing is counted."""
-        """The shell environments (`--mount`) and their backend, open while the server runs."""
         store_info = harness_service_pb2.ThreadStoreInfo(kind=STORE_KIND_PB[self._store_kind])
         store_info.lease_ttl.FromTimedelta(timedelta(seconds=config.lease_ttl_s))
         service = HarnessService(

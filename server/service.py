@@ -237,9 +237,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                 event, item, sequence=sequence, request_id=call.request_id, parent_agent=call.parent_agent
             )
         else:
-            fill_event(event, item, sequence=sequence)
-            if call.parent_agent and event.HasField("run_started") and event.run_started.HasField("lineage"):
-                event.run_started.lineage.parent_agent = call.parent_agent  # the core keeps no parent_agent
+            fill_event(event, item, sequence=sequence, parent_agent=call.parent_agent)
 
     async def Run(
         self, request: harness_service_pb2.RunRequest, context: Context

@@ -84,9 +84,12 @@ def _native(event: Any) -> events_pb2.Native:
     )
 
 
-def fill_event(msg: events_pb2.RunEvent, item: HarnessEvent, *, sequence: int) -> None:
+def fill_event(
+    msg: events_pb2.RunEvent, item: HarnessEvent, *, sequence: int, parent_agent: str = ""
+) -> None:
     """Encode one streamed item (every case of `RunEvent.event` except `result` and checkpoints) into the
-    empty `msg` (e.g. `StreamRunResponse().event`): no message copies."""
+    empty `msg` (e.g. `StreamRunResponse().event`): no message copies. A child run's `run_started`
+    lineage gets the request's `parent_agent`, which the core does not keep."""
     msg.thread_id = item.thread_id
     msg.run_id = item.run_id
     msg.sequence = sequence
@@ -102,7 +105,9 @@ def fill_event(msg: events_pb2.RunEvent, item: HarnessEvent, *, sequence: int) -
             msg.run_started.SetInParent()
             lineage = event.payload.get("lineage")
             if isinstance(lineage, dict):
-                msg.run_started.lineage.CopyFrom(deferred_pb2.ChildLineage(**lineage))
+                msg.run_started.lineage.CopyFrom(
+                    deferred_pb2.ChildLineage(**lineage, parent_agent=parent_agent)
+                )
         elif event.kind == "delegation" and event.type == "inline_delegation":
             fill_delegation(msg.inline_delegation, event.payload)
         else:
