@@ -60,7 +60,8 @@ def child_calls(requests: DeferredToolRequests | None) -> list[DeferredToolCall]
     return [call for call in requests.calls if call.child is not None]
 
 
-def _child(call: DeferredToolCall, helper: str) -> ChildRequest:
+def child_request(call: DeferredToolCall, helper: str) -> ChildRequest:
+    """`call.child`, or the ValueError of `helper()` for a call that asks for no child."""
     if call.child is None:
         raise ValueError(f"{helper}() takes a child request; {call.tool_call_id!r} has no `child`")
     return call.child
@@ -107,7 +108,7 @@ def child_spec(
     Raises:
         ValueError: `call` is no child request, or `state` is another thread's.
     """
-    child = _child(call, "child_spec")
+    child = child_request(call, "child_spec")
     if state.thread_id != child.thread_id:
         raise ValueError(f"the child's thread is {child.thread_id!r}; this state is {state.thread_id!r}'s")
     unknown = set(options) - set(ChildRunOptions.__annotations__)
@@ -148,7 +149,7 @@ def child_answer(call: DeferredToolCall, child_result: RunResult, *, answered_by
         ValueError: `call` is no child request, the result is another thread's, or the child is
             SUSPENDED: answer the child first (or answer the parent `child_running(call)`).
     """
-    child = _child(call, "child_answer")
+    child = child_request(call, "child_answer")
     if child_result.thread_id != child.thread_id:
         raise ValueError(
             f"the child's thread is {child.thread_id!r}; this result is {child_result.thread_id!r}'s"
@@ -179,7 +180,7 @@ def child_answer(call: DeferredToolCall, child_result: RunResult, *, answered_by
 def child_running(call: DeferredToolCall, *, answered_by: str = "") -> CallResult:
     """The admission answer `{"execution_id", "subagent", "status": "running"}`: the parent goes on
     while the child works (it sees that status as the call's result)."""
-    child = _child(call, "child_running")
+    child = child_request(call, "child_running")
     return CallResult(
         tool_call_id=call.tool_call_id, value_json=_answer_json(child, "running"), answered_by=answered_by
     )

@@ -24,7 +24,7 @@ from grpclib.encoding.proto import ProtoCodec, ProtoStatusDetailsCodec
 
 from ._calls import UNSET, EventStream, Timeout, missing, raise_translated
 from ._checkpoints import HistoryRebuilder, delta_base
-from ._children import ChildRunOptions, child_spec
+from ._children import ChildRunOptions, child_request, child_spec
 from ._errors import ProtocolError
 from ._gen.threadline.v1 import (
     CapabilityState,
@@ -337,8 +337,8 @@ class Client:
             state: The child thread's state; `None` only to start a new child.
             deferred_resume: The answers to the child's own suspended batch.
             timeout: Deadline of each call in seconds; default the client's.
-            **options: `tool_recovery`, `usage_limits`, `client_tools`, `deferred_tools`,
-                `request_id` of the child's run (`ChildRunOptions`).
+            **options: `checkpoints`, `tool_recovery`, `usage_limits`, `client_tools`,
+                `deferred_tools`, `request_id` of the child's run (`ChildRunOptions`).
 
         Returns:
             The child's result: COMPLETED, SUSPENDED (answer it and run it again), FAILED or
@@ -349,9 +349,7 @@ class Client:
                 `deferred_resume` comes without the child's state, or the state is another thread's.
             ThreadlineError: As `run` raises (e.g. `CHILD_EDGE_UNKNOWN`, `CHILD_LINEAGE_INVALID`).
         """
-        child = call.child
-        if child is None:
-            raise ValueError(f"run_child() takes a child request; {call.tool_call_id!r} has no `child`")
+        child = child_request(call, "run_child")
         if state is None:
             if child.action != ChildAction.START or deferred_resume is not None:
                 raise ValueError(
