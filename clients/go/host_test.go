@@ -21,6 +21,35 @@ func buildHost(t *testing.T, dir string) string {
 	return bin
 }
 
+// runHost runs the host bin against the suite's server, in dir ("" for the test's own), with
+// stdin as what the person at the terminal types, and returns what it printed.
+func runHost(t *testing.T, bin, dir, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"-addr", serverAddr}, args...)...)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Env = append(os.Environ(), "THREADLINE_TOKEN=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("host %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// savedState reads the state the host saved to path (proto3 JSON).
+func savedState(t *testing.T, path string) *threadline.HarnessState {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := threadline.UnmarshalState(data, threadline.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state
+}
+
 // TestExampleHost builds examples/host and drives it like a person at a terminal.
 func TestExampleHost(t *testing.T) {
 	dir := t.TempDir()
@@ -28,28 +57,14 @@ func TestExampleHost(t *testing.T) {
 	state := filepath.Join(dir, "thread.json")
 	host := func(stdin string, args ...string) string {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"-addr", serverAddr, "-state", state}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		cmd.Env = append(os.Environ(), "THREADLINE_TOKEN=")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("host %v: %v\n%s", args, err, out)
-		}
-		return string(out)
+		return runHost(t, bin, "", stdin, append([]string{"-state", state}, args...)...)
 	}
 
 	out := host("", "hello")
 	if !strings.Contains(out, "You said: hello") {
 		t.Errorf("first run:\n%s", out)
 	}
-	saved, err := os.ReadFile(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := threadline.UnmarshalState(saved, threadline.JSON)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := savedState(t, state)
 
 	out = host("y\n", "delete notes.txt")
 	if !strings.Contains(out, "Approve? [y/N]") || !strings.Contains(out, "Deleted notes.txt.") {
@@ -65,14 +80,7 @@ func TestExampleHost(t *testing.T) {
 	}
 
 	// Every run continued the thread the file holds.
-	saved, err = os.ReadFile(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	last, err := threadline.UnmarshalState(saved, threadline.JSON)
-	if err != nil {
-		t.Fatal(err)
-	}
+	last := savedState(t, state)
 	if last.GetThreadId() != first.GetThreadId() {
 		t.Errorf("thread %q, want %q", last.GetThreadId(), first.GetThreadId())
 	}
@@ -91,15 +99,7 @@ func TestExampleHostThread(t *testing.T) {
 	id := freshID("host")
 	host := func(stdin string, args ...string) string {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"-addr", serverAddr, "-thread", id}, args...)...)
-		cmd.Dir = work
-		cmd.Stdin = strings.NewReader(stdin)
-		cmd.Env = append(os.Environ(), "THREADLINE_TOKEN=")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("host %v: %v\n%s", args, err, out)
-		}
-		return string(out)
+		return runHost(t, bin, work, stdin, append([]string{"-thread", id}, args...)...)
 	}
 
 	out := host("", "hello")
@@ -153,26 +153,12 @@ func TestExampleHostChild(t *testing.T) {
 	dir := t.TempDir()
 	bin := buildHost(t, dir)
 	state := filepath.Join(dir, "lead.json")
-	cmd := exec.Command(bin, "-addr", serverAddr, "-state", state, "-agent", "demo-lead", "ask-child delete old.txt")
-	cmd.Stdin = strings.NewReader("y\n")
-	cmd.Env = append(os.Environ(), "THREADLINE_TOKEN=")
-	raw, err := cmd.CombinedOutput()
-	out := string(raw)
-	if err != nil {
-		t.Fatalf("host: %v\n%s", err, out)
-	}
+	out := runHost(t, bin, "", "y\n", "-state", state, "-agent", "demo-lead", "ask-child delete old.txt")
 	childFiles, err := filepath.Glob(filepath.Join(dir, "lead.thread_*.json"))
 	if err != nil || len(childFiles) != 1 {
 		t.Fatalf("child state files %v (%v)\n%s", childFiles, err, out)
 	}
-	data, err := os.ReadFile(childFiles[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	child, err := threadline.UnmarshalState(data, threadline.JSON)
-	if err != nil {
-		t.Fatal(err)
-	}
+	child := savedState(t, childFiles[0])
 	if filepath.Base(childFiles[0]) != "lead."+child.GetThreadId()+".json" {
 		t.Errorf("child file %s holds thread %s", childFiles[0], child.GetThreadId())
 	}
@@ -187,12 +173,8 @@ func TestExampleHostChild(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	data, err = os.ReadFile(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent, err := threadline.UnmarshalState(data, threadline.JSON)
-	if err != nil || parent.GetThreadId() == child.GetThreadId() || !strings.Contains(out, "(thread "+parent.GetThreadId()+" saved to "+state+")") {
-		t.Errorf("parent state %v (%v):\n%s", parent.GetThreadId(), err, out)
+	parent := savedState(t, state)
+	if parent.GetThreadId() == child.GetThreadId() || !strings.Contains(out, "(thread "+parent.GetThreadId()+" saved to "+state+")") {
+		t.Errorf("parent state %v:\n%s", parent.GetThreadId(), out)
 	}
 }
