@@ -196,12 +196,15 @@ export function createThreadlineClient(options: ThreadlineClientOptions): Thread
     maxEventsPerMessage,
   });
 
+  const newState = async (request: NewStateInput = {}, callOptions?: CallOptions) => {
+    const response = await call(service.newState(request, unary(callOptions)));
+    return required(response.state, "NewStateResponse.state");
+  };
+
   const childSpec = async (request: ChildRequest, input: ChildRunInput, callOptions: CallOptions | undefined) => {
+    // The new thread's envelope on the run's signal and headers, but a unary call's deadline.
     const { signal, headers } = callOptions ?? {};
-    const start = async () => {
-      const response = await call(service.newState({ threadId: request.threadId }, unary({ signal, headers })));
-      return required(response.state, "NewStateResponse.state");
-    };
+    const start = () => newState({ threadId: request.threadId }, { signal, headers });
     return childRunInput(request, input, await childState(request, input, start));
   };
 
@@ -235,10 +238,7 @@ export function createThreadlineClient(options: ThreadlineClientOptions): Thread
       yield* this.streamRun(await childSpec(request, input, callOptions), callOptions);
     },
 
-    async newState(request = {}, callOptions) {
-      const response = await call(service.newState(request, unary(callOptions)));
-      return required(response.state, "NewStateResponse.state");
-    },
+    newState,
 
     async forkState(state, callOptions = {}) {
       const { threadId = "", ...rest } = callOptions;
