@@ -27,11 +27,11 @@ that already exists). The server checks the answer (`CHILD_RESULT_INVALID`) and 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, TypedDict, Unpack
 
 from ._calls import missing
+from ._deferred import compact_json
 from ._gen.threadline.v1 import (
     CallResult,
     ChildRequest,
@@ -129,7 +129,7 @@ def child_spec(
 
 def _answer_json(child: ChildRequest, status: str, **rest: Any) -> str:
     value = {"execution_id": child.thread_id, "subagent": child.subagent_name, "status": status, **rest}
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return compact_json(value)
 
 
 def child_answer(call: DeferredToolCall, child_result: RunResult, *, answered_by: str = "") -> CallResult:

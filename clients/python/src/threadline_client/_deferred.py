@@ -52,12 +52,13 @@ __all__ = (
 )
 
 
-def _json(value: Any) -> str:
+def compact_json(value: Any) -> str:
+    """The JSON the wire carries for a value: compact, UTF-8 as is, no NaN or Infinity."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def _metadata_json(metadata: Mapping[str, Any] | None) -> str:
-    return "" if metadata is None else _json(dict(metadata))
+    return "" if metadata is None else compact_json(dict(metadata))
 
 
 def pending(requests: DeferredToolRequests | None) -> list[DeferredToolCall]:
@@ -94,7 +95,9 @@ def approve(
         answered_by: Who answered, for the host's own audit trail.
     """
     _require_kind(call, (DeferredKind.APPROVAL,), "approve")
-    approved = ToolApproved(override_args_json=None if override_args is None else _json(dict(override_args)))
+    approved = ToolApproved(
+        override_args_json=None if override_args is None else compact_json(dict(override_args))
+    )
     return ApprovalResult(
         tool_call_id=call.tool_call_id,
         approved=approved,
@@ -148,7 +151,7 @@ def external_result(
     _require_kind(call, _RESULT_KINDS, "external_result")
     return CallResult(
         tool_call_id=call.tool_call_id,
-        value_json=_json(value),
+        value_json=compact_json(value),
         metadata_json=_metadata_json(metadata),
         answered_by=answered_by,
     )

@@ -59,6 +59,7 @@ from ._gen.threadline.v1 import (
     ToolRecovery,
     UsageLimits,
 )
+from ._tracing import Metadata
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -77,7 +78,7 @@ class _CallOptions(TypedDict):
     """The keyword arguments every stub call gets: its deadline, the client's token and the trace context."""
 
     timeout: float | None
-    metadata: tuple[tuple[str, str], ...] | None
+    metadata: Metadata | None
 
 
 def new_request_id() -> str:
