@@ -25,15 +25,23 @@ import (
 
 func ownServer(t *testing.T, args ...string) string {
 	t.Helper()
+	addr, _ := ownServerEnv(t, nil, args...)
+	return addr
+}
+
+// ownServerEnv is ownServer with env added to the server's environment; it also returns the
+// file that collects the server's stderr.
+func ownServerEnv(t *testing.T, env []string, args ...string) (addr, logPath string) {
+	t.Helper()
 	if os.Getenv("THREADLINE_ADDR") != "" {
 		t.Skip("THREADLINE_ADDR is set: this test starts a server of its own")
 	}
-	stop, addr, err := startServer(args...)
+	stop, addr, logPath, err := startServerEnv(env, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	return addr
+	return addr, logPath
 }
 
 func TestToken(t *testing.T) {

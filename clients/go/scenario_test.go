@@ -21,7 +21,15 @@ import (
 
 func newClient(t *testing.T) (*threadline.Client, context.Context) {
 	t.Helper()
-	c, err := threadline.Dial(serverAddr, threadline.WithTimeout(20*time.Second), threadline.WithRunTimeout(60*time.Second))
+	return dialAt(t, serverAddr)
+}
+
+// dialAt dials addr with the suite's timeouts, then opts, and closes the client when the test
+// ends.
+func dialAt(t *testing.T, addr string, opts ...threadline.Option) (*threadline.Client, context.Context) {
+	t.Helper()
+	opts = append([]threadline.Option{threadline.WithTimeout(20 * time.Second), threadline.WithRunTimeout(60 * time.Second)}, opts...)
+	c, err := threadline.Dial(addr, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

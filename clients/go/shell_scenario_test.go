@@ -79,16 +79,6 @@ func mountedServer(t *testing.T) mounted {
 	return mounted{addr: addr, root: root, stop: once}
 }
 
-func dialShell(t *testing.T, addr string) (*threadline.Client, context.Context) {
-	t.Helper()
-	c, err := threadline.Dial(addr, threadline.WithTimeout(20*time.Second), threadline.WithRunTimeout(60*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c, t.Context()
-}
-
 // page is one stream's page of a shell tool result.
 type page struct {
 	Text              string `json:"text"`
@@ -206,7 +196,7 @@ func startInBackground(t *testing.T, c *threadline.Client, ctx context.Context, 
 func TestShellServerInfo(t *testing.T) {
 	t.Parallel()
 	srv := mountedServer(t)
-	c, ctx := dialShell(t, srv.addr)
+	c, ctx := dialAt(t, srv.addr)
 	info, err := c.ServerInfo(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +238,7 @@ func TestShellServerInfo(t *testing.T) {
 func TestShellCommandCompletesInItsCall(t *testing.T) {
 	t.Parallel()
 	srv := mountedServer(t)
-	c, ctx := dialShell(t, srv.addr)
+	c, ctx := dialAt(t, srv.addr)
 	res := run(t, c, ctx, &threadline.RunSpec{Prompt: threadline.Text("shell printf hello")}, threadline.StatusCompleted)
 	done := quoted(t, res, "shell_exec")
 	if done.ProcessID != "" || done.Status.Phase != "exited" || done.Status.ExitCode == nil || *done.Status.ExitCode != 0 {
@@ -266,7 +256,7 @@ func TestShellCommandCompletesInItsCall(t *testing.T) {
 func TestShellBackgroundCommandFoundByLaterRunNotByFork(t *testing.T) {
 	t.Parallel()
 	srv := mountedServer(t)
-	c, ctx := dialShell(t, srv.addr)
+	c, ctx := dialAt(t, srv.addr)
 	first, started := startInBackground(t, c, ctx, waitsForGo)
 	if started.Stdout.Text != "started\n" {
 		t.Errorf("run 1 stdout %+v", started.Stdout)
@@ -369,7 +359,7 @@ func processGone(pid int) bool {
 func TestShellServerStopKillsWhatItStillRan(t *testing.T) {
 	t.Parallel()
 	srv := mountedServer(t)
-	c, ctx := dialShell(t, srv.addr)
+	c, ctx := dialAt(t, srv.addr)
 	startInBackground(t, c, ctx, "echo $$ > pid; sleep 300")
 	data, err := os.ReadFile(filepath.Join(srv.root, "pid"))
 	if err != nil {
@@ -394,7 +384,7 @@ func TestShellServerStopKillsWhatItStillRan(t *testing.T) {
 func TestShellBrokenLocalEntryIsRefusedBeforeTheRun(t *testing.T) {
 	t.Parallel()
 	srv := mountedServer(t)
-	c, ctx := dialShell(t, srv.addr)
+	c, ctx := dialAt(t, srv.addr)
 	for _, tc := range []struct {
 		name, json, version string
 		code                codes.Code

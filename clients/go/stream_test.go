@@ -78,12 +78,7 @@ func (s *recordedStream) RecvMsg(m any) error {
 
 func dial(t *testing.T, opts ...threadline.Option) *threadline.Client {
 	t.Helper()
-	opts = append([]threadline.Option{threadline.WithTimeout(20 * time.Second), threadline.WithRunTimeout(60 * time.Second)}, opts...)
-	c, err := threadline.Dial(serverAddr, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c, _ := dialAt(t, serverAddr, opts...)
 	return c
 }
 

@@ -128,19 +128,8 @@ var tracedCalls = []tracedCall{
 }
 
 func TestTraceContextReachesServer(t *testing.T) {
-	if os.Getenv("THREADLINE_ADDR") != "" {
-		t.Skip("THREADLINE_ADDR is set: this test starts a tracing server of its own")
-	}
-	stop, addr, logPath, err := startServerEnv([]string{"OTEL_TRACES_EXPORTER=console"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	c, err := threadline.Dial(addr, threadline.WithTimeout(20*time.Second), threadline.WithRunTimeout(60*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	addr, logPath := ownServerEnv(t, []string{"OTEL_TRACES_EXPORTER=console"})
+	c, _ := dialAt(t, addr)
 
 	// Each call twice: under a host span, and with none current (a new trace on the server).
 	type traced struct {
