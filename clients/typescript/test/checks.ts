@@ -2,7 +2,7 @@
 
 import assert from "node:assert/strict";
 
-import { Code, ProtocolError, ThreadlineError } from "../src/index.js";
+import { Code, type HarnessState, ProtocolError, type RunResult, RunStatus, ThreadlineError } from "../src/index.js";
 
 /**
  * A check for `assert.throws` / `assert.rejects`: a `ProtocolError` with the whole model (a
@@ -26,4 +26,16 @@ export function isProtocolError(message: string | RegExp): (err: unknown) => tru
     assert.equal(err.message, `[internal] ${err.rawMessage}`);
     return true;
   };
+}
+
+/** The output of a COMPLETED run, parsed from `output_json`. */
+export function output(result: RunResult): unknown {
+  assert.equal(result.status, RunStatus.COMPLETED, `run ended ${RunStatus[result.status]}: ${result.failure?.message}`);
+  return JSON.parse(result.outputJson);
+}
+
+/** The state a result carries. */
+export function stateOf(result: RunResult): HarnessState {
+  assert.ok(result.state, "the result carries a state");
+  return result.state;
 }

@@ -6,7 +6,7 @@
 // asks for an approval.
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import { clone, create } from "@bufbuild/protobuf";
 
@@ -24,7 +24,6 @@ import {
   RunResultSchema,
   RunStatus,
   SubagentMode,
-  type ThreadlineClient,
   ThreadlineError,
   ToolCategory,
   ToolFailedResultSchema,
@@ -33,36 +32,13 @@ import {
   childAnswer,
   childRunning,
   collectRun,
-  createThreadlineClient,
   pendingChildren,
   resumeWith,
 } from "../src/index.js";
-import { type TestServer, startServer } from "./server.js";
-
-let server: TestServer;
-let client: ThreadlineClient;
-
-before(async () => {
-  server = await startServer();
-  client = createThreadlineClient({ baseUrl: server.baseUrl, token: process.env["THREADLINE_TOKEN"], timeoutMs: 30_000 });
-});
-
-after(async () => {
-  client?.close();
-  await server?.stop();
-});
+import { output, stateOf } from "./checks.js";
+import { client } from "./suite.js";
 
 const THREAD_ID = /^thread_[0-9a-f]{32}$/;
-
-function output(result: RunResult): unknown {
-  assert.equal(result.status, RunStatus.COMPLETED, `run ended ${RunStatus[result.status]}: ${result.failure?.message}`);
-  return JSON.parse(result.outputJson);
-}
-
-function stateOf(result: RunResult): HarnessState {
-  assert.ok(result.state, "the result carries a state");
-  return result.state;
-}
 
 function delegations(events: RunEvent[]): InlineDelegation[] {
   return events.flatMap((e) => (e.event.case === "inlineDelegation" ? [e.event.value] : []));

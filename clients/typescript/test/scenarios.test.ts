@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import { create, isMessage } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
@@ -24,7 +24,6 @@ import {
   DeferredKind,
   type HarnessState,
   type RunEvent,
-  type RunResult,
   NewStateResponseSchema,
   RunResponseSchema,
   RunSpecSchema,
@@ -47,22 +46,10 @@ import {
   pendingCalls,
   resumeWith,
 } from "../src/index.js";
-import { isProtocolError } from "./checks.js";
-import { SERVER_ADDR, type TestServer, startServer } from "./server.js";
+import { isProtocolError, output, stateOf } from "./checks.js";
+import { SERVER_ADDR, startServer } from "./server.js";
+import { client, server } from "./suite.js";
 import { VECTORS_DIR, checkDeltaVector, checkStateEnvironmentVector, checkVector, manifest, unlistedFiles } from "./vectors.js";
-
-let server: TestServer;
-let client: ThreadlineClient;
-
-before(async () => {
-  server = await startServer();
-  client = createThreadlineClient({ baseUrl: server.baseUrl, token: process.env["THREADLINE_TOKEN"], timeoutMs: 30_000 });
-});
-
-after(async () => {
-  client?.close();
-  await server?.stop();
-});
 
 /** The host's own tool: the model calls it with `client:local_time {"zone": "..."}`. */
 const LOCAL_TIME = {
@@ -78,11 +65,6 @@ const LOCAL_TIME = {
 function localTime(args: unknown): string {
   const { zone } = args as { zone: string };
   return `12:34 in ${zone}`;
-}
-
-function output(result: RunResult): unknown {
-  assert.equal(result.status, RunStatus.COMPLETED, `run ended ${RunStatus[result.status]}: ${result.failure?.message}`);
-  return JSON.parse(result.outputJson);
 }
 
 /** What one client sent and received on its `StreamRun` calls, as a Connect interceptor saw it. */
@@ -172,11 +154,6 @@ function assertWholeStream(events: RunEvent[]): void {
   );
   assert.equal(events.at(-1)?.event.case, "result");
   assert.equal(events.filter((e) => e.event.case === "result").length, 1);
-}
-
-function stateOf(result: RunResult) {
-  assert.ok(result.state, "the result carries a state");
-  return result.state;
 }
 
 describe("threads", () => {

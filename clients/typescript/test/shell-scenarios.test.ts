@@ -26,6 +26,7 @@ import {
   type ToolInfo,
   createThreadlineClient,
 } from "../src/index.js";
+import { stateOf } from "./checks.js";
 import { SERVER_ADDR, type TestServer, startServer } from "./server.js";
 
 const ALL_ACTIONS = [
@@ -99,11 +100,6 @@ function quoted(result: RunResult, tool: string): ToolResult {
   const body = JSON.parse(text.slice(prefix.length)) as ToolResult;
   assert.equal(body.ok, true, text);
   return body;
-}
-
-function stateOf(result: RunResult): HarnessState {
-  assert.ok(result.state, "the result carries a state");
-  return result.state;
 }
 
 /** The "work" entry of a state, checked for shape, with its `state_json` decoded. */

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { type Server, type Socket, connect, createServer } from "node:net";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import { isMessage } from "@bufbuild/protobuf";
 
@@ -45,22 +45,9 @@ import {
   externalResult,
   pendingCalls,
 } from "../src/index.js";
-import { type TestServer, startServer } from "./server.js";
+import { client, server } from "./suite.js";
 
 const TOKEN = process.env["THREADLINE_TOKEN"];
-
-let server: TestServer;
-let client: ThreadlineClient;
-
-before(async () => {
-  server = await startServer();
-  client = createThreadlineClient({ baseUrl: server.baseUrl, token: TOKEN, timeoutMs: 30_000 });
-});
-
-after(async () => {
-  client?.close();
-  await server?.stop();
-});
 
 const GET_WEATHER = {
   name: "get_weather",
