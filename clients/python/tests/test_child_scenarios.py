@@ -93,6 +93,13 @@ async def _ask_child(client: tl.Client) -> tuple[tl.RunResult, tl.DeferredToolCa
     return parent, call
 
 
+async def _answer_parent(client: tl.Client, parent: tl.RunResult, *answers: v1.CallResult) -> tl.RunResult:
+    """Resume the suspended parent with the host's answers to its batch."""
+    assert parent.deferred is not None
+    resume = tl.resume(parent.deferred, answers)
+    return await client.run(tl.RunSpec(agent=LEAD, previous_state=parent.state, deferred_resume=resume))
+
+
 async def test_a_host_managed_child_suspends_for_approval_then_answers_the_parent(client: tl.Client) -> None:
     parent, call = await _ask_child(client)
 
@@ -146,11 +153,7 @@ async def test_a_host_managed_child_suspends_for_approval_then_answers_the_paren
     }
 
     assert parent.deferred is not None
-    finished = await client.run(
-        tl.RunSpec(
-            agent=LEAD, previous_state=parent.state, deferred_resume=tl.resume(parent.deferred, [answer])
-        )
-    )
+    finished = await _answer_parent(client, parent, answer)
 
     assert finished.status == tl.RunStatus.COMPLETED and finished.thread_id == parent.thread_id
     assert _tool_result(finished, "delegate") == json.loads(answer.value_json)
@@ -183,13 +186,7 @@ async def test_a_child_continued_by_resume_subagent_runs_on_its_saved_state(clie
         deferred_resume=tl.resume(suspended.deferred, [tl.deny(suspended.deferred.approvals[0], "Keep it.")]),
     )
     assert tl.output(done) == "Tool results: delete_file: Keep it."
-    answered = await client.run(
-        tl.RunSpec(
-            agent=LEAD,
-            previous_state=parent.state,
-            deferred_resume=tl.resume(parent.deferred, [tl.child_answer(call, done)]),
-        )
-    )
+    answered = await _answer_parent(client, parent, tl.child_answer(call, done))
     assert answered.status == tl.RunStatus.COMPLETED
 
     again = await client.run(
@@ -247,13 +244,7 @@ async def test_a_crashed_child_resume_recovers_from_its_checkpoint(client: tl.Cl
     assert [part["tool_name"] for part in returns] == ["delete_file"]
 
     assert parent.deferred is not None
-    finished = await client.run(
-        tl.RunSpec(
-            agent=LEAD,
-            previous_state=parent.state,
-            deferred_resume=tl.resume(parent.deferred, [tl.child_answer(call, recovered)]),
-        )
-    )
+    finished = await _answer_parent(client, parent, tl.child_answer(call, recovered))
     assert finished.status == tl.RunStatus.COMPLETED
     assert _tool_result(finished, "delegate") == json.loads(tl.child_answer(call, recovered).value_json)
 
@@ -272,13 +263,7 @@ async def test_a_child_recovered_from_its_suspended_state_gets_no_approval_reuse
     unknown = _tool_result(recovered, "delete_file")
     assert isinstance(unknown, dict) and "interrupted" in unknown["error"]
     assert parent.deferred is not None
-    finished = await client.run(
-        tl.RunSpec(
-            agent=LEAD,
-            previous_state=parent.state,
-            deferred_resume=tl.resume(parent.deferred, [tl.child_answer(call, recovered)]),
-        )
-    )
+    finished = await _answer_parent(client, parent, tl.child_answer(call, recovered))
     assert finished.status == tl.RunStatus.COMPLETED
 
 
@@ -291,11 +276,7 @@ async def test_a_failed_child_answer_is_seen_by_the_parent_model(client: tl.Clie
     message = f"Child {call.child.thread_id} did not complete successfully ({failed.failure.code})."
     assert answer.failed is not None and answer.failed.message == message
 
-    finished = await client.run(
-        tl.RunSpec(
-            agent=LEAD, previous_state=parent.state, deferred_resume=tl.resume(parent.deferred, [answer])
-        )
-    )
+    finished = await _answer_parent(client, parent, answer)
 
     assert _tool_result(finished, "delegate") == {"error": message}  # a failed call, to the model
 
@@ -307,23 +288,13 @@ async def test_a_wrong_child_answer_and_a_wrong_lineage_are_refused(client: tl.C
         call, {"execution_id": "thread_other", "subagent": "reviewer", "status": "running"}
     )
     with pytest.raises(tl.ThreadlineError) as caught:
-        await client.run(
-            tl.RunSpec(
-                agent=LEAD, previous_state=parent.state, deferred_resume=tl.resume(parent.deferred, [wrong])
-            )
-        )
+        await _answer_parent(client, parent, wrong)
     assert (caught.value.status, caught.value.reason) == (
         tl.StatusCode.FAILED_PRECONDITION,
         "CHILD_RESULT_INVALID",
     )
 
-    running = await client.run(
-        tl.RunSpec(
-            agent=LEAD,
-            previous_state=parent.state,
-            deferred_resume=tl.resume(parent.deferred, [tl.child_running(call)]),
-        )
-    )
+    running = await _answer_parent(client, parent, tl.child_running(call))
     assert _tool_result(running, "delegate") == (
         {"execution_id": call.child.thread_id, "subagent": "reviewer", "status": "running"}
     )
