@@ -31,6 +31,16 @@ func childCall() *threadline.DeferredToolCall {
 	}
 }
 
+// plainCall is a call of an external tool that asks for no child.
+func plainCall() *threadline.DeferredToolCall {
+	return &threadline.DeferredToolCall{ToolCallId: "c1", ToolName: "get_time", Kind: threadline.KindExternal}
+}
+
+// answersFor is the answers to a batch of call alone.
+func answersFor(call *threadline.DeferredToolCall) *threadline.Answers {
+	return threadline.NewAnswers(&threadline.DeferredToolRequests{Calls: []*threadline.DeferredToolCall{call}})
+}
+
 func TestAnswerChild(t *testing.T) {
 	for name, tc := range map[string]struct {
 		result *threadline.RunResult
@@ -57,7 +67,7 @@ func TestAnswerChild(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			call := childCall()
-			answers := threadline.NewAnswers(&threadline.DeferredToolRequests{Calls: []*threadline.DeferredToolCall{call}})
+			answers := answersFor(call)
 			if err := answers.AnswerChild(call, tc.result); err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +84,7 @@ func TestAnswerChild(t *testing.T) {
 
 func TestAnswerChildRunning(t *testing.T) {
 	call := childCall()
-	answers := threadline.NewAnswers(&threadline.DeferredToolRequests{Calls: []*threadline.DeferredToolCall{call}})
+	answers := answersFor(call)
 	if err := answers.AnswerChildRunning(call); err != nil {
 		t.Fatal(err)
 	}
@@ -84,14 +94,12 @@ func TestAnswerChildRunning(t *testing.T) {
 	if got := answers.Results().GetCalls(); len(got) != 1 || !proto.Equal(got[0], want) {
 		t.Errorf("answers %v, want %v", got, want)
 	}
-	plain := &threadline.DeferredToolCall{ToolCallId: "c1", ToolName: "get_time", Kind: threadline.KindExternal}
-	if err := threadline.NewAnswers(nil).AnswerChildRunning(plain); err == nil || !strings.Contains(err.Error(), "call c1 is not a child request") {
+	if err := threadline.NewAnswers(nil).AnswerChildRunning(plainCall()); err == nil || !strings.Contains(err.Error(), "call c1 is not a child request") {
 		t.Errorf("a plain call answered running: %v", err)
 	}
 }
 
 func TestAnswerChildRefuses(t *testing.T) {
-	plain := &threadline.DeferredToolCall{ToolCallId: "c1", ToolName: "get_time", Kind: threadline.KindExternal}
 	for name, tc := range map[string]struct {
 		call   *threadline.DeferredToolCall
 		result *threadline.RunResult
@@ -101,10 +109,10 @@ func TestAnswerChildRefuses(t *testing.T) {
 		"another thread":   {childCall(), &threadline.RunResult{Status: threadline.StatusCompleted, ThreadId: "thread_other", OutputJson: `"x"`}, `result of thread "thread_other"`},
 		"no status":        {childCall(), &threadline.RunResult{ThreadId: childThread}, "not a terminal one"},
 		"no output":        {childCall(), &threadline.RunResult{Status: threadline.StatusCompleted, ThreadId: childThread}, "has no JSON output"},
-		"not a child call": {plain, &threadline.RunResult{Status: threadline.StatusCompleted, ThreadId: childThread, OutputJson: `"x"`}, "call c1 is not a child request"},
+		"not a child call": {plainCall(), &threadline.RunResult{Status: threadline.StatusCompleted, ThreadId: childThread, OutputJson: `"x"`}, "call c1 is not a child request"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			answers := threadline.NewAnswers(&threadline.DeferredToolRequests{Calls: []*threadline.DeferredToolCall{tc.call}})
+			answers := answersFor(tc.call)
 			err := answers.AnswerChild(tc.call, tc.result)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one saying %q", err, tc.want)
@@ -120,11 +128,10 @@ func TestAnswerChildRefuses(t *testing.T) {
 }
 
 func TestChildRequestsAndForChild(t *testing.T) {
-	plain := &threadline.DeferredToolCall{ToolCallId: "c1", ToolName: "get_time", Kind: threadline.KindExternal}
 	call := childCall()
 	batch := &threadline.DeferredToolRequests{
 		Approvals: []*threadline.DeferredToolCall{{ToolCallId: "a1", Kind: threadline.KindApproval}},
-		Calls:     []*threadline.DeferredToolCall{plain, call},
+		Calls:     []*threadline.DeferredToolCall{plainCall(), call},
 	}
 	if got := threadline.ChildRequests(batch); len(got) != 1 || got[0] != call {
 		t.Errorf("ChildRequests = %v, want the one child call", got)
