@@ -28,6 +28,20 @@ export function isProtocolError(message: string | RegExp): (err: unknown) => tru
   };
 }
 
+/**
+ * A check for `assert.rejects`: a `ThreadlineError` with `code` and, when given, `reason`.
+ */
+export function isThreadlineError(code: Code, reason?: string): (err: unknown) => true {
+  return (err: unknown) => {
+    assert.ok(err instanceof ThreadlineError);
+    assert.equal(err.code, code);
+    if (reason !== undefined) {
+      assert.equal(err.reason, reason);
+    }
+    return true;
+  };
+}
+
 /** The output of a COMPLETED run, parsed from `output_json`. */
 export function output(result: RunResult): unknown {
   assert.equal(result.status, RunStatus.COMPLETED, `run ended ${RunStatus[result.status]}: ${result.failure?.message}`);

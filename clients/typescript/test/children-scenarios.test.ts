@@ -35,7 +35,7 @@ import {
   pendingChildren,
   resumeWith,
 } from "../src/index.js";
-import { output, stateOf } from "./checks.js";
+import { isThreadlineError, output, stateOf } from "./checks.js";
 import { client } from "./suite.js";
 
 const THREAD_ID = /^thread_[0-9a-f]{32}$/;
@@ -245,12 +245,7 @@ describe("Host-managed children", () => {
     const wrong = callResult(child.parent!.parentToolCallId, { execution_id: "thread_other", subagent: "reviewer", status: "completed", output: "x" });
     await assert.rejects(
       client.run({ agent: "demo-lead", previousState: stateOf(parent), deferredResume: resumeWith(parent.deferred!, [wrong]) }),
-      (err: unknown) => {
-        assert.ok(err instanceof ThreadlineError);
-        assert.equal(err.code, Code.FailedPrecondition);
-        assert.equal(err.reason, "CHILD_RESULT_INVALID");
-        return true;
-      },
+      isThreadlineError(Code.FailedPrecondition, "CHILD_RESULT_INVALID"),
     );
   });
 
@@ -258,12 +253,7 @@ describe("Host-managed children", () => {
     const { child } = await askChild("delete old.txt");
     const elsewhere = clone(ChildRequestSchema, child);
     elsewhere.parent!.parentAgent = "default";
-    await assert.rejects(client.runChild(elsewhere), (err: unknown) => {
-      assert.ok(err instanceof ThreadlineError);
-      assert.equal(err.code, Code.FailedPrecondition);
-      assert.equal(err.reason, "CHILD_EDGE_UNKNOWN");
-      return true;
-    });
+    await assert.rejects(client.runChild(elsewhere), isThreadlineError(Code.FailedPrecondition, "CHILD_EDGE_UNKNOWN"));
   });
 
   test("a malformed lineage is CHILD_LINEAGE_INVALID, naming the field", async () => {
@@ -321,12 +311,7 @@ describe("server info", () => {
 
   test("a client tool named delegate is CLIENT_TOOL_INVALID", async () => {
     const clientTools = [{ name: "delegate", parametersJsonSchema: '{"type":"object"}' }];
-    await assert.rejects(client.run({ prompt: "hi", clientTools }), (err: unknown) => {
-      assert.ok(err instanceof ThreadlineError);
-      assert.equal(err.code, Code.InvalidArgument);
-      assert.equal(err.reason, "CLIENT_TOOL_INVALID");
-      return true;
-    });
+    await assert.rejects(client.run({ prompt: "hi", clientTools }), isThreadlineError(Code.InvalidArgument, "CLIENT_TOOL_INVALID"));
   });
 });
 

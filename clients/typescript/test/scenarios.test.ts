@@ -46,7 +46,7 @@ import {
   pendingCalls,
   resumeWith,
 } from "../src/index.js";
-import { isProtocolError, output, stateOf } from "./checks.js";
+import { isProtocolError, isThreadlineError, output, stateOf } from "./checks.js";
 import { SERVER_ADDR, startServer } from "./server.js";
 import { client, server } from "./suite.js";
 import { VECTORS_DIR, checkDeltaVector, checkStateEnvironmentVector, checkVector, manifest, unlistedFiles } from "./vectors.js";
@@ -215,12 +215,10 @@ describe("threads", () => {
     assert.equal(continued.threadId, fork.threadId);
     assert.equal(output(continued), "You said: hello fork");
 
-    await assert.rejects(client.forkState(source, { threadId: source.threadId }), (err: unknown) => {
-      assert.ok(err instanceof ThreadlineError);
-      assert.equal(err.code, Code.InvalidArgument);
-      assert.equal(err.reason, "FORK_THREAD_ID_CONFLICT");
-      return true;
-    });
+    await assert.rejects(
+      client.forkState(source, { threadId: source.threadId }),
+      isThreadlineError(Code.InvalidArgument, "FORK_THREAD_ID_CONFLICT"),
+    );
   });
 
   test("capability state travels in the envelope from run to run", async () => {
@@ -347,11 +345,7 @@ describe("streaming", () => {
           if (event.event.case === "runStarted") controller.abort();
         }
       })(),
-      (err: unknown) => {
-        assert.ok(err instanceof ThreadlineError);
-        assert.equal(err.code, Code.Canceled);
-        return true;
-      },
+      isThreadlineError(Code.Canceled),
     );
     assert.equal(seen[0]?.event.case, "runStarted");
   });
@@ -383,11 +377,7 @@ describe("streaming", () => {
   });
 
   test("a call deadline ends a slow run with Code.DeadlineExceeded", async () => {
-    await assert.rejects(client.run({ prompt: "sleep 30" }, { timeoutMs: 300 }), (err: unknown) => {
-      assert.ok(err instanceof ThreadlineError);
-      assert.equal(err.code, Code.DeadlineExceeded);
-      return true;
-    });
+    await assert.rejects(client.run({ prompt: "sleep 30" }, { timeoutMs: 300 }), isThreadlineError(Code.DeadlineExceeded));
   });
 });
 
@@ -497,11 +487,7 @@ describe("packed events", () => {
               }
             }
           })(),
-          (err: unknown) => {
-            assert.ok(err instanceof ThreadlineError);
-            assert.equal(err.code, Code.Canceled);
-            return true;
-          },
+          isThreadlineError(Code.Canceled),
         );
         assert.equal(seen.length, 2, `maxEventsPerMessage: ${maxEventsPerMessage}`);
       } finally {
@@ -795,12 +781,7 @@ describe("errors", () => {
   });
 
   test("an unknown agent is rejected with AGENT_UNKNOWN", async () => {
-    await assert.rejects(client.run({ agent: "no-such-agent", prompt: "hi" }), (err: unknown) => {
-      assert.ok(err instanceof ThreadlineError);
-      assert.equal(err.code, Code.InvalidArgument);
-      assert.equal(err.reason, "AGENT_UNKNOWN");
-      return true;
-    });
+    await assert.rejects(client.run({ agent: "no-such-agent", prompt: "hi" }), isThreadlineError(Code.InvalidArgument, "AGENT_UNKNOWN"));
   });
 
   test("a server with --token needs the client's token", { skip: SERVER_ADDR && "THREADLINE_ADDR names the server" }, async () => {
@@ -812,12 +793,7 @@ describe("errors", () => {
         [missing!, "TOKEN_MISSING"],
         [wrong!, "TOKEN_INVALID"],
       ] as const) {
-        await assert.rejects(c.getServerInfo(), (err: unknown) => {
-          assert.ok(err instanceof ThreadlineError);
-          assert.equal(err.code, Code.Unauthenticated);
-          assert.equal(err.reason, reason);
-          return true;
-        });
+        await assert.rejects(c.getServerInfo(), isThreadlineError(Code.Unauthenticated, reason));
       }
       assert.ok((await right!.getServerInfo()).schemaVersions.includes("1"));
       const events = [];

@@ -45,6 +45,7 @@ import {
   externalResult,
   pendingCalls,
 } from "../src/index.js";
+import { isThreadlineError } from "./checks.js";
 import { client, server } from "./suite.js";
 
 const TOKEN = process.env["THREADLINE_TOKEN"];
@@ -675,11 +676,7 @@ describe("the SDK's own handling of thread runs", () => {
     const { client: lost, sent } = await unreachable();
     try {
       const started = Date.now();
-      await assert.rejects(lost.threads.run("thread_x", { text: "hello" }), (err: unknown) => {
-        assert.ok(err instanceof ThreadlineError);
-        assert.equal(err.code, Code.Unavailable);
-        return true;
-      });
+      await assert.rejects(lost.threads.run("thread_x", { text: "hello" }), isThreadlineError(Code.Unavailable));
       assert.equal(sent.length, RUN_RETRIES + 1);
       assert.equal(new Set(sent).size, 1, "every attempt carries the same request ID");
       assert.match(sent[0]!, /^req-[0-9a-f]{32}$/);
@@ -707,11 +704,7 @@ describe("the SDK's own handling of thread runs", () => {
   test("stream does not retry", async () => {
     const { client: lost, sent } = await unreachable();
     try {
-      await assert.rejects(lost.threads.stream("thread_x", { text: "hello" }).collect(), (err: unknown) => {
-        assert.ok(err instanceof ThreadlineError);
-        assert.equal(err.code, Code.Unavailable);
-        return true;
-      });
+      await assert.rejects(lost.threads.stream("thread_x", { text: "hello" }).collect(), isThreadlineError(Code.Unavailable));
       assert.deepEqual(sent, ["stream"]);
     } finally {
       lost.close();
