@@ -11,6 +11,7 @@ import { describe, test } from "node:test";
 import { clone, create } from "@bufbuild/protobuf";
 
 import {
+  type CallResult,
   ChildAction,
   type ChildRequest,
   ChildRequestSchema,
@@ -73,13 +74,9 @@ async function suspendedChild(child: ChildRequest): Promise<RunResult> {
   return result;
 }
 
-/** Answer the parent's child request with the child's result; the parent's terminal result. */
-async function answerParent(parent: RunResult, child: ChildRequest, childResult: RunResult): Promise<RunResult> {
-  return client.run({
-    agent: "demo-lead",
-    previousState: stateOf(parent),
-    deferredResume: resumeWith(parent.deferred!, [childAnswer(child, childResult)]),
-  });
+/** Resume the suspended parent with `answer` to its child request: the parent's terminal result. */
+function answerParent(parent: RunResult, answer: CallResult): Promise<RunResult> {
+  return client.run({ agent: "demo-lead", previousState: stateOf(parent), deferredResume: resumeWith(parent.deferred!, [answer]) });
 }
 
 describe("inline children", () => {
@@ -151,7 +148,7 @@ describe("Host-managed children", () => {
     assert.equal(done.threadId, child.threadId);
     assert.equal(output(done), "Tool results: delete_file: Deleted old.txt.");
 
-    const finished = await answerParent(parent, child, done);
+    const finished = await answerParent(parent, childAnswer(child, done));
     assert.equal(finished.threadId, parent.threadId);
     assert.deepEqual(quoted(finished, "delegate"), {
       execution_id: child.threadId,
@@ -198,7 +195,7 @@ describe("Host-managed children", () => {
       ["delete_file"],
     );
 
-    const finished = await answerParent(parent, child, recovered);
+    const finished = await answerParent(parent, childAnswer(child, recovered));
     assert.equal(quoted(finished, "delegate")["output"], "Tool results: delete_file: Deleted notes.txt.");
   });
 
@@ -212,7 +209,7 @@ describe("Host-managed children", () => {
     const text = String(output(recovered));
     assert.match(text, /No tool result was recorded because execution was interrupted/);
     assert.doesNotMatch(text, /Deleted/);
-    const finished = await answerParent(parent, child, recovered);
+    const finished = await answerParent(parent, childAnswer(child, recovered));
     assert.equal(quoted(finished, "delegate")["status"], "completed");
   });
 
@@ -226,27 +223,20 @@ describe("Host-managed children", () => {
     const answer = childAnswer(child, failed);
     assert.equal(answer.toolCallId, child.parent?.parentToolCallId);
     assert.deepEqual([answer.result.case, answer.result.value], ["failed", create(ToolFailedResultSchema, { message })]);
-    const finished = await answerParent(parent, child, failed);
+    const finished = await answerParent(parent, childAnswer(child, failed));
     assert.ok(String(output(finished)).includes(message), String(output(finished)));
   });
 
   test("a running answer lets the parent go on while the child works", async () => {
     const { parent, child } = await askChild("delete old.txt");
-    const finished = await client.run({
-      agent: "demo-lead",
-      previousState: stateOf(parent),
-      deferredResume: resumeWith(parent.deferred!, [childRunning(child)]),
-    });
+    const finished = await answerParent(parent, childRunning(child));
     assert.deepEqual(quoted(finished, "delegate"), { execution_id: child.threadId, subagent: "reviewer", status: "running" });
   });
 
   test("an answer that does not quote the request is CHILD_RESULT_INVALID", async () => {
     const { parent, child } = await askChild("delete old.txt");
     const wrong = callResult(child.parent!.parentToolCallId, { execution_id: "thread_other", subagent: "reviewer", status: "completed", output: "x" });
-    await assert.rejects(
-      client.run({ agent: "demo-lead", previousState: stateOf(parent), deferredResume: resumeWith(parent.deferred!, [wrong]) }),
-      isThreadlineError(Code.FailedPrecondition, "CHILD_RESULT_INVALID"),
-    );
+    await assert.rejects(answerParent(parent, wrong), isThreadlineError(Code.FailedPrecondition, "CHILD_RESULT_INVALID"));
   });
 
   test("a lineage naming a parent agent without that edge is CHILD_EDGE_UNKNOWN", async () => {
