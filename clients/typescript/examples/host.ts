@@ -148,8 +148,10 @@ async function main(): Promise<void> {
     console.log(thread ? `thread ${thread.state.threadId} (${statePath})` : `new thread (${statePath})`);
     if (!thread && prompt === "") throw new Error("give a prompt to start a thread");
 
-    // A suspended thread is answered first; the prompt, if any, goes into the next run.
-    let spec: RunInput = { ...agent, clientTools: CLIENT_TOOLS };
+    // Every run of the thread: its agent and this host's tools. A suspended thread is answered
+    // first; the prompt, if any, goes into the next run.
+    const base: RunInput = { ...agent, clientTools: CLIENT_TOOLS };
+    let spec: RunInput = { ...base };
     if (thread?.pending) {
       spec.previousState = thread.state;
       spec.deferredResume = resumeWith(thread.pending, await answer(client, thread.pending, terminal));
@@ -166,12 +168,12 @@ async function main(): Promise<void> {
       }
       if (result.status === RunStatus.SUSPENDED && result.deferred && result.state) {
         const answers = await answer(client, result.deferred, terminal);
-        spec = { ...agent, clientTools: CLIENT_TOOLS, previousState: result.state, deferredResume: resumeWith(result.deferred, answers) };
+        spec = { ...base, previousState: result.state, deferredResume: resumeWith(result.deferred, answers) };
         continue;
       }
       report(result);
       if (queuedPrompt !== undefined && result.status === RunStatus.COMPLETED && result.state) {
-        spec = { ...agent, clientTools: CLIENT_TOOLS, previousState: result.state, prompt: queuedPrompt };
+        spec = { ...base, previousState: result.state, prompt: queuedPrompt };
         queuedPrompt = undefined;
         continue;
       }
