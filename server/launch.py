@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,12 +31,10 @@ from harness.errors import ErrorCode
 
 from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field
-from .metrics import CURRENT
 from .mounts import ServerMounts
-from .runlog import run_context
+from .runlog import RunScope
 from .runs import ActiveRuns
 from .tracing import CURRENT as TRACING
-from .tracing import RunSpan
 
 __all__ = ("ThreadLauncher", "start_stream", "unknown_agent")
 
@@ -186,19 +183,15 @@ class ThreadLauncher:
     def admit(
         self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None], request_id: str, agent: str
     ) -> Iterator[None]:
-        metrics, started = CURRENT.get(), time.monotonic()
         fields = {"thread_id": stream.thread_id, "run_id": stream.run_id, "request_id": request_id}
-        span = RunSpan("threads", agent, fields)
-        if metrics is not None:
-            metrics.run_started("threads", agent)
-        try:
-            with self._runs.admit(stream, cancel=cancel), run_context(**fields):
-                span.start()
+        scope = RunScope("threads", agent, fields)
+        with self._runs.admit(stream, cancel=cancel):  # a refused admission is no run (as in HarnessService)
+            scope.start()
+            try:
                 yield
-        finally:
-            result = stream.result
-            status = result.status if result is not None else "interrupted"
-            span.end(status)
-            if metrics is not None:
-                usage = result.usage if result is not None else None
-                metrics.run_finished("threads", agent, status, time.monotonic() - started, usage)
+            finally:
+                result = stream.result
+                if result is None:
+                    scope.end("interrupted")
+                else:
+                    scope.end(result.status, result.usage)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry import trace
 
-from .metrics import CURRENT
+from .metrics import CURRENT, Service
 from .tracing import RunSpan
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ __all__ = (
     "LOG_LEVELS",
     "JsonFormatter",
     "RunLog",
+    "RunScope",
     "RunStatus",
     "TextFormatter",
     "configure",
@@ -137,8 +138,50 @@ RunStatus = Literal[
 """How a run ended, as its `run_finished` line says: the result's status, or what ended the RPC instead."""
 
 
+class RunScope:
+    """What a run has while it executes, whichever service runs it: its ids on every log line
+    (`run_context`), its `threadline.run` span, and its metrics (started, finished, duration, tokens).
+
+    `start()` and `end()` from the same task: the span is attached to its context and detached again.
+    """
+
+    def __init__(self, service: Service, agent: str, fields: Mapping[str, str]) -> None:
+        self._service, self._agent, self._fields = service, agent, fields
+        self._metrics = CURRENT.get()
+        self._span = RunSpan(service, agent, fields)
+        self._context: AbstractContextManager[None] = nullcontext()
+        self._started = 0.0
+        self._first = True
+
+    def start(self) -> None:
+        self._started = time.monotonic()
+        self._context = run_context(**self._fields)
+        self._context.__enter__()
+        self._span.start()
+        if self._metrics is not None:
+            self._metrics.run_started(self._service, self._agent)
+
+    def elapsed(self) -> float:
+        """Seconds since `start()`."""
+        return time.monotonic() - self._started
+
+    def first_event(self) -> None:
+        """The run's first event is out (metrics: time to first event); later calls do nothing."""
+        if self._first and self._metrics is not None:
+            self._metrics.first_event_seconds.labels(self._service).observe(self.elapsed())
+        self._first = False
+
+    def end(self, status: str, usage: RunUsage | None = None, reason: str | None = None) -> None:
+        """The run ended `status` (refused with `reason`, if it was), having used `usage` of its model."""
+        if self._metrics is not None:
+            self._metrics.run_finished(self._service, self._agent, status, self.elapsed(), usage)
+        self._span.end(status, reason)
+        self._context.__exit__(None, None, None)
+
+
 class RunLog:
-    """The `run_started` and `run_finished` lines of one run, as a context manager.
+    """The `run_started` and `run_finished` lines of one HarnessService run (and its `RunScope`), as a
+    context manager.
 
     Usage:
         with RunLog(agent="default", thread_id=..., run_id=..., request_id=...) as log:
@@ -153,31 +196,19 @@ class RunLog:
         self._agent = agent
         self._status: RunStatus | None = None
         self._extra: dict[str, Any] = {}
-        self._started = 0.0
-        self._context: AbstractContextManager[None] = nullcontext()
         self._usage: RunUsage | None = None
-        self._first = True
-        self._metrics = CURRENT.get()
-        self._span = RunSpan("harness", agent, self.fields)
+        self._scope = RunScope("harness", agent, self.fields)
 
     def __enter__(self) -> RunLog:
-        self._started = time.monotonic()
-        self._context = run_context(**self.fields)
-        self._context.__enter__()
-        self._span.start()
+        self._scope.start()
         log_run("run_started", agent=self._agent, **self.fields)
-        if self._metrics is not None:
-            self._metrics.run_started("harness", self._agent)
         return self
 
     def __exit__(self, *exc: object) -> None:
         status = self._status or "client_cancelled"
-        duration_ms = round((time.monotonic() - self._started) * 1000, 3)
+        duration_ms = round(self._scope.elapsed() * 1000, 3)
         log_run("run_finished", status=status, duration_ms=duration_ms, **self._extra, **self.fields)
-        if self._metrics is not None:
-            self._metrics.run_finished("harness", self._agent, status, duration_ms / 1000, self._usage)
-        self._span.end(status, self._extra.get("reason"))
-        self._context.__exit__(None, None, None)
+        self._scope.end(status, self._usage, self._extra.get("reason"))
 
     def ended(self, status: RunStatus, usage: RunUsage | None = None) -> None:
         """The run delivered its result with this status (and used this much of its model)."""
@@ -185,9 +216,7 @@ class RunLog:
 
     def first_event(self) -> None:
         """The run's first event is out (metrics: time to first event)."""
-        if self._first and self._metrics is not None:
-            self._metrics.first_event_seconds.labels("harness").observe(time.monotonic() - self._started)
-        self._first = False
+        self._scope.first_event()
 
     def refused(self, reason: str) -> None:
         """The core raised after the run started: the RPC ends with that error's status."""
