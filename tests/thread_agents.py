@@ -96,7 +96,9 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     """Every line the agent wrote to `path` so far (none when it does not exist yet)."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    text = path.read_text(encoding="utf-8")
+    # Only whole lines: the agent's process may be between the writes of one.
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line.strip()]
 
 
 def executions(path: Path, tool: str | None = None) -> dict[str, int]:

@@ -72,11 +72,13 @@ class Served:
         return self.process.returncode
 
     def log_lines(self) -> list[dict[str, Any]]:
-        """Every JSON line the server has logged so far."""
+        """Every JSON line the server has finished logging so far."""
         # pread leaves the file offset alone, which the server's writes share with this handle.
         fd = self.log.fileno()
         text = os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
-        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        # Only whole lines: a long line (a span with its attributes) reaches the file in several writes.
+        complete = text[: text.rfind("\n") + 1]
+        return [json.loads(line) for line in complete.splitlines() if line.startswith("{")]
 
     async def run_logged(self, event: str, request_id: str, *, within: float = 30.0) -> dict[str, Any]:
         """The `event` line (`run_started`, `run_finished`) of the run with `request_id`, once logged.
