@@ -1,10 +1,23 @@
+from collections.abc import AsyncIterator
+
 import pytest
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def anyio_backend() -> str:
     """Async tests run on asyncio, which the server's grpc.aio uses too."""
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def one_event_loop(anyio_backend: str) -> AsyncIterator[None]:
+    """Every async test and fixture of the session on one event loop.
+
+    grpc.aio hands a completion to the loop its call was started on; with a loop per test, a late
+    completion of an earlier test's call (its channel closed, its server stopped) reached a closed
+    loop and failed whichever test was running then ("Event loop is closed").
+    """
+    yield
 
 
 # -- the real server, in-process and as a subprocess -------------------------------------------------

@@ -33,9 +33,19 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 START_TIMEOUT = 60.0
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def one_event_loop(anyio_backend: str) -> AsyncIterator[None]:
+    """Every async test and fixture of the session on one event loop.
+
+    grpc.aio hands a completion to the loop its call was started on; with a loop per test, a late
+    completion of an earlier test's call could reach a closed loop and fail whichever test ran then.
+    """
+    yield
 
 
 SERVE_ARGS = ("serve", "--port", "0", "--store", "memory")
