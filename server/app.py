@@ -121,8 +121,10 @@ class ThreadlineServer:
             interceptors.append(BearerTokenInterceptor(config.token))
         self._server = grpc.aio.server(options=config.grpc_options(), interceptors=interceptors)
         self._store_kind, self._store_path = config.store_location()
-        self.mounts = ServerMounts(config.mount_roots())
-        """The shell environments (`--mount`) and their backend, open while the server runs."""
+        self.mounts = ServerMounts(
+            config.mount_definitions(), agents=tuple(registry), backend=config.backend_limits()
+        )
+        """The shell environments (`--mount`, `[mounts.NAME]`) and their backend, open while the server runs."""
         self.metrics = (
             Metrics(run_limit=config.max_concurrent_runs, active_runs=lambda: len(self.runs))
             if config.metrics_port is not None

@@ -11,13 +11,14 @@ import asyncio
 import dataclasses
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, Flag, ServerConfig, setting_kind
-from .config_file import load_file
+from .config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, Flag, ServerConfig, flag_settings, setting_kind
+from .config_file import FileSettings, load_file
+from .mount_config import check_agents
 
 __all__ = ("build_parser", "main")
 
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="agent for runs that name none (default: first --agent, else 'default')",
     )
-    for setting in dataclasses.fields(ServerConfig):
+    for setting in flag_settings():
         _add_setting(serve, setting)
     config = commands.add_parser(
         "config", help="check a configuration file", description="Configuration files."
@@ -125,6 +126,21 @@ class Settings:
     """`NAME=module:factory`: the file's, then the flags' (a later one replaces an earlier NAME)."""
     model: str | None
     default_agent: str | None
+    file: FileSettings | None = None
+    """The configuration file read, if any (to name the line of a value found wrong later)."""
+
+    def located(self, error: ConfigError, *, flags: Container[str] = ()) -> ConfigError:
+        """`error` with the file's line of the value at fault, unless a flag (in `flags`) set it."""
+        if self.file is None or error.field is None or error.field in flags:
+            return error
+        return ConfigError(f"{self.file.line_of(error.field)}{error}", field=error.field)
+
+    def check_served(self, agents: Sequence[str]) -> None:
+        """What needs the served agents: each mount's `agents` must name some (`ConfigError`, located)."""
+        try:
+            check_agents(self.config.mount_definitions(), agents)
+        except ConfigError as error:
+            raise self.located(error) from None
 
 
 def settings_from_args(args: argparse.Namespace, *, file: Path | None = None) -> Settings:
@@ -135,28 +151,29 @@ def settings_from_args(args: argparse.Namespace, *, file: Path | None = None) ->
     """
     path = file if file is not None else getattr(args, "config", None)
     loaded = load_file(path) if path is not None else None
-    flags = {s.name: getattr(args, s.name) for s in dataclasses.fields(ServerConfig) if hasattr(args, s.name)}
-    if "mounts" in flags:
+    flags = {s.name: getattr(args, s.name) for s in flag_settings() if hasattr(args, s.name)}
+    values = dict(loaded.config) if loaded is not None else {}
+    if "mounts" in flags:  # the command line's mounts replace the file's, both forms
         flags["mounts"] = tuple(flags["mounts"])
+        values.pop("mount_tables", None)
     if "token" in flags:
         flags["token"] = flags["token"] or None
-    values = {**(loaded.config if loaded is not None else {}), **flags}
+    values.update(flags)
     if "token" not in values:
         values["token"] = os.environ.get(TOKEN_ENV) or None
-    config = ServerConfig(**values)
-    try:
-        config.check()
-    except ConfigError as error:
-        if loaded is None or error.field is None or error.field in flags:
-            raise
-        raise ConfigError(f"{loaded.line_of(error.field)}{error}", field=error.field) from None
     file_agents = tuple(f"{name}={target}" for name, target in (loaded.agents if loaded else {}).items())
-    return Settings(
-        config=config,
+    settings = Settings(
+        config=ServerConfig(**values),
         agents=(*file_agents, *getattr(args, "agent", ())),
         model=getattr(args, "model", None) or (loaded.model if loaded else None),
         default_agent=getattr(args, "default_agent", None) or (loaded.default_agent if loaded else None),
+        file=loaded,
     )
+    try:
+        settings.config.check()
+    except ConfigError as error:
+        raise settings.located(error, flags=flags) from None
+    return settings
 
 
 def _announce(address: str) -> None:
@@ -175,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_from_args(args, file=args.file if args.command == "config" else None)
         runlog.configure(settings.config.log_level, settings.config.log_format)
         registry = build_registry(settings.agents, model=settings.model, default=settings.default_agent)
+        settings.check_served(tuple(registry))
         if args.command == "config":
             print(f"{args.file}: OK, it would serve {', '.join(registry)} (default {registry.default}).")
             return 0

@@ -9,14 +9,18 @@ from __future__ import annotations
 import ipaddress
 import os
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
-from harness.environment.config import MOUNT_NAME
+from harness.environment import LocalBackendLimits
 from harness.threads.database import StoreKind, postgresql_conninfo
 
+from .config_error import ConfigError
+from .mount_config import MountDefinition, backend_limits, check_unique, mount_flag
 from .runlog import LOG_FORMATS, LOG_LEVELS
 from .tracing import exporter_names
 
@@ -30,7 +34,10 @@ __all__ = (
     "UNACCEPTED_CALL_WAIT_S",
     "ConfigError",
     "Flag",
+    "MountDefinition",
     "ServerConfig",
+    "flag_settings",
+    "setting_kind",
 )
 
 DEFAULT_HOST = "127.0.0.1"
@@ -57,15 +64,6 @@ def default_store_path() -> Path:
     else:
         base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return base / "threadline" / "threads.sqlite3"
-
-
-class ConfigError(Exception):
-    """The settings cannot be served as given; the message tells the user what to change."""
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-        """The `ServerConfig` field at fault, when one is (a configuration file names its line)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +223,15 @@ class ServerConfig:
     )
     """Whether pydantic-ai's spans carry message content; off by default, since prompts may be private."""
 
+    # -- set only by a configuration file (tables, no flag) ---------------------------------------------
+    mount_tables: tuple[MountDefinition, ...] = field(default=(), metadata={"file": "mounts"})
+    """`[mounts.NAME]` tables: mounts with their actions, agents, shell, environment and limits; `--mount`
+    on the command line replaces them with its own."""
+    local_backend: Mapping[str, Any] = field(
+        default_factory=lambda: MappingProxyType({}), metadata={"file": "local_backend"}
+    )
+    """The `[local_backend]` table: `LocalBackendLimits` across all mounts (ENVIRONMENT §10.4)."""
+
     @property
     def tls(self) -> bool:
         """Whether the server speaks TLS."""
@@ -284,17 +291,20 @@ class ServerConfig:
                 "agents. Add --tls-cert/--tls-key and/or --token, or --insecure if that is intended.",
                 field="host",
             )
-        self.mount_roots()
+        self.mount_definitions()
+        self.backend_limits()
 
-    def mount_roots(self) -> tuple[tuple[str, Path], ...]:
-        """Each `--mount` as (name, absolute root), checked against the refusals of ENVIRONMENT §12.1.
+    def mount_definitions(self) -> tuple[MountDefinition, ...]:
+        """Every mount (`--mount`, then the file's tables), checked against ENVIRONMENT §12.1's refusals
+        and against this machine (`MountDefinition.local_config()`).
 
         Raises:
-            ConfigError: A mount is malformed, named twice, or its root is not an existing absolute
-                directory; the platform is not POSIX; the server runs as root without
-                `allow_root_shell`, or binds a non-loopback address without `allow_remote_shell`.
+            ConfigError: A mount is malformed, named twice, its root is not an existing absolute
+                directory or an option is out of range; the platform is not POSIX; the server runs as
+                root without `allow_root_shell`, or binds a non-loopback address without
+                `allow_remote_shell`.
         """
-        if not self.mounts:
+        if not self.mounts and not self.mount_tables:
             return ()
         if os.name != "posix":
             raise ConfigError("--mount needs a POSIX system (process groups and signals).", field="mounts")
@@ -310,34 +320,19 @@ class ServerConfig:
                 "this machine. Bind loopback, or add --allow-remote-shell if that is intended.",
                 field="mounts",
             )
-        roots: dict[str, Path] = {}
-        for spec in self.mounts:
-            name, sep, target = spec.partition("=")
-            provider, colon, root_text = target.partition(":")
-            if not sep or not colon or provider != "local" or not root_text:
-                raise ConfigError(
-                    f"--mount {spec[:200]!r}: expected NAME=local:ROOT, e.g. work=local:/srv/work.",
-                    field="mounts",
-                )
-            if not MOUNT_NAME.match(name):
-                raise ConfigError(
-                    f"--mount {spec[:200]!r}: the name must match {MOUNT_NAME.pattern} (lower case, digits, '-').",
-                    field="mounts",
-                )
-            if name in roots:
-                raise ConfigError(f"--mount: the name {name!r} is given twice.", field="mounts")
-            root = Path(root_text).expanduser()
-            if not root.is_absolute():
-                raise ConfigError(
-                    f"--mount {name}: the root {root_text[:200]!r} is not an absolute path.", field="mounts"
-                )
-            if not root.is_dir():
-                raise ConfigError(
-                    f"--mount {name}: the root {root_text[:200]!r} is not an existing directory.",
-                    field="mounts",
-                )
-            roots[name] = root
-        return tuple(roots.items())
+        definitions = (*(mount_flag(spec) for spec in self.mounts), *self.mount_tables)
+        check_unique(definitions)
+        for definition in definitions:
+            definition.local_config()
+        return definitions
+
+    def backend_limits(self) -> LocalBackendLimits:
+        """The local backend's limits across all mounts (`[local_backend]`, else ENVIRONMENT §10.4's).
+
+        Raises:
+            ConfigError: An unknown key or a value out of range.
+        """
+        return backend_limits(self.local_backend)
 
     def store_location(self) -> tuple[StoreKind | Literal["none"], str | None]:
         """The store's kind ("sqlite", "memory", "postgresql", "none") and its file or connection string.
@@ -399,3 +394,8 @@ def setting_kind(name: str) -> type:
     if hint is bool or get_origin(hint) is tuple:
         return bool if hint is bool else tuple
     return next(t for t in (Path, int, float, str) if t is hint or t in get_args(hint))
+
+
+def flag_settings() -> tuple[Field[Any], ...]:
+    """The `ServerConfig` fields a flag sets, each also a file key; the rest are the file's tables."""
+    return tuple(setting for setting in fields(ServerConfig) if "flag" in setting.metadata)

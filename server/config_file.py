@@ -3,8 +3,10 @@
 A key is its flag's name without the dashes (`--max-concurrent-runs` → `max_concurrent_runs`; a
 repeatable flag's is plural, `mounts = [...]` for `--mount`), so the
 file, the flags and `--help` share one list of settings, defaults and help texts (`ServerConfig`'s
-fields). Besides those: `agents` (a table `NAME = "module:factory"`), `model`, `default_agent` and
-`token_file` (the bearer token read from a file, so it is in neither the file nor the process list).
+fields). Besides those: `agents` (a table `NAME = "module:factory"`), `model`, `default_agent`,
+`token_file` (the bearer token read from a file, so it is in neither the file nor the process list), and
+the tables no flag can say: `[mounts.NAME]` (a mount with its actions, agents, shell, environment and
+limits, instead of the list) and `[local_backend]` (the shell backend's limits), `server.mount_config`.
 Relative paths are relative to the file. Flags override the file; a bad value names its line.
 """
 
@@ -13,15 +15,18 @@ from __future__ import annotations
 import dataclasses
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from .config import ConfigError, Flag, ServerConfig, setting_kind
+from .config import ConfigError, Flag, flag_settings, setting_kind
+from .mount_config import BACKEND_TABLE, mount_table
 
 __all__ = ("FileSettings", "file_key", "load_file", "locate")
 
-_EXTRA_KEYS = ("agents", "model", "default_agent", "token_file")
+_EXTRA_KEYS = ("agents", "model", "default_agent", "token_file", BACKEND_TABLE)
 
 
 def file_key(setting: dataclasses.Field[Any]) -> str:
@@ -33,7 +38,7 @@ def file_key(setting: dataclasses.Field[Any]) -> str:
     return flag.name.removeprefix("--").replace("-", "_")
 
 
-_FIELDS = {file_key(setting): setting.name for setting in dataclasses.fields(ServerConfig)}
+_FIELDS = {file_key(setting): setting.name for setting in flag_settings()}
 """TOML key → `ServerConfig` field."""
 
 
@@ -52,9 +57,14 @@ class FileSettings:
     """The file as read, to name a value's line."""
 
     def line_of(self, config_field: str | None) -> str:
-        """`FILE:LINE: ` for the key that set `config_field`, or `FILE: ` when the file did not set it."""
-        key = next((k for k, name in _FIELDS.items() if name == config_field), None)
-        line = locate(self.text, key) if key is not None and config_field in self.config else None
+        """`FILE:LINE: ` for the key that set `config_field` (a field, or a table value's TOML path such as
+        `mounts.work.shell`), or `FILE: ` when the file did not set it."""
+        line = None
+        if config_field is not None and "." in config_field:
+            line = locate_path(self.text, config_field)
+        else:
+            key = next((k for k, name in _FIELDS.items() if name == config_field), None)
+            line = locate(self.text, key) if key is not None and config_field in self.config else None
         return f"{self.path}:{line}: " if line is not None else f"{self.path}: "
 
 
@@ -71,6 +81,18 @@ def locate(text: str, key: str, table: str | None = None) -> int | None:
         elif current == table and pattern.match(line):
             return number
     return None
+
+
+def locate_path(text: str, path: str) -> int | None:
+    """The line of the value at the TOML `path` (`mounts.work.limits.max_live_commands`): its key in its
+    table, else the nearest enclosing key or table header that can be found."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        table, key = ".".join(parts[:cut]), parts[cut]
+        line = locate(text, key, table) or locate(text, f"{table}.{key}")
+        if line is not None:
+            return line
+    return locate(text, parts[0])
 
 
 def load_file(path: Path) -> FileSettings:
@@ -95,7 +117,13 @@ def load_file(path: Path) -> FileSettings:
 
     config: dict[str, Any] = {}
     for key, value in data.items():
-        if key in _FIELDS:
+        if key == "mounts" and isinstance(value, dict):  # `[mounts.NAME]` tables instead of the list
+            config["mount_tables"] = _mount_tables(value, base, text, path)
+        elif key == BACKEND_TABLE:
+            if not isinstance(value, dict):
+                raise fail(key, f"{key} must be a table (max_live_commands, max_retained_bytes, ...).")
+            config["local_backend"] = MappingProxyType(value)
+        elif key in _FIELDS:
             name = _FIELDS[key]
             config[name] = _typed(key, value, setting_kind(name), base, fail)
         elif key not in _EXTRA_KEYS:
@@ -119,7 +147,17 @@ def load_file(path: Path) -> FileSettings:
     )
 
 
-def _typed(key: str, value: object, kind: type, base: Path, fail: Any) -> Any:
+def _mount_tables(tables: dict[str, Any], base: Path, text: str, path: Path) -> tuple[Any, ...]:
+    try:
+        return tuple(mount_table(name, table, base) for name, table in tables.items())
+    except ConfigError as error:
+        line = locate_path(text, error.field or "mounts")
+        raise ConfigError(
+            f"{path}:{line}: {error}" if line else f"{path}: {error}", field=error.field
+        ) from None
+
+
+def _typed(key: str, value: object, kind: type, base: Path, fail: Callable[..., ConfigError]) -> Any:
     """`value` as the field's type, or a `ConfigError` naming the key's line."""
     if kind is bool:
         if isinstance(value, bool):
@@ -141,7 +179,7 @@ def _typed(key: str, value: object, kind: type, base: Path, fail: Any) -> Any:
     raise fail(key, f"{key} must be {article}, not {value!r}.")
 
 
-def _token(value: object, base: Path, fail: Any) -> str:
+def _token(value: object, base: Path, fail: Callable[..., ConfigError]) -> str:
     if not isinstance(value, str):
         raise fail("token_file", "token_file must be a path (a string).")
     path = base / Path(value).expanduser()

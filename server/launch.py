@@ -77,20 +77,17 @@ def start_stream(
     agent = registry.get(agent_name)
     if agent is None:
         raise unknown_agent(registry, agent_name, field="spec.agent")
-    reserved = [tool.name for tool in registry.tools(agent_name)] + [tool.name for tool in mounts.tools]
+    served = agent_name or registry.default
+    reserved = [tool.name for tool in (*registry.tools(agent_name), *mounts.tools(served))]
     try:
         capability = client_tools_capability(client_tools, reserved_names=reserved)
     except HarnessError as error:
         raise at_field(error, "spec.client_tools") from None
-    edge = (
-        host_edge(registry, parent_agent, lineage, child=agent_name or registry.default)
-        if parent_agent
-        else None
-    )
+    edge = host_edge(registry, parent_agent, lineage, child=served) if parent_agent else None
     capabilities: list[AbstractCapability[Any]] = [capability] if capability is not None else []
     if (tracing := TRACING.get()) is not None:
         capabilities.append(tracing.instrumentation)  # pydantic-ai's model and tool spans, this run only
-    bound = mounts.bind(previous_state, state_field=state_field)
+    bound = mounts.bind(served, previous_state, state_field=state_field)
     if bound and (shell := mounts.capability_for(agent.capabilities)) is not None:
         capabilities.append(shell)  # per run: the agent's definition is never changed (§12.2)
     bindings = RunBindings.embedded(

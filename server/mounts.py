@@ -1,7 +1,7 @@
-"""The server's shell environments (`--mount NAME=local:ROOT`): one backend, fresh adapters per run.
+"""The server's shell environments (`--mount`, `[mounts.NAME]`): one backend, fresh adapters per run.
 
-The server is the Host of ENVIRONMENT §12: mount definitions (roots, shells, actions) are its
-configuration, never a request's; a request only brings the checkpoint's `environment_states`, which
+The server is the Host of ENVIRONMENT §12: mount definitions (roots, shells, actions, which agents
+get them) are its configuration, never a request's; a request only brings the checkpoint's `environment_states`, which
 each mount decodes as evidence of the commands this server process keeps (§12.2). The backend lives
 as long as the server and stops every command it still runs when the server stops (§11).
 """
@@ -9,28 +9,25 @@ as long as the server and stops every command it still runs when the server stop
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
-from pydantic import ValidationError
 from threadline.v1 import harness_service_pb2
 
 from harness import HarnessError, HarnessState
 from harness.environment import (
-    ACTIONS,
     PROVIDER_KEY,
     READABLE_VERSIONS,
     DynamicEnvironmentCapability,
     EnvironmentMount,
-    LocalMountConfig,
+    LocalBackendLimits,
     LocalProcessBackend,
 )
 from harness.environment.capability import published_tools
 from harness.environment.surface import is_process_capable
 from harness.errors import ErrorCode
 
-from .agents import describe_tool
-from .config import ConfigError
+from .agents import ToolDescription, describe_tool
 from .errors import at_field
+from .mount_config import MountDefinition, check_agents
 from .runlog import log_run
 
 __all__ = ("ServerMounts",)
@@ -39,35 +36,57 @@ _VERSION_CODE = ErrorCode.ENVIRONMENT_STATE_VERSION_UNSUPPORTED
 
 
 class ServerMounts:
-    """The configured mounts, their backend (`open` … `close`) and what runs and hosts see of them."""
+    """The configured mounts, their backend (`open` … `close`) and what each agent's runs and hosts see
+    of them."""
 
-    def __init__(self, roots: Sequence[tuple[str, Path]]) -> None:
-        try:
-            self._configs = {name: LocalMountConfig(root) for name, root in roots}
-        except ValidationError as error:  # the root went away since `ServerConfig.check()`
-            raise ConfigError(f"--mount: {error.errors()[0]['msg']}.") from None
-        self.actions = ACTIONS
-        """Every mount's actions: all nine the local provider supports (§12.1)."""
-        self.tools = tuple(
-            describe_tool(tool) for tool in published_tools({name: self.actions for name in self._configs})
-        )
-        """The shell tools every agent's runs get, as `GetServerInfo` lists them (§12.4)."""
+    def __init__(
+        self,
+        definitions: Sequence[MountDefinition],
+        *,
+        agents: Sequence[str],
+        backend: LocalBackendLimits | None = None,
+    ) -> None:
+        """`definitions` as `ServerConfig.mount_definitions()` checked them; `agents` the served names.
+
+        Raises:
+            ConfigError: A root went away since the check, or a mount names an agent not served.
+        """
+        check_agents(definitions, agents)
+        self._mounts = {
+            definition.name: (definition, definition.local_config()) for definition in definitions
+        }
+        self._backend_limits = backend or LocalBackendLimits()
+        self._tools = {
+            agent: tuple(describe_tool(tool) for tool in published_tools(self._actions(agent)))
+            for agent in agents
+        }
         self._backend: LocalProcessBackend | None = None
 
     def __bool__(self) -> bool:
-        return bool(self._configs)
+        return bool(self._mounts)
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(self._configs)
+    def _actions(self, agent: str) -> dict[str, tuple[str, ...]]:
+        """Name → actions of the mounts `agent`'s runs get."""
+        return {name: d.actions for name, (d, _) in self._mounts.items() if d.serves(agent)}
+
+    def tools(self, agent: str) -> tuple[ToolDescription, ...]:
+        """The shell tools `agent`'s runs get, as `GetServerInfo` lists them (§12.4)."""
+        return self._tools.get(agent, ())
 
     async def open(self) -> None:
         """Start the backend (once the server starts); nothing runs before it."""
-        if self._configs and self._backend is None:
-            self._backend = LocalProcessBackend()
+        if self._mounts and self._backend is None:
+            self._backend = LocalProcessBackend(self._backend_limits)
             log_run(
                 "mounts_configured",
-                mounts=[{"name": name, "actions": list(self.actions)} for name in self._configs],
+                mounts=[
+                    {
+                        "name": name,
+                        "actions": list(d.actions),
+                        "agents": list(d.agents) if d.agents else "all",
+                    }
+                    for name, (d, _) in self._mounts.items()
+                ],
             )
 
     async def close(self) -> None:
@@ -77,8 +96,10 @@ class ServerMounts:
             stopped = await backend.aclose()
             log_run("mounts_closed", commands_stopped=stopped)
 
-    def bind(self, previous_state: HarnessState | None, *, state_field: str | None) -> list[EnvironmentMount]:
-        """A fresh adapter per mount for one run (`RunBindings.mounts`).
+    def bind(
+        self, agent: str, previous_state: HarnessState | None, *, state_field: str | None
+    ) -> list[EnvironmentMount]:
+        """A fresh adapter per mount of `agent` for one run (`RunBindings.mounts`).
 
         Each mount restores from the previous state's entry of its name, whatever its provider key
         (the adapter keeps a foreign entry untouched). `state_field` is the request field the
@@ -88,15 +109,17 @@ class ServerMounts:
         Raises:
             StateError: `environment_state_invalid`, `environment_state_version_unsupported`.
         """
-        if not self._configs:
+        if not self._mounts:
             return []
         assert self._backend is not None, "mounts are bound only while the server runs"
         states = previous_state.environment_states if previous_state is not None else {}
         mounts: list[EnvironmentMount] = []
-        for name, config in self._configs.items():
+        for name, (definition, config) in self._mounts.items():
+            if not definition.serves(agent):
+                continue  # its entry, if any, is carried unchanged (§9.2)
             try:
                 mounts.append(
-                    self._backend.mount(name, config, actions=self.actions, restore=states.get(name))
+                    self._backend.mount(name, config, actions=definition.actions, restore=states.get(name))
                 )
             except HarnessError as error:
                 if state_field is not None:
@@ -112,21 +135,21 @@ class ServerMounts:
             return None
         return DynamicEnvironmentCapability()
 
-    def mount_infos(self) -> list[harness_service_pb2.MountInfo]:
-        """`AgentInfo.mounts`: every agent gets every mount."""
+    def mount_infos(self, agent: str) -> list[harness_service_pb2.MountInfo]:
+        """`AgentInfo.mounts`: the mounts `agent`'s runs get, with their actions."""
         return [
             harness_service_pb2.MountInfo(
                 name=name,
                 provider_key=PROVIDER_KEY,
-                actions=list(self.actions),
-                process_capable=is_process_capable(self.actions),
+                actions=list(actions),
+                process_capable=is_process_capable(actions),
             )
-            for name in self._configs
+            for name, actions in self._actions(agent).items()
         ]
 
     def provider_infos(self) -> list[harness_service_pb2.EnvironmentProviderInfo]:
         """`GetServerInfoResponse.environment_providers`: the local provider when there are mounts."""
-        if not self._configs:
+        if not self._mounts:
             return []
         return [
             harness_service_pb2.EnvironmentProviderInfo(

@@ -509,9 +509,9 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                             description=tool.description,
                             recovery_retryable=tool.recovery_retryable,
                         )
-                        for tool in (*self._registry.tools(name), *self._mounts.tools)
+                        for tool in (*self._registry.tools(name), *self._mounts.tools(name))
                     ],
-                    mounts=self._mounts.mount_infos(),
+                    mounts=self._mounts.mount_infos(name),
                     subagents=self._subagents(name),
                 )
                 for name in self._registry

@@ -6,6 +6,7 @@ import dataclasses
 import os
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from conftest import REPO, ServeProcess
 from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc
 
 from server.cli import build_parser, settings_from_args
-from server.config import ConfigError, ServerConfig
+from server.config import ConfigError, ServerConfig, flag_settings
 from server.config_file import file_key
 
 EXAMPLE = REPO / "docs" / "threadline.example.toml"
@@ -62,8 +63,10 @@ def test_the_file_sets_every_flag(tmp_path: Path) -> None:
         "otlp_endpoint": ('"http://127.0.0.1:4317"', "http://127.0.0.1:4317"),
         "trace_content": ("true", True),
     }
-    fields = {setting.name: setting for setting in dataclasses.fields(ServerConfig)}
-    assert set(values) == set(fields), "every ServerConfig field has a file key"
+    fields = {setting.name: setting for setting in flag_settings()}
+    assert set(values) == set(fields), "every flag has a file key"
+    tables = {setting.name for setting in dataclasses.fields(ServerConfig)} - set(fields)
+    assert tables == {"mount_tables", "local_backend"}, "the rest are tables (test_mount_tables_...)"
     text = "".join(f"{file_key(fields[name])} = {toml}\n" for name, (toml, _) in values.items())
     got = settings(tmp_path, text + '[agents]\nother = "server.demo:demo_agent"\n').config
     for name, (_, expected) in values.items():
@@ -124,6 +127,95 @@ def test_a_bad_value_names_its_line(tmp_path: Path, text: str, line: int, says: 
     assert says in message
 
 
+def test_mount_tables_set_what_no_flag_can(tmp_path: Path) -> None:
+    (tmp_path / "work" / "src").mkdir(parents=True)
+    text = (
+        "[mounts.work]\n"
+        'root = "work"\n'
+        'agents = ["default"]\n'
+        'actions = ["environment.shell.exec", "environment.process.list"]\n'
+        'working_directory = "src"\n'
+        'inherit_env = ["PATH"]\n'
+        'env = { CI = "1" }\n'
+        "[mounts.work.limits]\n"
+        "max_live_commands = 2\n"
+        "initial_wait_seconds = 0.5\n"
+        "[mounts.plain]\n"
+        f'root = "{tmp_path}"\n'
+        "[local_backend]\n"
+        "max_live_commands = 3\n"
+        "scope_idle_seconds = 60\n"
+    )
+    config = settings(tmp_path, "allow_root_shell = true\n" + text).config
+    work, plain = config.mount_definitions()
+    assert (work.name, work.agents, work.actions) == (
+        "work",
+        ("default",),
+        ("environment.shell.exec", "environment.process.list"),
+    )
+    local = work.local_config()
+    assert local.root == (tmp_path / "work").resolve() and local.workdir() == str(
+        (tmp_path / "work" / "src").resolve()
+    )
+    assert (dict(local.env), local.inherit_env) == ({"CI": "1"}, ("PATH",))
+    assert (local.limits.max_live_commands, local.limits.initial_wait_seconds) == (2, 0.5)
+    assert local.limits.max_page_bytes == 16384, "what the table leaves out keeps its default"
+    assert (plain.agents, len(plain.actions), plain.local_config().shell) == (None, 9, "/bin/sh")
+    limits = config.backend_limits()
+    assert (limits.max_live_commands, limits.scope_idle_seconds, limits.max_retained_bytes) == (
+        3,
+        60.0,
+        268435456,
+    )
+    # `--mount` on the command line replaces both forms of the file's mounts.
+    flagged = settings(tmp_path, "allow_root_shell = true\n" + text, "--mount", f"w2=local:{tmp_path}").config
+    assert [d.name for d in flagged.mount_definitions()] == ["w2"]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "says"),
+    [
+        ('[mounts.work]\nroot = "w"\nbogus = 1\n', 3, "mounts.work: unknown key 'bogus'"),
+        ("[mounts.work]\nagents = []\n", 1, "root must be the mount's directory"),
+        ('[mounts.Work]\nroot = "w"\n', 1, "the name must match"),
+        ('[mounts.work]\nroot = "w"\n\nagents = []\n', 4, "agents must be a non-empty list"),
+        (
+            '[mounts.work]\nroot = "w"\nactions = ["environment.shell.run"]\n',
+            3,
+            "not 'environment.shell.run'",
+        ),
+        ('[mounts.work]\nroot = "missing"\n', 2, "is not an existing directory"),
+        ('[mounts.work]\nroot = "w"\nshell = "/no/such/shell"\n', 3, "shell must be an executable file"),
+        (
+            '[mounts.work]\nroot = "w"\nworking_directory = "../.."\n',
+            1,
+            "working_directory must resolve inside",
+        ),
+        ('[mounts.work]\nroot = "w"\nenv = { "1X" = "v" }\n', 3, "env keys must match"),
+        ('[mounts.work]\nroot = "w"\n[mounts.work.limits]\nmax_live_commands = 0\n', 4, "greater than 0"),
+        ('[mounts.work]\nroot = "w"\n[mounts.work.limits]\nmax_lives = 1\n', 4, "max_lives: Extra inputs"),
+        ("[local_backend]\nmax_live_commands = 2\nscope_idle_seconds = -1\n", 3, "local_backend: scope_idle"),
+        ("local_backend = 3\n", 1, "local_backend must be a table"),
+    ],
+)
+def test_a_bad_mount_table_names_its_line(tmp_path: Path, text: str, line: int, says: str) -> None:
+    (tmp_path / "w").mkdir()
+    message = refusal(tmp_path, "allow_root_shell = true\n" + text)
+    assert message.startswith(f"{tmp_path / 'threadline.toml'}:{line + 1}: "), message
+    assert says in message, message
+
+
+def test_a_mount_for_an_agent_not_served_is_refused_by_config_check(tmp_path: Path) -> None:
+    (tmp_path / "w").mkdir()
+    path = tmp_path / "threadline.toml"
+    path.write_text('allow_root_shell = true\n[mounts.work]\nroot = "w"\nagents = ["default", "ghost"]\n')
+    done = check(path)
+    assert done.returncode == 2, done.stdout
+    assert f"{path}:4: mounts.work: agents: 'ghost' is not a served agent (served: default, " in done.stderr
+    path.write_text('allow_root_shell = true\n[mounts.work]\nroot = "w"\nagents = ["default"]\n')
+    assert check(path).returncode == 0
+
+
 def test_a_broken_file_says_so(tmp_path: Path) -> None:
     assert "not valid TOML" in refusal(tmp_path, "port = = 1\n")
     with pytest.raises(ConfigError, match="cannot read it"):
@@ -171,3 +263,25 @@ def test_help_still_shows_each_default() -> None:
         [sys.executable, "-m", "server.cli", "serve", "--help"], capture_output=True, text=True, timeout=60
     ).stdout
     assert "(default: 256)" in text and "--config FILE" in text
+
+
+def test_the_readmes_mount_table_shows_every_limit_with_its_default(tmp_path: Path) -> None:
+    from harness.environment import LocalBackendLimits, LocalMountLimits
+    from harness.environment.config import DEFAULT_INHERIT_ENV
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Mounts in a configuration file") :]
+    block = section[
+        section.index("```toml\n") + len("```toml\n") : section.index("```\n", section.index("```toml"))
+    ]
+    data = tomllib.loads(block)
+    [(name, table)] = data["mounts"].items()
+    assert table["limits"] == LocalMountLimits().model_dump(), "every per-mount limit, at its default"
+    assert data["local_backend"] == LocalBackendLimits().model_dump(), "every backend limit, at its default"
+    assert tuple(table["inherit_env"]) == DEFAULT_INHERIT_ENV
+    # And it loads: the same table, its root moved to a directory that exists here.
+    (tmp_path / "src").mkdir()
+    text = block.replace('root = "/srv/build"', f'root = "{tmp_path}"').replace('["coder"]', '["default"]')
+    config = settings(tmp_path, "allow_root_shell = true\n" + text).config
+    [definition] = config.mount_definitions()
+    assert definition.name == name and definition.local_config().limits == LocalMountLimits()
