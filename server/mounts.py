@@ -56,6 +56,7 @@ class ServerMounts:
             definition.name: (definition, definition.local_config()) for definition in definitions
         }
         self._backend_limits = backend or LocalBackendLimits()
+        self._agents = tuple(agents)
         self._tools = {
             agent: tuple(describe_tool(tool) for tool in published_tools(self._actions(agent)))
             for agent in agents
@@ -83,7 +84,7 @@ class ServerMounts:
                     {
                         "name": name,
                         "actions": list(d.actions),
-                        "agents": list(d.agents) if d.agents else "all",
+                        "agents": [agent for agent in self._agents if d.serves(agent)],
                     }
                     for name, (d, _) in self._mounts.items()
                 ],

@@ -114,7 +114,7 @@ async def test_each_mount_gets_its_agents_actions_shell_environment_and_limits(t
         [configured] = server.records("mounts_configured")
         assert configured["mounts"] == [
             {"name": "build", "actions": mounts["shell"][0][1], "agents": ["shell"]},
-            {"name": "quick", "actions": [EXEC], "agents": "all"},
+            {"name": "quick", "actions": [EXEC], "agents": list(agents)},
         ]
         assert str(root) not in json.dumps(configured), "logs carry no path (§10.5)"
 
