@@ -155,6 +155,7 @@ class ThreadlineServer:
                 registry,
                 max_message_bytes=config.max_message_bytes,
                 pack_window_s=config.pack_window_ms / 1000,
+                mounts=self.mounts,
             )
             add_service(self._server, self._thread_service, THREAD_SERVICE_NAME)
         self._health = health_aio.HealthServicer()

@@ -183,7 +183,7 @@ def _announce(address: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `threadline` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
-    # Imported here so `threadline --help` answers without loading pydantic-ai and grpc.
+    # Imported here: the server, its agents and its store are loaded only to serve or to check.
     from . import runlog
     from .agents import build_registry
     from .app import serve

@@ -22,6 +22,7 @@ from harness.environment import (
     LocalProcessBackend,
 )
 from harness.environment.capability import published_tools
+from harness.environment.state import decode
 from harness.environment.surface import is_process_capable
 from harness.errors import ErrorCode
 
@@ -123,11 +124,22 @@ class ServerMounts:
                     self._backend.mount(name, config, actions=definition.actions, restore=states.get(name))
                 )
             except HarnessError as error:
-                if state_field is not None:
-                    leaf = "state_version" if error.code is _VERSION_CODE else "state_json"
-                    at_field(error, f"{state_field}.environment_states[{list(states).index(name)}].{leaf}")
-                raise
+                raise _at_entry(error, state_field, list(states).index(name)) from None
         return mounts
+
+    def check_entries(self, agent: str, state: HarnessState, *, state_field: str) -> None:
+        """Decode the entries `agent`'s mounts would restore from `state`, as `bind` does (fail-closed).
+
+        Raises:
+            StateError: `environment_state_invalid`, `environment_state_version_unsupported`, at the
+                entry's field under `state_field`.
+        """
+        states = state.environment_states
+        for name in self._actions(agent):
+            try:
+                decode(name, states.get(name))
+            except HarnessError as error:
+                raise _at_entry(error, state_field, list(states).index(name)) from None
 
     @staticmethod
     def capability_for(agent_capabilities: Sequence[object]) -> DynamicEnvironmentCapability | None:
@@ -157,3 +169,11 @@ class ServerMounts:
                 provider_key=PROVIDER_KEY, state_versions=list(READABLE_VERSIONS)
             )
         ]
+
+
+def _at_entry(error: HarnessError, state_field: str | None, index: int) -> HarnessError:
+    """A decode error at `STATE_FIELD.environment_states[INDEX]`'s value (no field: the store's state)."""
+    if state_field is None:
+        return error
+    leaf = "state_version" if error.code is _VERSION_CODE else "state_json"
+    return at_field(error, f"{state_field}.environment_states[{index}].{leaf}")

@@ -47,6 +47,7 @@ from .mapping.threads import (
     run_request_from_pb,
 )
 from .metrics import CURRENT
+from .mounts import ServerMounts
 from .outbox import ENVELOPE_BYTES, Outbox, wait_out
 from .runlog import LOGGER
 
@@ -110,10 +111,12 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
         *,
         max_message_bytes: int,
         pack_window_s: float,
+        mounts: ServerMounts,
     ) -> None:
         self.host = host
         """Set once the store is open (`ThreadlineServer.start`), before the server takes calls."""
         self._registry = registry
+        self._mounts = mounts
         self._default_agent = registry.default
         self._max_message_bytes = max_message_bytes
         self._pack_window_s = pack_window_s
@@ -182,6 +185,8 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
                 raise unknown_agent(self._registry, agent, field="agent")
             if request.thread_id and state is None:
                 _required_id(request.thread_id)
+            if state is not None:  # refused now, rather than by every run of the stored thread
+                self._mounts.check_entries(agent, state, state_field="state")
             try:
                 row = await self._h.create(
                     thread_id=request.thread_id or None,

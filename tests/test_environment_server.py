@@ -600,7 +600,9 @@ async def test_a_thread_run_finds_the_command_its_previous_run_started(tmp_path:
         server.finish()
 
 
-async def test_a_stored_malformed_entry_fails_the_thread_run_without_a_field(tmp_path: Path) -> None:
+async def test_an_imported_malformed_entry_is_refused_at_its_index_and_nothing_is_stored(
+    tmp_path: Path,
+) -> None:
     with shell_server(tmp_path) as server:
         async with grpc.aio.insecure_channel(server.address) as channel:
             thread_id = fresh_thread_id()
@@ -608,7 +610,37 @@ async def test_a_stored_malformed_entry_fails_the_thread_run_without_a_field(tmp
                 harness_stub(channel), FOREIGN, own_entry('{"scope": 1}'), thread_id=thread_id
             )
             threads = thread_service_pb2_grpc.ThreadServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await create_thread(threads, thread_id=thread_id, agent="shell", state=state)
+            with pytest.raises(grpc.aio.AioRpcError) as missing:
+                await get_thread(threads, thread_id)
+        code, reason, metadata = refusal(caught.value)
+        assert (code, reason, metadata["mount"]) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "ENVIRONMENT_STATE_INVALID",
+            "build",
+        )
+        assert bad_request_fields(caught.value) == ["state.environment_states[1].state_json"]
+        assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+        server.finish()
+
+
+async def test_a_stored_malformed_entry_fails_the_thread_run_without_a_field(tmp_path: Path) -> None:
+    # Stored by a server whose agent has no mount of that name (the entry is not its to check), then run
+    # by one whose agent has: the state comes from the store, so the refusal names no request field.
+    store = ("--store", f"sqlite:{tmp_path / 'threads.sqlite3'}")
+    thread_id = fresh_thread_id()
+    with shell_server(tmp_path, *store, mount=False) as first:
+        async with grpc.aio.insecure_channel(first.address) as channel:
+            state = await state_with(
+                harness_stub(channel), FOREIGN, own_entry('{"scope": 1}'), thread_id=thread_id
+            )
+            threads = thread_service_pb2_grpc.ThreadServiceStub(channel)
             await create_thread(threads, thread_id=thread_id, agent="shell", state=state)
+        first.finish()
+    with shell_server(tmp_path, *store) as server:
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            threads = thread_service_pb2_grpc.ThreadServiceStub(channel)
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await run_thread(threads, thread_id, text=plan(exec_step("touch ran")))
         code, reason, metadata = refusal(caught.value)
