@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.environment import ACTIONS, MOUNT_NAME, LocalBackendLimits, LocalMountConfig
+from harness.environment import ACTIONS, MOUNT_NAME, LocalBackendLimits, LocalMountConfig, LocalMountLimits
 
 from .config_error import ConfigError
 
@@ -72,14 +72,23 @@ class MountDefinition:
                 f"{self._named()}: the root {str(self.root)[:200]!r} is not an existing directory.",
                 field=self._field("root"),
             )
+        options = dict(self.options)
+        if isinstance(limits := options.get("limits"), Mapping):
+            try:  # strict: `true` is no count, `2.5` no byte size
+                options["limits"] = LocalMountLimits.model_validate(dict(limits), strict=True)
+            except ValidationError as error:
+                raise self._refusal(error, "limits") from None
         try:
-            return LocalMountConfig(self.root, **self.options)
+            return LocalMountConfig(self.root, **options)
         except ValidationError as error:
-            where, message = _first(error)
-            raise ConfigError(
-                f"{self._named()}: {where}: {message}." if where else f"{self._named()}: {message}.",
-                field=self._field(where),
-            ) from None
+            raise self._refusal(error) from None
+
+    def _refusal(self, error: ValidationError, within: str = "") -> ConfigError:
+        where, message = _first(error, within)
+        return ConfigError(
+            f"{self._named()}: {where}: {message}." if where else f"{self._named()}: {message}.",
+            field=self._field(where),
+        )
 
     def _named(self) -> str:
         return f"--mount {self.name}" if self.path == "--mount" else self.path
@@ -156,16 +165,18 @@ def backend_limits(values: Mapping[str, Any]) -> LocalBackendLimits:
         ConfigError: An unknown key or a value out of range (`field`: its TOML path).
     """
     try:
-        return LocalBackendLimits.model_validate(dict(values))
+        return LocalBackendLimits.model_validate(dict(values), strict=True)
     except ValidationError as error:
         where, message = _first(error)
         raise ConfigError(f"{BACKEND_TABLE}: {where}: {message}.", field=f"{BACKEND_TABLE}.{where}") from None
 
 
-def _first(error: ValidationError) -> tuple[str, str]:
-    """The first problem pydantic found: the dotted path of its value (empty: the whole) and its words."""
+def _first(error: ValidationError, within: str = "") -> tuple[str, str]:
+    """The first problem pydantic found: the dotted path of its value under `within` (empty: the whole)
+    and its words."""
     first = error.errors()[0]
-    return ".".join(str(part) for part in first["loc"]), first["msg"].removeprefix("Value error, ")
+    where = ".".join(str(part) for part in (within, *first["loc"]) if part != "")
+    return where, first["msg"].removeprefix("Value error, ")
 
 
 def _check_name(name: str, named: str, path: str) -> None:

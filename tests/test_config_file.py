@@ -196,6 +196,16 @@ def test_mount_tables_set_what_no_flag_can(tmp_path: Path) -> None:
         ('[mounts.work]\nroot = "w"\n[mounts.work.limits]\nmax_lives = 1\n', 4, "max_lives: Extra inputs"),
         ("[local_backend]\nmax_live_commands = 2\nscope_idle_seconds = -1\n", 3, "local_backend: scope_idle"),
         ("local_backend = 3\n", 1, "local_backend must be a table"),
+        (
+            "[local_backend]\nmax_live_commands = true\n",
+            2,
+            "max_live_commands: Input should be a valid integer",
+        ),
+        (
+            '[mounts.work]\nroot = "w"\nlimits = { max_page_bytes = 100.5 }\n',
+            3,
+            "limits.max_page_bytes: Input should be a valid integer",
+        ),
     ],
 )
 def test_a_bad_mount_table_names_its_line(tmp_path: Path, text: str, line: int, says: str) -> None:
