@@ -54,8 +54,8 @@ class MountDefinition:
     """What commands on it may do (all nine by default; without the process ones, foreground only)."""
     agents: tuple[str, ...] | None = None
     """The served agents whose runs get it; `None`: every agent."""
-    path: str = ""
-    """Where it was given, for messages and lines: `--mount` or `mounts.NAME`."""
+    flag: bool = False
+    """Given as `--mount` (its messages name the flag), else a table of the file (or of a program)."""
 
     def serves(self, agent: str) -> bool:
         return self.agents is None or agent in self.agents
@@ -90,13 +90,18 @@ class MountDefinition:
             field=self._field(where),
         )
 
+    @property
+    def table(self) -> str:
+        """Its TOML path in a configuration file."""
+        return f"mounts.{self.name}"
+
     def _named(self) -> str:
-        return f"--mount {self.name}" if self.path == "--mount" else self.path
+        return f"--mount {self.name}" if self.flag else self.table
 
     def _field(self, key: str) -> str:
-        if self.path == "--mount":
+        if self.flag:
             return "mounts"
-        return f"{self.path}.{key}" if key else self.path
+        return f"{self.table}.{key}" if key else self.table
 
 
 def mount_flag(spec: str) -> MountDefinition:
@@ -117,7 +122,7 @@ def mount_flag(spec: str) -> MountDefinition:
         raise ConfigError(
             f"--mount {name}: the root {root_text[:200]!r} is not an absolute path.", field="mounts"
         )
-    return MountDefinition(name, root, path="--mount")
+    return MountDefinition(name, root, flag=True)
 
 
 def mount_table(name: str, table: object, base: Path) -> MountDefinition:
@@ -154,7 +159,6 @@ def mount_table(name: str, table: object, base: Path) -> MountDefinition:
         options=MappingProxyType({key: table[key] for key in _OPTIONS if key in table}),
         actions=ACTIONS if actions is None else actions,
         agents=_names(table, "agents", path),
-        path=path,
     )
 
 
@@ -201,9 +205,9 @@ def check_agents(definitions: Sequence[MountDefinition], served: Sequence[str]) 
         unknown = [agent for agent in definition.agents or () if agent not in served]
         if unknown:
             raise ConfigError(
-                f"{definition.path}: agents: {unknown[0][:80]!r} is not a served agent "
+                f"{definition.table}: agents: {unknown[0][:80]!r} is not a served agent "
                 f"(served: {', '.join(served)[:400]}).",
-                field=f"{definition.path}.agents",
+                field=f"{definition.table}.agents",
             )
 
 
