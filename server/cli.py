@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="read settings from this TOML file (keys: the flags' names without dashes, plus agents, "
-        "model, default_agent, token_file); flags given here override it",
+        "model, default_agent, token_file, and the tables [mounts.NAME] and [local_backend]); flags "
+        "given here override it",
     )
     serve.add_argument(
         "--agent",

@@ -173,7 +173,8 @@ class ServerConfig:
         "--mount",
         "give every agent's runs a shell environment NAME=local:ROOT (repeatable): the shell tools run "
         "commands on this machine as the server's user; ROOT confines only their working directory, it "
-        "is not a sandbox",
+        "is not a sandbox; given here, it replaces the configuration file's mounts ([mounts.NAME] tables "
+        "there also set a mount's agents, actions, shell, environment and limits)",
         metavar="NAME=local:ROOT",
     )
     """Shell environments `NAME=local:ROOT` every served agent gets (ENVIRONMENT §12.1)."""
