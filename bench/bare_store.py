@@ -80,7 +80,7 @@ async def _record(store: ThreadStore, turns: int) -> list[list[Call]]:
     """The store calls of `turns` real turns of one thread (after one turn that loads its head)."""
     recorder = _Recorder(store)
     registry = AgentRegistry({"scenario": scenario()}, default="scenario")
-    launcher = ThreadLauncher(registry, ActiveRuns(16), ServerMounts(()))
+    launcher = ThreadLauncher(registry, ActiveRuns(16), ServerMounts((), agents=tuple(registry)))
     host = DurableHost(recorder, launcher, lease_ttl=LEASE_TTL)  # type: ignore[arg-type]
     created = await host.create(
         thread_id=None, agent="scenario", labels={}, state=None, pending=None, accepted=None, client_tools=()
