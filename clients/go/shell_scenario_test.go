@@ -59,24 +59,38 @@ type mounted struct {
 // mountedServer starts a server with the mount "work" at a fresh directory.
 func mountedServer(t *testing.T) mounted {
 	t.Helper()
-	if os.Getenv("THREADLINE_ADDR") != "" {
-		t.Skip("THREADLINE_ADDR is set: this test starts a server of its own")
-	}
+	root := tempRoot(t)
+	addr, stop := shellServer(t, "--mount", "work=local:"+root)
+	return mounted{addr: addr, root: root, stop: stop}
+}
+
+// tempRoot is a fresh temp dir with its symlinks resolved (a command's pwd prints it so).
+func tempRoot(t *testing.T) string {
+	t.Helper()
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--mount", "work=local:" + root}
+	return root
+}
+
+// shellServer starts a server of the test's own with args (and --allow-root-shell as root);
+// stop stops it once, and the test's end does if nothing did.
+func shellServer(t *testing.T, args ...string) (addr string, stop func()) {
+	t.Helper()
+	if os.Getenv("THREADLINE_ADDR") != "" {
+		t.Skip("THREADLINE_ADDR is set: this test starts a server of its own")
+	}
 	if os.Geteuid() == 0 {
 		args = append(args, "--allow-root-shell") // root needs the explicit opt-in
 	}
-	stop, addr, err := startServer(args...)
+	stopServer, addr, err := startServer(args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	once := sync.OnceFunc(stop)
-	t.Cleanup(once)
-	return mounted{addr: addr, root: root, stop: once}
+	stop = sync.OnceFunc(stopServer)
+	t.Cleanup(stop)
+	return addr, stop
 }
 
 // page is one stream's page of a shell tool result.
@@ -410,5 +424,99 @@ func TestShellBrokenLocalEntryIsRefusedBeforeTheRun(t *testing.T) {
 				t.Errorf("metadata %v", e.Metadata())
 			}
 		})
+	}
+}
+
+// mountsFile declares the mounts of TestShellMountsFromConfigFile: work for default only, with an
+// environment variable of its own, and quick for demo-lead only, foreground commands only. The
+// roots are relative to the file.
+const mountsFile = `
+[mounts.work]
+root = "work"
+agents = ["default"]
+env = { GREETING = "hello from the file" }
+
+[mounts.quick]
+root = "quick"
+agents = ["demo-lead"]
+actions = ["environment.shell.exec"]
+`
+
+func TestShellMountsFromConfigFile(t *testing.T) {
+	t.Parallel()
+	dir := tempRoot(t)
+	for _, name := range []string{"work", "quick"} {
+		if err := os.Mkdir(filepath.Join(dir, name), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(dir, "threadline.toml")
+	if err := os.WriteFile(file, []byte(mountsFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := shellServer(t, "--config", file)
+	c, ctx := dialAt(t, addr)
+
+	// Each agent lists only its own mounts, and only the shell tools their actions offer.
+	info, err := c.ServerInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents := map[string]*threadlinev1.AgentInfo{}
+	for _, a := range info.GetAgents() {
+		agents[a.GetName()] = a
+	}
+	shellTools := []string{"shell_exec", "shell_info", "shell_wait", "shell_input", "shell_signal"}
+	for _, tc := range []struct {
+		agent          string
+		mount          string // "" for none
+		actions        []string
+		processCapable bool
+		tools          []string
+	}{
+		{"default", "work", allActions, true, shellTools},
+		{lead, "quick", []string{"environment.shell.exec"}, false, []string{"shell_exec"}},
+		{reviewer, "", nil, false, nil},
+	} {
+		a := agents[tc.agent]
+		if a == nil {
+			t.Errorf("agents %v: no %s", info.GetAgents(), tc.agent)
+			continue
+		}
+		mounts := a.GetMounts()
+		if tc.mount == "" {
+			if len(mounts) != 0 {
+				t.Errorf("%s mounts %v, want none", tc.agent, mounts)
+			}
+		} else if len(mounts) != 1 || mounts[0].GetName() != tc.mount || mounts[0].GetProviderKey() != "threadline_local" ||
+			!slices.Equal(mounts[0].GetActions(), tc.actions) || mounts[0].GetProcessCapable() != tc.processCapable {
+			t.Errorf("%s mounts %v, want %s with %v, process_capable %v", tc.agent, mounts, tc.mount, tc.actions, tc.processCapable)
+		}
+		var tools []string
+		for _, tool := range a.GetTools() {
+			if slices.Contains(shellTools, tool.GetName()) {
+				tools = append(tools, tool.GetName())
+			}
+		}
+		slices.Sort(tools)
+		if want := slices.Sorted(slices.Values(tc.tools)); !slices.Equal(tools, want) {
+			t.Errorf("%s shell tools %v, want %v", tc.agent, tools, want)
+		}
+	}
+
+	// The mount's env reaches default's command.
+	greeted := quoted(t, run(t, c, ctx, &threadline.RunSpec{Prompt: threadline.Text(`shell printf "$GREETING"`)}, threadline.StatusCompleted), "shell_exec")
+	if greeted.Status.Phase != "exited" || greeted.Stdout.Text != "hello from the file" {
+		t.Errorf("default's shell_exec result %v", greeted.Raw)
+	}
+	// demo-lead's command runs in its own mount, quick, found relative to the file.
+	where := quoted(t, run(t, c, ctx, &threadline.RunSpec{Agent: lead, Prompt: threadline.Text("shell pwd")}, threadline.StatusCompleted), "shell_exec")
+	if where.ProcessID != "" || where.Status.Phase != "exited" || where.Stdout.Text != filepath.Join(dir, "quick")+"\n" {
+		t.Errorf("demo-lead's shell_exec result %v: want pwd %s/quick", where.Raw, dir)
+	}
+	// demo-reviewer has no mount, so no shell tool to call.
+	res := run(t, c, ctx, &threadline.RunSpec{Agent: reviewer, Prompt: threadline.Text("shell printf x")}, threadline.StatusCompleted)
+	if text := output(t, res); text != "This server has no shell: start it with --mount NAME=local:ROOT." {
+		t.Errorf("demo-reviewer answered %q", text)
 	}
 }
