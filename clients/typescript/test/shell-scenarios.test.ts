@@ -3,10 +3,11 @@
 // agent's shell words (server/demo.py): `shell <command>` runs it to the end, `shell-bg <command>`
 // leaves it running after the 5 s initial wait, `shell-wait [out [err]]` discovers the thread's
 // newest command, waits up to 10 s for it to finish and reads it from those offsets. The answer
-// quotes the last tool result: `Tool results: <tool>: <result JSON>`.
+// quotes the last tool result: `Tool results: <tool>: <result JSON>`. A configuration file's
+// `[mounts.NAME]` tables (`--config`) give a mount to some agents only, with fewer actions or an env.
 
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -46,6 +47,9 @@ const HEX32 = /^[0-9a-f]{32}$/;
 const WAITS_FOR_GO = "sh -c 'echo started; while [ ! -e go ]; do sleep 0.05; done; echo finished'";
 /** How long a test polls for a command's end (a bound for a broken server, not a measure). */
 const POLL_BOUND_MS = 30_000;
+/** Root needs the explicit opt-in; CI runs as root. */
+const ROOT_SHELL = process.getuid?.() === 0 ? ["--allow-root-shell"] : [];
+const NO_SHELL = "This server has no shell: start it with --mount NAME=local:ROOT.";
 
 interface Page {
   text: string;
@@ -75,9 +79,7 @@ interface Mounted {
 
 async function mountedServer(): Promise<Mounted> {
   const root = realpathSync(mkdtempSync(join(tmpdir(), "threadline-mount-")));
-  // Root needs the explicit opt-in; CI runs as root.
-  const args = ["--mount", `work=local:${root}`, ...(process.getuid?.() === 0 ? ["--allow-root-shell"] : [])];
-  const server = await startServer(args);
+  const server = await startServer(["--mount", `work=local:${root}`, ...ROOT_SHELL]);
   const client = createThreadlineClient({ baseUrl: server.baseUrl, timeoutMs: 30_000, runTimeoutMs: 60_000 });
   return {
     server,
@@ -293,6 +295,62 @@ describe("shell environments at server shutdown", { skip }, () => {
       }
     } finally {
       await mounted.close();
+    }
+  });
+});
+
+describe("shell environments from a configuration file", { skip }, () => {
+  test("mounts from a configuration file reach only their agents, with their actions and env", async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), "threadline-config-")));
+    mkdirSync(join(dir, "work"));
+    mkdirSync(join(dir, "quick"));
+    const config = join(dir, "threadline.toml");
+    // Relative roots are relative to the file.
+    writeFileSync(
+      config,
+      [
+        "[mounts.work]",
+        'root = "work"',
+        'agents = ["default"]',
+        'env = { GREETING = "hello from the file" }',
+        "",
+        "[mounts.quick]",
+        'root = "quick"',
+        'agents = ["demo-lead"]',
+        'actions = ["environment.shell.exec"]',
+        "",
+      ].join("\n"),
+    );
+    const server = await startServer(["--config", config, ...ROOT_SHELL]);
+    const client = createThreadlineClient({ baseUrl: server.baseUrl, timeoutMs: 30_000, runTimeoutMs: 60_000 });
+    try {
+      const info = await client.getServerInfo();
+      const agents = new Map(info.agents.map((a) => [a.name, a]));
+      const mountsOf = (name: string) =>
+        agents.get(name)!.mounts.map((m) => [m.name, m.providerKey, m.actions, m.processCapable]);
+      const shellToolsOf = (name: string) =>
+        agents.get(name)!.tools.map((t) => t.name).filter((t) => SHELL_TOOLS.includes(t)).sort();
+      for (const name of ["default", "demo-lead", "demo-reviewer"]) assert.ok(agents.has(name), name);
+      assert.deepEqual(mountsOf("default"), [["work", "threadline_local", ALL_ACTIONS, true]]);
+      assert.deepEqual(mountsOf("demo-lead"), [["quick", "threadline_local", ["environment.shell.exec"], false]]);
+      assert.deepEqual(mountsOf("demo-reviewer"), []);
+      assert.deepEqual(shellToolsOf("default"), [...SHELL_TOOLS].sort());
+      assert.deepEqual(shellToolsOf("demo-lead"), ["shell_exec"]);
+      assert.deepEqual(shellToolsOf("demo-reviewer"), []);
+
+      // The mount's env reaches the command.
+      const greeted = quoted(await client.run({ agent: "default", prompt: 'shell printf "$GREETING"' }), "shell_exec");
+      assert.deepEqual([greeted.status.phase, greeted.status.exit_code], ["exited", 0]);
+      assert.equal(greeted.stdout.text, "hello from the file");
+
+      // An agent without a mount has no shell tools, so the demo agent answers in text.
+      const refused = await client.run({ agent: "demo-reviewer", prompt: "shell printf x" });
+      assert.equal(refused.status, RunStatus.COMPLETED, refused.failure?.message);
+      assert.equal(JSON.parse(refused.outputJson), NO_SHELL);
+    } finally {
+      client.close();
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
