@@ -5,7 +5,8 @@ The module starts its own server with `--mount work=local:<fresh temp dir>` (and
 (`server/demo.py`): `shell <command>` runs it to the end, `shell-bg <command>` starts it and leaves
 it running after the 5 s initial wait, `shell-wait [out [err]]` discovers the thread's newest
 command, waits up to 10 s for it to finish and reads it from those offsets. The answer quotes the
-last tool result: `Tool results: <tool>: <result JSON>`.
+last tool result: `Tool results: <tool>: <result JSON>`. One more server of a test's own takes its
+mounts from a configuration file's `[mounts.NAME]` tables instead.
 """
 
 from __future__ import annotations
@@ -55,10 +56,14 @@ class Mounted:
     root: Path
 
 
+def root_shell_args() -> list[str]:
+    """`--allow-root-shell` when the tests run as root: a mount needs the explicit opt-in; CI runs as root."""
+    return ["--allow-root-shell"] if os.geteuid() == 0 else []
+
+
 def mount_args(root: Path) -> list[str]:
     """The flags that give the server the mount `work` at `root`."""
-    # Root needs the explicit opt-in; CI runs as root.
-    return ["--mount", f"work=local:{root}", *(["--allow-root-shell"] if os.geteuid() == 0 else [])]
+    return ["--mount", f"work=local:{root}", *root_shell_args()]
 
 
 @pytest.fixture(scope="module")
@@ -255,3 +260,67 @@ async def test_a_broken_local_entry_is_refused_before_the_run(
     assert caught.value.metadata["mount"] == "work"
     if reason == "ENVIRONMENT_STATE_VERSION_UNSUPPORTED":
         assert (caught.value.metadata["received"], caught.value.metadata["supported"]) == ("9", "1")
+
+
+MOUNTS_TOML = """
+[mounts.work]
+root = "work"                    # relative to the file
+agents = ["default"]
+env = { GREETING = "hello from the file" }
+
+[mounts.quick]
+root = "quick"
+agents = ["demo-lead"]
+actions = ["environment.shell.exec"]   # foreground commands only
+"""
+"""Two mounts, each for one agent of the demo's three; `demo-reviewer` gets none."""
+
+
+async def test_mounts_from_a_configuration_file_reach_only_their_agents(
+    serve_with: Serve, tmp_path: Path
+) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "quick").mkdir()
+    config = tmp_path / "threadline.toml"
+    config.write_text(MOUNTS_TOML, encoding="utf-8")
+
+    with serve_with("--config", str(config), *root_shell_args()) as served:
+        async with tl.Client(served.addr, timeout=60.0) as client:
+            info = await client.get_server_info()
+            agents = {agent.name: agent for agent in info.agents}
+            mounts = {
+                name: [(m.name, m.provider_key, list(m.actions), m.process_capable) for m in agent.mounts]
+                for name, agent in agents.items()
+            }
+            assert mounts == {
+                "default": [("work", "threadline_local", ALL_ACTIONS, True)],
+                "demo-lead": [("quick", "threadline_local", ["environment.shell.exec"], False)],
+                "demo-reviewer": [],
+            }
+            # Only the shell tools a mount's actions offer: a foreground-only mount gets `shell_exec`.
+            shell_tools = {
+                name: {tool.name for tool in agent.tools} & set(SHELL_TOOLS) for name, agent in agents.items()
+            }
+            assert shell_tools == {
+                "default": set(SHELL_TOOLS),
+                "demo-lead": {"shell_exec"},
+                "demo-reviewer": set(),
+            }
+
+            # The mount's `env` reaches the command.
+            greeted = tool_result(
+                await client.run(tl.RunSpec(agent="default", text='shell printf "$GREETING"')), "shell_exec"
+            )
+            assert greeted["status"]["phase"] == "exited" and greeted["status"]["exit_code"] == 0
+            assert greeted["stdout"]["text"] == "hello from the file"
+            # demo-lead's command runs in its own mount, `quick`, whose root is relative to the file.
+            where = tool_result(
+                await client.run(tl.RunSpec(agent="demo-lead", text="shell pwd")), "shell_exec"
+            )
+            assert "process_id" not in where and where["status"]["phase"] == "exited"
+            assert where["stdout"]["text"] == f"{tmp_path.resolve() / 'quick'}\n"
+
+            # An agent without a mount has no shell tool to call.
+            unmounted = await client.run(tl.RunSpec(agent="demo-reviewer", text="shell printf x"))
+            assert unmounted.status == tl.RunStatus.COMPLETED, unmounted.failure
+            assert tl.output(unmounted) == "This server has no shell: start it with --mount NAME=local:ROOT."
