@@ -195,7 +195,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         registry = build_registry(settings.agents, model=settings.model, default=settings.default_agent)
         settings.check_served(tuple(registry))
         if args.command == "config":
-            print(f"{args.file}: OK, it would serve {', '.join(registry)} (default {registry.default}).")
+            mounts = [
+                f"{d.name} for {', '.join(a for a in registry if d.serves(a))}"
+                for d in settings.config.mount_definitions()
+            ]
+            print(
+                f"{args.file}: OK, it would serve {', '.join(registry)} (default {registry.default})"
+                + (f"; mounts: {'; '.join(mounts)}." if mounts else ".")
+            )
             return 0
         asyncio.run(serve(settings.config, registry, ready=_announce))
     except ConfigError as error:

@@ -223,7 +223,9 @@ def test_a_mount_for_an_agent_not_served_is_refused_by_config_check(tmp_path: Pa
     assert done.returncode == 2, done.stdout
     assert f"{path}:4: mounts.work: agents: 'ghost' is not a served agent (served: default, " in done.stderr
     path.write_text('allow_root_shell = true\n[mounts.work]\nroot = "w"\nagents = ["default"]\n')
-    assert check(path).returncode == 0
+    done = check(path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith("(default default); mounts: work for default.\n"), done.stdout
 
 
 def test_a_broken_file_says_so(tmp_path: Path) -> None:
