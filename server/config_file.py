@@ -59,7 +59,6 @@ class FileSettings:
     def line_of(self, config_field: str | None) -> str:
         """`FILE:LINE: ` for the key that set `config_field` (a field, or a table value's TOML path such as
         `mounts.work.shell`), or `FILE: ` when the file did not set it."""
-        line = None
         if config_field is not None and "." in config_field:
             line = locate_path(self.text, config_field)
         else:

@@ -1,6 +1,7 @@
 package threadline_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -399,14 +400,7 @@ func TestHostChildRecoveredFromCheckpoint(t *testing.T) {
 
 func TestChildrenInServerInfo(t *testing.T) {
 	c, ctx := newClient(t)
-	info, err := c.ServerInfo(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agents := map[string]*threadlinev1.AgentInfo{}
-	for _, a := range info.GetAgents() {
-		agents[a.GetName()] = a
-	}
+	agents := agentsByName(t, c, ctx)
 	for name, want := range map[string]struct {
 		subagent   string
 		mode       threadlinev1.SubagentMode
@@ -437,7 +431,7 @@ func TestChildrenInServerInfo(t *testing.T) {
 
 	// The delegation tools' names are reserved for client tools.
 	for _, agent := range []string{"default", lead} {
-		_, err = c.Run(ctx, &threadline.RunSpec{
+		_, err := c.Run(ctx, &threadline.RunSpec{
 			Agent:       agent,
 			Prompt:      threadline.Text("hello"),
 			ClientTools: []*threadline.ClientTool{{Name: "delegate", ParametersJsonSchema: `{"type":"object"}`}},
@@ -491,4 +485,18 @@ func TestChildLineageChecked(t *testing.T) {
 	if threadline.ReasonOf(err) != threadline.ReasonChildLineageInvalid || threadline.CodeOf(err) != codes.InvalidArgument {
 		t.Errorf("lineage whose parent thread is the run's own: %v", err)
 	}
+}
+
+// agentsByName is the server's GetServerInfo agents, by name.
+func agentsByName(t *testing.T, c *threadline.Client, ctx context.Context) map[string]*threadlinev1.AgentInfo {
+	t.Helper()
+	info, err := c.ServerInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents := map[string]*threadlinev1.AgentInfo{}
+	for _, a := range info.GetAgents() {
+		agents[a.GetName()] = a
+	}
+	return agents
 }

@@ -458,14 +458,7 @@ func TestShellMountsFromConfigFile(t *testing.T) {
 	c, ctx := dialAt(t, addr)
 
 	// Each agent lists only its own mounts, and only the shell tools their actions offer.
-	info, err := c.ServerInfo(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agents := map[string]*threadlinev1.AgentInfo{}
-	for _, a := range info.GetAgents() {
-		agents[a.GetName()] = a
-	}
+	agents := agentsByName(t, c, ctx)
 	shellTools := []string{"shell_exec", "shell_info", "shell_wait", "shell_input", "shell_signal"}
 	for _, tc := range []struct {
 		agent          string
@@ -480,7 +473,7 @@ func TestShellMountsFromConfigFile(t *testing.T) {
 	} {
 		a := agents[tc.agent]
 		if a == nil {
-			t.Errorf("agents %v: no %s", info.GetAgents(), tc.agent)
+			t.Errorf("agents %v: no %s", agents, tc.agent)
 			continue
 		}
 		mounts := a.GetMounts()
