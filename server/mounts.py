@@ -1,8 +1,9 @@
 """The server's shell environments (`--mount`, `[mounts.NAME]`): one backend, fresh adapters per run.
 
 The server is the Host of ENVIRONMENT §12: mount definitions (roots, shells, actions, which agents
-get them) are its configuration, never a request's; a request only brings the checkpoint's `environment_states`, which
-each mount decodes as evidence of the commands this server process keeps (§12.2). The backend lives
+get them) are its configuration, never a request's; a request only brings the checkpoint's
+`environment_states`, which each mount decodes as evidence of the commands this server process keeps
+(§12.2). The backend lives
 as long as the server and stops every command it still runs when the server stops (§11).
 """
 
@@ -57,19 +58,22 @@ class ServerMounts:
             definition.name: (definition, definition.local_config()) for definition in definitions
         }
         self._backend_limits = backend or LocalBackendLimits()
-        self._agents = tuple(agents)
-        self._tools = {
-            agent: tuple(describe_tool(tool) for tool in published_tools(self._actions(agent)))
+        self._of_agent = {
+            agent: {name: mount for name, mount in self._mounts.items() if mount[0].serves(agent)}
             for agent in agents
+        }
+        """Served agent → the mounts its runs get: name → (definition, checked config)."""
+        self._tools = {
+            agent: tuple(
+                describe_tool(tool)
+                for tool in published_tools({name: d.actions for name, (d, _) in mine.items()})
+            )
+            for agent, mine in self._of_agent.items()
         }
         self._backend: LocalProcessBackend | None = None
 
     def __bool__(self) -> bool:
         return bool(self._mounts)
-
-    def _actions(self, agent: str) -> dict[str, tuple[str, ...]]:
-        """Name → actions of the mounts `agent`'s runs get."""
-        return {name: d.actions for name, (d, _) in self._mounts.items() if d.serves(agent)}
 
     def tools(self, agent: str) -> tuple[ToolDescription, ...]:
         """The shell tools `agent`'s runs get, as `GetServerInfo` lists them (§12.4)."""
@@ -85,7 +89,7 @@ class ServerMounts:
                     {
                         "name": name,
                         "actions": list(d.actions),
-                        "agents": [agent for agent in self._agents if d.serves(agent)],
+                        "agents": [agent for agent, mine in self._of_agent.items() if name in mine],
                     }
                     for name, (d, _) in self._mounts.items()
                 ],
@@ -116,10 +120,8 @@ class ServerMounts:
         assert self._backend is not None, "mounts are bound only while the server runs"
         states = previous_state.environment_states if previous_state is not None else {}
         mounts: list[EnvironmentMount] = []
-        for name, (definition, config) in self._mounts.items():
-            if not definition.serves(agent):
-                continue  # its entry, if any, is carried unchanged (§9.2)
-            try:
+        for name, (definition, config) in self._of_agent.get(agent, {}).items():
+            try:  # another mount's entry, if any, is carried unchanged (§9.2)
                 mounts.append(
                     self._backend.mount(name, config, actions=definition.actions, restore=states.get(name))
                 )
@@ -135,7 +137,7 @@ class ServerMounts:
                 entry's field under `state_field`.
         """
         states = state.environment_states
-        for name in self._actions(agent):
+        for name in self._of_agent.get(agent, {}):
             try:
                 decode(name, states.get(name))
             except HarnessError as error:
@@ -154,10 +156,10 @@ class ServerMounts:
             harness_service_pb2.MountInfo(
                 name=name,
                 provider_key=PROVIDER_KEY,
-                actions=list(actions),
-                process_capable=is_process_capable(actions),
+                actions=list(definition.actions),
+                process_capable=is_process_capable(definition.actions),
             )
-            for name, actions in self._actions(agent).items()
+            for name, (definition, _) in self._of_agent.get(agent, {}).items()
         ]
 
     def provider_infos(self) -> list[harness_service_pb2.EnvironmentProviderInfo]:
