@@ -16,6 +16,7 @@ from ._resume_checks import check_pending, check_remaining
 from ._run import HarnessRunStream
 from ._tooling import INTERRUPTED_TOOL_RESULT
 from .agent import ExecutableAgent
+from .barrier import RunBarrier
 from .children import ChildLineage, ChildRequest, SubagentContext, SubagentDefinition, SubagentIdentity
 from .client_tools import CLIENT_TOOLSET_ID, ClientTool, client_tools_capability
 from .context import AgentContext, InstanceIdentity, RunBindings
@@ -72,6 +73,7 @@ __all__ = [
     "InputError",
     "InstanceIdentity",
     "JsonValue",
+    "RunBarrier",
     "RunBindings",
     "RunCleanupError",
     "RunError",

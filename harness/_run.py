@@ -48,6 +48,7 @@ from ._recovery_input import ToolRecovery, find_unresolved_calls
 from ._run_inputs import check_run_inputs
 from ._suspension import suspended_batch
 from ._tooling import INTERRUPTED_TOOL_RESULT, RunTooling
+from .barrier import RunBarrier, held_cancellation
 from .capability_state import CapabilityStateStore
 from .context import AgentContext, RunBindings
 from .deferred import DeferredToolRequests, DeferredToolResume
@@ -106,6 +107,7 @@ class HarnessRunStream(Generic[OutputT]):
         usage: RunUsage | None = None,
         usage_limits: UsageLimits | None = None,
         checkpoints: bool = False,
+        barrier: RunBarrier | None = None,
     ) -> None:
         inputs = check_run_inputs(
             input,
@@ -127,6 +129,8 @@ class HarnessRunStream(Generic[OutputT]):
         self._encoder = HistoryEncoder(inputs.encoded, inputs.history)
         self._mode = inputs.tool_recovery
         self._checkpoints = inputs.checkpoints
+        self._barrier = barrier
+        self._barrier_error: Exception | None = None
         self._usage_baseline = usage
         self._usage_limits = usage_limits if usage_limits is not None else executable.usage_limits
         self.thread_id: str = inputs.state.thread_id
@@ -282,8 +286,12 @@ class HarnessRunStream(Generic[OutputT]):
         return self._state_from(self._committed())
 
     # -- observer hooks -------------------------------------------------------------------------------
-    def model_request_started(self, ctx: Any) -> None:
-        """Called by the harness capability before each model request."""
+    async def model_request_started(self, ctx: Any) -> None:
+        """Called by the harness capability before each model request; the request waits for it.
+
+        With a barrier, the host persists the state that ends with this request (the tool results and
+        input it carries) before anything is sent (`harness.barrier`).
+        """
         self._request_index += 1
         self._tracker.reset()
         self._pending_lifecycle.append(
@@ -297,6 +305,16 @@ class HarnessRunStream(Generic[OutputT]):
                 },
             )
         )
+        if self._barrier is not None:
+            history = self._committed()
+            pending = self._resume.remaining(history) if self._resume is not None else None
+            try:
+                await held_cancellation(
+                    self._barrier.before_model_request(self._state_from(history), pending)
+                )
+            except Exception as error:
+                self._barrier_error = error  # the host's failure, not the model's (`_terminal_for`)
+                raise
 
     # -- internals ------------------------------------------------------------------------------------
     def _prepare(self) -> None:
@@ -509,6 +527,8 @@ class HarnessRunStream(Generic[OutputT]):
         Cancellation, usage limits, a tool's exception and model-side failures are outcomes with a
         safe state; anything else (a phase-B mismatch, a bug in a host's capability) propagates.
         """
+        if self._barrier_error is not None:
+            raise self._barrier_error from None
         if isinstance(error, RunCancelled):
             return _Terminal(
                 "cancelled", self._normalized(self._messages_after(error), force_close=False)

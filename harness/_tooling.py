@@ -322,5 +322,5 @@ class HarnessCapability(AbstractCapability[Any]):
     async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
         observer = getattr(ctx.deps, "_observer", None)
         if observer is not None:
-            observer.model_request_started(ctx)
+            await observer.model_request_started(ctx)
         return request_context

@@ -20,6 +20,7 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 from ._recovery_input import ToolRecovery
 from ._run import HarnessRunStream, consume
 from ._tooling import HarnessCapability
+from .barrier import RunBarrier
 from .children.definitions import SubagentDefinition, check_subagents
 from .children.host import HostDelegationCapability
 from .children.inline import InlineDelegationCapability
@@ -140,12 +141,14 @@ class ExecutableAgent(Generic[OutputT]):
         usage: RunUsage | None = None,
         usage_limits: UsageLimits | None = None,
         checkpoints: bool = False,
+        barrier: RunBarrier | None = None,
     ) -> HarnessRunStream[OutputT]:
         """Start a run as a stream: `async with agent.stream(...) as s: async for item in s: ...`.
 
         Every construction check (SPEC §2.2.2) runs here, synchronously; the arguments are those of
         `run`, plus `checkpoints`: offer a `HarnessCheckpointEvent` after each `model_request_started`
-        and `model_request_completed` event (where `export_state()` moves, SPEC §2.3.4).
+        and `model_request_completed` event (where `export_state()` moves, SPEC §2.3.4), and `barrier`:
+        awaited before each model request with the state that ends with it (`harness.barrier`).
         """
         return HarnessRunStream(
             self,
@@ -157,6 +160,7 @@ class ExecutableAgent(Generic[OutputT]):
             usage=usage,
             usage_limits=usage_limits,
             checkpoints=checkpoints,
+            barrier=barrier,
         )
 
     async def run(
@@ -169,6 +173,7 @@ class ExecutableAgent(Generic[OutputT]):
         deferred_resume: DeferredToolResume | None = None,
         usage: RunUsage | None = None,
         usage_limits: UsageLimits | None = None,
+        barrier: RunBarrier | None = None,
     ) -> HarnessRunResult[OutputT]:
         """Run to the terminal result. Construction checks raise when awaited, before any model request.
 
@@ -183,6 +188,7 @@ class ExecutableAgent(Generic[OutputT]):
             deferred_resume: A `DeferredToolResume` answering the previous run's pending calls.
             usage: A native `RunUsage` baseline.
             usage_limits: Native `UsageLimits` (default: the agent's).
+            barrier: Awaited before each model request (`harness.barrier`); a durable host commits there.
         """
         stream = self.stream(
             input,
@@ -192,5 +198,6 @@ class ExecutableAgent(Generic[OutputT]):
             deferred_resume=deferred_resume,
             usage=usage,
             usage_limits=usage_limits,
+            barrier=barrier,
         )
         return await consume(stream)

@@ -22,6 +22,7 @@ from harness import (
     HarnessError,
     HarnessRunStream,
     HarnessState,
+    RunBarrier,
     RunBindings,
     ToolRecovery,
     client_tools_capability,
@@ -61,6 +62,7 @@ def start_stream(
     usage_limits: UsageLimits | None,
     checkpoints: bool,
     mounts: ServerMounts,
+    barrier: RunBarrier | None = None,
     state_field: str | None = "spec.previous_state",
     resume_field: str | None = None,
     lineage: ChildLineage | None = None,
@@ -110,6 +112,7 @@ def start_stream(
             deferred_resume=deferred_resume,
             usage_limits=usage_limits,
             checkpoints=checkpoints,
+            barrier=barrier,
         )
     except HarnessError as error:
         if resume_field is not None and error.code.value.startswith("deferred_"):
@@ -160,6 +163,7 @@ class ThreadLauncher:
         tool_recovery: ToolRecovery,
         client_tools: list[ClientTool],
         usage_limits: UsageLimits | None,
+        barrier: RunBarrier,
     ) -> HarnessRunStream[Any]:
         return start_stream(
             self._registry,
@@ -172,6 +176,7 @@ class ThreadLauncher:
             usage_limits=usage_limits,
             checkpoints=True,
             mounts=self._mounts,
+            barrier=barrier,
             state_field=None,
             resume_field="spec.answers",
         )

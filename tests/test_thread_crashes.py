@@ -344,6 +344,13 @@ VALUE = {"write_note": "noted hello", "read_status": "api is up"}
         pytest.param(
             "use:retryable crash:tool:read_status", "read_status", NEVER, True, 1, id="retryable-never"
         ),
+        # While the model answers the tool's result: that result was committed before the request was
+        # sent (LIVE §5.1), so it is kept and the tool never runs again, in every mode.
+        pytest.param(
+            "use:plain crash:model:results", "write_note", DECLARED, False, 1, id="results-declared"
+        ),
+        pytest.param("use:plain crash:model:results", "write_note", NEVER, False, 1, id="results-never"),
+        pytest.param("use:plain crash:model:results", "write_note", ALWAYS, False, 1, id="results-always"),
         # After the tool returned, before its result was committed: the result is lost with the server.
         pytest.param(
             "use:plain crash:after_tool:write_note", "write_note", DECLARED, True, 1, id="after-plain"
@@ -474,6 +481,41 @@ async def test_a_killed_resume_keeps_its_facts_and_never_reuses_the_approval(
         assert only_answer(history, pay).outcome == "denied"
         assert len(answers(history, ship)) == len(answers(history, deny)) == 1
         assert executions(scene.log) == ({pay: 1} if ran else {})
+
+
+@pytest.mark.parametrize("mode", [DECLARED, NEVER, ALWAYS], ids=["declared", "never", "always"])
+async def test_a_resume_killed_while_the_model_answers_keeps_the_approved_tools_result(
+    scene: Scene, mode: run_pb2.ToolRecovery.ValueType
+) -> None:
+    """LIVE §5.1: the approved `transfer` ran and its result was committed before the model was asked, so
+    the retry neither gives it the unknown result nor asks for a fresh approval; it ran once."""
+    stub = await scene.start()
+    thread_id = await create_thread(stub)
+    prompt = "use:batch crash:model:results"
+    suspended = await run_thread(stub, spec(thread_id, "req-ask", text=prompt))
+    assert suspended.result.status == run_pb2.RUN_STATUS_SUSPENDED
+    thread, _ = await head_history(stub, thread_id)
+    resume = spec(thread_id, "req-answer", answers=answers_to(thread.pending))
+    [ship] = [c.tool_call_id for c in thread.pending.calls]
+    pay, deny = [a.tool_call_id for a in thread.pending.approvals]
+
+    doomed, stub = await run_until_killed(scene, stub, resume, "model:results")
+    assert executions(scene.log) == {pay: 1}
+    resume.tool_recovery = mode
+    response = await retry_while_busy(stub, resume, holder="req-answer")
+
+    assert response.result.status == run_pb2.RUN_STATUS_COMPLETED, response.result
+    thread, history = await head_history(stub, thread_id)
+    assert thread.status == thread_pb2.THREAD_STATUS_IDLE and not thread.recovery_pending
+    assert prompts(history) == [prompt]
+    assert (only_answer(history, pay).content, only_answer(history, pay).outcome) == (
+        "transferred 10",
+        "success",
+    )
+    assert (only_answer(history, ship).content, only_answer(history, ship).outcome) == (SHIPPED, "success")
+    assert (only_answer(history, deny).content, only_answer(history, deny).outcome) == (DENIAL, "denied")
+    assert executions(scene.log) == {pay: 1}, "the approved transfer ran once"
+    await check_checkpoints(stub, thread_id, doomed, "req-answer")
 
 
 # -- another request after the crash: the first request's retry is told it was interrupted -----------

@@ -23,6 +23,7 @@ and `crash:<point>` picks the one point that blocks (`GATE_POINTS`):
 | point | where the run waits |
 |---|---|
 | `crash:model` | in the model function, answering a request that carries the user's prompt |
+| `crash:model:results` | in the model function, answering a request that carries tool results |
 | `crash:tool:<name>` | inside tool `<name>`, after its `start` line |
 | `crash:before_tool:<name>` | before tool `<name>` executes (`before_tool_execute`): nothing of it ran |
 | `crash:after_tool:<name>` | after tool `<name>` returned (`after_tool_execute`), before its result is in the history |
@@ -227,6 +228,7 @@ async def crash_script(messages: list[ModelMessage], info: AgentInfo) -> ModelRe
     if isinstance(last, ModelRequest):
         returns = [p for p in last.parts if isinstance(p, ToolReturnPart | RetryPromptPart)]
         if returns:
+            await _maybe_gate("model:results", messages)
             quoted = "; ".join(f"{p.tool_name}: {_quoted(p)}" for p in returns)
             return ModelResponse(parts=[TextPart(f"Results: {quoted}")])
         if any(isinstance(p, UserPromptPart) for p in last.parts):

@@ -23,6 +23,7 @@ from pydantic_ai.usage import UsageLimits
 
 from .._recovery_input import ToolRecovery
 from .._run import HarnessRunStream
+from ..barrier import RunBarrier
 from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume, stored_resume
 from ..errors import ErrorCode, HarnessError, RunCleanupError, ThreadError
@@ -69,7 +70,10 @@ class Launcher(Protocol):
         tool_recovery: ToolRecovery,
         client_tools: list[ClientTool],
         usage_limits: UsageLimits | None,
-    ) -> HarnessRunStream[Any]: ...
+        barrier: RunBarrier,
+    ) -> HarnessRunStream[Any]:
+        """The run's stream, with `barrier` awaited before each model request (its commit point)."""
+        ...
 
     def admit(
         self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None], request_id: str, agent: str
@@ -122,6 +126,13 @@ class ThreadRun:
         self._cancel_asked = True
         if self._holder is not None:
             self._holder.request_cancel()
+
+    async def before_model_request(
+        self, state: HarnessState, pending_input: DeferredToolResume | None
+    ) -> None:
+        """The run's barrier (`RunBarrier`): its holder commits `state` before the request is sent."""
+        assert self._holder is not None  # the stream is iterated only by its holder
+        await self._holder.barrier(state, pending_input)
 
     def detach(self) -> None:
         """The caller went away: drop what is queued and everything the run still produces."""
@@ -225,6 +236,7 @@ class ThreadRun:
                 tool_recovery=request.tool_recovery,
                 client_tools=tools,
                 usage_limits=request.usage_limits,
+                barrier=self,
             )
             with host.launcher.admit(
                 stream, cancel=self.cancel, request_id=request.request_id, agent=thread.agent
@@ -304,6 +316,8 @@ class _Holder:
         self._normal_resume = normal_resume
         self._started_at = datetime.now(UTC)
         self._first_event = True
+        self._unannounced: list[ThreadCommittedEvent] = []
+        """Barrier commits whose `thread_committed` waits for its `model_request_started` to be yielded."""
         self._status = "interrupted"
         """How the run ended, as its `run_finished` line says (the result's status, or `error`)."""
         self._reason: dict[str, str] = {}
@@ -340,8 +354,7 @@ class _Holder:
                         if self._lost is not None:
                             continue  # cancelled: let the stream close, commit nothing
                         if isinstance(item, HarnessCheckpointEvent):
-                            committed = await self._mid_run(item.state)
-                            if committed is not None:
+                            for committed in await self._mid_run(item.state):
                                 yield committed
                         elif isinstance(item, HarnessRunResultEvent):
                             renewer.cancel()
@@ -498,25 +511,40 @@ class _Holder:
             self._base = await self._host.store.head(thread)
         return True
 
-    def _retained(self) -> str | None:
+    def _retained(self, remaining: DeferredToolResume | None) -> str | None:
         """The accepted batch to keep with a commit: what the history has not incorporated yet.
 
         After a recovery run its positive approvals are dropped: a recovery never reuses one (SPEC §2.7.6).
         """
-        remaining = self._stream.pending_deferred_input
         if remaining is not None and not self._normal_resume:
             remaining = remaining.without_positive_approvals()
         return None if remaining is None else remaining.to_json()
 
-    async def _mid_run(self, state: HarnessState) -> ThreadCommittedEvent | None:
-        parts = state_parts(state)
+    async def barrier(self, state: HarnessState, pending_input: DeferredToolResume | None) -> None:
+        """Before a model request (THREADS §4 step 2, LIVE §5.1): its tool results and input are
+        committed before it is sent. A lost lease cancels the run (`_lose`), so the request never goes."""
+        if self._check_lease() is not None or self._lost is not None:
+            return
+        with contextlib.suppress(_Lost):
+            if await self._mid_run_commit(state_parts(state), pending_input):
+                self._unannounced.append(self._committed("mid_run"))
+
+    async def _mid_run(self, state: HarnessState) -> list[ThreadCommittedEvent]:
+        """A candidate: announce the barrier's commit, and commit what moved since (a hook's change)."""
+        announced, self._unannounced = self._unannounced, []
+        if await self._mid_run_commit(state_parts(state), self._stream.pending_deferred_input):
+            announced.append(self._committed("mid_run"))
+        return announced
+
+    async def _mid_run_commit(self, parts: StateParts, pending_input: DeferredToolResume | None) -> bool:
+        """Commit a `MID_RUN` checkpoint of `parts`, unless nothing moved since the head."""
         if parts == self._base.parts:
-            return None  # nothing moved since the head: not committed
-        accepted = self._retained()
+            return False
+        accepted = self._retained(pending_input)
         await self._commit(
             self._checkpoint("mid_run", parts, pending=None, remaining=accepted), accepted=accepted
         )
-        return self._committed("mid_run")
+        return True
 
     @property
     def _request_id(self) -> str:
@@ -550,7 +578,7 @@ class _Holder:
 
     async def _finish(self, result: HarnessRunResult[Any]) -> AsyncIterator[ThreadRunItem]:
         state = result.state
-        accepted = self._retained()
+        accepted = self._retained(self._stream.pending_deferred_input)
         pending = result.deferred.to_json() if result.deferred is not None else None
         kind = _KIND[result.status]
         outcome = ThreadRunOutcome.of(
@@ -590,7 +618,7 @@ class _Holder:
             and error.outcome is not None
             and error.outcome.state is not None
         ):
-            accepted = self._retained()
+            accepted = self._retained(self._stream.pending_deferred_input)
             checkpoint = self._checkpoint(
                 "failed", state_parts(error.outcome.state), pending=None, remaining=accepted
             )
