@@ -7,6 +7,7 @@
 package threadlinev1
 
 import (
+	_ "google.golang.org/genproto/googleapis/rpc/errdetails"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -1553,7 +1554,7 @@ var File_threadline_v1_thread_service_proto protoreflect.FileDescriptor
 
 const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"\n" +
-	"\"threadline/v1/thread_service.proto\x12\rthreadline.v1\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\x1a\x1athreadline/v1/thread.proto\"\xba\x03\n" +
+	"\"threadline/v1/thread_service.proto\x12\rthreadline.v1\x1a\x1egoogle/rpc/error_details.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\x1a\x1athreadline/v1/thread.proto\"\xba\x03\n" +
 	"\x13CreateThreadRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12F\n" +
