@@ -610,10 +610,12 @@ async def test_answers_by_call_id_resume_a_suspended_thread(stub: Stub) -> None:
     assert idle.status == thread_pb2.THREAD_STATUS_IDLE and not idle.HasField("pending")
     assert tool_returns(idle.head.state) == [("delete_file", approval.tool_call_id)]
 
-    code, reason, _ = await refused(
+    code, reason, meta = await refused(
         run_thread(stub, thread.thread_id, answers=approve_all(first.result.deferred))
     )
     assert (code, reason) == (Code.FAILED_PRECONDITION, "THREAD_NOT_SUSPENDED")
+    # The status in metadata is spelt as the enum spells `Thread.status`: "THREAD_STATUS_IDLE".
+    assert meta == {"thread_id": thread.thread_id, "status": thread_pb2.ThreadStatus.Name(idle.status)}
 
 
 async def test_a_denial_reaches_the_model(stub: Stub) -> None:
