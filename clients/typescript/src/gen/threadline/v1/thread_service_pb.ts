@@ -476,7 +476,13 @@ export type RollbackThreadRequest = Message<"threadline.v1.RollbackThreadRequest
   threadId: string;
 
   /**
-   * The earlier checkpoint to make current. Required.
+   * The checkpoint to make current: an earlier one, or the head itself. Required; one the thread
+   * does not have fails with NOT_FOUND CHECKPOINT_NOT_FOUND. The new head takes the checkpoint's
+   * pending batch and retained accepted batch, and the thread's status follows them, so rolling
+   * back to the head drops what the thread holds beyond its head: answers accepted by a run that
+   * stopped before its first commit (e.g. its server was killed) are dropped, that run is closed
+   * INTERRUPTED, and a suspended head is SUSPENDED again on its pending batch. Otherwise it repeats
+   * the head as a new revision. A run holding a live lease fails it with ABORTED THREAD_BUSY.
    *
    * @generated from field: int64 revision = 2;
    */
@@ -552,7 +558,9 @@ export type ThreadRunSpec = Message<"threadline.v1.ThreadRunSpec"> & {
   expectedRevision: bigint;
 
   /**
-   * The new user input. Unset = continue without new input (e.g. with `answers`).
+   * The new user input. Unset = continue without new input (e.g. with `answers`). With
+   * `answers` too, both are accepted: the tool results come first and the prompt follows them in
+   * the same model request.
    *
    * @generated from oneof threadline.v1.ThreadRunSpec.prompt
    */
@@ -575,8 +583,10 @@ export type ThreadRunSpec = Message<"threadline.v1.ThreadRunSpec"> & {
   } | { case: undefined; value?: undefined };
 
   /**
-   * Answers to `Thread.pending`, by call ID: every pending item answered once. Requires a
-   * SUSPENDED thread (else FAILED_PRECONDITION THREAD_NOT_SUSPENDED).
+   * Answers to `Thread.pending`, by call ID: every pending item answered once, optionally with a
+   * prompt (`prompt`). Requires a SUSPENDED thread (else FAILED_PRECONDITION
+   * THREAD_NOT_SUSPENDED, metadata `thread_id` and `status`, the thread's `ThreadStatus` name, e.g.
+   * THREAD_STATUS_IDLE).
    *
    * @generated from field: threadline.v1.DeferredToolResults answers = 6;
    */
@@ -655,7 +665,8 @@ export const StreamThreadRunRequestSchema: GenMessage<StreamThreadRunRequest> = 
 export type StreamThreadRunResponse = Message<"threadline.v1.StreamThreadRunResponse"> & {
   /**
    * The next event, when the request's `max_events_per_message` is 0 or 1. Events are those of
-   * `StreamRun` without checkpoint candidates, plus `thread_committed` after each commit.
+   * `StreamRun` without checkpoint candidates, plus `thread_committed` after each commit; a replay
+   * is only `run_started`, `thread_committed` and `result` (see `StreamThreadRun`).
    *
    * @generated from field: threadline.v1.RunEvent event = 1;
    */
@@ -704,7 +715,9 @@ export const RunThreadRequestSchema: GenMessage<RunThreadRequest> = /*@__PURE__*
  */
 export type RunThreadResponse = Message<"threadline.v1.RunThreadResponse"> & {
   /**
-   * The run's result. Its `state` is unset: the state is the checkpoint at `revision`.
+   * The run's result. Its `state` is unset: the state is the checkpoint at `revision`. Its
+   * `request_id` is never empty, and a SUSPENDED result's `deferred` is also `Thread.pending`,
+   * answered by call ID (see `RunResult`'s fields, "In a thread run").
    *
    * @generated from field: threadline.v1.RunResult result = 1;
    */
@@ -934,7 +947,8 @@ export const ThreadService: GenService<{
     output: typeof ForkThreadResponseSchema;
   },
   /**
-   * Makes an earlier checkpoint current again, as a new head revision. Nothing is deleted.
+   * Makes a checkpoint current again, as a new head revision (ROLLED_BACK) that copies it: an
+   * earlier one, or the head itself (see `RollbackThreadRequest.revision`). Nothing is deleted.
    *
    * @generated from rpc threadline.v1.ThreadService.RollbackThread
    */
@@ -944,9 +958,15 @@ export const ThreadService: GenService<{
     output: typeof RollbackThreadResponseSchema;
   },
   /**
-   * Runs the thread's next turn and streams its events. The run outlives the call: a client that
-   * goes away does not cancel it (use `CancelThreadRun`); retry with the same `request_id` to get
-   * its outcome.
+   * Runs the thread's next turn and streams its events: those of `StreamRun` without checkpoint
+   * candidates, plus `thread_committed` after each commit, the terminal one immediately before
+   * `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
+   * call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
+   * `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+   * its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
+   * the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
+   * run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
+   * of a request whose run ended with an error status gets that status again.
    *
    * @generated from rpc threadline.v1.ThreadService.StreamThreadRun
    */
