@@ -10,8 +10,10 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 export PATH="$root/.venv/bin:$root/node_modules/.bin:$(go env GOPATH)/bin:$PATH"
 
-# betterproto2's compiler prints one "Writing <file>" line per file; keep only real messages.
-buf generate 2> >(grep -v '^Writing ' >&2)
+# betterproto2's compiler prints one "Writing <file>" line per file, and protoc warns that the
+# service files' import of google/rpc/error_details.proto is unused (on purpose: buf.yaml says why);
+# keep only real messages.
+buf generate 2> >(grep -v -e '^Writing ' -e ': warning: Import google/rpc/error_details.proto is unused\.$' >&2)
 # What the server's reflection serves: every file of the workspace (the contract, and the google.rpc
 # details its error statuses carry, which grpcurl decodes by reflection) with imports and comments,
 # which protoc's Python output leaves out. Shipped in the `threadline` package; written after

@@ -8,8 +8,10 @@ grpcio-reflection also has no `grpc.reflection.v1` descriptor to describe the v1
 
 So the server keeps the serialised `FileDescriptorProto`s themselves and answers from them:
 
-- the contract and the `google.rpc` details its error statuses carry (grpcurl decodes them by
-  reflection), with comments: `threadline/v1/descriptors.binpb`, the `FileDescriptorSet` that
+- the contract and the `google.rpc` details its error statuses carry, with comments (both service
+  files import `google/rpc/error_details.proto`, so a client that resolves details only from the
+  called service's files, as grpcui does, decodes them too): `threadline/v1/descriptors.binpb`, the
+  `FileDescriptorSet` that
   scripts/generate.sh builds from `proto/` and `third_party/` (`buf build`, source info kept) into
   the generated `threadline` package, imports included;
 - every other listed service from the default pool (health, reflection v1alpha), without comments;

@@ -18,7 +18,9 @@ from google.protobuf import descriptor_pb2
 
 BUF = REPO / ".venv" / "bin" / "buf"
 # Paths inside a FileDescriptorProto (descriptor.proto field numbers).
-MESSAGE_TYPE, FIELD = 4, 2
+MESSAGE_TYPE, FIELD, ONEOF = 4, 2, 8
+ENUM_TYPE, ENUM_VALUE = 5, 2
+SERVICE, METHOD = 6, 2
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +45,89 @@ def field_comment(file: descriptor_pb2.FileDescriptorProto, message: str, field:
     return " ".join(
         next(loc.leading_comments for loc in file.source_code_info.location if list(loc.path) == path).split()
     )
+
+
+def comment(file: descriptor_pb2.FileDescriptorProto, path: list[int]) -> str:
+    """The leading comment at `path`, its lines joined by single spaces."""
+    found = next(loc.leading_comments for loc in file.source_code_info.location if list(loc.path) == path)
+    return " ".join(found.split())
+
+
+def message_comment(file: descriptor_pb2.FileDescriptorProto, message: str) -> str:
+    return comment(file, [MESSAGE_TYPE, [each.name for each in file.message_type].index(message)])
+
+
+def oneof_comment(file: descriptor_pb2.FileDescriptorProto, message: str, oneof: str) -> str:
+    m = [each.name for each in file.message_type].index(message)
+    o = [each.name for each in file.message_type[m].oneof_decl].index(oneof)
+    return comment(file, [MESSAGE_TYPE, m, ONEOF, o])
+
+
+def value_comment(file: descriptor_pb2.FileDescriptorProto, enum: str, value: str) -> str:
+    e = [each.name for each in file.enum_type].index(enum)
+    v = [each.name for each in file.enum_type[e].value].index(value)
+    return comment(file, [ENUM_TYPE, e, ENUM_VALUE, v])
+
+
+def method_comment(file: descriptor_pb2.FileDescriptorProto, service: str, method: str) -> str:
+    s = [each.name for each in file.service].index(service)
+    return comment(file, [SERVICE, s, METHOD, [each.name for each in file.service[s].method].index(method)])
+
+
+def test_run_result_gives_each_field_its_thread_run_reading(
+    contract: dict[str, descriptor_pb2.FileDescriptorProto],
+) -> None:
+    """A ThreadService host reads `RunResult` from run.proto: each field that reads differently there
+    says how (THREADS §3), instead of "always set", "send it back", "empty when none"."""
+    run = contract["threadline/v1/run.proto"]
+    assert "the `result` event of `StreamThreadRun` and `RunThreadResponse.result`" in message_comment(
+        run, "RunResult"
+    )
+    for field, reading in {
+        "state": "In a thread run: unset, whatever the status.",
+        "request_id": "In a thread run: `ThreadRunSpec.request_id`, or the ID the server made",
+        "deferred": "In a thread run the server stores it (it is the thread's `Thread.pending`)",
+        "run_id": "In a thread run, a retry of a request that had already finished",
+        "lineage": "Unset in a thread run.",
+    }.items():
+        assert reading in field_comment(run, "RunResult", field), field
+    for value in ("RUN_STATUS_COMPLETED", "RUN_STATUS_SUSPENDED"):
+        assert "(`state` not in a thread run" in value_comment(run, "RunStatus", value), value
+    cancelled = value_comment(run, "RunStatus", "RUN_STATUS_CANCELLED")
+    assert "In a thread run also a run `CancelThreadRun` stopped" in cancelled
+    assert "does not cancel the run at all" in cancelled
+
+
+def test_the_thread_run_stream_and_its_replay_are_described(
+    contract: dict[str, descriptor_pb2.FileDescriptorProto],
+) -> None:
+    events, service = contract["threadline/v1/events.proto"], contract["threadline/v1/thread_service.proto"]
+    event = message_comment(events, "RunEvent")
+    assert "`StreamThreadRunResponse.event`" in event
+    assert "only `run_started`, `thread_committed` and `result`" in event
+    assert "In a thread run it follows the terminal commit's `thread_committed`" in field_comment(
+        events, "RunEvent", "result"
+    )
+    stream = method_comment(service, "ThreadService", "StreamThreadRun")
+    assert (
+        "its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and"
+        " the stored `result` (2)"
+    ) in stream
+    assert "a replay is only `run_started`, `thread_committed` and `result`" in field_comment(
+        service, "StreamThreadRunResponse", "event"
+    )
+
+
+def test_thread_run_requests_and_rollbacks_say_what_they_accept(
+    contract: dict[str, descriptor_pb2.FileDescriptorProto],
+) -> None:
+    service = contract["threadline/v1/thread_service.proto"]
+    assert "the tool results come first and the prompt follows them" in oneof_comment(
+        service, "ThreadRunSpec", "prompt"
+    )
+    assert "THREAD_STATUS_IDLE" in field_comment(service, "ThreadRunSpec", "answers")
+    assert "an earlier one, or the head itself" in field_comment(service, "RollbackThreadRequest", "revision")
+    assert "an earlier checkpoint" not in method_comment(service, "ThreadService", "RollbackThread")
 
 
 def test_the_history_digests_are_both_optional_on_input(

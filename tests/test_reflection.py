@@ -14,10 +14,12 @@ import subprocess
 import grpc
 import pytest
 from conftest import REPO, RunningServer
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+from google.rpc import status_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from setup_tools import setup_tool
+from threadline.v1 import thread_service_pb2, thread_service_pb2_grpc
 
 from server.reflection import Catalogue, _contract_files, catalogue
 
@@ -179,6 +181,7 @@ async def test_both_versions_serve_the_method_with_its_comment_and_imports(
         "threadline/v1/thread.proto",
         "google/protobuf/timestamp.proto",
         "google/protobuf/duration.proto",
+        "google/rpc/error_details.proto",  # the details of its error statuses
     }
     methods = [m.name for m in files[0].service[0].method]
     # FileDescriptorProto.service = 6, ServiceDescriptorProto.method = 2
@@ -205,6 +208,106 @@ async def test_unknown_names_and_requests_get_error_responses(server: RunningSer
         responses[5].file_descriptor_response.file_descriptor_proto[0]
     )
     assert state.name == "threadline/v1/state.proto"
+
+
+def reflected_closure(address: str, service: str) -> dict[str, descriptor_pb2.FileDescriptorProto]:
+    """What grpcui builds a service's methods from: the file defining `service` and the files it
+    imports, transitively, asked for by name over reflection v1 when a response did not bring them.
+
+    Only files reached through `dependency` are kept, whatever else a response carries: a type that
+    none of them defines is one such a client cannot decode (it shows the bytes in base64).
+    """
+    with grpc.insecure_channel(address) as channel:
+        call = channel.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+
+        def ask(request: reflection_pb2.ServerReflectionRequest) -> list[descriptor_pb2.FileDescriptorProto]:
+            (response,) = call(iter([request]))
+            return [
+                descriptor_pb2.FileDescriptorProto.FromString(data)
+                for data in response.file_descriptor_response.file_descriptor_proto
+            ]
+
+        first = ask(reflection_pb2.ServerReflectionRequest(file_containing_symbol=service))
+        received = {file.name: file for file in first}
+        closure: dict[str, descriptor_pb2.FileDescriptorProto] = {}
+        pending = [first[0].name]
+        while pending:
+            name = pending.pop()
+            if name in closure:
+                continue
+            if name not in received:
+                received.update(
+                    (file.name, file)
+                    for file in ask(reflection_pb2.ServerReflectionRequest(file_by_filename=name))
+                )
+            closure[name] = received[name]
+            pending.extend(closure[name].dependency)
+    return closure
+
+
+def pool_of(files: dict[str, descriptor_pb2.FileDescriptorProto]) -> descriptor_pool.DescriptorPool:
+    """A fresh pool holding exactly `files`, each added after its imports."""
+    pool = descriptor_pool.DescriptorPool()
+    added: set[str] = set()
+
+    def add(name: str) -> None:
+        if name not in added:
+            added.add(name)
+            for dependency in files[name].dependency:
+                add(dependency)
+            pool.Add(files[name])
+
+    for name in files:
+        add(name)
+    return pool
+
+
+@pytest.mark.parametrize(
+    ("service", "file"),
+    [
+        ("threadline.v1.HarnessService", "threadline/v1/harness_service.proto"),
+        ("threadline.v1.ThreadService", "threadline/v1/thread_service.proto"),
+    ],
+)
+async def test_each_services_own_files_define_its_error_details(
+    server: RunningServer, service: str, file: str
+) -> None:
+    """grpcui resolves `grpc-status-details-bin` from the files of the method it called, not by asking."""
+    closure = await asyncio.to_thread(reflected_closure, server.address, service)
+    assert "google/rpc/error_details.proto" in closure[file].dependency
+    pool = pool_of(closure)
+    for detail in ("google.rpc.ErrorInfo", "google.rpc.BadRequest"):
+        assert pool.FindMessageTypeByName(detail).file.name == "google/rpc/error_details.proto"
+
+
+async def test_a_thread_error_decodes_with_the_services_files_alone(server: RunningServer) -> None:
+    """The details of a ThreadService error as a reflection-only client renders them: typed, not base64."""
+    pool = pool_of(await asyncio.to_thread(reflected_closure, server.address, "threadline.v1.ThreadService"))
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        stub = thread_service_pb2_grpc.ThreadServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await stub.GetThread(thread_service_pb2.GetThreadRequest(thread_id=""))
+    trailer = dict(raised.value.trailing_metadata() or ())["grpc-status-details-bin"]
+    assert isinstance(trailer, bytes)
+    shown = json_format.MessageToDict(status_pb2.Status.FromString(trailer), descriptor_pool=pool)
+    assert shown["details"] == [
+        {
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": "INPUT_INVALID",
+            "domain": "threadline",
+            "metadata": {"field": "thread_id"},
+        },
+        {
+            "@type": "type.googleapis.com/google.rpc.BadRequest",
+            "fieldViolations": [
+                {"field": "thread_id", "description": "thread_id is required.", "reason": "INPUT_INVALID"}
+            ],
+        },
+    ]
 
 
 def test_every_symbol_kind_resolves_to_its_file() -> None:

@@ -3,7 +3,7 @@
 Each test drives a real `threadline serve` on an SQLite file of its own, stops or kills it where the test
 says, and reads the thread back from a fresh server on the same file: a drained run commits CANCELLED
 and replays; a run whose server was killed is cancelled at once; a phase B failure leaves the thread
-suspended on its batch; a rollback after a crashed resume drops the batch it had retained.
+suspended on its batch; a rollback to the head after a crashed resume drops the batch it had retained.
 """
 
 from __future__ import annotations
@@ -204,6 +204,7 @@ async def test_a_rollback_after_a_crashed_resume_drops_its_retained_batch(store:
     stub = await store.start("--agent", "crash=thread_agents:build")
     thread = await thread_of(stub, thread_id)
     assert thread.recovery_pending  # it retains the accepted batch
+    assert thread.revision == suspended.revision, "the resume committed nothing: the rollback is to the head"
     rollback = thread_service_pb2.RollbackThreadRequest(thread_id=thread_id, revision=suspended.revision)
     while True:  # the dead holder's lease is live for a moment: busy until it expires
         try:

@@ -535,6 +535,24 @@ async def test_stream_thread_run_events_commits_and_checkpoints_agree(stub: Stub
     assert (code, reason) == (Code.NOT_FOUND, "CHECKPOINT_NOT_FOUND")
 
 
+async def test_a_replayed_stream_is_its_start_its_terminal_commit_and_its_result(stub: Stub) -> None:
+    thread = await create_thread(stub)
+    request_id = f"req-{uuid.uuid4().hex}"
+    live = await stream_thread(stub, thread.thread_id, text="lookup grpc", request_id=request_id)
+    replay = await stream_thread(stub, thread.thread_id, text="lookup grpc", request_id=request_id)
+    assert [(e.sequence, e.WhichOneof("event")) for e in replay] == [
+        (0, "run_started"),
+        (1, "thread_committed"),
+        (2, "result"),
+    ]
+    assert {(e.thread_id, e.run_id) for e in replay} == {(thread.thread_id, live[0].run_id)}
+    terminal = live[-2].thread_committed
+    assert replay[1].thread_committed == events_pb2.ThreadCommitted(
+        revision=terminal.revision, kind=terminal.kind, replayed=True
+    )
+    assert replay[2].result == live[-1].result
+
+
 async def test_stream_thread_run_packs_events_when_asked(stub: Stub) -> None:
     thread = await create_thread(stub)
     request = ts.StreamThreadRunRequest(
@@ -610,10 +628,30 @@ async def test_answers_by_call_id_resume_a_suspended_thread(stub: Stub) -> None:
     assert idle.status == thread_pb2.THREAD_STATUS_IDLE and not idle.HasField("pending")
     assert tool_returns(idle.head.state) == [("delete_file", approval.tool_call_id)]
 
-    code, reason, _ = await refused(
+    code, reason, meta = await refused(
         run_thread(stub, thread.thread_id, answers=approve_all(first.result.deferred))
     )
     assert (code, reason) == (Code.FAILED_PRECONDITION, "THREAD_NOT_SUSPENDED")
+    # The status in metadata is spelt as the enum spells `Thread.status`: "THREAD_STATUS_IDLE".
+    assert meta == {"thread_id": thread.thread_id, "status": thread_pb2.ThreadStatus.Name(idle.status)}
+
+
+async def test_answers_with_a_prompt_put_the_tool_results_first(stub: Stub) -> None:
+    thread = await create_thread(stub)
+    first = await run_thread(stub, thread.thread_id, text="delete e.txt")
+    assert first.result.status == run_pb2.RUN_STATUS_SUSPENDED
+    done = await run_thread(
+        stub, thread.thread_id, text="and now?", answers=approve_all(first.result.deferred)
+    )
+    assert completed_output(done.result) == "Tool results: delete_file: Deleted e.txt."
+    history = messages(await checkpoint_state(stub, thread.thread_id, done.revision))
+    assert [m["kind"] for m in history] == ["request", "response", "request", "response"]
+    answered = history[2]["parts"]
+    assert [p["part_kind"] for p in answered] == ["tool-return", "user-prompt"]
+    assert (answered[0]["tool_call_id"], answered[1]["content"]) == (
+        first.result.deferred.approvals[0].tool_call_id,
+        "and now?",
+    )
 
 
 async def test_a_denial_reaches_the_model(stub: Stub) -> None:
@@ -783,6 +821,26 @@ async def test_rollback_copies_a_checkpoint_and_its_status_follows(stub: Stub) -
         ),
     ):
         assert (await refused(stub.RollbackThread(request)))[:2] == (code, reason)
+
+
+async def test_rollback_to_the_head_repeats_it_as_a_new_revision(stub: Stub) -> None:
+    thread = await create_thread(stub)
+    suspended = await run_thread(stub, thread.thread_id, text="delete f.txt")
+    head = ts.RollbackThreadRequest(
+        thread_id=thread.thread_id, revision=suspended.revision, expected_revision=suspended.revision
+    )
+    rolled = (await stub.RollbackThread(head)).thread
+    assert (rolled.revision, rolled.head.kind) == (
+        suspended.revision + 1,
+        thread_pb2.CHECKPOINT_KIND_ROLLED_BACK,
+    )
+    assert rolled.status == thread_pb2.THREAD_STATUS_SUSPENDED and not rolled.recovery_pending
+    assert batch(rolled.pending) == batch(suspended.result.deferred)
+    assert await checkpoint_state(stub, thread.thread_id, rolled.revision) == await checkpoint_state(
+        stub, thread.thread_id, suspended.revision
+    )
+    done = await run_thread(stub, thread.thread_id, answers=approve_all(rolled.pending))
+    assert completed_output(done.result) == "Tool results: delete_file: Deleted f.txt."
 
 
 # --- bad input to every RPC: typed, never INTERNAL or UNKNOWN ---------------------------------------------

@@ -8,11 +8,12 @@ package loads SQLAlchemy; `import harness` alone does not.
 from .database import Database, SchemaTooNew, StoreKind, open_database
 from .host import DurableHost, check_labels
 from .outcome import Replayed, ThreadCommittedEvent, ThreadRunOutcome
-from .records import CheckpointKind, CheckpointRow, RunRowStatus, ThreadRow, ThreadStatus
+from .records import THREAD_STATUS_NAMES, CheckpointKind, CheckpointRow, RunRowStatus, ThreadRow, ThreadStatus
 from .run import Launcher, ThreadRun, ThreadRunRequest
 from .store import ThreadStore
 
 __all__ = (
+    "THREAD_STATUS_NAMES",
     "CheckpointKind",
     "CheckpointRow",
     "Database",

@@ -7,12 +7,15 @@ the only validation of what comes back.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 from .blobs import BlobRef
 
 __all__ = (
+    "THREAD_STATUS_NAMES",
     "CheckpointKind",
     "CheckpointRow",
     "Head",
@@ -25,6 +28,11 @@ __all__ = (
 )
 
 ThreadStatus = Literal["idle", "running", "suspended"]
+THREAD_STATUS_NAMES: Mapping[ThreadStatus, str] = MappingProxyType(
+    {"idle": "THREAD_STATUS_IDLE", "running": "THREAD_STATUS_RUNNING", "suspended": "THREAD_STATUS_SUSPENDED"}
+)
+"""Each status by its name in the contract's `ThreadStatus` enum. An error's details reach hosts as
+ErrorInfo metadata, where a `status` must read as `Thread.status` does, so they carry this name."""
 CheckpointKind = Literal[
     "created", "imported", "forked", "mid_run", "completed", "suspended", "failed", "cancelled", "rolled_back"
 ]

@@ -32,7 +32,7 @@ from ..results import HarnessRunResult
 from ..state import HarnessState
 from .codec import client_tools_from_json, client_tools_json, prompt_from_json, prompt_json, state_parts
 from .outcome import Replayed, ThreadCommittedEvent, ThreadRunOutcome, error_json, raise_stored_error
-from .records import CheckpointKind, Head, RunRow, RunRowStatus, StateParts, ThreadRow
+from .records import THREAD_STATUS_NAMES, CheckpointKind, Head, RunRow, RunRowStatus, StateParts, ThreadRow
 from .store import Finish, NewCheckpoint, busy, conflict, lease_lost
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ class ThreadRun:
                     raise ThreadError(
                         f"Thread {thread.thread_id!r} is not suspended: there is nothing to answer.",
                         code=ErrorCode.THREAD_NOT_SUSPENDED,
-                        details={"thread_id": thread.thread_id, "status": thread.status},
+                        details={"thread_id": thread.thread_id, "status": THREAD_STATUS_NAMES[thread.status]},
                     )
             head, state = await host.head_state(thread)
             resume, accepted, normal = self._resume(thread, record)

@@ -20,6 +20,7 @@ from threadline.v1 import (
 from harness import DeferredToolRequests, DeferredToolResume, HarnessState, InputError
 from harness.errors import ErrorCode
 from harness.threads import (
+    THREAD_STATUS_NAMES,
     CheckpointKind,
     CheckpointRow,
     RunRowStatus,
@@ -48,10 +49,9 @@ __all__ = (
 )
 
 STATUS_PB: dict[ThreadStatus, thread_pb2.ThreadStatus.ValueType] = {
-    "idle": thread_pb2.THREAD_STATUS_IDLE,
-    "running": thread_pb2.THREAD_STATUS_RUNNING,
-    "suspended": thread_pb2.THREAD_STATUS_SUSPENDED,
+    status: thread_pb2.ThreadStatus.Value(name) for status, name in THREAD_STATUS_NAMES.items()
 }
+"""By the core's names for the enum's values, so a status reads the same in `Thread` and in metadata."""
 STATUS_FROM_PB: dict[int, ThreadStatus | None] = {
     thread_pb2.THREAD_STATUS_UNSPECIFIED: None,
     **{value: key for key, value in STATUS_PB.items()},

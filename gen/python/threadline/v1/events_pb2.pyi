@@ -90,10 +90,15 @@ Global___ToolOutcome: _TypeAlias = ToolOutcome  # noqa: Y015
 
 @_typing.final
 class RunEvent(_message.Message):
-    """One event of a streamed run (`StreamRunResponse.event`). Events arrive in order with a
-    gap-free `sequence` from 0: `run_started` first, exactly one `result` last. If the run's core
-    fails after `run_started`, the stream instead ends with an error status and no `result`.
-    Hosts must ignore event cases they do not know: new cases are added over time.
+    """One event of a streamed run (`StreamRunResponse.event`, `StreamThreadRunResponse.event`).
+    Events arrive in order with a gap-free `sequence` from 0: `run_started` first, exactly one
+    `result` last. If the run's core fails after `run_started`, the stream instead ends with an
+    error status and no `result`; so does a thread run's stream when its server lost the thread
+    (ABORTED LEASE_LOST) or its store (UNAVAILABLE STORE_UNAVAILABLE). A thread run sends no
+    `checkpoint_candidate` and adds `thread_committed` after each commit; its replay of a request
+    that had already finished is only `run_started`, `thread_committed` and `result` (see
+    `ThreadService.StreamThreadRun`). Hosts must ignore event cases they do not know: new cases are
+    added over time.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -122,7 +127,7 @@ class RunEvent(_message.Message):
     """The run's ID, `run-<32 lowercase hex>`, the same on every event of the run."""
     sequence: _builtins.int
     """Position in the stream, numbered by the server over every event it sends (checkpoint
-    candidates included), starting at 0 with no gaps.
+    candidates and `thread_committed` included), starting at 0 with no gaps.
     """
     @_builtins.property
     def occurred_at(self) -> _timestamp_pb2.Timestamp:
@@ -162,7 +167,10 @@ class RunEvent(_message.Message):
 
     @_builtins.property
     def result(self) -> _run_pb2.RunResult:
-        """The run's terminal result; always the last event."""
+        """The run's terminal result; always the last event. In a thread run it follows the terminal
+        commit's `thread_committed`, whose `revision` is the checkpoint holding the state this result
+        leaves unset (`RunResult.state`).
+        """
 
     @_builtins.property
     def lifecycle(self) -> Global___Lifecycle:
@@ -358,7 +366,9 @@ class ThreadCommitted(_message.Message):
     kind: _thread_pb2.CheckpointKind.ValueType
     """What the checkpoint is: MID_RUN at a boundary, or the run's terminal kind."""
     replayed: _builtins.bool
-    """True when the stream replays a request that had already finished: nothing was committed now."""
+    """True when the stream replays a request that had already finished: nothing was committed now,
+    and this event, the stream's second (sequence 1), repeats the run's terminal commit.
+    """
     def __init__(
         self,
         *,

@@ -23,13 +23,14 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from google.rpc import error_details_pb2 as google_dot_rpc_dot_error__details__pb2
 from threadline.v1 import deferred_pb2 as threadline_dot_v1_dot_deferred__pb2
 from threadline.v1 import events_pb2 as threadline_dot_v1_dot_events__pb2
 from threadline.v1 import run_pb2 as threadline_dot_v1_dot_run__pb2
 from threadline.v1 import state_pb2 as threadline_dot_v1_dot_state__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#threadline/v1/harness_service.proto\x12\rthreadline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\"s\n\x10StreamRunRequest\x12*\n\x04spec\x18\x01 \x01(\x0b\x32\x16.threadline.v1.RunSpecR\x04spec\x12\x33\n\x16max_events_per_message\x18\x02 \x01(\rR\x13maxEventsPerMessage\"s\n\x11StreamRunResponse\x12-\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.threadline.v1.RunEventR\x05\x65vent\x12/\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x17.threadline.v1.RunEventR\x06\x65vents\"8\n\nRunRequest\x12*\n\x04spec\x18\x01 \x01(\x0b\x32\x16.threadline.v1.RunSpecR\x04spec\"?\n\x0bRunResponse\x12\x30\n\x06result\x18\x01 \x01(\x0b\x32\x18.threadline.v1.RunResultR\x06result\"\x93\x02\n\x0fNewStateRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x46\n\x0fmessage_history\x18\x02 \x01(\x0b\x32\x1d.threadline.v1.MessageHistoryR\x0emessageHistory\x12K\n\x11\x63\x61pability_states\x18\x03 \x03(\x0b\x32\x1e.threadline.v1.CapabilityStateR\x10\x63\x61pabilityStates\x12N\n\x12\x65nvironment_states\x18\x04 \x03(\x0b\x32\x1f.threadline.v1.EnvironmentStateR\x11\x65nvironmentStates\"E\n\x10NewStateResponse\x12\x31\n\x05state\x18\x01 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\"b\n\x10\x46orkStateRequest\x12\x31\n\x05state\x18\x01 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\x12\x1b\n\tthread_id\x18\x02 \x01(\tR\x08threadId\"F\n\x11\x46orkStateResponse\x12\x31\n\x05state\x18\x01 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\"v\n\x14ValidateStateRequest\x12\x33\n\x05state\x18\x01 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateH\x00R\x05state\x12\x1f\n\nstate_json\x18\x02 \x01(\tH\x00R\tstateJsonB\x08\n\x06source\"i\n\x15ValidateStateResponse\x12\x31\n\x05state\x18\x01 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\x12\x1d\n\nstate_json\x18\x02 \x01(\tR\tstateJson\"\x88\x01\n\x18RemainingDeferredRequest\x12\x39\n\x06resume\x18\x01 \x01(\x0b\x32!.threadline.v1.DeferredToolResumeR\x06resume\x12\x31\n\x05state\x18\x02 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\"\\\n\x19RemainingDeferredResponse\x12?\n\tremaining\x18\x01 \x01(\x0b\x32!.threadline.v1.DeferredToolResumeR\tremaining\"\x16\n\x14GetServerInfoRequest\"\xda\x03\n\x15GetServerInfoResponse\x12\'\n\x0fschema_versions\x18\x01 \x03(\tR\x0eschemaVersions\x12\x45\n\x0fhistory_formats\x18\x02 \x03(\x0b\x32\x1c.threadline.v1.HistoryFormatR\x0ehistoryFormats\x12\x30\n\x06\x61gents\x18\x03 \x03(\x0b\x32\x18.threadline.v1.AgentInfoR\x06\x61gents\x12#\n\rdefault_agent\x18\x04 \x01(\tR\x0c\x64\x65\x66\x61ultAgent\x12\x33\n\x06limits\x18\x05 \x01(\x0b\x32\x1b.threadline.v1.ServerLimitsR\x06limits\x12%\n\x0eserver_version\x18\x06 \x01(\tR\rserverVersion\x12\x41\n\x0cthread_store\x18\x07 \x01(\x0b\x32\x1e.threadline.v1.ThreadStoreInfoR\x0bthreadStore\x12[\n\x15\x65nvironment_providers\x18\x08 \x03(\x0b\x32&.threadline.v1.EnvironmentProviderInfoR\x14\x65nvironmentProviders\"c\n\x17\x45nvironmentProviderInfo\x12!\n\x0cprovider_key\x18\x01 \x01(\tR\x0bproviderKey\x12%\n\x0estate_versions\x18\x02 \x03(\tR\rstateVersions\"}\n\x0fThreadStoreInfo\x12\x32\n\x04kind\x18\x01 \x01(\x0e\x32\x1e.threadline.v1.ThreadStoreKindR\x04kind\x12\x36\n\tlease_ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08leaseTtl\"C\n\rHistoryFormat\x12\x16\n\x06\x66ormat\x18\x01 \x01(\tR\x06\x66ormat\x12\x1a\n\x08versions\x18\x02 \x03(\tR\x08versions\"\xbb\x01\n\tAgentInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12-\n\x05tools\x18\x02 \x03(\x0b\x32\x17.threadline.v1.ToolInfoR\x05tools\x12\x30\n\x06mounts\x18\x03 \x03(\x0b\x32\x18.threadline.v1.MountInfoR\x06mounts\x12\x39\n\tsubagents\x18\x04 \x03(\x0b\x32\x1b.threadline.v1.SubagentInfoR\tsubagents\"\xbb\x01\n\x0cSubagentInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12/\n\x04mode\x18\x03 \x01(\x0e\x32\x1b.threadline.v1.SubagentModeR\x04mode\x12\x14\n\x05\x61gent\x18\x04 \x01(\tR\x05\x61gent\x12.\n\x13\x63hild_definition_id\x18\x05 \x01(\tR\x11\x63hildDefinitionId\"\x85\x01\n\tMountInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12!\n\x0cprovider_key\x18\x02 \x01(\tR\x0bproviderKey\x12\x18\n\x07\x61\x63tions\x18\x03 \x03(\tR\x07\x61\x63tions\x12\'\n\x0fprocess_capable\x18\x04 \x01(\x08R\x0eprocessCapable\"\xa8\x01\n\x08ToolInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x37\n\x08\x63\x61tegory\x18\x02 \x01(\x0e\x32\x1b.threadline.v1.ToolCategoryR\x08\x63\x61tegory\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\x12-\n\x12recovery_retryable\x18\x04 \x01(\x08R\x11recoveryRetryable\"j\n\x0cServerLimits\x12*\n\x11max_message_bytes\x18\x01 \x01(\x03R\x0fmaxMessageBytes\x12.\n\x13max_concurrent_runs\x18\x02 \x01(\x03R\x11maxConcurrentRuns*\xae\x01\n\x0fThreadStoreKind\x12!\n\x1dTHREAD_STORE_KIND_UNSPECIFIED\x10\x00\x12\x1c\n\x18THREAD_STORE_KIND_SQLITE\x10\x01\x12 \n\x1cTHREAD_STORE_KIND_POSTGRESQL\x10\x02\x12\x1c\n\x18THREAD_STORE_KIND_MEMORY\x10\x03\x12\x1a\n\x16THREAD_STORE_KIND_NONE\x10\x04*_\n\x0cSubagentMode\x12\x1d\n\x19SUBAGENT_MODE_UNSPECIFIED\x10\x00\x12\x18\n\x14SUBAGENT_MODE_INLINE\x10\x01\x12\x16\n\x12SUBAGENT_MODE_HOST\x10\x02*\xad\x01\n\x0cToolCategory\x12\x1d\n\x19TOOL_CATEGORY_UNSPECIFIED\x10\x00\x12\x17\n\x13TOOL_CATEGORY_PLAIN\x10\x01\x12#\n\x1fTOOL_CATEGORY_REQUIRES_APPROVAL\x10\x02\x12\x1a\n\x16TOOL_CATEGORY_EXTERNAL\x10\x03\x12$\n TOOL_CATEGORY_RECOVERY_RETRYABLE\x10\x04\x32\xdd\x04\n\x0eHarnessService\x12P\n\tStreamRun\x12\x1f.threadline.v1.StreamRunRequest\x1a .threadline.v1.StreamRunResponse0\x01\x12<\n\x03Run\x12\x19.threadline.v1.RunRequest\x1a\x1a.threadline.v1.RunResponse\x12K\n\x08NewState\x12\x1e.threadline.v1.NewStateRequest\x1a\x1f.threadline.v1.NewStateResponse\x12N\n\tForkState\x12\x1f.threadline.v1.ForkStateRequest\x1a .threadline.v1.ForkStateResponse\x12Z\n\rValidateState\x12#.threadline.v1.ValidateStateRequest\x1a$.threadline.v1.ValidateStateResponse\x12\x66\n\x11RemainingDeferred\x12\'.threadline.v1.RemainingDeferredRequest\x1a(.threadline.v1.RemainingDeferredResponse\x12Z\n\rGetServerInfo\x12#.threadline.v1.GetServerInfoRequest\x1a$.threadline.v1.GetServerInfoResponseB\xb1\x01\n\x11\x64\x65v.threadline.v1B\x13HarnessServiceProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#threadline/v1/harness_service.proto\x12\rthreadline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1egoogle/rpc/error_details.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\"s\n\x10StreamRunRequest\x12*\n\x04spec\x18\x01 \x01(\x0b\x32\x16.threadline.v1.RunSpecR\x04spec\x12\x33\n\x16max_events_per_message\x18\x02 \x01(\rR\x13maxEventsPerMessage\"s\n\x11StreamRunResponse\x12-\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.threadline.v1.RunEventR\x05\x65vent\x12/\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x17.threadline.v1.RunEventR\x06\x65vents\"8\n\nRunRequest\x12*\n\x04spec\x18\x01 \x01(\x0b\x32\x16.threadline.v1.RunSpecR\x04spec\"?\n\x0bRunResponse\x12\x30\n\x06result\x18\x01 \x01(\x0b\x32\x18.threadline.v1.RunResultR\x06result\"\x93\x02\n\x0fNewStateRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x46\n\x0fmessage_history\x18\x02 \x01(\x0b\x32\x1d.threadline.v1.MessageHistoryR\x0emessageHistory\x12K\n\x11\x63\x61pability_states\x18\x03 \x03(\x0b\x32\x1e.threadline.v1.CapabilityStateR\x10\x63\x61pabilityStates\x12N\n\x12\x65nvironment_states\x18\x04 \x03(\x0b\x32\x1f.threadline.v1.EnvironmentStateR\x11\x65nvironmentStates\"E\n\x10NewStateResponse\x12\x31\n\x05state\x18\x01 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\"b\n\x10\x46orkStateRequest\x12\x31\n\x05state\x18\x01 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\x12\x1b\n\tthread_id\x18\x02 \x01(\tR\x08threadId\"F\n\x11\x46orkStateResponse\x12\x31\n\x05state\x18\x01 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\"v\n\x14ValidateStateRequest\x12\x33\n\x05state\x18\x01 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateH\x00R\x05state\x12\x1f\n\nstate_json\x18\x02 \x01(\tH\x00R\tstateJsonB\x08\n\x06source\"i\n\x15ValidateStateResponse\x12\x31\n\x05state\x18\x01 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\x12\x1d\n\nstate_json\x18\x02 \x01(\tR\tstateJson\"\x88\x01\n\x18RemainingDeferredRequest\x12\x39\n\x06resume\x18\x01 \x01(\x0b\x32!.threadline.v1.DeferredToolResumeR\x06resume\x12\x31\n\x05state\x18\x02 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\"\\\n\x19RemainingDeferredResponse\x12?\n\tremaining\x18\x01 \x01(\x0b\x32!.threadline.v1.DeferredToolResumeR\tremaining\"\x16\n\x14GetServerInfoRequest\"\xda\x03\n\x15GetServerInfoResponse\x12\'\n\x0fschema_versions\x18\x01 \x03(\tR\x0eschemaVersions\x12\x45\n\x0fhistory_formats\x18\x02 \x03(\x0b\x32\x1c.threadline.v1.HistoryFormatR\x0ehistoryFormats\x12\x30\n\x06\x61gents\x18\x03 \x03(\x0b\x32\x18.threadline.v1.AgentInfoR\x06\x61gents\x12#\n\rdefault_agent\x18\x04 \x01(\tR\x0c\x64\x65\x66\x61ultAgent\x12\x33\n\x06limits\x18\x05 \x01(\x0b\x32\x1b.threadline.v1.ServerLimitsR\x06limits\x12%\n\x0eserver_version\x18\x06 \x01(\tR\rserverVersion\x12\x41\n\x0cthread_store\x18\x07 \x01(\x0b\x32\x1e.threadline.v1.ThreadStoreInfoR\x0bthreadStore\x12[\n\x15\x65nvironment_providers\x18\x08 \x03(\x0b\x32&.threadline.v1.EnvironmentProviderInfoR\x14\x65nvironmentProviders\"c\n\x17\x45nvironmentProviderInfo\x12!\n\x0cprovider_key\x18\x01 \x01(\tR\x0bproviderKey\x12%\n\x0estate_versions\x18\x02 \x03(\tR\rstateVersions\"}\n\x0fThreadStoreInfo\x12\x32\n\x04kind\x18\x01 \x01(\x0e\x32\x1e.threadline.v1.ThreadStoreKindR\x04kind\x12\x36\n\tlease_ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08leaseTtl\"C\n\rHistoryFormat\x12\x16\n\x06\x66ormat\x18\x01 \x01(\tR\x06\x66ormat\x12\x1a\n\x08versions\x18\x02 \x03(\tR\x08versions\"\xbb\x01\n\tAgentInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12-\n\x05tools\x18\x02 \x03(\x0b\x32\x17.threadline.v1.ToolInfoR\x05tools\x12\x30\n\x06mounts\x18\x03 \x03(\x0b\x32\x18.threadline.v1.MountInfoR\x06mounts\x12\x39\n\tsubagents\x18\x04 \x03(\x0b\x32\x1b.threadline.v1.SubagentInfoR\tsubagents\"\xbb\x01\n\x0cSubagentInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12/\n\x04mode\x18\x03 \x01(\x0e\x32\x1b.threadline.v1.SubagentModeR\x04mode\x12\x14\n\x05\x61gent\x18\x04 \x01(\tR\x05\x61gent\x12.\n\x13\x63hild_definition_id\x18\x05 \x01(\tR\x11\x63hildDefinitionId\"\x85\x01\n\tMountInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12!\n\x0cprovider_key\x18\x02 \x01(\tR\x0bproviderKey\x12\x18\n\x07\x61\x63tions\x18\x03 \x03(\tR\x07\x61\x63tions\x12\'\n\x0fprocess_capable\x18\x04 \x01(\x08R\x0eprocessCapable\"\xa8\x01\n\x08ToolInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x37\n\x08\x63\x61tegory\x18\x02 \x01(\x0e\x32\x1b.threadline.v1.ToolCategoryR\x08\x63\x61tegory\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\x12-\n\x12recovery_retryable\x18\x04 \x01(\x08R\x11recoveryRetryable\"j\n\x0cServerLimits\x12*\n\x11max_message_bytes\x18\x01 \x01(\x03R\x0fmaxMessageBytes\x12.\n\x13max_concurrent_runs\x18\x02 \x01(\x03R\x11maxConcurrentRuns*\xae\x01\n\x0fThreadStoreKind\x12!\n\x1dTHREAD_STORE_KIND_UNSPECIFIED\x10\x00\x12\x1c\n\x18THREAD_STORE_KIND_SQLITE\x10\x01\x12 \n\x1cTHREAD_STORE_KIND_POSTGRESQL\x10\x02\x12\x1c\n\x18THREAD_STORE_KIND_MEMORY\x10\x03\x12\x1a\n\x16THREAD_STORE_KIND_NONE\x10\x04*_\n\x0cSubagentMode\x12\x1d\n\x19SUBAGENT_MODE_UNSPECIFIED\x10\x00\x12\x18\n\x14SUBAGENT_MODE_INLINE\x10\x01\x12\x16\n\x12SUBAGENT_MODE_HOST\x10\x02*\xad\x01\n\x0cToolCategory\x12\x1d\n\x19TOOL_CATEGORY_UNSPECIFIED\x10\x00\x12\x17\n\x13TOOL_CATEGORY_PLAIN\x10\x01\x12#\n\x1fTOOL_CATEGORY_REQUIRES_APPROVAL\x10\x02\x12\x1a\n\x16TOOL_CATEGORY_EXTERNAL\x10\x03\x12$\n TOOL_CATEGORY_RECOVERY_RETRYABLE\x10\x04\x32\xdd\x04\n\x0eHarnessService\x12P\n\tStreamRun\x12\x1f.threadline.v1.StreamRunRequest\x1a .threadline.v1.StreamRunResponse0\x01\x12<\n\x03Run\x12\x19.threadline.v1.RunRequest\x1a\x1a.threadline.v1.RunResponse\x12K\n\x08NewState\x12\x1e.threadline.v1.NewStateRequest\x1a\x1f.threadline.v1.NewStateResponse\x12N\n\tForkState\x12\x1f.threadline.v1.ForkStateRequest\x1a .threadline.v1.ForkStateResponse\x12Z\n\rValidateState\x12#.threadline.v1.ValidateStateRequest\x1a$.threadline.v1.ValidateStateResponse\x12\x66\n\x11RemainingDeferred\x12\'.threadline.v1.RemainingDeferredRequest\x1a(.threadline.v1.RemainingDeferredResponse\x12Z\n\rGetServerInfo\x12#.threadline.v1.GetServerInfoRequest\x1a$.threadline.v1.GetServerInfoResponseB\xb1\x01\n\x11\x64\x65v.threadline.v1B\x13HarnessServiceProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,56 +38,56 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'threadline.v1.harness_servi
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\021dev.threadline.v1B\023HarnessServiceProtoP\001ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\242\002\003TLN\252\002\rThreadline.V1\312\002\rThreadline\\V1\352\002\016Threadline::V1'
-  _globals['_THREADSTOREKIND']._serialized_start=3128
-  _globals['_THREADSTOREKIND']._serialized_end=3302
-  _globals['_SUBAGENTMODE']._serialized_start=3304
-  _globals['_SUBAGENTMODE']._serialized_end=3399
-  _globals['_TOOLCATEGORY']._serialized_start=3402
-  _globals['_TOOLCATEGORY']._serialized_end=3575
-  _globals['_STREAMRUNREQUEST']._serialized_start=196
-  _globals['_STREAMRUNREQUEST']._serialized_end=311
-  _globals['_STREAMRUNRESPONSE']._serialized_start=313
-  _globals['_STREAMRUNRESPONSE']._serialized_end=428
-  _globals['_RUNREQUEST']._serialized_start=430
-  _globals['_RUNREQUEST']._serialized_end=486
-  _globals['_RUNRESPONSE']._serialized_start=488
-  _globals['_RUNRESPONSE']._serialized_end=551
-  _globals['_NEWSTATEREQUEST']._serialized_start=554
-  _globals['_NEWSTATEREQUEST']._serialized_end=829
-  _globals['_NEWSTATERESPONSE']._serialized_start=831
-  _globals['_NEWSTATERESPONSE']._serialized_end=900
-  _globals['_FORKSTATEREQUEST']._serialized_start=902
-  _globals['_FORKSTATEREQUEST']._serialized_end=1000
-  _globals['_FORKSTATERESPONSE']._serialized_start=1002
-  _globals['_FORKSTATERESPONSE']._serialized_end=1072
-  _globals['_VALIDATESTATEREQUEST']._serialized_start=1074
-  _globals['_VALIDATESTATEREQUEST']._serialized_end=1192
-  _globals['_VALIDATESTATERESPONSE']._serialized_start=1194
-  _globals['_VALIDATESTATERESPONSE']._serialized_end=1299
-  _globals['_REMAININGDEFERREDREQUEST']._serialized_start=1302
-  _globals['_REMAININGDEFERREDREQUEST']._serialized_end=1438
-  _globals['_REMAININGDEFERREDRESPONSE']._serialized_start=1440
-  _globals['_REMAININGDEFERREDRESPONSE']._serialized_end=1532
-  _globals['_GETSERVERINFOREQUEST']._serialized_start=1534
-  _globals['_GETSERVERINFOREQUEST']._serialized_end=1556
-  _globals['_GETSERVERINFORESPONSE']._serialized_start=1559
-  _globals['_GETSERVERINFORESPONSE']._serialized_end=2033
-  _globals['_ENVIRONMENTPROVIDERINFO']._serialized_start=2035
-  _globals['_ENVIRONMENTPROVIDERINFO']._serialized_end=2134
-  _globals['_THREADSTOREINFO']._serialized_start=2136
-  _globals['_THREADSTOREINFO']._serialized_end=2261
-  _globals['_HISTORYFORMAT']._serialized_start=2263
-  _globals['_HISTORYFORMAT']._serialized_end=2330
-  _globals['_AGENTINFO']._serialized_start=2333
-  _globals['_AGENTINFO']._serialized_end=2520
-  _globals['_SUBAGENTINFO']._serialized_start=2523
-  _globals['_SUBAGENTINFO']._serialized_end=2710
-  _globals['_MOUNTINFO']._serialized_start=2713
-  _globals['_MOUNTINFO']._serialized_end=2846
-  _globals['_TOOLINFO']._serialized_start=2849
-  _globals['_TOOLINFO']._serialized_end=3017
-  _globals['_SERVERLIMITS']._serialized_start=3019
-  _globals['_SERVERLIMITS']._serialized_end=3125
-  _globals['_HARNESSSERVICE']._serialized_start=3578
-  _globals['_HARNESSSERVICE']._serialized_end=4183
+  _globals['_THREADSTOREKIND']._serialized_start=3160
+  _globals['_THREADSTOREKIND']._serialized_end=3334
+  _globals['_SUBAGENTMODE']._serialized_start=3336
+  _globals['_SUBAGENTMODE']._serialized_end=3431
+  _globals['_TOOLCATEGORY']._serialized_start=3434
+  _globals['_TOOLCATEGORY']._serialized_end=3607
+  _globals['_STREAMRUNREQUEST']._serialized_start=228
+  _globals['_STREAMRUNREQUEST']._serialized_end=343
+  _globals['_STREAMRUNRESPONSE']._serialized_start=345
+  _globals['_STREAMRUNRESPONSE']._serialized_end=460
+  _globals['_RUNREQUEST']._serialized_start=462
+  _globals['_RUNREQUEST']._serialized_end=518
+  _globals['_RUNRESPONSE']._serialized_start=520
+  _globals['_RUNRESPONSE']._serialized_end=583
+  _globals['_NEWSTATEREQUEST']._serialized_start=586
+  _globals['_NEWSTATEREQUEST']._serialized_end=861
+  _globals['_NEWSTATERESPONSE']._serialized_start=863
+  _globals['_NEWSTATERESPONSE']._serialized_end=932
+  _globals['_FORKSTATEREQUEST']._serialized_start=934
+  _globals['_FORKSTATEREQUEST']._serialized_end=1032
+  _globals['_FORKSTATERESPONSE']._serialized_start=1034
+  _globals['_FORKSTATERESPONSE']._serialized_end=1104
+  _globals['_VALIDATESTATEREQUEST']._serialized_start=1106
+  _globals['_VALIDATESTATEREQUEST']._serialized_end=1224
+  _globals['_VALIDATESTATERESPONSE']._serialized_start=1226
+  _globals['_VALIDATESTATERESPONSE']._serialized_end=1331
+  _globals['_REMAININGDEFERREDREQUEST']._serialized_start=1334
+  _globals['_REMAININGDEFERREDREQUEST']._serialized_end=1470
+  _globals['_REMAININGDEFERREDRESPONSE']._serialized_start=1472
+  _globals['_REMAININGDEFERREDRESPONSE']._serialized_end=1564
+  _globals['_GETSERVERINFOREQUEST']._serialized_start=1566
+  _globals['_GETSERVERINFOREQUEST']._serialized_end=1588
+  _globals['_GETSERVERINFORESPONSE']._serialized_start=1591
+  _globals['_GETSERVERINFORESPONSE']._serialized_end=2065
+  _globals['_ENVIRONMENTPROVIDERINFO']._serialized_start=2067
+  _globals['_ENVIRONMENTPROVIDERINFO']._serialized_end=2166
+  _globals['_THREADSTOREINFO']._serialized_start=2168
+  _globals['_THREADSTOREINFO']._serialized_end=2293
+  _globals['_HISTORYFORMAT']._serialized_start=2295
+  _globals['_HISTORYFORMAT']._serialized_end=2362
+  _globals['_AGENTINFO']._serialized_start=2365
+  _globals['_AGENTINFO']._serialized_end=2552
+  _globals['_SUBAGENTINFO']._serialized_start=2555
+  _globals['_SUBAGENTINFO']._serialized_end=2742
+  _globals['_MOUNTINFO']._serialized_start=2745
+  _globals['_MOUNTINFO']._serialized_end=2878
+  _globals['_TOOLINFO']._serialized_start=2881
+  _globals['_TOOLINFO']._serialized_end=3049
+  _globals['_SERVERLIMITS']._serialized_start=3051
+  _globals['_SERVERLIMITS']._serialized_end=3157
+  _globals['_HARNESSSERVICE']._serialized_start=3610
+  _globals['_HARNESSSERVICE']._serialized_end=4215
 # @@protoc_insertion_point(module_scope)

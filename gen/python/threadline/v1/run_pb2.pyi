@@ -159,14 +159,21 @@ class _RunStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RunStatus.V
     RUN_STATUS_UNSPECIFIED: _RunStatus.ValueType  # 0
     """Never sent by the server."""
     RUN_STATUS_COMPLETED: _RunStatus.ValueType  # 1
-    """The agent produced its output; `output_json` and `state` are set."""
+    """The agent produced its output; `output_json` and `state` are set (`state` not in a thread
+    run: see `RunResult.state`).
+    """
     RUN_STATUS_SUSPENDED: _RunStatus.ValueType  # 2
-    """The run waits on deferred tool calls; `deferred` and `state` are set."""
+    """The run waits on deferred tool calls; `deferred` and `state` are set (`state` not in a thread
+    run: see `RunResult.state`).
+    """
     RUN_STATUS_FAILED: _RunStatus.ValueType  # 3
     """The run failed after it started (model error, usage limit, tool exception); `failure` is set."""
     RUN_STATUS_CANCELLED: _RunStatus.ValueType  # 4
     """The server cancelled the run itself (shutdown drain, server-side run deadline). A run the
-    client cancels ends only the RPC, with no result.
+    client cancels ends only the RPC, with no result. In a thread run also a run `CancelThreadRun`
+    stopped; and there a client that cancels its call (or whose deadline expires, or whose
+    connection drops) does not cancel the run at all: only its call ends, the run goes on to its
+    result, and a retry with the same `request_id` returns it.
     """
 
 class RunStatus(_RunStatus, metaclass=_RunStatusEnumTypeWrapper):
@@ -175,14 +182,21 @@ class RunStatus(_RunStatus, metaclass=_RunStatusEnumTypeWrapper):
 RUN_STATUS_UNSPECIFIED: RunStatus.ValueType  # 0
 """Never sent by the server."""
 RUN_STATUS_COMPLETED: RunStatus.ValueType  # 1
-"""The agent produced its output; `output_json` and `state` are set."""
+"""The agent produced its output; `output_json` and `state` are set (`state` not in a thread
+run: see `RunResult.state`).
+"""
 RUN_STATUS_SUSPENDED: RunStatus.ValueType  # 2
-"""The run waits on deferred tool calls; `deferred` and `state` are set."""
+"""The run waits on deferred tool calls; `deferred` and `state` are set (`state` not in a thread
+run: see `RunResult.state`).
+"""
 RUN_STATUS_FAILED: RunStatus.ValueType  # 3
 """The run failed after it started (model error, usage limit, tool exception); `failure` is set."""
 RUN_STATUS_CANCELLED: RunStatus.ValueType  # 4
 """The server cancelled the run itself (shutdown drain, server-side run deadline). A run the
-client cancels ends only the RPC, with no result.
+client cancels ends only the RPC, with no result. In a thread run also a run `CancelThreadRun`
+stopped; and there a client that cancels its call (or whose deadline expires, or whose
+connection drops) does not cancel the run at all: only its call ends, the run goes on to its
+result, and a retry with the same `request_id` returns it.
 """
 Global___RunStatus: _TypeAlias = RunStatus  # noqa: Y015
 
@@ -590,7 +604,9 @@ Global___UsageLimits: _TypeAlias = UsageLimits  # noqa: Y015
 class RunResult(_message.Message):
     """A run's terminal outcome: the last event of `StreamRun` and the answer of `Run`. A run that
     fails before it starts, or whose core raises after it started, ends with an error status
-    instead.
+    instead. A thread run's outcome is the same message, as the `result` event of `StreamThreadRun`
+    and `RunThreadResponse.result`; where a field reads differently there, its comment says so under
+    "In a thread run".
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -611,9 +627,14 @@ class RunResult(_message.Message):
     thread_id: _builtins.str
     """The thread's ID (the same as `state.thread_id`)."""
     run_id: _builtins.str
-    """This run's ID, `run-<32 lowercase hex>`, new for every run."""
+    """This run's ID, `run-<32 lowercase hex>`, new for every run. In a thread run, a retry of a
+    request that had already finished gets the stored result, with its last attempt's ID.
+    """
     request_id: _builtins.str
-    """`RunSpec.request_id`, echoed; empty when the host sent none."""
+    """`RunSpec.request_id`, echoed; empty when the host sent none. In a thread run:
+    `ThreadRunSpec.request_id`, or the ID the server made when the host sent none (the one to
+    retry with); never empty.
+    """
     suspend_reason: Global___SuspendReason.ValueType
     """Why the run suspended: SUSPEND_REASON_DEFERRED when `status` is RUN_STATUS_SUSPENDED,
     otherwise SUSPEND_REASON_UNSPECIFIED.
@@ -627,13 +648,18 @@ class RunResult(_message.Message):
     def state(self) -> _state_pb2.HarnessState:
         """The checkpoint to persist and continue from. Always set for COMPLETED and SUSPENDED; for
         FAILED and CANCELLED it is set whenever the run had a history, and is a normalised candidate
-        (interrupted calls closed) that the host may choose to keep.
+        (interrupted calls closed) that the host may choose to keep. In a thread run: unset, whatever
+        the status. The server committed the state itself as the checkpoint at the run's terminal
+        revision (`ThreadCommitted.revision` of the event before `result`, `RunThreadResponse.revision`),
+        which `GetCheckpoint` returns.
         """
 
     @_builtins.property
     def deferred(self) -> _deferred_pb2.DeferredToolRequests:
         """The pending batch, set exactly when `status` is RUN_STATUS_SUSPENDED. Store it with the
-        state and send it back in `RunSpec.deferred_resume.requests`.
+        state and send it back in `RunSpec.deferred_resume.requests`. In a thread run the server
+        stores it (it is the thread's `Thread.pending`): the host sends no batch back, only its
+        answers by call ID in `ThreadRunSpec.answers`.
         """
 
     @_builtins.property
@@ -646,7 +672,9 @@ class RunResult(_message.Message):
 
     @_builtins.property
     def lineage(self) -> _deferred_pb2.ChildLineage:
-        """The request's `RunSpec.lineage`, echoed; unset for a run that is no child."""
+        """The request's `RunSpec.lineage`, echoed; unset for a run that is no child. Unset in a thread
+        run.
+        """
 
     def __init__(
         self,

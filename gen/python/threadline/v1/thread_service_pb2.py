@@ -22,6 +22,7 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.rpc import error_details_pb2 as google_dot_rpc_dot_error__details__pb2
 from threadline.v1 import deferred_pb2 as threadline_dot_v1_dot_deferred__pb2
 from threadline.v1 import events_pb2 as threadline_dot_v1_dot_events__pb2
 from threadline.v1 import run_pb2 as threadline_dot_v1_dot_run__pb2
@@ -29,7 +30,7 @@ from threadline.v1 import state_pb2 as threadline_dot_v1_dot_state__pb2
 from threadline.v1 import thread_pb2 as threadline_dot_v1_dot_thread__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"threadline/v1/thread_service.proto\x12\rthreadline.v1\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\x1a\x1athreadline/v1/thread.proto\"\xba\x03\n\x13\x43reateThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x14\n\x05\x61gent\x18\x02 \x01(\tR\x05\x61gent\x12\x46\n\x06labels\x18\x03 \x03(\x0b\x32..threadline.v1.CreateThreadRequest.LabelsEntryR\x06labels\x12\x31\n\x05state\x18\x04 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\x12=\n\x07pending\x18\x05 \x01(\x0b\x32#.threadline.v1.DeferredToolRequestsR\x07pending\x12=\n\x08\x61\x63\x63\x65pted\x18\x06 \x01(\x0b\x32!.threadline.v1.DeferredToolResumeR\x08\x61\x63\x63\x65pted\x12<\n\x0c\x63lient_tools\x18\x07 \x03(\x0b\x32\x19.threadline.v1.ClientToolR\x0b\x63lientTools\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"E\n\x14\x43reateThreadResponse\x12-\n\x06thread\x18\x01 \x01(\x0b\x32\x15.threadline.v1.ThreadR\x06thread\"^\n\x10GetThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12-\n\x04view\x18\x02 \x01(\x0e\x32\x19.threadline.v1.ThreadViewR\x04view\"B\n\x11GetThreadResponse\x12-\n\x06thread\x18\x01 \x01(\x0b\x32\x15.threadline.v1.ThreadR\x06thread\"\x9d\x01\n\x12ListThreadsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12\x16\n\x06labels\x18\x03 \x03(\tR\x06labels\x12\x33\n\x06status\x18\x04 \x01(\x0e\x32\x1b.threadline.v1.ThreadStatusR\x06status\"n\n\x13ListThreadsResponse\x12/\n\x07threads\x18\x01 \x03(\x0b\x32\x15.threadline.v1.ThreadR\x07threads\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"_\n\x13\x44\x65leteThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12+\n\x11\x65xpected_revision\x18\x02 \x01(\x03R\x10\x65xpectedRevision\"\x16\n\x14\x44\x65leteThreadResponse\"q\n\x16ListCheckpointsRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\"~\n\x17ListCheckpointsResponse\x12;\n\x0b\x63heckpoints\x18\x01 \x03(\x0b\x32\x19.threadline.v1.CheckpointR\x0b\x63heckpoints\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"O\n\x14GetCheckpointRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1a\n\x08revision\x18\x02 \x01(\x03R\x08revision\"R\n\x15GetCheckpointResponse\x12\x39\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x19.threadline.v1.CheckpointR\ncheckpoint\"\xf1\x01\n\x11\x46orkThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1a\n\x08revision\x18\x02 \x01(\x03R\x08revision\x12\"\n\rnew_thread_id\x18\x03 \x01(\tR\x0bnewThreadId\x12\x44\n\x06labels\x18\x04 \x03(\x0b\x32,.threadline.v1.ForkThreadRequest.LabelsEntryR\x06labels\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"C\n\x12\x46orkThreadResponse\x12-\n\x06thread\x18\x01 \x01(\x0b\x32\x15.threadline.v1.ThreadR\x06thread\"}\n\x15RollbackThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1a\n\x08revision\x18\x02 \x01(\x03R\x08revision\x12+\n\x11\x65xpected_revision\x18\x03 \x01(\x03R\x10\x65xpectedRevision\"G\n\x16RollbackThreadResponse\x12-\n\x06thread\x18\x01 \x01(\x0b\x32\x15.threadline.v1.ThreadR\x06thread\"\x8b\x04\n\rThreadRunSpec\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\x12+\n\x11\x65xpected_revision\x18\x03 \x01(\x03R\x10\x65xpectedRevision\x12\x14\n\x04text\x18\x04 \x01(\tH\x00R\x04text\x12\x32\n\x05parts\x18\x05 \x01(\x0b\x32\x1a.threadline.v1.PromptPartsH\x00R\x05parts\x12<\n\x07\x61nswers\x18\x06 \x01(\x0b\x32\".threadline.v1.DeferredToolResultsR\x07\x61nswers\x12@\n\rtool_recovery\x18\x07 \x01(\x0e\x32\x1b.threadline.v1.ToolRecoveryR\x0ctoolRecovery\x12<\n\x0c\x63lient_tools\x18\x08 \x03(\x0b\x32\x19.threadline.v1.ClientToolR\x0b\x63lientTools\x12=\n\x0cusage_limits\x18\t \x01(\x0b\x32\x1a.threadline.v1.UsageLimitsR\x0busageLimits\x12@\n\rbusy_strategy\x18\n \x01(\x0e\x32\x1b.threadline.v1.BusyStrategyR\x0c\x62usyStrategyB\x08\n\x06prompt\"\x7f\n\x16StreamThreadRunRequest\x12\x30\n\x04spec\x18\x01 \x01(\x0b\x32\x1c.threadline.v1.ThreadRunSpecR\x04spec\x12\x33\n\x16max_events_per_message\x18\x02 \x01(\rR\x13maxEventsPerMessage\"y\n\x17StreamThreadRunResponse\x12-\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.threadline.v1.RunEventR\x05\x65vent\x12/\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x17.threadline.v1.RunEventR\x06\x65vents\"D\n\x10RunThreadRequest\x12\x30\n\x04spec\x18\x01 \x01(\x0b\x32\x1c.threadline.v1.ThreadRunSpecR\x04spec\"}\n\x11RunThreadResponse\x12\x30\n\x06result\x18\x01 \x01(\x0b\x32\x18.threadline.v1.RunResultR\x06result\x12\x1a\n\x08revision\x18\x02 \x01(\x03R\x08revision\x12\x1a\n\x08replayed\x18\x03 \x01(\x08R\x08replayed\"L\n\x16\x43\x61ncelThreadRunRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\"Q\n\x17\x43\x61ncelThreadRunResponse\x12\x36\n\x06status\x18\x01 \x01(\x0e\x32\x1e.threadline.v1.ThreadRunStatusR\x06status*V\n\nThreadView\x12\x1b\n\x17THREAD_VIEW_UNSPECIFIED\x10\x00\x12\x15\n\x11THREAD_VIEW_BASIC\x10\x01\x12\x14\n\x10THREAD_VIEW_FULL\x10\x02*G\n\x0c\x42usyStrategy\x12\x1d\n\x19\x42USY_STRATEGY_UNSPECIFIED\x10\x00\x12\x18\n\x14\x42USY_STRATEGY_REJECT\x10\x01\x32\xed\x07\n\rThreadService\x12W\n\x0c\x43reateThread\x12\".threadline.v1.CreateThreadRequest\x1a#.threadline.v1.CreateThreadResponse\x12N\n\tGetThread\x12\x1f.threadline.v1.GetThreadRequest\x1a .threadline.v1.GetThreadResponse\x12T\n\x0bListThreads\x12!.threadline.v1.ListThreadsRequest\x1a\".threadline.v1.ListThreadsResponse\x12W\n\x0c\x44\x65leteThread\x12\".threadline.v1.DeleteThreadRequest\x1a#.threadline.v1.DeleteThreadResponse\x12`\n\x0fListCheckpoints\x12%.threadline.v1.ListCheckpointsRequest\x1a&.threadline.v1.ListCheckpointsResponse\x12Z\n\rGetCheckpoint\x12#.threadline.v1.GetCheckpointRequest\x1a$.threadline.v1.GetCheckpointResponse\x12Q\n\nForkThread\x12 .threadline.v1.ForkThreadRequest\x1a!.threadline.v1.ForkThreadResponse\x12]\n\x0eRollbackThread\x12$.threadline.v1.RollbackThreadRequest\x1a%.threadline.v1.RollbackThreadResponse\x12\x62\n\x0fStreamThreadRun\x12%.threadline.v1.StreamThreadRunRequest\x1a&.threadline.v1.StreamThreadRunResponse0\x01\x12N\n\tRunThread\x12\x1f.threadline.v1.RunThreadRequest\x1a .threadline.v1.RunThreadResponse\x12`\n\x0f\x43\x61ncelThreadRun\x12%.threadline.v1.CancelThreadRunRequest\x1a&.threadline.v1.CancelThreadRunResponseB\xb0\x01\n\x11\x64\x65v.threadline.v1B\x12ThreadServiceProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"threadline/v1/thread_service.proto\x12\rthreadline.v1\x1a\x1egoogle/rpc/error_details.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\x1a\x1athreadline/v1/thread.proto\"\xba\x03\n\x13\x43reateThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x14\n\x05\x61gent\x18\x02 \x01(\tR\x05\x61gent\x12\x46\n\x06labels\x18\x03 \x03(\x0b\x32..threadline.v1.CreateThreadRequest.LabelsEntryR\x06labels\x12\x31\n\x05state\x18\x04 \x01(\x0b\x32\x1b.threadline.v1.HarnessStateR\x05state\x12=\n\x07pending\x18\x05 \x01(\x0b\x32#.threadline.v1.DeferredToolRequestsR\x07pending\x12=\n\x08\x61\x63\x63\x65pted\x18\x06 \x01(\x0b\x32!.threadline.v1.DeferredToolResumeR\x08\x61\x63\x63\x65pted\x12<\n\x0c\x63lient_tools\x18\x07 \x03(\x0b\x32\x19.threadline.v1.ClientToolR\x0b\x63lientTools\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"E\n\x14\x43reateThreadResponse\x12-\n\x06thread\x18\x01 \x01(\x0b\x32\x15.threadline.v1.ThreadR\x06thread\"^\n\x10GetThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12-\n\x04view\x18\x02 \x01(\x0e\x32\x19.threadline.v1.ThreadViewR\x04view\"B\n\x11GetThreadResponse\x12-\n\x06thread\x18\x01 \x01(\x0b\x32\x15.threadline.v1.ThreadR\x06thread\"\x9d\x01\n\x12ListThreadsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12\x16\n\x06labels\x18\x03 \x03(\tR\x06labels\x12\x33\n\x06status\x18\x04 \x01(\x0e\x32\x1b.threadline.v1.ThreadStatusR\x06status\"n\n\x13ListThreadsResponse\x12/\n\x07threads\x18\x01 \x03(\x0b\x32\x15.threadline.v1.ThreadR\x07threads\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"_\n\x13\x44\x65leteThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12+\n\x11\x65xpected_revision\x18\x02 \x01(\x03R\x10\x65xpectedRevision\"\x16\n\x14\x44\x65leteThreadResponse\"q\n\x16ListCheckpointsRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\"~\n\x17ListCheckpointsResponse\x12;\n\x0b\x63heckpoints\x18\x01 \x03(\x0b\x32\x19.threadline.v1.CheckpointR\x0b\x63heckpoints\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"O\n\x14GetCheckpointRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1a\n\x08revision\x18\x02 \x01(\x03R\x08revision\"R\n\x15GetCheckpointResponse\x12\x39\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x19.threadline.v1.CheckpointR\ncheckpoint\"\xf1\x01\n\x11\x46orkThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1a\n\x08revision\x18\x02 \x01(\x03R\x08revision\x12\"\n\rnew_thread_id\x18\x03 \x01(\tR\x0bnewThreadId\x12\x44\n\x06labels\x18\x04 \x03(\x0b\x32,.threadline.v1.ForkThreadRequest.LabelsEntryR\x06labels\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"C\n\x12\x46orkThreadResponse\x12-\n\x06thread\x18\x01 \x01(\x0b\x32\x15.threadline.v1.ThreadR\x06thread\"}\n\x15RollbackThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1a\n\x08revision\x18\x02 \x01(\x03R\x08revision\x12+\n\x11\x65xpected_revision\x18\x03 \x01(\x03R\x10\x65xpectedRevision\"G\n\x16RollbackThreadResponse\x12-\n\x06thread\x18\x01 \x01(\x0b\x32\x15.threadline.v1.ThreadR\x06thread\"\x8b\x04\n\rThreadRunSpec\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\x12+\n\x11\x65xpected_revision\x18\x03 \x01(\x03R\x10\x65xpectedRevision\x12\x14\n\x04text\x18\x04 \x01(\tH\x00R\x04text\x12\x32\n\x05parts\x18\x05 \x01(\x0b\x32\x1a.threadline.v1.PromptPartsH\x00R\x05parts\x12<\n\x07\x61nswers\x18\x06 \x01(\x0b\x32\".threadline.v1.DeferredToolResultsR\x07\x61nswers\x12@\n\rtool_recovery\x18\x07 \x01(\x0e\x32\x1b.threadline.v1.ToolRecoveryR\x0ctoolRecovery\x12<\n\x0c\x63lient_tools\x18\x08 \x03(\x0b\x32\x19.threadline.v1.ClientToolR\x0b\x63lientTools\x12=\n\x0cusage_limits\x18\t \x01(\x0b\x32\x1a.threadline.v1.UsageLimitsR\x0busageLimits\x12@\n\rbusy_strategy\x18\n \x01(\x0e\x32\x1b.threadline.v1.BusyStrategyR\x0c\x62usyStrategyB\x08\n\x06prompt\"\x7f\n\x16StreamThreadRunRequest\x12\x30\n\x04spec\x18\x01 \x01(\x0b\x32\x1c.threadline.v1.ThreadRunSpecR\x04spec\x12\x33\n\x16max_events_per_message\x18\x02 \x01(\rR\x13maxEventsPerMessage\"y\n\x17StreamThreadRunResponse\x12-\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.threadline.v1.RunEventR\x05\x65vent\x12/\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x17.threadline.v1.RunEventR\x06\x65vents\"D\n\x10RunThreadRequest\x12\x30\n\x04spec\x18\x01 \x01(\x0b\x32\x1c.threadline.v1.ThreadRunSpecR\x04spec\"}\n\x11RunThreadResponse\x12\x30\n\x06result\x18\x01 \x01(\x0b\x32\x18.threadline.v1.RunResultR\x06result\x12\x1a\n\x08revision\x18\x02 \x01(\x03R\x08revision\x12\x1a\n\x08replayed\x18\x03 \x01(\x08R\x08replayed\"L\n\x16\x43\x61ncelThreadRunRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\"Q\n\x17\x43\x61ncelThreadRunResponse\x12\x36\n\x06status\x18\x01 \x01(\x0e\x32\x1e.threadline.v1.ThreadRunStatusR\x06status*V\n\nThreadView\x12\x1b\n\x17THREAD_VIEW_UNSPECIFIED\x10\x00\x12\x15\n\x11THREAD_VIEW_BASIC\x10\x01\x12\x14\n\x10THREAD_VIEW_FULL\x10\x02*G\n\x0c\x42usyStrategy\x12\x1d\n\x19\x42USY_STRATEGY_UNSPECIFIED\x10\x00\x12\x18\n\x14\x42USY_STRATEGY_REJECT\x10\x01\x32\xed\x07\n\rThreadService\x12W\n\x0c\x43reateThread\x12\".threadline.v1.CreateThreadRequest\x1a#.threadline.v1.CreateThreadResponse\x12N\n\tGetThread\x12\x1f.threadline.v1.GetThreadRequest\x1a .threadline.v1.GetThreadResponse\x12T\n\x0bListThreads\x12!.threadline.v1.ListThreadsRequest\x1a\".threadline.v1.ListThreadsResponse\x12W\n\x0c\x44\x65leteThread\x12\".threadline.v1.DeleteThreadRequest\x1a#.threadline.v1.DeleteThreadResponse\x12`\n\x0fListCheckpoints\x12%.threadline.v1.ListCheckpointsRequest\x1a&.threadline.v1.ListCheckpointsResponse\x12Z\n\rGetCheckpoint\x12#.threadline.v1.GetCheckpointRequest\x1a$.threadline.v1.GetCheckpointResponse\x12Q\n\nForkThread\x12 .threadline.v1.ForkThreadRequest\x1a!.threadline.v1.ForkThreadResponse\x12]\n\x0eRollbackThread\x12$.threadline.v1.RollbackThreadRequest\x1a%.threadline.v1.RollbackThreadResponse\x12\x62\n\x0fStreamThreadRun\x12%.threadline.v1.StreamThreadRunRequest\x1a&.threadline.v1.StreamThreadRunResponse0\x01\x12N\n\tRunThread\x12\x1f.threadline.v1.RunThreadRequest\x1a .threadline.v1.RunThreadResponse\x12`\n\x0f\x43\x61ncelThreadRun\x12%.threadline.v1.CancelThreadRunRequest\x1a&.threadline.v1.CancelThreadRunResponseB\xb0\x01\n\x11\x64\x65v.threadline.v1B\x12ThreadServiceProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,60 +42,60 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATETHREADREQUEST_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_FORKTHREADREQUEST_LABELSENTRY']._loaded_options = None
   _globals['_FORKTHREADREQUEST_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_THREADVIEW']._serialized_start=3321
-  _globals['_THREADVIEW']._serialized_end=3407
-  _globals['_BUSYSTRATEGY']._serialized_start=3409
-  _globals['_BUSYSTRATEGY']._serialized_end=3480
-  _globals['_CREATETHREADREQUEST']._serialized_start=192
-  _globals['_CREATETHREADREQUEST']._serialized_end=634
-  _globals['_CREATETHREADREQUEST_LABELSENTRY']._serialized_start=577
-  _globals['_CREATETHREADREQUEST_LABELSENTRY']._serialized_end=634
-  _globals['_CREATETHREADRESPONSE']._serialized_start=636
-  _globals['_CREATETHREADRESPONSE']._serialized_end=705
-  _globals['_GETTHREADREQUEST']._serialized_start=707
-  _globals['_GETTHREADREQUEST']._serialized_end=801
-  _globals['_GETTHREADRESPONSE']._serialized_start=803
-  _globals['_GETTHREADRESPONSE']._serialized_end=869
-  _globals['_LISTTHREADSREQUEST']._serialized_start=872
-  _globals['_LISTTHREADSREQUEST']._serialized_end=1029
-  _globals['_LISTTHREADSRESPONSE']._serialized_start=1031
-  _globals['_LISTTHREADSRESPONSE']._serialized_end=1141
-  _globals['_DELETETHREADREQUEST']._serialized_start=1143
-  _globals['_DELETETHREADREQUEST']._serialized_end=1238
-  _globals['_DELETETHREADRESPONSE']._serialized_start=1240
-  _globals['_DELETETHREADRESPONSE']._serialized_end=1262
-  _globals['_LISTCHECKPOINTSREQUEST']._serialized_start=1264
-  _globals['_LISTCHECKPOINTSREQUEST']._serialized_end=1377
-  _globals['_LISTCHECKPOINTSRESPONSE']._serialized_start=1379
-  _globals['_LISTCHECKPOINTSRESPONSE']._serialized_end=1505
-  _globals['_GETCHECKPOINTREQUEST']._serialized_start=1507
-  _globals['_GETCHECKPOINTREQUEST']._serialized_end=1586
-  _globals['_GETCHECKPOINTRESPONSE']._serialized_start=1588
-  _globals['_GETCHECKPOINTRESPONSE']._serialized_end=1670
-  _globals['_FORKTHREADREQUEST']._serialized_start=1673
-  _globals['_FORKTHREADREQUEST']._serialized_end=1914
-  _globals['_FORKTHREADREQUEST_LABELSENTRY']._serialized_start=577
-  _globals['_FORKTHREADREQUEST_LABELSENTRY']._serialized_end=634
-  _globals['_FORKTHREADRESPONSE']._serialized_start=1916
-  _globals['_FORKTHREADRESPONSE']._serialized_end=1983
-  _globals['_ROLLBACKTHREADREQUEST']._serialized_start=1985
-  _globals['_ROLLBACKTHREADREQUEST']._serialized_end=2110
-  _globals['_ROLLBACKTHREADRESPONSE']._serialized_start=2112
-  _globals['_ROLLBACKTHREADRESPONSE']._serialized_end=2183
-  _globals['_THREADRUNSPEC']._serialized_start=2186
-  _globals['_THREADRUNSPEC']._serialized_end=2709
-  _globals['_STREAMTHREADRUNREQUEST']._serialized_start=2711
-  _globals['_STREAMTHREADRUNREQUEST']._serialized_end=2838
-  _globals['_STREAMTHREADRUNRESPONSE']._serialized_start=2840
-  _globals['_STREAMTHREADRUNRESPONSE']._serialized_end=2961
-  _globals['_RUNTHREADREQUEST']._serialized_start=2963
-  _globals['_RUNTHREADREQUEST']._serialized_end=3031
-  _globals['_RUNTHREADRESPONSE']._serialized_start=3033
-  _globals['_RUNTHREADRESPONSE']._serialized_end=3158
-  _globals['_CANCELTHREADRUNREQUEST']._serialized_start=3160
-  _globals['_CANCELTHREADRUNREQUEST']._serialized_end=3236
-  _globals['_CANCELTHREADRUNRESPONSE']._serialized_start=3238
-  _globals['_CANCELTHREADRUNRESPONSE']._serialized_end=3319
-  _globals['_THREADSERVICE']._serialized_start=3483
-  _globals['_THREADSERVICE']._serialized_end=4488
+  _globals['_THREADVIEW']._serialized_start=3353
+  _globals['_THREADVIEW']._serialized_end=3439
+  _globals['_BUSYSTRATEGY']._serialized_start=3441
+  _globals['_BUSYSTRATEGY']._serialized_end=3512
+  _globals['_CREATETHREADREQUEST']._serialized_start=224
+  _globals['_CREATETHREADREQUEST']._serialized_end=666
+  _globals['_CREATETHREADREQUEST_LABELSENTRY']._serialized_start=609
+  _globals['_CREATETHREADREQUEST_LABELSENTRY']._serialized_end=666
+  _globals['_CREATETHREADRESPONSE']._serialized_start=668
+  _globals['_CREATETHREADRESPONSE']._serialized_end=737
+  _globals['_GETTHREADREQUEST']._serialized_start=739
+  _globals['_GETTHREADREQUEST']._serialized_end=833
+  _globals['_GETTHREADRESPONSE']._serialized_start=835
+  _globals['_GETTHREADRESPONSE']._serialized_end=901
+  _globals['_LISTTHREADSREQUEST']._serialized_start=904
+  _globals['_LISTTHREADSREQUEST']._serialized_end=1061
+  _globals['_LISTTHREADSRESPONSE']._serialized_start=1063
+  _globals['_LISTTHREADSRESPONSE']._serialized_end=1173
+  _globals['_DELETETHREADREQUEST']._serialized_start=1175
+  _globals['_DELETETHREADREQUEST']._serialized_end=1270
+  _globals['_DELETETHREADRESPONSE']._serialized_start=1272
+  _globals['_DELETETHREADRESPONSE']._serialized_end=1294
+  _globals['_LISTCHECKPOINTSREQUEST']._serialized_start=1296
+  _globals['_LISTCHECKPOINTSREQUEST']._serialized_end=1409
+  _globals['_LISTCHECKPOINTSRESPONSE']._serialized_start=1411
+  _globals['_LISTCHECKPOINTSRESPONSE']._serialized_end=1537
+  _globals['_GETCHECKPOINTREQUEST']._serialized_start=1539
+  _globals['_GETCHECKPOINTREQUEST']._serialized_end=1618
+  _globals['_GETCHECKPOINTRESPONSE']._serialized_start=1620
+  _globals['_GETCHECKPOINTRESPONSE']._serialized_end=1702
+  _globals['_FORKTHREADREQUEST']._serialized_start=1705
+  _globals['_FORKTHREADREQUEST']._serialized_end=1946
+  _globals['_FORKTHREADREQUEST_LABELSENTRY']._serialized_start=609
+  _globals['_FORKTHREADREQUEST_LABELSENTRY']._serialized_end=666
+  _globals['_FORKTHREADRESPONSE']._serialized_start=1948
+  _globals['_FORKTHREADRESPONSE']._serialized_end=2015
+  _globals['_ROLLBACKTHREADREQUEST']._serialized_start=2017
+  _globals['_ROLLBACKTHREADREQUEST']._serialized_end=2142
+  _globals['_ROLLBACKTHREADRESPONSE']._serialized_start=2144
+  _globals['_ROLLBACKTHREADRESPONSE']._serialized_end=2215
+  _globals['_THREADRUNSPEC']._serialized_start=2218
+  _globals['_THREADRUNSPEC']._serialized_end=2741
+  _globals['_STREAMTHREADRUNREQUEST']._serialized_start=2743
+  _globals['_STREAMTHREADRUNREQUEST']._serialized_end=2870
+  _globals['_STREAMTHREADRUNRESPONSE']._serialized_start=2872
+  _globals['_STREAMTHREADRUNRESPONSE']._serialized_end=2993
+  _globals['_RUNTHREADREQUEST']._serialized_start=2995
+  _globals['_RUNTHREADREQUEST']._serialized_end=3063
+  _globals['_RUNTHREADRESPONSE']._serialized_start=3065
+  _globals['_RUNTHREADRESPONSE']._serialized_end=3190
+  _globals['_CANCELTHREADRUNREQUEST']._serialized_start=3192
+  _globals['_CANCELTHREADRUNREQUEST']._serialized_end=3268
+  _globals['_CANCELTHREADRUNRESPONSE']._serialized_start=3270
+  _globals['_CANCELTHREADRUNRESPONSE']._serialized_end=3351
+  _globals['_THREADSERVICE']._serialized_start=3515
+  _globals['_THREADSERVICE']._serialized_end=4520
 # @@protoc_insertion_point(module_scope)

@@ -555,7 +555,14 @@ class RollbackThreadRequest(_message.Message):
     thread_id: _builtins.str
     """The thread's ID. Required."""
     revision: _builtins.int
-    """The earlier checkpoint to make current. Required."""
+    """The checkpoint to make current: an earlier one, or the head itself. Required; one the thread
+    does not have fails with NOT_FOUND CHECKPOINT_NOT_FOUND. The new head takes the checkpoint's
+    pending batch and retained accepted batch, and the thread's status follows them, so rolling
+    back to the head drops what the thread holds beyond its head: answers accepted by a run that
+    stopped before its first commit (e.g. its server was killed) are dropped, that run is closed
+    INTERRUPTED, and a suspended head is SUSPENDED again on its pending batch. Otherwise it repeats
+    the head as a new revision. A run holding a live lease fails it with ABORTED THREAD_BUSY.
+    """
     expected_revision: _builtins.int
     """The head revision the host expects. 0 = whatever the head is; any other value that is not the
     head fails with ABORTED REVISION_CONFLICT.
@@ -643,8 +650,10 @@ class ThreadRunSpec(_message.Message):
 
     @_builtins.property
     def answers(self) -> _deferred_pb2.DeferredToolResults:
-        """Answers to `Thread.pending`, by call ID: every pending item answered once. Requires a
-        SUSPENDED thread (else FAILED_PRECONDITION THREAD_NOT_SUSPENDED).
+        """Answers to `Thread.pending`, by call ID: every pending item answered once, optionally with a
+        prompt (`prompt`). Requires a SUSPENDED thread (else FAILED_PRECONDITION
+        THREAD_NOT_SUSPENDED, metadata `thread_id` and `status`, the thread's `ThreadStatus` name, e.g.
+        THREAD_STATUS_IDLE).
         """
 
     @_builtins.property
@@ -718,7 +727,8 @@ class StreamThreadRunResponse(_message.Message):
     @_builtins.property
     def event(self) -> _events_pb2.RunEvent:
         """The next event, when the request's `max_events_per_message` is 0 or 1. Events are those of
-        `StreamRun` without checkpoint candidates, plus `thread_committed` after each commit.
+        `StreamRun` without checkpoint candidates, plus `thread_committed` after each commit; a replay
+        is only `run_started`, `thread_committed` and `result` (see `StreamThreadRun`).
         """
 
     @_builtins.property
@@ -778,7 +788,10 @@ class RunThreadResponse(_message.Message):
     """True when this answers a request that had already finished (a retry): nothing ran again."""
     @_builtins.property
     def result(self) -> _run_pb2.RunResult:
-        """The run's result. Its `state` is unset: the state is the checkpoint at `revision`."""
+        """The run's result. Its `state` is unset: the state is the checkpoint at `revision`. Its
+        `request_id` is never empty, and a SUSPENDED result's `deferred` is also `Thread.pending`,
+        answered by call ID (see `RunResult`'s fields, "In a thread run").
+        """
 
     def __init__(
         self,

@@ -170,16 +170,23 @@ class ThreadServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RollbackThread(self, request, context):
-        """Makes an earlier checkpoint current again, as a new head revision. Nothing is deleted.
+        """Makes a checkpoint current again, as a new head revision (ROLLED_BACK) that copies it: an
+        earlier one, or the head itself (see `RollbackThreadRequest.revision`). Nothing is deleted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def StreamThreadRun(self, request, context):
-        """Runs the thread's next turn and streams its events. The run outlives the call: a client that
-        goes away does not cancel it (use `CancelThreadRun`); retry with the same `request_id` to get
-        its outcome.
+        """Runs the thread's next turn and streams its events: those of `StreamRun` without checkpoint
+        candidates, plus `thread_committed` after each commit, the terminal one immediately before
+        `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
+        call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
+        `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+        its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
+        the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
+        run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
+        of a request whose run ended with an error status gets that status again.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -61,11 +61,19 @@ class ThreadServiceStub:
     ForkThread: _grpc.UnaryUnaryMultiCallable[_thread_service_pb2.ForkThreadRequest, _thread_service_pb2.ForkThreadResponse]
     """Branches a new thread from a committed checkpoint (default the head)."""
     RollbackThread: _grpc.UnaryUnaryMultiCallable[_thread_service_pb2.RollbackThreadRequest, _thread_service_pb2.RollbackThreadResponse]
-    """Makes an earlier checkpoint current again, as a new head revision. Nothing is deleted."""
+    """Makes a checkpoint current again, as a new head revision (ROLLED_BACK) that copies it: an
+    earlier one, or the head itself (see `RollbackThreadRequest.revision`). Nothing is deleted.
+    """
     StreamThreadRun: _grpc.UnaryStreamMultiCallable[_thread_service_pb2.StreamThreadRunRequest, _thread_service_pb2.StreamThreadRunResponse]
-    """Runs the thread's next turn and streams its events. The run outlives the call: a client that
-    goes away does not cancel it (use `CancelThreadRun`); retry with the same `request_id` to get
-    its outcome.
+    """Runs the thread's next turn and streams its events: those of `StreamRun` without checkpoint
+    candidates, plus `thread_committed` after each commit, the terminal one immediately before
+    `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
+    call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
+    `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+    its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
+    the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
+    run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
+    of a request whose run ended with an error status gets that status again.
     """
     RunThread: _grpc.UnaryUnaryMultiCallable[_thread_service_pb2.RunThreadRequest, _thread_service_pb2.RunThreadResponse]
     """Runs the thread's next turn like `StreamThreadRun` and returns only its result."""
@@ -107,11 +115,19 @@ class ThreadServiceAsyncStub(ThreadServiceStub):
     ForkThread: _aio.UnaryUnaryMultiCallable[_thread_service_pb2.ForkThreadRequest, _thread_service_pb2.ForkThreadResponse]  # type: ignore[assignment]
     """Branches a new thread from a committed checkpoint (default the head)."""
     RollbackThread: _aio.UnaryUnaryMultiCallable[_thread_service_pb2.RollbackThreadRequest, _thread_service_pb2.RollbackThreadResponse]  # type: ignore[assignment]
-    """Makes an earlier checkpoint current again, as a new head revision. Nothing is deleted."""
+    """Makes a checkpoint current again, as a new head revision (ROLLED_BACK) that copies it: an
+    earlier one, or the head itself (see `RollbackThreadRequest.revision`). Nothing is deleted.
+    """
     StreamThreadRun: _aio.UnaryStreamMultiCallable[_thread_service_pb2.StreamThreadRunRequest, _thread_service_pb2.StreamThreadRunResponse]  # type: ignore[assignment]
-    """Runs the thread's next turn and streams its events. The run outlives the call: a client that
-    goes away does not cancel it (use `CancelThreadRun`); retry with the same `request_id` to get
-    its outcome.
+    """Runs the thread's next turn and streams its events: those of `StreamRun` without checkpoint
+    candidates, plus `thread_committed` after each commit, the terminal one immediately before
+    `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
+    call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
+    `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+    its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
+    the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
+    run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
+    of a request whose run ended with an error status gets that status again.
     """
     RunThread: _aio.UnaryUnaryMultiCallable[_thread_service_pb2.RunThreadRequest, _thread_service_pb2.RunThreadResponse]  # type: ignore[assignment]
     """Runs the thread's next turn like `StreamThreadRun` and returns only its result."""
@@ -198,7 +214,9 @@ class ThreadServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _thread_service_pb2.RollbackThreadRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_thread_service_pb2.RollbackThreadResponse, _abc.Awaitable[_thread_service_pb2.RollbackThreadResponse]]:
-        """Makes an earlier checkpoint current again, as a new head revision. Nothing is deleted."""
+        """Makes a checkpoint current again, as a new head revision (ROLLED_BACK) that copies it: an
+        earlier one, or the head itself (see `RollbackThreadRequest.revision`). Nothing is deleted.
+        """
 
     @_abc_1.abstractmethod
     def StreamThreadRun(
@@ -206,9 +224,15 @@ class ThreadServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _thread_service_pb2.StreamThreadRunRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_thread_service_pb2.StreamThreadRunResponse], _abc.AsyncIterator[_thread_service_pb2.StreamThreadRunResponse]]:
-        """Runs the thread's next turn and streams its events. The run outlives the call: a client that
-        goes away does not cancel it (use `CancelThreadRun`); retry with the same `request_id` to get
-        its outcome.
+        """Runs the thread's next turn and streams its events: those of `StreamRun` without checkpoint
+        candidates, plus `thread_committed` after each commit, the terminal one immediately before
+        `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
+        call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
+        `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+        its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
+        the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
+        run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
+        of a request whose run ended with an error status gets that status again.
         """
 
     @_abc_1.abstractmethod

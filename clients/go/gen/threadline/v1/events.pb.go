@@ -145,10 +145,15 @@ func (ToolOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_threadline_v1_events_proto_rawDescGZIP(), []int{1}
 }
 
-// One event of a streamed run (`StreamRunResponse.event`). Events arrive in order with a
-// gap-free `sequence` from 0: `run_started` first, exactly one `result` last. If the run's core
-// fails after `run_started`, the stream instead ends with an error status and no `result`.
-// Hosts must ignore event cases they do not know: new cases are added over time.
+// One event of a streamed run (`StreamRunResponse.event`, `StreamThreadRunResponse.event`).
+// Events arrive in order with a gap-free `sequence` from 0: `run_started` first, exactly one
+// `result` last. If the run's core fails after `run_started`, the stream instead ends with an
+// error status and no `result`; so does a thread run's stream when its server lost the thread
+// (ABORTED LEASE_LOST) or its store (UNAVAILABLE STORE_UNAVAILABLE). A thread run sends no
+// `checkpoint_candidate` and adds `thread_committed` after each commit; its replay of a request
+// that had already finished is only `run_started`, `thread_committed` and `result` (see
+// `ThreadService.StreamThreadRun`). Hosts must ignore event cases they do not know: new cases are
+// added over time.
 type RunEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The thread's ID, the same on every event of the run.
@@ -156,7 +161,7 @@ type RunEvent struct {
 	// The run's ID, `run-<32 lowercase hex>`, the same on every event of the run.
 	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Position in the stream, numbered by the server over every event it sends (checkpoint
-	// candidates included), starting at 0 with no gaps.
+	// candidates and `thread_committed` included), starting at 0 with no gaps.
 	Sequence uint64 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// When the event happened, in UTC.
 	OccurredAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
@@ -419,7 +424,9 @@ type RunEvent_CheckpointCandidate struct {
 }
 
 type RunEvent_Result struct {
-	// The run's terminal result; always the last event.
+	// The run's terminal result; always the last event. In a thread run it follows the terminal
+	// commit's `thread_committed`, whose `revision` is the checkpoint holding the state this result
+	// leaves unset (`RunResult.state`).
 	Result *RunResult `protobuf:"bytes,18,opt,name=result,proto3,oneof"`
 }
 
@@ -727,7 +734,8 @@ type ThreadCommitted struct {
 	Revision int64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	// What the checkpoint is: MID_RUN at a boundary, or the run's terminal kind.
 	Kind CheckpointKind `protobuf:"varint,2,opt,name=kind,proto3,enum=threadline.v1.CheckpointKind" json:"kind,omitempty"`
-	// True when the stream replays a request that had already finished: nothing was committed now.
+	// True when the stream replays a request that had already finished: nothing was committed now,
+	// and this event, the stream's second (sequence 1), repeats the run's terminal commit.
 	Replayed      bool `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -7,6 +7,7 @@
 package threadlinev1
 
 import (
+	_ "google.golang.org/genproto/googleapis/rpc/errdetails"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -1567,7 +1568,7 @@ var File_threadline_v1_harness_service_proto protoreflect.FileDescriptor
 
 const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\n" +
-	"#threadline/v1/harness_service.proto\x12\rthreadline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\"s\n" +
+	"#threadline/v1/harness_service.proto\x12\rthreadline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1egoogle/rpc/error_details.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\"s\n" +
 	"\x10StreamRunRequest\x12*\n" +
 	"\x04spec\x18\x01 \x01(\v2\x16.threadline.v1.RunSpecR\x04spec\x123\n" +
 	"\x16max_events_per_message\x18\x02 \x01(\rR\x13maxEventsPerMessage\"s\n" +

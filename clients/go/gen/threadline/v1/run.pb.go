@@ -258,14 +258,19 @@ type RunStatus int32
 const (
 	// Never sent by the server.
 	RunStatus_RUN_STATUS_UNSPECIFIED RunStatus = 0
-	// The agent produced its output; `output_json` and `state` are set.
+	// The agent produced its output; `output_json` and `state` are set (`state` not in a thread
+	// run: see `RunResult.state`).
 	RunStatus_RUN_STATUS_COMPLETED RunStatus = 1
-	// The run waits on deferred tool calls; `deferred` and `state` are set.
+	// The run waits on deferred tool calls; `deferred` and `state` are set (`state` not in a thread
+	// run: see `RunResult.state`).
 	RunStatus_RUN_STATUS_SUSPENDED RunStatus = 2
 	// The run failed after it started (model error, usage limit, tool exception); `failure` is set.
 	RunStatus_RUN_STATUS_FAILED RunStatus = 3
 	// The server cancelled the run itself (shutdown drain, server-side run deadline). A run the
-	// client cancels ends only the RPC, with no result.
+	// client cancels ends only the RPC, with no result. In a thread run also a run `CancelThreadRun`
+	// stopped; and there a client that cancels its call (or whose deadline expires, or whose
+	// connection drops) does not cancel the run at all: only its call ends, the run goes on to its
+	// result, and a retry with the same `request_id` returns it.
 	RunStatus_RUN_STATUS_CANCELLED RunStatus = 4
 )
 
@@ -1077,23 +1082,33 @@ func (x *UsageLimits) GetCountTokensBeforeRequest() bool {
 
 // A run's terminal outcome: the last event of `StreamRun` and the answer of `Run`. A run that
 // fails before it starts, or whose core raises after it started, ends with an error status
-// instead.
+// instead. A thread run's outcome is the same message, as the `result` event of `StreamThreadRun`
+// and `RunThreadResponse.result`; where a field reads differently there, its comment says so under
+// "In a thread run".
 type RunResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How the run ended. Never RUN_STATUS_UNSPECIFIED in a message the server sent.
 	Status RunStatus `protobuf:"varint,1,opt,name=status,proto3,enum=threadline.v1.RunStatus" json:"status,omitempty"`
 	// The thread's ID (the same as `state.thread_id`).
 	ThreadId string `protobuf:"bytes,2,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
-	// This run's ID, `run-<32 lowercase hex>`, new for every run.
+	// This run's ID, `run-<32 lowercase hex>`, new for every run. In a thread run, a retry of a
+	// request that had already finished gets the stored result, with its last attempt's ID.
 	RunId string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// `RunSpec.request_id`, echoed; empty when the host sent none.
+	// `RunSpec.request_id`, echoed; empty when the host sent none. In a thread run:
+	// `ThreadRunSpec.request_id`, or the ID the server made when the host sent none (the one to
+	// retry with); never empty.
 	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// The checkpoint to persist and continue from. Always set for COMPLETED and SUSPENDED; for
 	// FAILED and CANCELLED it is set whenever the run had a history, and is a normalised candidate
-	// (interrupted calls closed) that the host may choose to keep.
+	// (interrupted calls closed) that the host may choose to keep. In a thread run: unset, whatever
+	// the status. The server committed the state itself as the checkpoint at the run's terminal
+	// revision (`ThreadCommitted.revision` of the event before `result`, `RunThreadResponse.revision`),
+	// which `GetCheckpoint` returns.
 	State *HarnessState `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
 	// The pending batch, set exactly when `status` is RUN_STATUS_SUSPENDED. Store it with the
-	// state and send it back in `RunSpec.deferred_resume.requests`.
+	// state and send it back in `RunSpec.deferred_resume.requests`. In a thread run the server
+	// stores it (it is the thread's `Thread.pending`): the host sends no batch back, only its
+	// answers by call ID in `ThreadRunSpec.answers`.
 	Deferred *DeferredToolRequests `protobuf:"bytes,6,opt,name=deferred,proto3" json:"deferred,omitempty"`
 	// Why the run suspended: SUSPEND_REASON_DEFERRED when `status` is RUN_STATUS_SUSPENDED,
 	// otherwise SUSPEND_REASON_UNSPECIFIED.
@@ -1106,7 +1121,8 @@ type RunResult struct {
 	Usage *RunUsage `protobuf:"bytes,9,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Why the run failed; set exactly when `status` is RUN_STATUS_FAILED.
 	Failure *Failure `protobuf:"bytes,10,opt,name=failure,proto3" json:"failure,omitempty"`
-	// The request's `RunSpec.lineage`, echoed; unset for a run that is no child.
+	// The request's `RunSpec.lineage`, echoed; unset for a run that is no child. Unset in a thread
+	// run.
 	Lineage       *ChildLineage `protobuf:"bytes,11,opt,name=lineage,proto3" json:"lineage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

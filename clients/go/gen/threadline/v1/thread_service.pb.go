@@ -7,6 +7,7 @@
 package threadlinev1
 
 import (
+	_ "google.golang.org/genproto/googleapis/rpc/errdetails"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -952,7 +953,13 @@ type RollbackThreadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The thread's ID. Required.
 	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
-	// The earlier checkpoint to make current. Required.
+	// The checkpoint to make current: an earlier one, or the head itself. Required; one the thread
+	// does not have fails with NOT_FOUND CHECKPOINT_NOT_FOUND. The new head takes the checkpoint's
+	// pending batch and retained accepted batch, and the thread's status follows them, so rolling
+	// back to the head drops what the thread holds beyond its head: answers accepted by a run that
+	// stopped before its first commit (e.g. its server was killed) are dropped, that run is closed
+	// INTERRUPTED, and a suspended head is SUSPENDED again on its pending batch. Otherwise it repeats
+	// the head as a new revision. A run holding a live lease fails it with ABORTED THREAD_BUSY.
 	Revision int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	// The head revision the host expects. 0 = whatever the head is; any other value that is not the
 	// head fails with ABORTED REVISION_CONFLICT.
@@ -1072,15 +1079,19 @@ type ThreadRunSpec struct {
 	// The head revision the request was made against. 0 = whatever the head is; any other value
 	// that is not the head fails with ABORTED REVISION_CONFLICT.
 	ExpectedRevision int64 `protobuf:"varint,3,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
-	// The new user input. Unset = continue without new input (e.g. with `answers`).
+	// The new user input. Unset = continue without new input (e.g. with `answers`). With
+	// `answers` too, both are accepted: the tool results come first and the prompt follows them in
+	// the same model request.
 	//
 	// Types that are valid to be assigned to Prompt:
 	//
 	//	*ThreadRunSpec_Text
 	//	*ThreadRunSpec_Parts
 	Prompt isThreadRunSpec_Prompt `protobuf_oneof:"prompt"`
-	// Answers to `Thread.pending`, by call ID: every pending item answered once. Requires a
-	// SUSPENDED thread (else FAILED_PRECONDITION THREAD_NOT_SUSPENDED).
+	// Answers to `Thread.pending`, by call ID: every pending item answered once, optionally with a
+	// prompt (`prompt`). Requires a SUSPENDED thread (else FAILED_PRECONDITION
+	// THREAD_NOT_SUSPENDED, metadata `thread_id` and `status`, the thread's `ThreadStatus` name, e.g.
+	// THREAD_STATUS_IDLE).
 	Answers *DeferredToolResults `protobuf:"bytes,6,opt,name=answers,proto3" json:"answers,omitempty"`
 	// How to settle calls the head left unanswered (after a crash, or a suspended thread continued
 	// without answers). Unspecified = TOOL_RECOVERY_DECLARED.
@@ -1283,7 +1294,8 @@ func (x *StreamThreadRunRequest) GetMaxEventsPerMessage() uint32 {
 type StreamThreadRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The next event, when the request's `max_events_per_message` is 0 or 1. Events are those of
-	// `StreamRun` without checkpoint candidates, plus `thread_committed` after each commit.
+	// `StreamRun` without checkpoint candidates, plus `thread_committed` after each commit; a replay
+	// is only `run_started`, `thread_committed` and `result` (see `StreamThreadRun`).
 	Event *RunEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
 	// The next events, in order, when the request's `max_events_per_message` is above 1.
 	Events        []*RunEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
@@ -1384,7 +1396,9 @@ func (x *RunThreadRequest) GetSpec() *ThreadRunSpec {
 // Response of `RunThread`.
 type RunThreadResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The run's result. Its `state` is unset: the state is the checkpoint at `revision`.
+	// The run's result. Its `state` is unset: the state is the checkpoint at `revision`. Its
+	// `request_id` is never empty, and a SUSPENDED result's `deferred` is also `Thread.pending`,
+	// answered by call ID (see `RunResult`'s fields, "In a thread run").
 	Result *RunResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
 	// The revision of the run's terminal checkpoint.
 	Revision int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
@@ -1553,7 +1567,7 @@ var File_threadline_v1_thread_service_proto protoreflect.FileDescriptor
 
 const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"\n" +
-	"\"threadline/v1/thread_service.proto\x12\rthreadline.v1\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\x1a\x1athreadline/v1/thread.proto\"\xba\x03\n" +
+	"\"threadline/v1/thread_service.proto\x12\rthreadline.v1\x1a\x1egoogle/rpc/error_details.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x1athreadline/v1/events.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\x1a\x1athreadline/v1/thread.proto\"\xba\x03\n" +
 	"\x13CreateThreadRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12F\n" +

@@ -64,11 +64,18 @@ type ThreadServiceClient interface {
 	GetCheckpoint(ctx context.Context, in *GetCheckpointRequest, opts ...grpc.CallOption) (*GetCheckpointResponse, error)
 	// Branches a new thread from a committed checkpoint (default the head).
 	ForkThread(ctx context.Context, in *ForkThreadRequest, opts ...grpc.CallOption) (*ForkThreadResponse, error)
-	// Makes an earlier checkpoint current again, as a new head revision. Nothing is deleted.
+	// Makes a checkpoint current again, as a new head revision (ROLLED_BACK) that copies it: an
+	// earlier one, or the head itself (see `RollbackThreadRequest.revision`). Nothing is deleted.
 	RollbackThread(ctx context.Context, in *RollbackThreadRequest, opts ...grpc.CallOption) (*RollbackThreadResponse, error)
-	// Runs the thread's next turn and streams its events. The run outlives the call: a client that
-	// goes away does not cancel it (use `CancelThreadRun`); retry with the same `request_id` to get
-	// its outcome.
+	// Runs the thread's next turn and streams its events: those of `StreamRun` without checkpoint
+	// candidates, plus `thread_committed` after each commit, the terminal one immediately before
+	// `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
+	// call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
+	// `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+	// its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
+	// the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
+	// run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
+	// of a request whose run ended with an error status gets that status again.
 	StreamThreadRun(ctx context.Context, in *StreamThreadRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamThreadRunResponse], error)
 	// Runs the thread's next turn like `StreamThreadRun` and returns only its result.
 	RunThread(ctx context.Context, in *RunThreadRequest, opts ...grpc.CallOption) (*RunThreadResponse, error)
@@ -236,11 +243,18 @@ type ThreadServiceServer interface {
 	GetCheckpoint(context.Context, *GetCheckpointRequest) (*GetCheckpointResponse, error)
 	// Branches a new thread from a committed checkpoint (default the head).
 	ForkThread(context.Context, *ForkThreadRequest) (*ForkThreadResponse, error)
-	// Makes an earlier checkpoint current again, as a new head revision. Nothing is deleted.
+	// Makes a checkpoint current again, as a new head revision (ROLLED_BACK) that copies it: an
+	// earlier one, or the head itself (see `RollbackThreadRequest.revision`). Nothing is deleted.
 	RollbackThread(context.Context, *RollbackThreadRequest) (*RollbackThreadResponse, error)
-	// Runs the thread's next turn and streams its events. The run outlives the call: a client that
-	// goes away does not cancel it (use `CancelThreadRun`); retry with the same `request_id` to get
-	// its outcome.
+	// Runs the thread's next turn and streams its events: those of `StreamRun` without checkpoint
+	// candidates, plus `thread_committed` after each commit, the terminal one immediately before
+	// `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
+	// call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
+	// `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+	// its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
+	// the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
+	// run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
+	// of a request whose run ended with an error status gets that status again.
 	StreamThreadRun(*StreamThreadRunRequest, grpc.ServerStreamingServer[StreamThreadRunResponse]) error
 	// Runs the thread's next turn like `StreamThreadRun` and returns only its result.
 	RunThread(context.Context, *RunThreadRequest) (*RunThreadResponse, error)

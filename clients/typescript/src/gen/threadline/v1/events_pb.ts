@@ -23,10 +23,15 @@ export const file_threadline_v1_events: GenFile = /*@__PURE__*/
   fileDesc("Chp0aHJlYWRsaW5lL3YxL2V2ZW50cy5wcm90bxINdGhyZWFkbGluZS52MSK5BgoIUnVuRXZlbnQSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBIvCgtvY2N1cnJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoLcnVuX3N0YXJ0ZWQYCiABKAsyGS50aHJlYWRsaW5lLnYxLlJ1blN0YXJ0ZWRIABIuCgpwYXJ0X3N0YXJ0GAsgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0U3RhcnRIABIuCgpwYXJ0X2RlbHRhGAwgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0RGVsdGFIABIqCghwYXJ0X2VuZBgNIAEoCzIWLnRocmVhZGxpbmUudjEuUGFydEVuZEgAEiwKCXRvb2xfY2FsbBgOIAEoCzIXLnRocmVhZGxpbmUudjEuVG9vbENhbGxIABIwCgt0b29sX3Jlc3VsdBgPIAEoCzIZLnRocmVhZGxpbmUudjEuVG9vbFJlc3VsdEgAEjIKDGZpbmFsX3Jlc3VsdBgQIAEoCzIaLnRocmVhZGxpbmUudjEuRmluYWxSZXN1bHRIABJCChRjaGVja3BvaW50X2NhbmRpZGF0ZRgRIAEoCzIiLnRocmVhZGxpbmUudjEuQ2hlY2twb2ludENhbmRpZGF0ZUgAEioKBnJlc3VsdBgSIAEoCzIYLnRocmVhZGxpbmUudjEuUnVuUmVzdWx0SAASLQoJbGlmZWN5Y2xlGBMgASgLMhgudGhyZWFkbGluZS52MS5MaWZlY3ljbGVIABInCgZuYXRpdmUYFCABKAsyFS50aHJlYWRsaW5lLnYxLk5hdGl2ZUgAEjoKEHRocmVhZF9jb21taXR0ZWQYFSABKAsyHi50aHJlYWRsaW5lLnYxLlRocmVhZENvbW1pdHRlZEgAEjwKEWlubGluZV9kZWxlZ2F0aW9uGBYgASgLMh8udGhyZWFkbGluZS52MS5JbmxpbmVEZWxlZ2F0aW9uSAASKgoGb3JpZ2luGBcgASgLMhoudGhyZWFkbGluZS52MS5FdmVudE9yaWdpbkIHCgVldmVudCI6CgpSdW5TdGFydGVkEiwKB2xpbmVhZ2UYASABKAsyGy50aHJlYWRsaW5lLnYxLkNoaWxkTGluZWFnZSLiAQoQSW5saW5lRGVsZWdhdGlvbhIVCg1pbnZvY2F0aW9uX2lkGAEgASgJEg4KBmFjdGlvbhgCIAEoCRIZChFjaGlsZF9pbnN0YW5jZV9pZBgDIAEoCRIQCghzdWJhZ2VudBgEIAEoCRIOCgZzdGF0dXMYBSABKAkSFQoNcGFyZW50X3J1bl9pZBgGIAEoCRIgChhwYXJlbnRfYWdlbnRfaW5zdGFuY2VfaWQYByABKAkSGwoTcGFyZW50X3Rvb2xfY2FsbF9pZBgIIAEoCRIUCgxjaGlsZF9ydW5faWQYCSABKAkiegoLRXZlbnRPcmlnaW4SEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBIZChFjaGlsZF9pbnN0YW5jZV9pZBgEIAEoCRIbChNwYXJlbnRfdG9vbF9jYWxsX2lkGAUgASgJImIKD1RocmVhZENvbW1pdHRlZBIQCghyZXZpc2lvbhgBIAEoAxIrCgRraW5kGAIgASgOMh0udGhyZWFkbGluZS52MS5DaGVja3BvaW50S2luZBIQCghyZXBsYXllZBgDIAEoCCKTAQoJUGFydFN0YXJ0EhIKCnBhcnRfaW5kZXgYASABKA0SJQoEa2luZBgCIAEoDjIXLnRocmVhZGxpbmUudjEuUGFydEtpbmQSDwoHY29udGVudBgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEhEKCWFyZ3NfanNvbhgGIAEoCSKgAQoJUGFydERlbHRhEhIKCnBhcnRfaW5kZXgYASABKA0SJQoEa2luZBgCIAEoDjIXLnRocmVhZGxpbmUudjEuUGFydEtpbmQSFQoNY29udGVudF9kZWx0YRgDIAEoCRIXCg90b29sX25hbWVfZGVsdGEYBCABKAkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEhIKCmFyZ3NfZGVsdGEYBiABKAkikQEKB1BhcnRFbmQSEgoKcGFydF9pbmRleBgBIAEoDRIlCgRraW5kGAIgASgOMhcudGhyZWFkbGluZS52MS5QYXJ0S2luZBIPCgdjb250ZW50GAMgASgJEhEKCXRvb2xfbmFtZRgEIAEoCRIUCgx0b29sX2NhbGxfaWQYBSABKAkSEQoJYXJnc19qc29uGAYgASgJIkYKCFRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSEQoJYXJnc19qc29uGAMgASgJIngKClRvb2xSZXN1bHQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRIrCgdvdXRjb21lGAMgASgOMhoudGhyZWFkbGluZS52MS5Ub29sT3V0Y29tZRIUCgxjb250ZW50X2pzb24YBCABKAkiNgoLRmluYWxSZXN1bHQSEQoJdG9vbF9uYW1lGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCSJ1ChNDaGVja3BvaW50Q2FuZGlkYXRlEioKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUSMgoNaGlzdG9yeV9kZWx0YRgCIAEoCzIbLnRocmVhZGxpbmUudjEuSGlzdG9yeURlbHRhIjIKDEhpc3RvcnlEZWx0YRISCgprZWVwX2J5dGVzGAEgASgEEg4KBmFwcGVuZBgCIAEoCSJVCglMaWZlY3ljbGUSDAoEa2luZBgBIAEoCRIMCgR0eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEhQKDHBheWxvYWRfanNvbhgEIAEoCSIqCgZOYXRpdmUSEgoKZXZlbnRfa2luZBgBIAEoCRIMCgRqc29uGAIgASgJKmoKCFBhcnRLaW5kEhkKFVBBUlRfS0lORF9VTlNQRUNJRklFRBAAEhIKDlBBUlRfS0lORF9URVhUEAESFgoSUEFSVF9LSU5EX1RISU5LSU5HEAISFwoTUEFSVF9LSU5EX1RPT0xfQ0FMTBADKq8BCgtUb29sT3V0Y29tZRIcChhUT09MX09VVENPTUVfVU5TUEVDSUZJRUQQABIYChRUT09MX09VVENPTUVfU1VDQ0VTUxABEhcKE1RPT0xfT1VUQ09NRV9GQUlMRUQQAhIXChNUT09MX09VVENPTUVfREVOSUVEEAMSHAoYVE9PTF9PVVRDT01FX0lOVEVSUlVQVEVEEAQSGAoUVE9PTF9PVVRDT01FX1JFVFJJRUQQBUKpAQoRZGV2LnRocmVhZGxpbmUudjFCC0V2ZW50c1Byb3RvUAFaTmdpdGh1Yi5jb20vdGhyZWFkbGluZS1kZXYvdGhyZWFkbGluZS9jbGllbnRzL2dvL2dlbi90aHJlYWRsaW5lL3YxO3RocmVhZGxpbmV2MaICA1RMTqoCDVRocmVhZGxpbmUuVjHKAg1UaHJlYWRsaW5lXFYx6gIOVGhyZWFkbGluZTo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_threadline_v1_deferred, file_threadline_v1_run, file_threadline_v1_state, file_threadline_v1_thread]);
 
 /**
- * One event of a streamed run (`StreamRunResponse.event`). Events arrive in order with a
- * gap-free `sequence` from 0: `run_started` first, exactly one `result` last. If the run's core
- * fails after `run_started`, the stream instead ends with an error status and no `result`.
- * Hosts must ignore event cases they do not know: new cases are added over time.
+ * One event of a streamed run (`StreamRunResponse.event`, `StreamThreadRunResponse.event`).
+ * Events arrive in order with a gap-free `sequence` from 0: `run_started` first, exactly one
+ * `result` last. If the run's core fails after `run_started`, the stream instead ends with an
+ * error status and no `result`; so does a thread run's stream when its server lost the thread
+ * (ABORTED LEASE_LOST) or its store (UNAVAILABLE STORE_UNAVAILABLE). A thread run sends no
+ * `checkpoint_candidate` and adds `thread_committed` after each commit; its replay of a request
+ * that had already finished is only `run_started`, `thread_committed` and `result` (see
+ * `ThreadService.StreamThreadRun`). Hosts must ignore event cases they do not know: new cases are
+ * added over time.
  *
  * @generated from message threadline.v1.RunEvent
  */
@@ -47,7 +52,7 @@ export type RunEvent = Message<"threadline.v1.RunEvent"> & {
 
   /**
    * Position in the stream, numbered by the server over every event it sends (checkpoint
-   * candidates included), starting at 0 with no gaps.
+   * candidates and `thread_committed` included), starting at 0 with no gaps.
    *
    * @generated from field: uint64 sequence = 3;
    */
@@ -131,7 +136,9 @@ export type RunEvent = Message<"threadline.v1.RunEvent"> & {
     case: "checkpointCandidate";
   } | {
     /**
-     * The run's terminal result; always the last event.
+     * The run's terminal result; always the last event. In a thread run it follows the terminal
+     * commit's `thread_committed`, whose `revision` is the checkpoint holding the state this result
+     * leaves unset (`RunResult.state`).
      *
      * @generated from field: threadline.v1.RunResult result = 18;
      */
@@ -360,7 +367,8 @@ export type ThreadCommitted = Message<"threadline.v1.ThreadCommitted"> & {
   kind: CheckpointKind;
 
   /**
-   * True when the stream replays a request that had already finished: nothing was committed now.
+   * True when the stream replays a request that had already finished: nothing was committed now,
+   * and this event, the stream's second (sequence 1), repeats the run's terminal commit.
    *
    * @generated from field: bool replayed = 3;
    */

@@ -396,7 +396,9 @@ export const UsageLimitsSchema: GenMessage<UsageLimits> = /*@__PURE__*/
 /**
  * A run's terminal outcome: the last event of `StreamRun` and the answer of `Run`. A run that
  * fails before it starts, or whose core raises after it started, ends with an error status
- * instead.
+ * instead. A thread run's outcome is the same message, as the `result` event of `StreamThreadRun`
+ * and `RunThreadResponse.result`; where a field reads differently there, its comment says so under
+ * "In a thread run".
  *
  * @generated from message threadline.v1.RunResult
  */
@@ -416,14 +418,17 @@ export type RunResult = Message<"threadline.v1.RunResult"> & {
   threadId: string;
 
   /**
-   * This run's ID, `run-<32 lowercase hex>`, new for every run.
+   * This run's ID, `run-<32 lowercase hex>`, new for every run. In a thread run, a retry of a
+   * request that had already finished gets the stored result, with its last attempt's ID.
    *
    * @generated from field: string run_id = 3;
    */
   runId: string;
 
   /**
-   * `RunSpec.request_id`, echoed; empty when the host sent none.
+   * `RunSpec.request_id`, echoed; empty when the host sent none. In a thread run:
+   * `ThreadRunSpec.request_id`, or the ID the server made when the host sent none (the one to
+   * retry with); never empty.
    *
    * @generated from field: string request_id = 4;
    */
@@ -432,7 +437,10 @@ export type RunResult = Message<"threadline.v1.RunResult"> & {
   /**
    * The checkpoint to persist and continue from. Always set for COMPLETED and SUSPENDED; for
    * FAILED and CANCELLED it is set whenever the run had a history, and is a normalised candidate
-   * (interrupted calls closed) that the host may choose to keep.
+   * (interrupted calls closed) that the host may choose to keep. In a thread run: unset, whatever
+   * the status. The server committed the state itself as the checkpoint at the run's terminal
+   * revision (`ThreadCommitted.revision` of the event before `result`, `RunThreadResponse.revision`),
+   * which `GetCheckpoint` returns.
    *
    * @generated from field: threadline.v1.HarnessState state = 5;
    */
@@ -440,7 +448,9 @@ export type RunResult = Message<"threadline.v1.RunResult"> & {
 
   /**
    * The pending batch, set exactly when `status` is RUN_STATUS_SUSPENDED. Store it with the
-   * state and send it back in `RunSpec.deferred_resume.requests`.
+   * state and send it back in `RunSpec.deferred_resume.requests`. In a thread run the server
+   * stores it (it is the thread's `Thread.pending`): the host sends no batch back, only its
+   * answers by call ID in `ThreadRunSpec.answers`.
    *
    * @generated from field: threadline.v1.DeferredToolRequests deferred = 6;
    */
@@ -478,7 +488,8 @@ export type RunResult = Message<"threadline.v1.RunResult"> & {
   failure?: Failure | undefined;
 
   /**
-   * The request's `RunSpec.lineage`, echoed; unset for a run that is no child.
+   * The request's `RunSpec.lineage`, echoed; unset for a run that is no child. Unset in a thread
+   * run.
    *
    * @generated from field: threadline.v1.ChildLineage lineage = 11;
    */
@@ -864,14 +875,16 @@ export enum RunStatus {
   UNSPECIFIED = 0,
 
   /**
-   * The agent produced its output; `output_json` and `state` are set.
+   * The agent produced its output; `output_json` and `state` are set (`state` not in a thread
+   * run: see `RunResult.state`).
    *
    * @generated from enum value: RUN_STATUS_COMPLETED = 1;
    */
   COMPLETED = 1,
 
   /**
-   * The run waits on deferred tool calls; `deferred` and `state` are set.
+   * The run waits on deferred tool calls; `deferred` and `state` are set (`state` not in a thread
+   * run: see `RunResult.state`).
    *
    * @generated from enum value: RUN_STATUS_SUSPENDED = 2;
    */
@@ -886,7 +899,10 @@ export enum RunStatus {
 
   /**
    * The server cancelled the run itself (shutdown drain, server-side run deadline). A run the
-   * client cancels ends only the RPC, with no result.
+   * client cancels ends only the RPC, with no result. In a thread run also a run `CancelThreadRun`
+   * stopped; and there a client that cancels its call (or whose deadline expires, or whose
+   * connection drops) does not cancel the run at all: only its call ends, the run goes on to its
+   * result, and a retry with the same `request_id` returns it.
    *
    * @generated from enum value: RUN_STATUS_CANCELLED = 4;
    */

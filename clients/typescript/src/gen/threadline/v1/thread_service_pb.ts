@@ -4,6 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import { file_google_rpc_error_details } from "../../../googleapis/google/rpc/error_details_pb.js";
 import type { DeferredToolRequests, DeferredToolResults, DeferredToolResume } from "./deferred_pb.js";
 import { file_threadline_v1_deferred } from "./deferred_pb.js";
 import type { RunEvent } from "./events_pb.js";
@@ -20,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file threadline/v1/thread_service.proto.
  */
 export const file_threadline_v1_thread_service: GenFile = /*@__PURE__*/
-  fileDesc("CiJ0aHJlYWRsaW5lL3YxL3RocmVhZF9zZXJ2aWNlLnByb3RvEg10aHJlYWRsaW5lLnYxIu4CChNDcmVhdGVUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRINCgVhZ2VudBgCIAEoCRI+CgZsYWJlbHMYAyADKAsyLi50aHJlYWRsaW5lLnYxLkNyZWF0ZVRocmVhZFJlcXVlc3QuTGFiZWxzRW50cnkSKgoFc3RhdGUYBCABKAsyGy50aHJlYWRsaW5lLnYxLkhhcm5lc3NTdGF0ZRI0CgdwZW5kaW5nGAUgASgLMiMudGhyZWFkbGluZS52MS5EZWZlcnJlZFRvb2xSZXF1ZXN0cxIzCghhY2NlcHRlZBgGIAEoCzIhLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVzdW1lEi8KDGNsaWVudF90b29scxgHIAMoCzIZLnRocmVhZGxpbmUudjEuQ2xpZW50VG9vbBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIj0KFENyZWF0ZVRocmVhZFJlc3BvbnNlEiUKBnRocmVhZBgBIAEoCzIVLnRocmVhZGxpbmUudjEuVGhyZWFkIk4KEEdldFRocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEicKBHZpZXcYAiABKA4yGS50aHJlYWRsaW5lLnYxLlRocmVhZFZpZXciOgoRR2V0VGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUudGhyZWFkbGluZS52MS5UaHJlYWQieAoSTGlzdFRocmVhZHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEg4KBmxhYmVscxgDIAMoCRIrCgZzdGF0dXMYBCABKA4yGy50aHJlYWRsaW5lLnYxLlRocmVhZFN0YXR1cyJWChNMaXN0VGhyZWFkc1Jlc3BvbnNlEiYKB3RocmVhZHMYASADKAsyFS50aHJlYWRsaW5lLnYxLlRocmVhZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiQwoTRGVsZXRlVGhyZWFkUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSGQoRZXhwZWN0ZWRfcmV2aXNpb24YAiABKAMiFgoURGVsZXRlVGhyZWFkUmVzcG9uc2UiUgoWTGlzdENoZWNrcG9pbnRzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiYgoXTGlzdENoZWNrcG9pbnRzUmVzcG9uc2USLgoLY2hlY2twb2ludHMYASADKAsyGS50aHJlYWRsaW5lLnYxLkNoZWNrcG9pbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjsKFEdldENoZWNrcG9pbnRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIQCghyZXZpc2lvbhgCIAEoAyJGChVHZXRDaGVja3BvaW50UmVzcG9uc2USLQoKY2hlY2twb2ludBgBIAEoCzIZLnRocmVhZGxpbmUudjEuQ2hlY2twb2ludCK8AQoRRm9ya1RocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEhUKDW5ld190aHJlYWRfaWQYAyABKAkSPAoGbGFiZWxzGAQgAygLMiwudGhyZWFkbGluZS52MS5Gb3JrVGhyZWFkUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjsKEkZvcmtUaHJlYWRSZXNwb25zZRIlCgZ0aHJlYWQYASABKAsyFS50aHJlYWRsaW5lLnYxLlRocmVhZCJXChVSb2xsYmFja1RocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEhkKEWV4cGVjdGVkX3JldmlzaW9uGAMgASgDIj8KFlJvbGxiYWNrVGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUudGhyZWFkbGluZS52MS5UaHJlYWQimAMKDVRocmVhZFJ1blNwZWMSEQoJdGhyZWFkX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSGQoRZXhwZWN0ZWRfcmV2aXNpb24YAyABKAMSDgoEdGV4dBgEIAEoCUgAEisKBXBhcnRzGAUgASgLMhoudGhyZWFkbGluZS52MS5Qcm9tcHRQYXJ0c0gAEjMKB2Fuc3dlcnMYBiABKAsyIi50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VsdHMSMgoNdG9vbF9yZWNvdmVyeRgHIAEoDjIbLnRocmVhZGxpbmUudjEuVG9vbFJlY292ZXJ5Ei8KDGNsaWVudF90b29scxgIIAMoCzIZLnRocmVhZGxpbmUudjEuQ2xpZW50VG9vbBIwCgx1c2FnZV9saW1pdHMYCSABKAsyGi50aHJlYWRsaW5lLnYxLlVzYWdlTGltaXRzEjIKDWJ1c3lfc3RyYXRlZ3kYCiABKA4yGy50aHJlYWRsaW5lLnYxLkJ1c3lTdHJhdGVneUIICgZwcm9tcHQiZAoWU3RyZWFtVGhyZWFkUnVuUmVxdWVzdBIqCgRzcGVjGAEgASgLMhwudGhyZWFkbGluZS52MS5UaHJlYWRSdW5TcGVjEh4KFm1heF9ldmVudHNfcGVyX21lc3NhZ2UYAiABKA0iagoXU3RyZWFtVGhyZWFkUnVuUmVzcG9uc2USJgoFZXZlbnQYASABKAsyFy50aHJlYWRsaW5lLnYxLlJ1bkV2ZW50EicKBmV2ZW50cxgCIAMoCzIXLnRocmVhZGxpbmUudjEuUnVuRXZlbnQiPgoQUnVuVGhyZWFkUmVxdWVzdBIqCgRzcGVjGAEgASgLMhwudGhyZWFkbGluZS52MS5UaHJlYWRSdW5TcGVjImEKEVJ1blRocmVhZFJlc3BvbnNlEigKBnJlc3VsdBgBIAEoCzIYLnRocmVhZGxpbmUudjEuUnVuUmVzdWx0EhAKCHJldmlzaW9uGAIgASgDEhAKCHJlcGxheWVkGAMgASgIIjsKFkNhbmNlbFRocmVhZFJ1blJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCSJJChdDYW5jZWxUaHJlYWRSdW5SZXNwb25zZRIuCgZzdGF0dXMYASABKA4yHi50aHJlYWRsaW5lLnYxLlRocmVhZFJ1blN0YXR1cypWCgpUaHJlYWRWaWV3EhsKF1RIUkVBRF9WSUVXX1VOU1BFQ0lGSUVEEAASFQoRVEhSRUFEX1ZJRVdfQkFTSUMQARIUChBUSFJFQURfVklFV19GVUxMEAIqRwoMQnVzeVN0cmF0ZWd5Eh0KGUJVU1lfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIYChRCVVNZX1NUUkFURUdZX1JFSkVDVBABMu0HCg1UaHJlYWRTZXJ2aWNlElcKDENyZWF0ZVRocmVhZBIiLnRocmVhZGxpbmUudjEuQ3JlYXRlVGhyZWFkUmVxdWVzdBojLnRocmVhZGxpbmUudjEuQ3JlYXRlVGhyZWFkUmVzcG9uc2USTgoJR2V0VGhyZWFkEh8udGhyZWFkbGluZS52MS5HZXRUaHJlYWRSZXF1ZXN0GiAudGhyZWFkbGluZS52MS5HZXRUaHJlYWRSZXNwb25zZRJUCgtMaXN0VGhyZWFkcxIhLnRocmVhZGxpbmUudjEuTGlzdFRocmVhZHNSZXF1ZXN0GiIudGhyZWFkbGluZS52MS5MaXN0VGhyZWFkc1Jlc3BvbnNlElcKDERlbGV0ZVRocmVhZBIiLnRocmVhZGxpbmUudjEuRGVsZXRlVGhyZWFkUmVxdWVzdBojLnRocmVhZGxpbmUudjEuRGVsZXRlVGhyZWFkUmVzcG9uc2USYAoPTGlzdENoZWNrcG9pbnRzEiUudGhyZWFkbGluZS52MS5MaXN0Q2hlY2twb2ludHNSZXF1ZXN0GiYudGhyZWFkbGluZS52MS5MaXN0Q2hlY2twb2ludHNSZXNwb25zZRJaCg1HZXRDaGVja3BvaW50EiMudGhyZWFkbGluZS52MS5HZXRDaGVja3BvaW50UmVxdWVzdBokLnRocmVhZGxpbmUudjEuR2V0Q2hlY2twb2ludFJlc3BvbnNlElEKCkZvcmtUaHJlYWQSIC50aHJlYWRsaW5lLnYxLkZvcmtUaHJlYWRSZXF1ZXN0GiEudGhyZWFkbGluZS52MS5Gb3JrVGhyZWFkUmVzcG9uc2USXQoOUm9sbGJhY2tUaHJlYWQSJC50aHJlYWRsaW5lLnYxLlJvbGxiYWNrVGhyZWFkUmVxdWVzdBolLnRocmVhZGxpbmUudjEuUm9sbGJhY2tUaHJlYWRSZXNwb25zZRJiCg9TdHJlYW1UaHJlYWRSdW4SJS50aHJlYWRsaW5lLnYxLlN0cmVhbVRocmVhZFJ1blJlcXVlc3QaJi50aHJlYWRsaW5lLnYxLlN0cmVhbVRocmVhZFJ1blJlc3BvbnNlMAESTgoJUnVuVGhyZWFkEh8udGhyZWFkbGluZS52MS5SdW5UaHJlYWRSZXF1ZXN0GiAudGhyZWFkbGluZS52MS5SdW5UaHJlYWRSZXNwb25zZRJgCg9DYW5jZWxUaHJlYWRSdW4SJS50aHJlYWRsaW5lLnYxLkNhbmNlbFRocmVhZFJ1blJlcXVlc3QaJi50aHJlYWRsaW5lLnYxLkNhbmNlbFRocmVhZFJ1blJlc3BvbnNlQrABChFkZXYudGhyZWFkbGluZS52MUISVGhyZWFkU2VydmljZVByb3RvUAFaTmdpdGh1Yi5jb20vdGhyZWFkbGluZS1kZXYvdGhyZWFkbGluZS9jbGllbnRzL2dvL2dlbi90aHJlYWRsaW5lL3YxO3RocmVhZGxpbmV2MaICA1RMTqoCDVRocmVhZGxpbmUuVjHKAg1UaHJlYWRsaW5lXFYx6gIOVGhyZWFkbGluZTo6VjFiBnByb3RvMw", [file_threadline_v1_deferred, file_threadline_v1_events, file_threadline_v1_run, file_threadline_v1_state, file_threadline_v1_thread]);
+  fileDesc("CiJ0aHJlYWRsaW5lL3YxL3RocmVhZF9zZXJ2aWNlLnByb3RvEg10aHJlYWRsaW5lLnYxIu4CChNDcmVhdGVUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRINCgVhZ2VudBgCIAEoCRI+CgZsYWJlbHMYAyADKAsyLi50aHJlYWRsaW5lLnYxLkNyZWF0ZVRocmVhZFJlcXVlc3QuTGFiZWxzRW50cnkSKgoFc3RhdGUYBCABKAsyGy50aHJlYWRsaW5lLnYxLkhhcm5lc3NTdGF0ZRI0CgdwZW5kaW5nGAUgASgLMiMudGhyZWFkbGluZS52MS5EZWZlcnJlZFRvb2xSZXF1ZXN0cxIzCghhY2NlcHRlZBgGIAEoCzIhLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVzdW1lEi8KDGNsaWVudF90b29scxgHIAMoCzIZLnRocmVhZGxpbmUudjEuQ2xpZW50VG9vbBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIj0KFENyZWF0ZVRocmVhZFJlc3BvbnNlEiUKBnRocmVhZBgBIAEoCzIVLnRocmVhZGxpbmUudjEuVGhyZWFkIk4KEEdldFRocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEicKBHZpZXcYAiABKA4yGS50aHJlYWRsaW5lLnYxLlRocmVhZFZpZXciOgoRR2V0VGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUudGhyZWFkbGluZS52MS5UaHJlYWQieAoSTGlzdFRocmVhZHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEg4KBmxhYmVscxgDIAMoCRIrCgZzdGF0dXMYBCABKA4yGy50aHJlYWRsaW5lLnYxLlRocmVhZFN0YXR1cyJWChNMaXN0VGhyZWFkc1Jlc3BvbnNlEiYKB3RocmVhZHMYASADKAsyFS50aHJlYWRsaW5lLnYxLlRocmVhZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiQwoTRGVsZXRlVGhyZWFkUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSGQoRZXhwZWN0ZWRfcmV2aXNpb24YAiABKAMiFgoURGVsZXRlVGhyZWFkUmVzcG9uc2UiUgoWTGlzdENoZWNrcG9pbnRzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiYgoXTGlzdENoZWNrcG9pbnRzUmVzcG9uc2USLgoLY2hlY2twb2ludHMYASADKAsyGS50aHJlYWRsaW5lLnYxLkNoZWNrcG9pbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjsKFEdldENoZWNrcG9pbnRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIQCghyZXZpc2lvbhgCIAEoAyJGChVHZXRDaGVja3BvaW50UmVzcG9uc2USLQoKY2hlY2twb2ludBgBIAEoCzIZLnRocmVhZGxpbmUudjEuQ2hlY2twb2ludCK8AQoRRm9ya1RocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEhUKDW5ld190aHJlYWRfaWQYAyABKAkSPAoGbGFiZWxzGAQgAygLMiwudGhyZWFkbGluZS52MS5Gb3JrVGhyZWFkUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjsKEkZvcmtUaHJlYWRSZXNwb25zZRIlCgZ0aHJlYWQYASABKAsyFS50aHJlYWRsaW5lLnYxLlRocmVhZCJXChVSb2xsYmFja1RocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEhkKEWV4cGVjdGVkX3JldmlzaW9uGAMgASgDIj8KFlJvbGxiYWNrVGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUudGhyZWFkbGluZS52MS5UaHJlYWQimAMKDVRocmVhZFJ1blNwZWMSEQoJdGhyZWFkX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSGQoRZXhwZWN0ZWRfcmV2aXNpb24YAyABKAMSDgoEdGV4dBgEIAEoCUgAEisKBXBhcnRzGAUgASgLMhoudGhyZWFkbGluZS52MS5Qcm9tcHRQYXJ0c0gAEjMKB2Fuc3dlcnMYBiABKAsyIi50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VsdHMSMgoNdG9vbF9yZWNvdmVyeRgHIAEoDjIbLnRocmVhZGxpbmUudjEuVG9vbFJlY292ZXJ5Ei8KDGNsaWVudF90b29scxgIIAMoCzIZLnRocmVhZGxpbmUudjEuQ2xpZW50VG9vbBIwCgx1c2FnZV9saW1pdHMYCSABKAsyGi50aHJlYWRsaW5lLnYxLlVzYWdlTGltaXRzEjIKDWJ1c3lfc3RyYXRlZ3kYCiABKA4yGy50aHJlYWRsaW5lLnYxLkJ1c3lTdHJhdGVneUIICgZwcm9tcHQiZAoWU3RyZWFtVGhyZWFkUnVuUmVxdWVzdBIqCgRzcGVjGAEgASgLMhwudGhyZWFkbGluZS52MS5UaHJlYWRSdW5TcGVjEh4KFm1heF9ldmVudHNfcGVyX21lc3NhZ2UYAiABKA0iagoXU3RyZWFtVGhyZWFkUnVuUmVzcG9uc2USJgoFZXZlbnQYASABKAsyFy50aHJlYWRsaW5lLnYxLlJ1bkV2ZW50EicKBmV2ZW50cxgCIAMoCzIXLnRocmVhZGxpbmUudjEuUnVuRXZlbnQiPgoQUnVuVGhyZWFkUmVxdWVzdBIqCgRzcGVjGAEgASgLMhwudGhyZWFkbGluZS52MS5UaHJlYWRSdW5TcGVjImEKEVJ1blRocmVhZFJlc3BvbnNlEigKBnJlc3VsdBgBIAEoCzIYLnRocmVhZGxpbmUudjEuUnVuUmVzdWx0EhAKCHJldmlzaW9uGAIgASgDEhAKCHJlcGxheWVkGAMgASgIIjsKFkNhbmNlbFRocmVhZFJ1blJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCSJJChdDYW5jZWxUaHJlYWRSdW5SZXNwb25zZRIuCgZzdGF0dXMYASABKA4yHi50aHJlYWRsaW5lLnYxLlRocmVhZFJ1blN0YXR1cypWCgpUaHJlYWRWaWV3EhsKF1RIUkVBRF9WSUVXX1VOU1BFQ0lGSUVEEAASFQoRVEhSRUFEX1ZJRVdfQkFTSUMQARIUChBUSFJFQURfVklFV19GVUxMEAIqRwoMQnVzeVN0cmF0ZWd5Eh0KGUJVU1lfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIYChRCVVNZX1NUUkFURUdZX1JFSkVDVBABMu0HCg1UaHJlYWRTZXJ2aWNlElcKDENyZWF0ZVRocmVhZBIiLnRocmVhZGxpbmUudjEuQ3JlYXRlVGhyZWFkUmVxdWVzdBojLnRocmVhZGxpbmUudjEuQ3JlYXRlVGhyZWFkUmVzcG9uc2USTgoJR2V0VGhyZWFkEh8udGhyZWFkbGluZS52MS5HZXRUaHJlYWRSZXF1ZXN0GiAudGhyZWFkbGluZS52MS5HZXRUaHJlYWRSZXNwb25zZRJUCgtMaXN0VGhyZWFkcxIhLnRocmVhZGxpbmUudjEuTGlzdFRocmVhZHNSZXF1ZXN0GiIudGhyZWFkbGluZS52MS5MaXN0VGhyZWFkc1Jlc3BvbnNlElcKDERlbGV0ZVRocmVhZBIiLnRocmVhZGxpbmUudjEuRGVsZXRlVGhyZWFkUmVxdWVzdBojLnRocmVhZGxpbmUudjEuRGVsZXRlVGhyZWFkUmVzcG9uc2USYAoPTGlzdENoZWNrcG9pbnRzEiUudGhyZWFkbGluZS52MS5MaXN0Q2hlY2twb2ludHNSZXF1ZXN0GiYudGhyZWFkbGluZS52MS5MaXN0Q2hlY2twb2ludHNSZXNwb25zZRJaCg1HZXRDaGVja3BvaW50EiMudGhyZWFkbGluZS52MS5HZXRDaGVja3BvaW50UmVxdWVzdBokLnRocmVhZGxpbmUudjEuR2V0Q2hlY2twb2ludFJlc3BvbnNlElEKCkZvcmtUaHJlYWQSIC50aHJlYWRsaW5lLnYxLkZvcmtUaHJlYWRSZXF1ZXN0GiEudGhyZWFkbGluZS52MS5Gb3JrVGhyZWFkUmVzcG9uc2USXQoOUm9sbGJhY2tUaHJlYWQSJC50aHJlYWRsaW5lLnYxLlJvbGxiYWNrVGhyZWFkUmVxdWVzdBolLnRocmVhZGxpbmUudjEuUm9sbGJhY2tUaHJlYWRSZXNwb25zZRJiCg9TdHJlYW1UaHJlYWRSdW4SJS50aHJlYWRsaW5lLnYxLlN0cmVhbVRocmVhZFJ1blJlcXVlc3QaJi50aHJlYWRsaW5lLnYxLlN0cmVhbVRocmVhZFJ1blJlc3BvbnNlMAESTgoJUnVuVGhyZWFkEh8udGhyZWFkbGluZS52MS5SdW5UaHJlYWRSZXF1ZXN0GiAudGhyZWFkbGluZS52MS5SdW5UaHJlYWRSZXNwb25zZRJgCg9DYW5jZWxUaHJlYWRSdW4SJS50aHJlYWRsaW5lLnYxLkNhbmNlbFRocmVhZFJ1blJlcXVlc3QaJi50aHJlYWRsaW5lLnYxLkNhbmNlbFRocmVhZFJ1blJlc3BvbnNlQrABChFkZXYudGhyZWFkbGluZS52MUISVGhyZWFkU2VydmljZVByb3RvUAFaTmdpdGh1Yi5jb20vdGhyZWFkbGluZS1kZXYvdGhyZWFkbGluZS9jbGllbnRzL2dvL2dlbi90aHJlYWRsaW5lL3YxO3RocmVhZGxpbmV2MaICA1RMTqoCDVRocmVhZGxpbmUuVjHKAg1UaHJlYWRsaW5lXFYx6gIOVGhyZWFkbGluZTo6VjFiBnByb3RvMw", [file_google_rpc_error_details, file_threadline_v1_deferred, file_threadline_v1_events, file_threadline_v1_run, file_threadline_v1_state, file_threadline_v1_thread]);
 
 /**
  * Request of `CreateThread`. Every field is optional.
@@ -475,7 +476,13 @@ export type RollbackThreadRequest = Message<"threadline.v1.RollbackThreadRequest
   threadId: string;
 
   /**
-   * The earlier checkpoint to make current. Required.
+   * The checkpoint to make current: an earlier one, or the head itself. Required; one the thread
+   * does not have fails with NOT_FOUND CHECKPOINT_NOT_FOUND. The new head takes the checkpoint's
+   * pending batch and retained accepted batch, and the thread's status follows them, so rolling
+   * back to the head drops what the thread holds beyond its head: answers accepted by a run that
+   * stopped before its first commit (e.g. its server was killed) are dropped, that run is closed
+   * INTERRUPTED, and a suspended head is SUSPENDED again on its pending batch. Otherwise it repeats
+   * the head as a new revision. A run holding a live lease fails it with ABORTED THREAD_BUSY.
    *
    * @generated from field: int64 revision = 2;
    */
@@ -551,7 +558,9 @@ export type ThreadRunSpec = Message<"threadline.v1.ThreadRunSpec"> & {
   expectedRevision: bigint;
 
   /**
-   * The new user input. Unset = continue without new input (e.g. with `answers`).
+   * The new user input. Unset = continue without new input (e.g. with `answers`). With
+   * `answers` too, both are accepted: the tool results come first and the prompt follows them in
+   * the same model request.
    *
    * @generated from oneof threadline.v1.ThreadRunSpec.prompt
    */
@@ -574,8 +583,10 @@ export type ThreadRunSpec = Message<"threadline.v1.ThreadRunSpec"> & {
   } | { case: undefined; value?: undefined };
 
   /**
-   * Answers to `Thread.pending`, by call ID: every pending item answered once. Requires a
-   * SUSPENDED thread (else FAILED_PRECONDITION THREAD_NOT_SUSPENDED).
+   * Answers to `Thread.pending`, by call ID: every pending item answered once, optionally with a
+   * prompt (`prompt`). Requires a SUSPENDED thread (else FAILED_PRECONDITION
+   * THREAD_NOT_SUSPENDED, metadata `thread_id` and `status`, the thread's `ThreadStatus` name, e.g.
+   * THREAD_STATUS_IDLE).
    *
    * @generated from field: threadline.v1.DeferredToolResults answers = 6;
    */
@@ -654,7 +665,8 @@ export const StreamThreadRunRequestSchema: GenMessage<StreamThreadRunRequest> = 
 export type StreamThreadRunResponse = Message<"threadline.v1.StreamThreadRunResponse"> & {
   /**
    * The next event, when the request's `max_events_per_message` is 0 or 1. Events are those of
-   * `StreamRun` without checkpoint candidates, plus `thread_committed` after each commit.
+   * `StreamRun` without checkpoint candidates, plus `thread_committed` after each commit; a replay
+   * is only `run_started`, `thread_committed` and `result` (see `StreamThreadRun`).
    *
    * @generated from field: threadline.v1.RunEvent event = 1;
    */
@@ -703,7 +715,9 @@ export const RunThreadRequestSchema: GenMessage<RunThreadRequest> = /*@__PURE__*
  */
 export type RunThreadResponse = Message<"threadline.v1.RunThreadResponse"> & {
   /**
-   * The run's result. Its `state` is unset: the state is the checkpoint at `revision`.
+   * The run's result. Its `state` is unset: the state is the checkpoint at `revision`. Its
+   * `request_id` is never empty, and a SUSPENDED result's `deferred` is also `Thread.pending`,
+   * answered by call ID (see `RunResult`'s fields, "In a thread run").
    *
    * @generated from field: threadline.v1.RunResult result = 1;
    */
@@ -933,7 +947,8 @@ export const ThreadService: GenService<{
     output: typeof ForkThreadResponseSchema;
   },
   /**
-   * Makes an earlier checkpoint current again, as a new head revision. Nothing is deleted.
+   * Makes a checkpoint current again, as a new head revision (ROLLED_BACK) that copies it: an
+   * earlier one, or the head itself (see `RollbackThreadRequest.revision`). Nothing is deleted.
    *
    * @generated from rpc threadline.v1.ThreadService.RollbackThread
    */
@@ -943,9 +958,15 @@ export const ThreadService: GenService<{
     output: typeof RollbackThreadResponseSchema;
   },
   /**
-   * Runs the thread's next turn and streams its events. The run outlives the call: a client that
-   * goes away does not cancel it (use `CancelThreadRun`); retry with the same `request_id` to get
-   * its outcome.
+   * Runs the thread's next turn and streams its events: those of `StreamRun` without checkpoint
+   * candidates, plus `thread_committed` after each commit, the terminal one immediately before
+   * `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
+   * call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
+   * `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+   * its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
+   * the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
+   * run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
+   * of a request whose run ended with an error status gets that status again.
    *
    * @generated from rpc threadline.v1.ThreadService.StreamThreadRun
    */

@@ -516,12 +516,14 @@ class RunStatus(betterproto2.Enum):
 
     COMPLETED = 1
     """
-    The agent produced its output; `output_json` and `state` are set.
+    The agent produced its output; `output_json` and `state` are set (`state` not in a thread
+    run: see `RunResult.state`).
     """
 
     SUSPENDED = 2
     """
-    The run waits on deferred tool calls; `deferred` and `state` are set.
+    The run waits on deferred tool calls; `deferred` and `state` are set (`state` not in a thread
+    run: see `RunResult.state`).
     """
 
     FAILED = 3
@@ -532,7 +534,10 @@ class RunStatus(betterproto2.Enum):
     CANCELLED = 4
     """
     The server cancelled the run itself (shutdown drain, server-side run deadline). A run the
-    client cancels ends only the RPC, with no result.
+    client cancels ends only the RPC, with no result. In a thread run also a run `CancelThreadRun`
+    stopped; and there a client that cancels its call (or whose deadline expires, or whose
+    connection drops) does not cancel the run at all: only its call ends, the run goes on to its
+    result, and a retry with the same `request_id` returns it.
     """
 
     @classmethod
@@ -3052,7 +3057,13 @@ class RollbackThreadRequest(betterproto2.Message):
         2, betterproto2.TYPE_INT64
     )
     """
-    The earlier checkpoint to make current. Required.
+    The checkpoint to make current: an earlier one, or the head itself. Required; one the thread
+    does not have fails with NOT_FOUND CHECKPOINT_NOT_FOUND. The new head takes the checkpoint's
+    pending batch and retained accepted batch, and the thread's status follows them, so rolling
+    back to the head drops what the thread holds beyond its head: answers accepted by a run that
+    stopped before its first commit (e.g. its server was killed) are dropped, that run is closed
+    INTERRUPTED, and a suspended head is SUSPENDED again on its pending batch. Otherwise it repeats
+    the head as a new revision. A run holding a live lease fails it with ABORTED THREAD_BUSY.
     """
 
     expected_revision: "typing.Annotated[int, pydantic.Field(ge=-2**63, le=2**63 - 1)]" = betterproto2.field(
@@ -3085,10 +3096,15 @@ default_message_pool.register_message("threadline.v1", "RollbackThreadResponse",
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
 class RunEvent(betterproto2.Message):
     """
-    One event of a streamed run (`StreamRunResponse.event`). Events arrive in order with a
-    gap-free `sequence` from 0: `run_started` first, exactly one `result` last. If the run's core
-    fails after `run_started`, the stream instead ends with an error status and no `result`.
-    Hosts must ignore event cases they do not know: new cases are added over time.
+    One event of a streamed run (`StreamRunResponse.event`, `StreamThreadRunResponse.event`).
+    Events arrive in order with a gap-free `sequence` from 0: `run_started` first, exactly one
+    `result` last. If the run's core fails after `run_started`, the stream instead ends with an
+    error status and no `result`; so does a thread run's stream when its server lost the thread
+    (ABORTED LEASE_LOST) or its store (UNAVAILABLE STORE_UNAVAILABLE). A thread run sends no
+    `checkpoint_candidate` and adds `thread_committed` after each commit; its replay of a request
+    that had already finished is only `run_started`, `thread_committed` and `result` (see
+    `ThreadService.StreamThreadRun`). Hosts must ignore event cases they do not know: new cases are
+    added over time.
 
     Oneofs:
         - event: The event itself. Exactly one case is set; a host skips a case it does not know.
@@ -3113,7 +3129,7 @@ class RunEvent(betterproto2.Message):
     )
     """
     Position in the stream, numbered by the server over every event it sends (checkpoint
-    candidates included), starting at 0 with no gaps.
+    candidates and `thread_committed` included), starting at 0 with no gaps.
     """
 
     occurred_at: "datetime.datetime | None" = betterproto2.field(
@@ -3183,7 +3199,9 @@ class RunEvent(betterproto2.Message):
         18, betterproto2.TYPE_MESSAGE, optional=True, group="event"
     )
     """
-    The run's terminal result; always the last event.
+    The run's terminal result; always the last event. In a thread run it follows the terminal
+    commit's `thread_committed`, whose `revision` is the checkpoint holding the state this result
+    leaves unset (`RunResult.state`).
     """
 
     lifecycle: "Lifecycle | None" = betterproto2.field(
@@ -3264,7 +3282,9 @@ class RunResult(betterproto2.Message):
     """
     A run's terminal outcome: the last event of `StreamRun` and the answer of `Run`. A run that
     fails before it starts, or whose core raises after it started, ends with an error status
-    instead.
+    instead. A thread run's outcome is the same message, as the `result` event of `StreamThreadRun`
+    and `RunThreadResponse.result`; where a field reads differently there, its comment says so under
+    "In a thread run".
     """
 
     status: "RunStatus" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: RunStatus(0))
@@ -3283,27 +3303,35 @@ class RunResult(betterproto2.Message):
         betterproto2.field(3, betterproto2.TYPE_STRING)
     )
     """
-    This run's ID, `run-<32 lowercase hex>`, new for every run.
+    This run's ID, `run-<32 lowercase hex>`, new for every run. In a thread run, a retry of a
+    request that had already finished gets the stored result, with its last attempt's ID.
     """
 
     request_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
         betterproto2.field(4, betterproto2.TYPE_STRING)
     )
     """
-    `RunSpec.request_id`, echoed; empty when the host sent none.
+    `RunSpec.request_id`, echoed; empty when the host sent none. In a thread run:
+    `ThreadRunSpec.request_id`, or the ID the server made when the host sent none (the one to
+    retry with); never empty.
     """
 
     state: "HarnessState | None" = betterproto2.field(5, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The checkpoint to persist and continue from. Always set for COMPLETED and SUSPENDED; for
     FAILED and CANCELLED it is set whenever the run had a history, and is a normalised candidate
-    (interrupted calls closed) that the host may choose to keep.
+    (interrupted calls closed) that the host may choose to keep. In a thread run: unset, whatever
+    the status. The server committed the state itself as the checkpoint at the run's terminal
+    revision (`ThreadCommitted.revision` of the event before `result`, `RunThreadResponse.revision`),
+    which `GetCheckpoint` returns.
     """
 
     deferred: "DeferredToolRequests | None" = betterproto2.field(6, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The pending batch, set exactly when `status` is RUN_STATUS_SUSPENDED. Store it with the
-    state and send it back in `RunSpec.deferred_resume.requests`.
+    state and send it back in `RunSpec.deferred_resume.requests`. In a thread run the server
+    stores it (it is the thread's `Thread.pending`): the host sends no batch back, only its
+    answers by call ID in `ThreadRunSpec.answers`.
     """
 
     suspend_reason: "SuspendReason" = betterproto2.field(
@@ -3335,7 +3363,8 @@ class RunResult(betterproto2.Message):
 
     lineage: "ChildLineage | None" = betterproto2.field(11, betterproto2.TYPE_MESSAGE, optional=True)
     """
-    The request's `RunSpec.lineage`, echoed; unset for a run that is no child.
+    The request's `RunSpec.lineage`, echoed; unset for a run that is no child. Unset in a thread
+    run.
     """
 
 
@@ -3506,7 +3535,9 @@ class RunThreadResponse(betterproto2.Message):
 
     result: "RunResult | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
-    The run's result. Its `state` is unset: the state is the checkpoint at `revision`.
+    The run's result. Its `state` is unset: the state is the checkpoint at `revision`. Its
+    `request_id` is never empty, and a SUSPENDED result's `deferred` is also `Thread.pending`,
+    answered by call ID (see `RunResult`'s fields, "In a thread run").
     """
 
     revision: "typing.Annotated[int, pydantic.Field(ge=-2**63, le=2**63 - 1)]" = betterproto2.field(
@@ -3776,7 +3807,8 @@ class StreamThreadRunResponse(betterproto2.Message):
     event: "RunEvent | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The next event, when the request's `max_events_per_message` is 0 or 1. Events are those of
-    `StreamRun` without checkpoint candidates, plus `thread_committed` after each commit.
+    `StreamRun` without checkpoint candidates, plus `thread_committed` after each commit; a replay
+    is only `run_started`, `thread_committed` and `result` (see `StreamThreadRun`).
     """
 
     events: "list[RunEvent]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
@@ -3941,7 +3973,8 @@ class ThreadCommitted(betterproto2.Message):
 
     replayed: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
     """
-    True when the stream replays a request that had already finished: nothing was committed now.
+    True when the stream replays a request that had already finished: nothing was committed now,
+    and this event, the stream's second (sequence 1), repeats the run's terminal commit.
     """
 
 
@@ -3986,7 +4019,9 @@ class ThreadRunSpec(betterproto2.Message):
     agent, head state and pending batch are the server's; only what is new travels.
 
     Oneofs:
-        - prompt: The new user input. Unset = continue without new input (e.g. with `answers`).
+        - prompt: The new user input. Unset = continue without new input (e.g. with `answers`). With
+            `answers` too, both are accepted: the tool results come first and the prompt follows them in
+            the same model request.
     """
 
     thread_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
@@ -4030,8 +4065,10 @@ class ThreadRunSpec(betterproto2.Message):
 
     answers: "DeferredToolResults | None" = betterproto2.field(6, betterproto2.TYPE_MESSAGE, optional=True)
     """
-    Answers to `Thread.pending`, by call ID: every pending item answered once. Requires a
-    SUSPENDED thread (else FAILED_PRECONDITION THREAD_NOT_SUSPENDED).
+    Answers to `Thread.pending`, by call ID: every pending item answered once, optionally with a
+    prompt (`prompt`). Requires a SUSPENDED thread (else FAILED_PRECONDITION
+    THREAD_NOT_SUSPENDED, metadata `thread_id` and `status`, the thread's `ThreadStatus` name, e.g.
+    THREAD_STATUS_IDLE).
     """
 
     tool_recovery: "ToolRecovery" = betterproto2.field(
@@ -4822,7 +4859,8 @@ class ThreadServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "RollbackThreadResponse":
         """
-        Makes an earlier checkpoint current again, as a new head revision. Nothing is deleted.
+        Makes a checkpoint current again, as a new head revision (ROLLED_BACK) that copies it: an
+        earlier one, or the head itself (see `RollbackThreadRequest.revision`). Nothing is deleted.
         """
 
         return await self._unary_unary(
@@ -4843,9 +4881,15 @@ class ThreadServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "AsyncIterator[StreamThreadRunResponse]":
         """
-        Runs the thread's next turn and streams its events. The run outlives the call: a client that
-        goes away does not cancel it (use `CancelThreadRun`); retry with the same `request_id` to get
-        its outcome.
+        Runs the thread's next turn and streams its events: those of `StreamRun` without checkpoint
+        candidates, plus `thread_committed` after each commit, the terminal one immediately before
+        `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
+        call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
+        `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+        its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
+        the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
+        run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
+        of a request whose run ended with an error status gets that status again.
         """
 
         async for response in self._unary_stream(
