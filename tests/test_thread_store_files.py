@@ -4,20 +4,26 @@ A database file deleted or replaced while the server runs is noticed by its iden
 inode): ThreadService answers `UNAVAILABLE STORE_UNAVAILABLE`, its health turns `NOT_SERVING` without
 waiting for traffic, HarnessService is unaffected, and nothing answered OK after the change is missing
 when a server starts on the path again. A file renamed away and back is the same database and serves
-again. Several servers sharing one file never take each other's files for changed ones.
+again. A `-shm` truncated or made immutable kills the server (SIGBUS: SQLite maps it); the database it
+leaves is consistent and holds every acknowledged commit. Several servers sharing one file never take
+each other's files for changed ones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import signal
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 
 import grpc
 import pytest
-from conftest import create_thread, fresh_thread_id, get_thread, refused, run_thread
+from conftest import create_thread, fresh_thread_id, get_thread, refused, run_thread, user_prompts
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from logged_serve import LoggedServe, logged_serve
 from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2, thread_service_pb2
@@ -203,3 +209,63 @@ async def test_servers_sharing_one_file_never_take_it_for_changed(tmp_path: Path
         assert not [r for r in served.records() if r["event"] == "store_unavailable"]
     async with restarted(path, made):
         pass
+
+
+# --- the -shm mapping taken away: SIGBUS, and a consistent database --------------------------------
+
+
+def immutable_files_supported(tmp_path: Path) -> bool:
+    """Whether `chattr +i` works here (root with CAP_LINUX_IMMUTABLE, a file system that has it)."""
+    chattr = shutil.which("chattr")
+    if chattr is None or os.geteuid() != 0:
+        return False
+    probe = tmp_path / "probe"
+    probe.write_text("")
+    tried = subprocess.run([chattr, "+i", str(probe)], capture_output=True, check=False)
+    subprocess.run([chattr, "-i", str(probe)], capture_output=True, check=False)
+    probe.unlink()
+    return tried.returncode == 0
+
+
+@contextmanager
+def immutable(path: Path) -> Iterator[None]:
+    subprocess.run(["chattr", "+i", str(path)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+@pytest.mark.parametrize("how", ["truncated", "immutable"])
+async def test_a_shm_taken_away_kills_the_server_and_leaves_every_acknowledged_commit(
+    tmp_path: Path, how: str
+) -> None:
+    if how == "immutable" and not immutable_files_supported(tmp_path):
+        pytest.skip("chattr +i does not work here (not root, or no such file attribute)")
+    path = tmp_path / "threads.db"
+    shm = companions(path)[1]
+    acknowledged: dict[str, int] = {}
+    with ExitStack() as stack:
+        async with serving(path) as (served, _channel, stub):
+            for n in range(3):
+                thread = await create_thread(stub)
+                for turn in range(3):
+                    done = await run_thread(stub, thread.thread_id, text=f"thread {n} turn {turn}")
+                acknowledged[thread.thread_id] = done.revision
+            if how == "truncated":
+                os.truncate(shm, 0)
+            else:
+                stack.enter_context(immutable(shm))
+            # The crash comes at the transaction's first read of the -shm, before it writes anything.
+            with pytest.raises(grpc.aio.AioRpcError) as crashed:
+                await run_thread(stub, next(iter(acknowledged)), text="after the change")
+            assert crashed.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert await asyncio.to_thread(served.serve.process.wait, DEADLINE) == -signal.SIGBUS
+        if how == "immutable":
+            # A -shm the server cannot write is refused at start, before anything could crash.
+            with pytest.raises(RuntimeError, match="--store"), logged_serve(*store_args(path)):
+                pass
+    async with restarted(path, acknowledged) as stub:
+        for thread_id in acknowledged:
+            history = user_prompts((await get_thread(stub, thread_id, full=True)).head.state)
+            assert len(history) == 3 and "after the change" not in history
