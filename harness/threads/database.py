@@ -2,7 +2,12 @@
 
 SQLite (THREADS §6): WAL, `synchronous=FULL` (a commit returns after its fsync), a busy timeout, and
 `BEGIN IMMEDIATE` for write transactions, so two writers never both read and then fail to upgrade their
-lock. Reads use a deferred `BEGIN` and run beside writers.
+lock. Reads use a deferred `BEGIN` and run beside writers. The files the store opened (the database, its
+WAL and shared memory) are recorded by device and inode: a file deleted or replaced under the server is
+noticed (`Database.changed`) instead of taking commits that a restart would not find. A connection kept
+open for the store's life holds them, so they keep their identity (SQLite removes the WAL and `-shm` when
+the last connection to the file closes, and makes new ones with the next); the pool's connections open
+the file without creating it, so a deleted database is not replaced by an empty one.
 
 PostgreSQL (several replicas on one database): psycopg 3's synchronous driver (the store runs each
 transaction whole in a worker thread), libpq's own connection string (so `PGPASSWORD`, `~/.pgpass`,
@@ -19,10 +24,13 @@ refuses to serve.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 
 import psycopg
 from alembic import command
@@ -31,12 +39,13 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from sqlalchemy import Connection, Engine, create_engine, event, text
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import QueuePool, StaticPool
 
 __all__ = (
     "POOL_SIZE",
     "READ",
     "Database",
+    "FileIdentity",
     "SchemaTooNew",
     "StoreKind",
     "open_database",
@@ -82,6 +91,32 @@ class SchemaTooNew(Exception):
     """The database was migrated by a newer server; this one does not know its schema."""
 
 
+@dataclass(frozen=True, slots=True)
+class FileIdentity:
+    """One of the files an SQLite store opened, as it was then."""
+
+    path: str
+    device: int
+    inode: int
+
+    @classmethod
+    def of(cls, path: str) -> FileIdentity:
+        found = os.stat(path)
+        return cls(path, found.st_dev, found.st_ino)
+
+    def changed(self) -> str | None:
+        """Why the file at `path` is no longer this one (a `stat`, no descriptor), or None."""
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            return f"{self.path} was deleted"
+        except OSError as error:
+            return f"{self.path} cannot be checked ({error.strerror})"
+        if (found.st_dev, found.st_ino) != (self.device, self.inode):
+            return f"{self.path} was replaced by another file"
+        return None
+
+
 @dataclass(frozen=True)
 class Database:
     """An open store database: its engine and what kind it is."""
@@ -93,19 +128,49 @@ class Database:
     """The SQLite file's path, `:memory:`, or PostgreSQL's location without its password."""
     conninfo: str | None = field(default=None, repr=False)
     """PostgreSQL's connection string, for connections outside the pool (`harness.threads.notify`)."""
+    files: tuple[FileIdentity, ...] = ()
+    """SQLite: the database file, its WAL and its `-shm` as opened (none in memory or on PostgreSQL)."""
+    keeper: sqlite3.Connection | None = field(default=None, repr=False)
+    """SQLite: the connection that holds `files` open from start to close."""
+
+    def changed(self) -> str | None:
+        """Why the files at the store's path are not those it opened (deleted, replaced), or None.
+
+        Only the files opened are ever written: a file put back under the same identity (renamed away
+        and back) is the same database, one put in its place is another, refused until a restart.
+        """
+        for opened in self.files:
+            why = opened.changed()
+            if why is not None:
+                return why
+        return None
 
     async def close(self) -> None:
-        await asyncio.to_thread(self.engine.dispose)
+        await asyncio.to_thread(self._close)
+
+    def _close(self) -> None:
+        self.engine.dispose()
+        if self.keeper is not None:
+            self.keeper.close()
+
+
+def _sqlite_uri(path: str, mode: Literal["rw", "rwc"]) -> str:
+    return f"file:{quote(os.path.abspath(path))}?mode={mode}"
 
 
 def _sqlite_engine(path: str | None) -> Engine:
-    # Worker threads share the pool's connections, one transaction at a time each.
-    threads = {"check_same_thread": False}
+    # Worker threads share the connections, one transaction at a time each.
     if path is None:
         # One connection for the process: an in-memory database lives exactly as long as it.
-        engine = create_engine("sqlite://", poolclass=StaticPool, connect_args=threads)
+        engine = create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
     else:
-        engine = create_engine(f"sqlite:///{path}", pool_size=8, max_overflow=8, connect_args=threads)
+        # `mode=rw`: a connection opened once the file is gone fails instead of creating an empty one.
+        uri = _sqlite_uri(path, "rw")
+
+        def connect() -> sqlite3.Connection:
+            return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+        engine = create_engine("sqlite://", creator=connect, poolclass=QueuePool, pool_size=8, max_overflow=8)
 
     @event.listens_for(engine, "connect")
     def _connected(dbapi_connection: Any, _record: Any) -> None:
@@ -207,12 +272,13 @@ async def open_database(kind: StoreKind, path: str | None = None) -> Database:
 
     Raises:
         SchemaTooNew: The database has a newer schema.
-        sqlalchemy.exc.SQLAlchemyError, OSError: It cannot be opened, created or written.
+        sqlalchemy.exc.SQLAlchemyError, sqlite3.Error, OSError: It cannot be opened, created or written.
     """
     return await asyncio.to_thread(_open, kind, path)
 
 
 def _open(kind: StoreKind, path: str | None) -> Database:
+    keeper: sqlite3.Connection | None = None
     if kind == "postgresql":
         assert path is not None
         engine = _postgresql_engine(path)
@@ -220,6 +286,14 @@ def _open(kind: StoreKind, path: str | None) -> Database:
         if kind == "sqlite":
             assert path is not None
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+            # The one connection that may create the file; the pool's only open it.
+            keeper = sqlite3.connect(
+                _sqlite_uri(path, "rwc"),
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
         engine = _sqlite_engine(path if kind == "sqlite" else None)
     try:
         with engine.begin() as connection:
@@ -227,10 +301,21 @@ def _open(kind: StoreKind, path: str | None) -> Database:
         with engine.begin() as connection:
             # SQLite opens a read-only file without complaint: prove now that a write commits.
             connection.execute(text("UPDATE alembic_version SET version_num = version_num"))
+        files: tuple[FileIdentity, ...] = ()
+        if keeper is not None:
+            assert path is not None
+            keeper.execute("SELECT count(*) FROM sqlite_master").fetchall()  # opens the WAL and -shm
+            real = os.path.realpath(path)  # SQLite names them after the file a link points to
+            names = (os.path.abspath(path), f"{real}-wal", f"{real}-shm")
+            files = tuple(FileIdentity.of(name) for name in names)
     except BaseException:
         engine.dispose()
+        if keeper is not None:
+            keeper.close()
         raise
     if kind == "postgresql":
         assert path is not None
         return Database(engine, kind, redacted(path), postgresql_conninfo(path))
-    return Database(engine, kind, path if path is not None else ":memory:")
+    if path is None:
+        return Database(engine, kind, ":memory:")
+    return Database(engine, kind, path, files=files, keeper=keeper)

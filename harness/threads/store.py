@@ -6,7 +6,9 @@ the head or the lease from outside a run's own commits takes a new random fence,
 thread can commit nothing more. Time is the database's clock, read inside each transaction.
 
 A database that cannot be reached or written raises `ThreadError` `store_unavailable`; a transaction
-either commits whole or not at all.
+either commits whole or not at all. So does an SQLite file deleted or replaced under the server: every
+transaction checks, before it starts and again before its caller is answered, that the files are still
+those the store opened, so nothing committed into a file no longer at the path is acknowledged.
 """
 
 from __future__ import annotations
@@ -162,7 +164,7 @@ def _set(**values: Any) -> dict[str, Any]:
 
 
 PROBE_S = 1.0
-"""How often a store whose database is down tries it again."""
+"""How often a store whose database is down tries it again, and an SQLite store checks its files."""
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -273,6 +275,7 @@ class ThreadStore:
 
         self._listener: CancelListener | None = None
         self._probe: asyncio.Future[None] | None = None
+        self._watch = asyncio.ensure_future(self._watch_files()) if database.files else None
 
     def listen_for_cancels(self, deliver: Callable[[str, str], None]) -> None:
         """Call `deliver(thread_id, run_id)` on this loop when another replica asks to cancel a run.
@@ -288,6 +291,8 @@ class ThreadStore:
             self._listener.close()
         if self._probe is not None:
             self._probe.cancel()
+        if self._watch is not None:
+            self._watch.cancel()
         self._workers.shutdown(wait=False)
 
     def _health(self, healthy: bool) -> None:
@@ -308,6 +313,19 @@ class ThreadStore:
                     await self.ping()
         finally:
             self._probe = None
+
+    async def _watch_files(self) -> None:
+        """While healthy, check an SQLite store's files every second: one deleted under an idle server
+        turns its health NOT_SERVING too, before any request finds it (`_recover` takes over then)."""
+        while True:
+            await asyncio.sleep(PROBE_S)
+            if self.healthy:
+                with contextlib.suppress(ThreadError):
+                    await self._files_checked()
+
+    @_offloaded(read=True)
+    def _files_checked(self) -> None:
+        self._check_files()
 
     @_offloaded(read=True)
     def ping(self) -> float:
@@ -332,7 +350,13 @@ class ThreadStore:
 
     @contextlib.contextmanager
     def _tx(self, *, read: bool = False) -> Iterator[tuple[Connection, float]]:
-        """One transaction and the store's time at its start; a failing database is `store_unavailable`."""
+        """One transaction and the store's time at its start; a failing database is `store_unavailable`.
+
+        The store's files are checked before it starts (no connection opens a file put in their place)
+        and after it ends, before the caller answers anyone: a commit made into a file deleted meanwhile
+        is reported unavailable, never acknowledged.
+        """
+        self._check_files()
         try:
             with self._begun(self._reader if read else self._engine) as (conn, now):
                 yield conn, now
@@ -344,6 +368,25 @@ class ThreadStore:
                     "store_unavailable", exc_info=error, extra={"fields": {"replica": self.replica}}
                 )
             raise store_unavailable(type(error).__name__) from error
+        self._check_files()
+
+    def _check_files(self) -> None:
+        """`store_unavailable` while an SQLite store's files are not those it opened (`Database.changed`)."""
+        why = self.database.changed()
+        if why is None:
+            return
+        if self.healthy:
+            LOGGER.warning(
+                "store_unavailable",
+                extra={
+                    "fields": {
+                        "replica": self.replica,
+                        "why": f"{why} since the server opened it: ThreadService is unavailable until "
+                        "that file is back at the path or the server restarts (it writes no other database)",
+                    }
+                },
+            )
+        raise store_unavailable("the database file was deleted or replaced")
 
     def _begun(self, engine: Engine) -> contextlib.AbstractContextManager[tuple[Connection, float]]:
         """A transaction and the store's time at its start, on a connection proven alive.
