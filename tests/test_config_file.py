@@ -119,12 +119,27 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
         ("port = 1\nbogus = 2\n", 2, "unknown setting 'bogus'"),
         ('token_file = "missing"\n', 1, "cannot read the token file"),
         ("[agents]\nx = 1\n", 1, "agents must be a table"),
+        # What a message echoes is cut short.
+        (f'port = "{"x" * 5000}"\n', 1, "port must be an integer, not 'xxxxxxxx"),
     ],
 )
 def test_a_bad_value_names_its_line(tmp_path: Path, text: str, line: int, says: str) -> None:
     message = refusal(tmp_path, text)
     assert message.startswith(f"{tmp_path / 'threadline.toml'}:{line}: "), message
-    assert says in message
+    assert says in message and len(message) < 500, message
+
+
+@pytest.mark.parametrize("depth", [500, 100_000])
+@pytest.mark.parametrize(("opening", "closing"), [("[", "]"), ("{a=", "}")])
+def test_a_value_nested_too_deeply_names_its_line(
+    tmp_path: Path, depth: int, opening: str, closing: str
+) -> None:
+    text = f"port = 1\n\nmax_concurrent_runs = {opening * depth}1{closing * depth}\nhost = 1\n"
+    message = refusal(tmp_path, text)
+    assert (
+        message
+        == f"{tmp_path / 'threadline.toml'}:3: a value is nested too deeply (arrays or tables in each other)."
+    )
 
 
 def test_mount_tables_set_what_no_flag_can(tmp_path: Path) -> None:
@@ -240,6 +255,75 @@ def check(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(THREADLINE), "config", "check", str(path)], capture_output=True, text=True, timeout=60
     )
+
+
+def capped(*args: str) -> subprocess.CompletedProcess[str]:
+    """`threadline ARGS` in 2 GiB of address space, so a file read whole cannot take the machine's memory."""
+    return subprocess.run(
+        ["sh", "-c", 'ulimit -v 2097152 && exec "$@"', "sh", str(THREADLINE), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,  # a FIFO opened for reading waits for a writer: a hang fails here
+    )
+
+
+def unreadable(tmp_path: Path, kind: str, limit: int) -> Path:
+    """A path of `kind` that a setting must not be read from, or a regular file of `limit` + 1 bytes."""
+    if kind == "device":
+        return Path("/dev/zero")
+    path = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_text("#" * limit + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("device", "not a regular file"),
+        ("fifo", "not a regular file"),
+        ("directory", "not a regular file"),
+        ("large", "larger than 1 MiB"),
+    ],
+)
+def test_a_configuration_file_is_read_only_from_a_regular_file_of_at_most_1_mib(
+    tmp_path: Path, kind: str, says: str
+) -> None:
+    path = unreadable(tmp_path, kind, 1 << 20)
+    done = capped("config", "check", str(path))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"threadline: error: --config {path}: cannot read it: {says}.\n"
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("device", "not a regular file"),
+        ("fifo", "not a regular file"),
+        ("directory", "not a regular file"),
+        ("large", "larger than 64 KiB"),
+    ],
+)
+def test_a_token_file_is_read_only_from_a_regular_file_of_at_most_64_kib(
+    tmp_path: Path, kind: str, says: str
+) -> None:
+    token = unreadable(tmp_path, kind, 64 << 10)
+    path = tmp_path / "threadline.toml"
+    path.write_text(f'port = 0\ntoken_file = "{token}"\n', encoding="utf-8")
+    done = capped("config", "check", str(path))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"threadline: error: {path}:2: cannot read the token file {str(token)!r}: {says}.\n"
+
+
+def test_files_at_their_limits_are_read(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("t" * (64 << 10), encoding="utf-8")
+    text = 'token_file = "token"\n'
+    text += "#" * ((1 << 20) - len(text) - 1) + "\n"
+    assert settings(tmp_path, text).config.token == "t" * (64 << 10)
 
 
 def test_config_check_passes_the_example_and_names_a_bad_line(tmp_path: Path) -> None:
