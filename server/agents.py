@@ -189,36 +189,58 @@ def build_model(spec: str) -> Model:
         raise ConfigError(f"--model {spec}: {error}") from error
 
 
-Factory = Callable[..., object]
-
-
 def load_factory(spec: str, model: Model | None) -> tuple[str, ExecutableAgent[Any]]:
     """Build one `--agent NAME=module:factory`.
 
     The factory is called with the `--model` model as its one argument when `--model` is given
-    (and the factory takes an argument), else with none; it returns an `ExecutableAgent`.
+    (and the factory takes an argument), else with none; it returns an `ExecutableAgent`. Whatever
+    goes wrong in the user's code (its import, the call) is a `ConfigError` naming the spec, so a
+    bad factory stops the start with a message, not a traceback.
 
     Raises:
-        ConfigError: The spec is malformed, the import fails, or the factory returns something else.
+        ConfigError: The spec is malformed, the import fails, the target is not callable, the call
+            fails, or the factory returns something else (`field`: `agents.NAME`, for the file's line).
     """
     name, sep, target = spec.partition("=")
     module_name, colon, attr = target.partition(":")
     if not sep or not colon or not name.strip() or not module_name or not attr:
         raise ConfigError(f"--agent {spec!r}: expected NAME=module:factory, e.g. support=myapp.agents:build.")
+    where = f"agents.{name.strip()}"
     try:
-        factory: Factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as error:
-        raise ConfigError(f"--agent {spec!r}: cannot import {target}: {error}") from error
-    takes_model = bool(inspect.signature(factory).parameters)
+        factory: object = getattr(importlib.import_module(module_name), attr)
+    except Exception as error:  # ImportError, AttributeError, or whatever the module raises
+        raise ConfigError(f"--agent {spec!r}: cannot import {target}: {_told(error)}", field=where) from None
+    if not callable(factory):
+        raise ConfigError(
+            f"--agent {spec!r}: {target} is a {type(factory).__name__}, not a factory to call.", field=where
+        )
     try:
-        agent = factory(model) if model is not None and takes_model else factory()
+        agent = factory(model) if model is not None and _takes_an_argument(factory) else factory()
     except DefinitionError as error:  # e.g. a child edge the constructor refused
-        raise ConfigError(f"--agent {spec!r}: {error.code.value}: {error}") from None
+        raise ConfigError(f"--agent {spec!r}: {error.code.value}: {error}", field=where) from None
+    except Exception as error:  # e.g. json:loads, which needs an argument: not an agent factory
+        raise ConfigError(
+            f"--agent {spec!r}: calling {target}() failed: {_told(error)}", field=where
+        ) from None
     if not isinstance(agent, ExecutableAgent):
         raise ConfigError(
-            f"--agent {spec!r}: the factory returned {type(agent).__name__}, not an ExecutableAgent."
+            f"--agent {spec!r}: the factory returned {type(agent).__name__}, not an ExecutableAgent.",
+            field=where,
         )
     return name.strip(), agent
+
+
+def _takes_an_argument(factory: Callable[..., object]) -> bool:
+    try:
+        return bool(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):  # no signature to read (some builtins): call it without one
+        return False
+
+
+def _told(error: Exception) -> str:
+    """An exception of the user's code as a message shows it: its type and its text, bounded."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
 
 
 def build_registry(

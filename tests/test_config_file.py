@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -22,6 +23,8 @@ from server.config_file import file_key
 
 EXAMPLE = REPO / "docs" / "threadline.example.toml"
 THREADLINE = REPO / ".venv" / "bin" / "threadline"
+TLS = REPO / "tests" / "tls"
+"""A self-signed pair for localhost and 127.0.0.1, for tests only (`openssl req -x509 -newkey ec`)."""
 
 
 def settings(tmp_path: Path, text: str, *flags: str) -> Any:
@@ -39,6 +42,9 @@ def refusal(tmp_path: Path, text: str, *flags: str) -> str:
 def test_the_file_sets_every_flag(tmp_path: Path) -> None:
     (tmp_path / "work").mkdir()
     (tmp_path / "token").write_text("s3cret\n", encoding="utf-8")
+    (tmp_path / "tls").mkdir()
+    shutil.copy(TLS / "localhost.crt", tmp_path / "tls" / "cert.pem")
+    shutil.copy(TLS / "localhost.key", tmp_path / "tls" / "key.pem")
     values: dict[str, tuple[str, Any]] = {  # field -> (TOML value, what ServerConfig gets)
         "host": ('"127.0.0.2"', "127.0.0.2"),
         "port": ("0", 0),
@@ -105,7 +111,7 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
     ("text", "line", "says"),
     [
         ('# comment\nport = "x"\n', 2, "port must be an integer, not 'x'"),
-        ("\n\nmax_concurrent_runs = 0\n", 3, "--max-concurrent-runs must be positive"),
+        ("\n\nmax_concurrent_runs = 0\n", 3, "--max-concurrent-runs must be between 1 and 2147483647, not 0"),
         ("port = 1\n\nlease_ttl = 99999\n", 3, "--lease-ttl must be between"),
         ("insecure = 1\n", 1, "insecure must be true or false"),
         ('mounts = "work=local:/x"\n', 1, "mounts must be a list of strings"),
@@ -119,6 +125,26 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
         ("port = 1\nbogus = 2\n", 2, "unknown setting 'bogus'"),
         ('token_file = "missing"\n', 1, "cannot read the token file"),
         ("[agents]\nx = 1\n", 1, "agents must be a table"),
+        # Every value that reaches grpc or the OS is held to what it accepts (grpc's are C ints).
+        (
+            "port = 1\nmax_message_bytes = 3000000000\n",
+            2,
+            "--max-message-bytes must be between 1 and 2147483647",
+        ),
+        ("max_message_bytes = 0\n", 1, "--max-message-bytes must be between 1 and 2147483647, not 0"),
+        ("keepalive_time_ms = 2147483648\n", 1, "--keepalive-time-ms must be between 1 and 2147483647"),
+        ("keepalive_timeout_ms = -1\n", 1, "--keepalive-timeout-ms must be between 1 and 2147483647"),
+        ("max_concurrent_runs = 9223372036854775808\n", 1, "--max-concurrent-runs must be between 1 and"),
+        ("drain_grace = nan\n", 1, "--drain-grace must be between 0 and 86400 seconds"),
+        ("drain_grace = -1\n", 1, "--drain-grace must be between 0 and 86400 seconds"),
+        ("pack_window_ms = inf\n", 1, "--pack-window-ms must be between 0 and 1000"),
+        ('host = "127.0.0.1 x"\n', 1, "--host must be an IP address or a host name, not '127.0.0.1 x'"),
+        ('host = "localhost:80"\n', 1, "--host must be an IP address or a host name"),
+        ('otlp_endpoint = "http://[::1"\n', 1, "--otlp-endpoint must be a URL like"),
+        ('otlp_endpoint = "http://127.0.0.1:99999"\n', 1, "--otlp-endpoint must be a URL like"),
+        ('tls_cert = "missing.crt"\ntls_key = "missing.key"\n', 2, "--tls-key"),
+        (f'tls_cert = "{TLS / "localhost.key"}"\ntls_key = "{TLS / "localhost.key"}"\n', 1, "not a PEM"),
+        ('tls_cert = "/dev/zero"\ntls_key = "/dev/zero"\n', 2, "cannot read it (not a regular file)"),
         # What a message echoes is cut short.
         (f'port = "{"x" * 5000}"\n', 1, "port must be an integer, not 'xxxxxxxx"),
     ],
@@ -127,6 +153,12 @@ def test_a_bad_value_names_its_line(tmp_path: Path, text: str, line: int, says: 
     message = refusal(tmp_path, text)
     assert message.startswith(f"{tmp_path / 'threadline.toml'}:{line}: "), message
     assert says in message and len(message) < 500, message
+
+
+def test_a_tls_pair_that_serves_is_taken(tmp_path: Path) -> None:
+    text = f'tls_cert = "{TLS / "localhost.crt"}"\ntls_key = "{TLS / "localhost.key"}"\n'
+    config = settings(tmp_path, text).config
+    assert config.tls_pair() == ((TLS / "localhost.key").read_bytes(), (TLS / "localhost.crt").read_bytes())
 
 
 @pytest.mark.parametrize("depth", [500, 100_000])
@@ -324,6 +356,54 @@ def test_files_at_their_limits_are_read(tmp_path: Path) -> None:
     text = 'token_file = "token"\n'
     text += "#" * ((1 << 20) - len(text) - 1) + "\n"
     assert settings(tmp_path, text).config.token == "t" * (64 << 10)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "says"),
+    [
+        ("max_message_bytes = 3000000000\n", 1, "--max-message-bytes must be between 1 and 2147483647"),
+        ("port = 0\nkeepalive_time_ms = 2147483648\n", 2, "--keepalive-time-ms must be between 1 and"),
+        ('port = 0\n[agents]\nx = "json:loads"\n', 3, "calling json:loads() failed: TypeError: "),
+        ("max_concurrent_runs = " + "[" * 500 + "]" * 500 + "\n", 1, "a value is nested too deeply"),
+    ],
+)
+def test_config_check_and_serve_refuse_a_bad_file_alike(
+    tmp_path: Path, text: str, line: int, says: str
+) -> None:
+    """What `config check` accepts, `serve` starts with: both refuse these the same way, with its line."""
+    path = tmp_path / "threadline.toml"
+    path.write_text(text, encoding="utf-8")
+    checked = check(path)
+    served = subprocess.run(
+        [str(THREADLINE), "serve", "--port", "0", "--store", "memory", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,  # a server that started would still be serving: fails here
+    )
+    for done in (checked, served):
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr.startswith(f"threadline: error: {path}:{line}: ") and says in done.stderr
+    assert served.stderr == checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("json:loads", "calling json:loads() failed: TypeError: "),
+        ("os:sep", "os:sep is a str, not a factory to call"),
+        ("builtins:dict", "the factory returned dict, not an ExecutableAgent"),
+        ("no_such_module:build", "cannot import no_such_module:build: ModuleNotFoundError: "),
+    ],
+)
+def test_an_agent_that_is_no_factory_is_refused_at_its_line(tmp_path: Path, target: str, says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        settings(tmp_path, f'port = 0\n[agents]\nok = "server.demo:demo_agent"\nx = "{target}"\n').registry()
+    assert str(caught.value).startswith(f"{tmp_path / 'threadline.toml'}:4: --agent 'x={target}': ")
+    assert says in str(caught.value)
+    # Given as a flag, it is the flag's: no line of the file.
+    with pytest.raises(ConfigError) as caught:
+        settings(tmp_path, "port = 0\n", "--agent", f"x={target}").registry()
+    assert str(caught.value).startswith(f"--agent 'x={target}': ") and says in str(caught.value)
 
 
 def test_config_check_passes_the_example_and_names_a_bad_line(tmp_path: Path) -> None:
