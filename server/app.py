@@ -241,7 +241,7 @@ class ThreadlineServer:
         await self.mounts.open()
         if self.metrics is not None and self.config.metrics_port is not None:
             try:
-                port = self.metrics.serve(self.config.host, self.config.metrics_port)
+                port = await self.metrics.serve(self.config.host, self.config.metrics_port)
             except OSError as error:
                 raise ConfigError(
                     f"--metrics-port: cannot listen on {self.config.host}:{self.config.metrics_port} "
@@ -287,7 +287,7 @@ class ThreadlineServer:
 
     async def _close_telemetry(self) -> None:
         if self.metrics is not None:
-            self.metrics.close()
+            await self.metrics.close()
         if self.tracing is not None:
             await self.tracing.close()  # the last spans are exported before the process goes
 
