@@ -125,7 +125,7 @@ class AgentRegistry:
 
     def __init__(self, agents: Mapping[str, ExecutableAgent[Any]], *, default: str) -> None:
         if default not in agents:
-            raise ConfigError(f"The default agent {default!r} is not served.")
+            raise ConfigError(f"The default agent {default[:200]!r} is not served.")
         check_children_served(agents)
         self._agents = dict(agents)
         self._tools = {name: describe_tools(agent) for name, agent in self._agents.items()}
@@ -182,11 +182,11 @@ def build_model(spec: str) -> Model:
     except ImportError as error:
         extra = _EXTRAS.get(provider, provider)
         raise ConfigError(
-            f"--model {spec}: the provider {provider!r} needs the pydantic-ai-slim extra {extra!r}; "
+            f"--model {spec[:200]}: the provider {provider[:200]!r} needs the pydantic-ai-slim extra {extra!r}; "
             f"install it with: pip install 'pydantic-ai-slim[{extra}]'"
         ) from error
     except UserError as error:
-        raise ConfigError(f"--model {spec}: {error}") from error
+        raise ConfigError(f"--model {spec[:200]}: {str(error)[:300]}") from error
 
 
 def load_factory(spec: str, model: Model | None) -> tuple[str, ExecutableAgent[Any]]:
@@ -203,28 +203,27 @@ def load_factory(spec: str, model: Model | None) -> tuple[str, ExecutableAgent[A
     """
     name, sep, target = spec.partition("=")
     module_name, colon, attr = target.partition(":")
+    flag = f"--agent {spec[:200]!r}"  # as messages echo it: bounded
     if not sep or not colon or not name.strip() or not module_name or not attr:
-        raise ConfigError(f"--agent {spec!r}: expected NAME=module:factory, e.g. support=myapp.agents:build.")
+        raise ConfigError(f"{flag}: expected NAME=module:factory, e.g. support=myapp.agents:build.")
     where = f"agents.{name.strip()}"
     try:
         factory: object = getattr(importlib.import_module(module_name), attr)
     except Exception as error:  # ImportError, AttributeError, or whatever the module raises
-        raise ConfigError(f"--agent {spec!r}: cannot import {target}: {_told(error)}", field=where) from None
+        raise ConfigError(f"{flag}: cannot import {target[:200]}: {_told(error)}", field=where) from None
     if not callable(factory):
         raise ConfigError(
-            f"--agent {spec!r}: {target} is a {type(factory).__name__}, not a factory to call.", field=where
+            f"{flag}: {target[:200]} is a {type(factory).__name__}, not a factory to call.", field=where
         )
     try:
         agent = factory(model) if model is not None and _takes_an_argument(factory) else factory()
     except DefinitionError as error:  # e.g. a child edge the constructor refused
-        raise ConfigError(f"--agent {spec!r}: {error.code.value}: {error}", field=where) from None
+        raise ConfigError(f"{flag}: {error.code.value}: {error}", field=where) from None
     except Exception as error:  # e.g. json:loads, which needs an argument: not an agent factory
-        raise ConfigError(
-            f"--agent {spec!r}: calling {target}() failed: {_told(error)}", field=where
-        ) from None
+        raise ConfigError(f"{flag}: calling {target[:200]}() failed: {_told(error)}", field=where) from None
     if not isinstance(agent, ExecutableAgent):
         raise ConfigError(
-            f"--agent {spec!r}: the factory returned {type(agent).__name__}, not an ExecutableAgent.",
+            f"{flag}: the factory returned {type(agent).__name__}, not an ExecutableAgent.",
             field=where,
         )
     return name.strip(), agent

@@ -461,3 +461,18 @@ def test_the_readmes_mount_table_shows_every_limit_with_its_default(tmp_path: Pa
     config = settings(tmp_path, "allow_root_shell = true\n" + text).config
     [definition] = config.mount_definitions()
     assert definition.name == name and definition.local_config().limits == LocalMountLimits()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'[agents]\nx = "{"m" * 5000}:build"\n',
+        f'[agents]\nx = "json:{"f" * 5000}"\n',
+        f'default_agent = "{"d" * 5000}"\n',
+        f'model = "{"p" * 5000}:model"\n',
+    ],
+)
+def test_what_a_refusal_echoes_is_bounded(tmp_path: Path, text: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        settings(tmp_path, text).registry()
+    assert len(str(caught.value)) < 1000, str(caught.value)[:300]
