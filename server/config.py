@@ -269,7 +269,9 @@ class ServerConfig:
         """
         if not _is_host(self.host):
             raise ConfigError(
-                f"--host must be an IP address or a host name, not {self.host[:200]!r}.", field="host"
+                f"--host must be an IP address (IPv6 without brackets) or a host name, not "
+                f"{self.host[:200]!r}.",
+                field="host",
             )
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"--port must be between 0 and 65535, not {self.port}.", field="port")
@@ -445,7 +447,7 @@ def _is_host(text: str) -> bool:
     """An IP address or a host name; anything else (a space, a NUL, a `:port`) would only fail when
     grpc binds it."""
     try:
-        ipaddress.ip_address(text.removeprefix("[").removesuffix("]"))
+        ipaddress.ip_address(text)  # IPv6 without brackets: `::1`, as grpc's target adds them
         return True
     except ValueError:
         labels = text.removesuffix(".").split(".")

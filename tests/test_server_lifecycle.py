@@ -321,7 +321,10 @@ def test_a_pack_window_outside_0_to_1000_ms_refuses_to_start() -> None:
         (("--keepalive-time-ms", "2147483648"), "--keepalive-time-ms must be between 1 and 2147483647"),
         (("--keepalive-timeout-ms", "0"), "--keepalive-timeout-ms must be between 1 and 2147483647, not 0."),
         (("--drain-grace", "nan"), "--drain-grace must be between 0 and 86400 seconds."),
-        (("--host", "local host", "--insecure"), "--host must be an IP address or a host name"),
+        (
+            ("--host", "local host", "--insecure"),
+            "--host must be an IP address (IPv6 without brackets) or a host name",
+        ),
         (("--agent", "x=json:loads"), "--agent 'x=json:loads': calling json:loads() failed: TypeError: "),
     ],
 )
