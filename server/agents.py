@@ -125,7 +125,7 @@ class AgentRegistry:
 
     def __init__(self, agents: Mapping[str, ExecutableAgent[Any]], *, default: str) -> None:
         if default not in agents:
-            raise ConfigError(f"The default agent {default!r} is not served.")
+            raise ConfigError(f"The default agent {default[:200]!r} is not served.")
         check_children_served(agents)
         self._agents = dict(agents)
         self._tools = {name: describe_tools(agent) for name, agent in self._agents.items()}
@@ -182,43 +182,64 @@ def build_model(spec: str) -> Model:
     except ImportError as error:
         extra = _EXTRAS.get(provider, provider)
         raise ConfigError(
-            f"--model {spec}: the provider {provider!r} needs the pydantic-ai-slim extra {extra!r}; "
+            f"--model {spec[:200]}: the provider {provider[:200]!r} needs the pydantic-ai-slim extra {extra!r}; "
             f"install it with: pip install 'pydantic-ai-slim[{extra}]'"
         ) from error
     except UserError as error:
-        raise ConfigError(f"--model {spec}: {error}") from error
-
-
-Factory = Callable[..., object]
+        raise ConfigError(f"--model {spec[:200]}: {str(error)[:300]}") from error
 
 
 def load_factory(spec: str, model: Model | None) -> tuple[str, ExecutableAgent[Any]]:
     """Build one `--agent NAME=module:factory`.
 
     The factory is called with the `--model` model as its one argument when `--model` is given
-    (and the factory takes an argument), else with none; it returns an `ExecutableAgent`.
+    (and the factory takes an argument), else with none; it returns an `ExecutableAgent`. Whatever
+    goes wrong in the user's code (its import, the call) is a `ConfigError` naming the spec, so a
+    bad factory stops the start with a message, not a traceback.
 
     Raises:
-        ConfigError: The spec is malformed, the import fails, or the factory returns something else.
+        ConfigError: The spec is malformed, the import fails, the target is not callable, the call
+            fails, or the factory returns something else (`field`: `agents.NAME`, for the file's line).
     """
     name, sep, target = spec.partition("=")
     module_name, colon, attr = target.partition(":")
+    flag = f"--agent {spec[:200]!r}"  # as messages echo it: bounded
     if not sep or not colon or not name.strip() or not module_name or not attr:
-        raise ConfigError(f"--agent {spec!r}: expected NAME=module:factory, e.g. support=myapp.agents:build.")
+        raise ConfigError(f"{flag}: expected NAME=module:factory, e.g. support=myapp.agents:build.")
+    where = f"agents.{name.strip()}"
     try:
-        factory: Factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as error:
-        raise ConfigError(f"--agent {spec!r}: cannot import {target}: {error}") from error
-    takes_model = bool(inspect.signature(factory).parameters)
+        factory: object = getattr(importlib.import_module(module_name), attr)
+    except Exception as error:  # ImportError, AttributeError, or whatever the module raises
+        raise ConfigError(f"{flag}: cannot import {target[:200]}: {_told(error)}", field=where) from None
+    if not callable(factory):
+        raise ConfigError(
+            f"{flag}: {target[:200]} is a {type(factory).__name__}, not a factory to call.", field=where
+        )
     try:
-        agent = factory(model) if model is not None and takes_model else factory()
+        agent = factory(model) if model is not None and _takes_an_argument(factory) else factory()
     except DefinitionError as error:  # e.g. a child edge the constructor refused
-        raise ConfigError(f"--agent {spec!r}: {error.code.value}: {error}") from None
+        raise ConfigError(f"{flag}: {error.code.value}: {error}", field=where) from None
+    except Exception as error:  # e.g. json:loads, which needs an argument: not an agent factory
+        raise ConfigError(f"{flag}: calling {target[:200]}() failed: {_told(error)}", field=where) from None
     if not isinstance(agent, ExecutableAgent):
         raise ConfigError(
-            f"--agent {spec!r}: the factory returned {type(agent).__name__}, not an ExecutableAgent."
+            f"{flag}: the factory returned {type(agent).__name__}, not an ExecutableAgent.",
+            field=where,
         )
     return name.strip(), agent
+
+
+def _takes_an_argument(factory: Callable[..., object]) -> bool:
+    try:
+        return bool(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):  # no signature to read (some builtins): call it without one
+        return False
+
+
+def _told(error: Exception) -> str:
+    """An exception of the user's code as a message shows it: its type and its text, bounded."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
 
 
 def build_registry(

@@ -220,29 +220,51 @@ class ThreadlineServer:
         task.add_done_callback(self._health_tasks.discard)
 
     async def start(self) -> str:
-        """Open the thread store and the mounts' backend, bind and start serving; returns `address`."""
+        """Open the thread store and the mounts' backend, bind and start serving; returns `address`.
+
+        Raises:
+            ConfigError: The store cannot be used, or a port cannot be bound (in use, or the host is
+                not an address of this machine); what was opened is closed again.
+        """
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop(0)
+            raise
+        names = ("", SERVICE_NAME, THREAD_SERVICE_NAME) if self.threads is not None else ("", SERVICE_NAME)
+        for name in names:
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        return self.address
+
+    async def _start(self) -> None:
         await self._open_store()
         await self.mounts.open()
         if self.metrics is not None and self.config.metrics_port is not None:
-            port = self.metrics.serve(self.config.host, self.config.metrics_port)
+            try:
+                port = await self.metrics.serve(self.config.host, self.config.metrics_port)
+            except OSError as error:
+                raise ConfigError(
+                    f"--metrics-port: cannot listen on {self.config.host}:{self.config.metrics_port} "
+                    f"({error.strerror or error})."
+                ) from None
             log_run("metrics_listening", port=port)
             CURRENT.set(self.metrics)  # the RPC tasks the server starts from here inherit it
         if self.tracing is not None:
             TRACING.set(self.tracing)
             log_run("tracing_on", exporters=list(self.tracing.exporters), content=self.config.trace_content)
         target = f"{'[' + self.config.host + ']' if ':' in self.config.host else self.config.host}:{self.config.port}"
-        if self.config.tls_cert is not None and self.config.tls_key is not None:
-            credentials = grpc.ssl_server_credentials(
-                [(self.config.tls_key.read_bytes(), self.config.tls_cert.read_bytes())]
-            )
-            self.port = self._server.add_secure_port(target, credentials)
-        else:
-            self.port = self._server.add_insecure_port(target)
+        tls = self.config.tls_pair()
+        try:
+            if tls is not None:
+                self.port = self._server.add_secure_port(target, grpc.ssl_server_credentials([tls]))
+            else:
+                self.port = self._server.add_insecure_port(target)
+        except RuntimeError:  # grpc says only "Failed to bind"
+            raise ConfigError(
+                f"cannot listen on {target}: the port is in use, or {self.config.host} is not an address "
+                "of this machine."
+            ) from None
         await self._server.start()
-        names = ("", SERVICE_NAME, THREAD_SERVICE_NAME) if self.threads is not None else ("", SERVICE_NAME)
-        for name in names:
-            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        return self.address
 
     async def drain(self) -> None:
         """Graceful shutdown: stop admitting, cancel running runs into CANCELLED results, then stop.
@@ -265,7 +287,7 @@ class ThreadlineServer:
 
     async def _close_telemetry(self) -> None:
         if self.metrics is not None:
-            self.metrics.close()
+            await self.metrics.close()
         if self.tracing is not None:
             await self.tracing.close()  # the last spans are exported before the process goes
 

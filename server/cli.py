@@ -14,11 +14,14 @@ import sys
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, Flag, ServerConfig, flag_settings, setting_kind
 from .config_file import FileSettings, load_file
 from .mount_config import check_agents
+
+if TYPE_CHECKING:
+    from .agents import AgentRegistry
 
 __all__ = ("build_parser", "main")
 
@@ -129,6 +132,8 @@ class Settings:
     default_agent: str | None
     file: FileSettings | None = None
     """The configuration file read, if any (to name the line of a value found wrong later)."""
+    flag_agents: frozenset[str] = frozenset()
+    """The NAMEs `--agent` gave: an error of theirs is the flag's, not at a line of the file."""
 
     def located(self, error: ConfigError, *, flags: Container[str] = ()) -> ConfigError:
         """`error` with the file's line of the value at fault, unless a flag (in `flags`) set it."""
@@ -136,12 +141,21 @@ class Settings:
             return error
         return ConfigError(f"{self.file.line_of(error.field)}{error}", field=error.field)
 
-    def check_served(self, agents: Sequence[str]) -> None:
-        """What needs the served agents: each mount's `agents` must name some (`ConfigError`, located)."""
+    def registry(self) -> AgentRegistry:
+        """The served agents, each built and checked to be an `ExecutableAgent`, and what needs them: each
+        mount's `agents` must name some. `config check` and `serve` both build it before anything else.
+
+        Raises:
+            ConfigError: A factory fails or a mount names an agent not served; located in the file.
+        """
+        from .agents import build_registry  # pydantic-ai is loaded only to check or to serve
+
         try:
-            check_agents(self.config.mount_definitions(), agents)
+            registry = build_registry(self.agents, model=self.model, default=self.default_agent)
+            check_agents(self.config.mount_definitions(), tuple(registry))
         except ConfigError as error:
-            raise self.located(error) from None
+            raise self.located(error, flags={f"agents.{name}" for name in self.flag_agents}) from None
+        return registry
 
 
 def settings_from_args(args: argparse.Namespace, *, file: Path | None = None) -> Settings:
@@ -169,6 +183,7 @@ def settings_from_args(args: argparse.Namespace, *, file: Path | None = None) ->
         model=getattr(args, "model", None) or (loaded.model if loaded else None),
         default_agent=getattr(args, "default_agent", None) or (loaded.default_agent if loaded else None),
         file=loaded,
+        flag_agents=frozenset(spec.partition("=")[0].strip() for spec in getattr(args, "agent", ())),
     )
     try:
         settings.config.check()
@@ -186,14 +201,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Imported here: the server, its agents and its store are loaded only to serve or to check.
     from . import runlog
-    from .agents import build_registry
     from .app import serve
 
     try:
         settings = settings_from_args(args, file=args.file if args.command == "config" else None)
         runlog.configure(settings.config.log_level, settings.config.log_format)
-        registry = build_registry(settings.agents, model=settings.model, default=settings.default_agent)
-        settings.check_served(tuple(registry))
+        registry = settings.registry()
         if args.command == "config":
             mounts = [
                 f"{d.name} for {', '.join(a for a in registry if d.serves(a))}"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+import ssl
 import sys
 from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields
@@ -22,6 +24,7 @@ from harness.threads.database import StoreKind, postgresql_conninfo
 from .config_error import ConfigError
 from .mount_config import MountDefinition, backend_limits, check_unique, mount_flag
 from .runlog import LOG_FORMATS, LOG_LEVELS
+from .setting_files import TLS_FILE_LIMIT, read_setting_file
 from .tracing import exporter_names
 
 __all__ = (
@@ -53,6 +56,12 @@ UNACCEPTED_CALL_WAIT_S = 300
 """How long grpc keeps a call the busy server has not accepted yet before cancelling it (grpc: 30 s)."""
 MAX_METADATA_BYTES = 16 << 10
 """The one limit on a request's metadata, soft and hard alike (grpc: 8 KiB soft, 16 KiB hard)."""
+GRPC_INT_MAX = 2**31 - 1
+"""The largest value of a grpc channel argument (a C int): a larger one stops the server's start."""
+MAX_DRAIN_GRACE_S = 86_400.0
+"""A day: the longest `--drain-grace`."""
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+"""One label of a host name (`api` of `api.example.com`); an address is checked by `ipaddress`."""
 
 
 def default_store_path() -> Path:
@@ -250,16 +259,32 @@ class ServerConfig:
     def check(self) -> None:
         """Refuse settings that would serve something unsafe or impossible.
 
+        Every value that reaches grpc or the OS is held to what they accept, so what this accepts
+        starts (`threadline config check` and `threadline serve` both call it).
+
         Raises:
-            ConfigError: A limit is not positive, only half of a TLS pair is given, or a
-                non-loopback address would be served without TLS or a token and without `insecure`.
+            ConfigError: A value is out of its range, only half of a TLS pair is given or the pair
+                does not load, or a non-loopback address would be served without TLS or a token and
+                without `insecure`.
         """
+        if not _is_host(self.host):
+            raise ConfigError(
+                f"--host must be an IP address (IPv6 without brackets) or a host name, not "
+                f"{self.host[:200]!r}.",
+                field="host",
+            )
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"--port must be between 0 and 65535, not {self.port}.", field="port")
-        if self.max_message_bytes <= 0:
-            raise ConfigError("--max-message-bytes must be positive.", field="max_message_bytes")
-        if self.max_concurrent_runs <= 0:
-            raise ConfigError("--max-concurrent-runs must be positive.", field="max_concurrent_runs")
+        for name in ("max_message_bytes", "keepalive_time_ms", "keepalive_timeout_ms", "max_concurrent_runs"):
+            value = getattr(self, name)
+            if not 1 <= value <= GRPC_INT_MAX:  # grpc's channel arguments; the run limit keeps to the same
+                raise ConfigError(
+                    f"{_flag(name)} must be between 1 and {GRPC_INT_MAX}, not {value}.", field=name
+                )
+        if not 0 <= self.drain_grace_s <= MAX_DRAIN_GRACE_S:
+            raise ConfigError(
+                f"--drain-grace must be between 0 and {MAX_DRAIN_GRACE_S:.0f} seconds.", field="drain_grace_s"
+            )
         if not 0 <= self.pack_window_ms <= 1000:
             raise ConfigError("--pack-window-ms must be between 0 and 1000.", field="pack_window_ms")
         if self.log_level not in LOG_LEVELS:
@@ -268,13 +293,11 @@ class ServerConfig:
             raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}.", field="log_format")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError("--metrics-port must be between 0 and 65535.", field="metrics_port")
-        if self.otlp_endpoint is not None:
-            url = urlsplit(self.otlp_endpoint)
-            if url.scheme not in ("http", "https") or not url.hostname:
-                raise ConfigError(
-                    "--otlp-endpoint must be a URL like http://127.0.0.1:4317 (https:// for TLS).",
-                    field="otlp_endpoint",
-                )
+        if self.otlp_endpoint is not None and not _is_collector_url(self.otlp_endpoint):
+            raise ConfigError(
+                "--otlp-endpoint must be a URL like http://127.0.0.1:4317 (https:// for TLS).",
+                field="otlp_endpoint",
+            )
         try:
             exporter_names(self.otlp_endpoint)  # the OTEL_* variables this server would trace with
         except ValueError as error:
@@ -284,6 +307,7 @@ class ServerConfig:
         self.store_location()
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("--tls-cert and --tls-key must be given together.", field="tls_cert")
+        self.tls_pair()
         if self.token is not None and not self.token.strip():
             raise ConfigError("--token must not be empty.", field="token")
         if not self.is_loopback() and not (self.tls or self.token) and not self.insecure:
@@ -294,6 +318,37 @@ class ServerConfig:
             )
         self.mount_definitions()
         self.backend_limits()
+
+    def tls_pair(self) -> tuple[bytes, bytes] | None:
+        """The PEM key and certificate chain (`--tls-key`, `--tls-cert`), read and checked to be a
+        pair that serves, or `None` without TLS.
+
+        Raises:
+            ConfigError: A file is unreadable, not a regular file or over 1 MiB, or the two are not
+                a PEM certificate chain and its unencrypted private key.
+        """
+        if self.tls_cert is None or self.tls_key is None:
+            return None
+        pair: dict[str, bytes] = {}
+        for name, path in (("tls_key", self.tls_key), ("tls_cert", self.tls_cert)):
+            try:
+                pair[name] = read_setting_file(path, TLS_FILE_LIMIT)
+            except (OSError, ValueError) as error:
+                detail = error.strerror if isinstance(error, OSError) else error
+                raise ConfigError(
+                    f"{_flag(name)} {str(path)[:200]}: cannot read it ({detail}).", field=name
+                ) from None
+        try:  # what grpc will load at start; a key with a passphrase cannot serve
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                self.tls_cert, self.tls_key, password=lambda: b""
+            )
+        except OSError as error:  # ssl.SSLError among them
+            raise ConfigError(
+                f"--tls-cert and --tls-key are not a PEM certificate chain and its unencrypted private key "
+                f"({getattr(error, 'reason', None) or error}).",
+                field="tls_cert",
+            ) from None
+        return pair["tls_key"], pair["tls_cert"]
 
     def mount_definitions(self) -> tuple[MountDefinition, ...]:
         """Every mount (`--mount`, then the file's tables), checked against ENVIRONMENT §12.1's refusals
@@ -386,6 +441,33 @@ class ServerConfig:
 
 
 _HINTS = get_type_hints(ServerConfig)
+
+
+def _is_host(text: str) -> bool:
+    """An IP address or a host name; anything else (a space, a NUL, a `:port`) would only fail when
+    grpc binds it."""
+    try:
+        ipaddress.ip_address(text)  # IPv6 without brackets: `::1`, as grpc's target adds them
+        return True
+    except ValueError:
+        labels = text.removesuffix(".").split(".")
+    return len(text) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels)
+
+
+def _is_collector_url(text: str) -> bool:
+    """`http://` or `https://` with a host and, if any, a port that exists."""
+    try:
+        url = urlsplit(text)
+        url.port  # noqa: B018 - raises ValueError past 65535
+    except ValueError:  # also a bracket left open: `http://[::1`
+        return False
+    return url.scheme in ("http", "https") and bool(url.hostname)
+
+
+def _flag(name: str) -> str:
+    """The flag of the `ServerConfig` field `name` (`--max-message-bytes`), as messages spell it."""
+    flag: Flag = next(f for f in fields(ServerConfig) if f.name == name).metadata["flag"]
+    return flag.name
 
 
 def setting_kind(name: str) -> type:

@@ -23,6 +23,7 @@ from typing import Any
 
 from .config import ConfigError, Flag, flag_settings, setting_kind
 from .mount_config import BACKEND_TABLE, mount_table
+from .setting_files import CONFIG_FILE_LIMIT, TOKEN_FILE_LIMIT, read_setting_file
 
 __all__ = ("FileSettings", "file_key", "load_file", "locate")
 
@@ -101,13 +102,12 @@ def load_file(path: Path) -> FileSettings:
         ConfigError: `FILE:LINE: ...` for unreadable TOML, an unknown key or a value of the wrong type.
     """
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+        text = read_setting_file(path, CONFIG_FILE_LIMIT).decode("utf-8")
+    except OSError as error:
         raise ConfigError(f"--config {path}: cannot read it ({error}).") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: not valid TOML: {error}.") from None
+    except ValueError as error:  # not a regular file, too large, not UTF-8
+        raise ConfigError(f"--config {path}: cannot read it: {error}.") from None
+    data = _parsed(text, path)
     base = path.resolve().parent
 
     def fail(key: str, message: str, table: str | None = None) -> ConfigError:
@@ -146,6 +146,37 @@ def load_file(path: Path) -> FileSettings:
     )
 
 
+def _parsed(text: str, path: Path) -> dict[str, Any]:
+    """The TOML document; a value nested deeper than the parser's recursion allows is refused at its line."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}.") from None
+    except RecursionError:
+        line = _too_deep_line(text)
+        raise ConfigError(
+            f"{path}:{line}: a value is nested too deeply (arrays or tables in each other)."
+        ) from None
+
+
+def _too_deep_line(text: str) -> int:
+    """The line of the value tomllib cannot parse without exhausting the stack: the first line whose
+    prefix of the file does so (parsing runs front to back, so whether a prefix does is monotonic)."""
+    lines = text.splitlines(keepends=True)
+    low, high = 1, max(len(lines), 1)
+    while low < high:
+        middle = (low + high) // 2
+        try:
+            tomllib.loads("".join(lines[:middle]))
+        except RecursionError:
+            high = middle
+            continue
+        except tomllib.TOMLDecodeError:
+            pass  # cut inside a value: the deep one is further on
+        low = middle + 1
+    return high
+
+
 def _mount_tables(tables: dict[str, Any], base: Path, text: str, path: Path) -> tuple[Any, ...]:
     try:
         return tuple(mount_table(name, table, base) for name, table in tables.items())
@@ -161,7 +192,7 @@ def _typed(key: str, value: object, kind: type, base: Path, fail: Callable[..., 
     if kind is bool:
         if isinstance(value, bool):
             return value
-        raise fail(key, f"{key} must be true or false, not {value!r}.")
+        raise fail(key, f"{key} must be true or false, not {_shown(value)}.")
     if kind is tuple:  # repeatable flags: a list of strings
         if isinstance(value, list) and all(isinstance(item, str) for item in value):
             return tuple(value)
@@ -175,7 +206,13 @@ def _typed(key: str, value: object, kind: type, base: Path, fail: Callable[..., 
     if kind is Path and isinstance(value, str):
         return base / Path(value).expanduser()
     article = {int: "an integer", float: "a number", str: "a string", Path: "a path (a string)"}[kind]
-    raise fail(key, f"{key} must be {article}, not {value!r}.")
+    raise fail(key, f"{key} must be {article}, not {_shown(value)}.")
+
+
+def _shown(value: object) -> str:
+    """`value` as a message echoes it: its repr, cut at 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:80]}..."
 
 
 def _token(value: object, base: Path, fail: Callable[..., ConfigError]) -> str:
@@ -183,11 +220,13 @@ def _token(value: object, base: Path, fail: Callable[..., ConfigError]) -> str:
         raise fail("token_file", "token_file must be a path (a string).")
     path = base / Path(value).expanduser()
     try:
-        token = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as error:
+        token = read_setting_file(path, TOKEN_FILE_LIMIT).decode("utf-8").strip()
+    except OSError as error:
         raise fail(
             "token_file", f"cannot read the token file {value[:200]!r} ({type(error).__name__})."
         ) from None
+    except ValueError as error:  # not a regular file, too large, not UTF-8
+        raise fail("token_file", f"cannot read the token file {value[:200]!r}: {error}.") from None
     if not token:
         raise fail("token_file", f"the token file {value[:200]!r} is empty.")
     return token

@@ -1,4 +1,5 @@
-"""Prometheus metrics on `--metrics-port` (`/metrics`): runs, errors, tokens, streamed events.
+"""Prometheus metrics on `--metrics-port` (`/metrics`, `server.metrics_http`): runs, errors, tokens,
+streamed events.
 
 Off unless asked for: without `--metrics-port` there is no `Metrics` and nothing is counted. Each server
 has a registry of its own (not the process-global one), so in-process servers do not add up. Things are
@@ -12,8 +13,10 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Literal
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from pydantic_ai.usage import RunUsage
+
+from .metrics_http import MetricsHttp
 
 __all__ = ("CURRENT", "Metrics", "Service")
 
@@ -82,19 +85,18 @@ class Metrics:
         self.thread_commits = Counter(
             "threadline_thread_commits", "Checkpoints thread runs committed to the store.", registry=r
         )
-        self._http: object | None = None
+        self._http = MetricsHttp(self.registry)
 
-    def serve(self, host: str, port: int) -> int:
-        """Serve `/metrics` on `host:port` (0 = a free port) in a thread of its own; returns the port."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        self._http = server
-        return int(server.server_port)
+    async def serve(self, host: str, port: int) -> int:
+        """Serve `/metrics` on `host:port` (0 = a free port) on this event loop; returns the port.
 
-    def close(self) -> None:
-        server, self._http = self._http, None
-        if server is not None:
-            server.shutdown()  # type: ignore[attr-defined]
-            server.server_close()  # type: ignore[attr-defined]
+        Raises:
+            OSError: The address cannot be bound.
+        """
+        return await self._http.start(host, port)
+
+    async def close(self) -> None:
+        await self._http.close()
 
     def run_started(self, service: Service, agent: str) -> None:
         self.runs_started.labels(service, agent).inc()

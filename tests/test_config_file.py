@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -22,6 +23,8 @@ from server.config_file import file_key
 
 EXAMPLE = REPO / "docs" / "threadline.example.toml"
 THREADLINE = REPO / ".venv" / "bin" / "threadline"
+TLS = REPO / "tests" / "tls"
+"""A self-signed pair for localhost and 127.0.0.1, for tests only (`openssl req -x509 -newkey ec`)."""
 
 
 def settings(tmp_path: Path, text: str, *flags: str) -> Any:
@@ -39,6 +42,9 @@ def refusal(tmp_path: Path, text: str, *flags: str) -> str:
 def test_the_file_sets_every_flag(tmp_path: Path) -> None:
     (tmp_path / "work").mkdir()
     (tmp_path / "token").write_text("s3cret\n", encoding="utf-8")
+    (tmp_path / "tls").mkdir()
+    shutil.copy(TLS / "localhost.crt", tmp_path / "tls" / "cert.pem")
+    shutil.copy(TLS / "localhost.key", tmp_path / "tls" / "key.pem")
     values: dict[str, tuple[str, Any]] = {  # field -> (TOML value, what ServerConfig gets)
         "host": ('"127.0.0.2"', "127.0.0.2"),
         "port": ("0", 0),
@@ -105,7 +111,7 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
     ("text", "line", "says"),
     [
         ('# comment\nport = "x"\n', 2, "port must be an integer, not 'x'"),
-        ("\n\nmax_concurrent_runs = 0\n", 3, "--max-concurrent-runs must be positive"),
+        ("\n\nmax_concurrent_runs = 0\n", 3, "--max-concurrent-runs must be between 1 and 2147483647, not 0"),
         ("port = 1\n\nlease_ttl = 99999\n", 3, "--lease-ttl must be between"),
         ("insecure = 1\n", 1, "insecure must be true or false"),
         ('mounts = "work=local:/x"\n', 1, "mounts must be a list of strings"),
@@ -119,12 +125,58 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
         ("port = 1\nbogus = 2\n", 2, "unknown setting 'bogus'"),
         ('token_file = "missing"\n', 1, "cannot read the token file"),
         ("[agents]\nx = 1\n", 1, "agents must be a table"),
+        # Every value that reaches grpc or the OS is held to what it accepts (grpc's are C ints).
+        (
+            "port = 1\nmax_message_bytes = 3000000000\n",
+            2,
+            "--max-message-bytes must be between 1 and 2147483647",
+        ),
+        ("max_message_bytes = 0\n", 1, "--max-message-bytes must be between 1 and 2147483647, not 0"),
+        ("keepalive_time_ms = 2147483648\n", 1, "--keepalive-time-ms must be between 1 and 2147483647"),
+        ("keepalive_timeout_ms = -1\n", 1, "--keepalive-timeout-ms must be between 1 and 2147483647"),
+        ("max_concurrent_runs = 9223372036854775808\n", 1, "--max-concurrent-runs must be between 1 and"),
+        ("drain_grace = nan\n", 1, "--drain-grace must be between 0 and 86400 seconds"),
+        ("drain_grace = -1\n", 1, "--drain-grace must be between 0 and 86400 seconds"),
+        ("pack_window_ms = inf\n", 1, "--pack-window-ms must be between 0 and 1000"),
+        (
+            'host = "127.0.0.1 x"\n',
+            1,
+            "--host must be an IP address (IPv6 without brackets) or a host name, not '127.0.0.1 x'",
+        ),
+        ('host = "localhost:80"\n', 1, "--host must be an IP address"),
+        ('host = "[::1]"\n', 1, "--host must be an IP address (IPv6 without brackets) or a host name"),
+        ('otlp_endpoint = "http://[::1"\n', 1, "--otlp-endpoint must be a URL like"),
+        ('otlp_endpoint = "http://127.0.0.1:99999"\n', 1, "--otlp-endpoint must be a URL like"),
+        ('tls_cert = "missing.crt"\ntls_key = "missing.key"\n', 2, "--tls-key"),
+        (f'tls_cert = "{TLS / "localhost.key"}"\ntls_key = "{TLS / "localhost.key"}"\n', 1, "not a PEM"),
+        ('tls_cert = "/dev/zero"\ntls_key = "/dev/zero"\n', 2, "cannot read it (not a regular file)"),
+        # What a message echoes is cut short.
+        (f'port = "{"x" * 5000}"\n', 1, "port must be an integer, not 'xxxxxxxx"),
     ],
 )
 def test_a_bad_value_names_its_line(tmp_path: Path, text: str, line: int, says: str) -> None:
     message = refusal(tmp_path, text)
     assert message.startswith(f"{tmp_path / 'threadline.toml'}:{line}: "), message
-    assert says in message
+    assert says in message and len(message) < 500, message
+
+
+def test_a_tls_pair_that_serves_is_taken(tmp_path: Path) -> None:
+    text = f'tls_cert = "{TLS / "localhost.crt"}"\ntls_key = "{TLS / "localhost.key"}"\n'
+    config = settings(tmp_path, text).config
+    assert config.tls_pair() == ((TLS / "localhost.key").read_bytes(), (TLS / "localhost.crt").read_bytes())
+
+
+@pytest.mark.parametrize("depth", [500, 100_000])
+@pytest.mark.parametrize(("opening", "closing"), [("[", "]"), ("{a=", "}")])
+def test_a_value_nested_too_deeply_names_its_line(
+    tmp_path: Path, depth: int, opening: str, closing: str
+) -> None:
+    text = f"port = 1\n\nmax_concurrent_runs = {opening * depth}1{closing * depth}\nhost = 1\n"
+    message = refusal(tmp_path, text)
+    assert (
+        message
+        == f"{tmp_path / 'threadline.toml'}:3: a value is nested too deeply (arrays or tables in each other)."
+    )
 
 
 def test_mount_tables_set_what_no_flag_can(tmp_path: Path) -> None:
@@ -242,6 +294,123 @@ def check(path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def capped(*args: str) -> subprocess.CompletedProcess[str]:
+    """`threadline ARGS` in 2 GiB of address space, so a file read whole cannot take the machine's memory."""
+    return subprocess.run(
+        ["sh", "-c", 'ulimit -v 2097152 && exec "$@"', "sh", str(THREADLINE), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,  # a FIFO opened for reading waits for a writer: a hang fails here
+    )
+
+
+def unreadable(tmp_path: Path, kind: str, limit: int) -> Path:
+    """A path of `kind` that a setting must not be read from, or a regular file of `limit` + 1 bytes."""
+    if kind == "device":
+        return Path("/dev/zero")
+    path = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_text("#" * limit + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("device", "not a regular file"),
+        ("fifo", "not a regular file"),
+        ("directory", "not a regular file"),
+        ("large", "larger than 1 MiB"),
+    ],
+)
+def test_a_configuration_file_is_read_only_from_a_regular_file_of_at_most_1_mib(
+    tmp_path: Path, kind: str, says: str
+) -> None:
+    path = unreadable(tmp_path, kind, 1 << 20)
+    done = capped("config", "check", str(path))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"threadline: error: --config {path}: cannot read it: {says}.\n"
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("device", "not a regular file"),
+        ("fifo", "not a regular file"),
+        ("directory", "not a regular file"),
+        ("large", "larger than 64 KiB"),
+    ],
+)
+def test_a_token_file_is_read_only_from_a_regular_file_of_at_most_64_kib(
+    tmp_path: Path, kind: str, says: str
+) -> None:
+    token = unreadable(tmp_path, kind, 64 << 10)
+    path = tmp_path / "threadline.toml"
+    path.write_text(f'port = 0\ntoken_file = "{token}"\n', encoding="utf-8")
+    done = capped("config", "check", str(path))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"threadline: error: {path}:2: cannot read the token file {str(token)!r}: {says}.\n"
+
+
+def test_files_at_their_limits_are_read(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("t" * (64 << 10), encoding="utf-8")
+    text = 'token_file = "token"\n'
+    text += "#" * ((1 << 20) - len(text) - 1) + "\n"
+    assert settings(tmp_path, text).config.token == "t" * (64 << 10)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "says"),
+    [
+        ("max_message_bytes = 3000000000\n", 1, "--max-message-bytes must be between 1 and 2147483647"),
+        ("port = 0\nkeepalive_time_ms = 2147483648\n", 2, "--keepalive-time-ms must be between 1 and"),
+        ('port = 0\n[agents]\nx = "json:loads"\n', 3, "calling json:loads() failed: TypeError: "),
+        ("max_concurrent_runs = " + "[" * 500 + "]" * 500 + "\n", 1, "a value is nested too deeply"),
+    ],
+)
+def test_config_check_and_serve_refuse_a_bad_file_alike(
+    tmp_path: Path, text: str, line: int, says: str
+) -> None:
+    """What `config check` accepts, `serve` starts with: both refuse these the same way, with its line."""
+    path = tmp_path / "threadline.toml"
+    path.write_text(text, encoding="utf-8")
+    checked = check(path)
+    served = subprocess.run(
+        [str(THREADLINE), "serve", "--port", "0", "--store", "memory", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,  # a server that started would still be serving: fails here
+    )
+    for done in (checked, served):
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr.startswith(f"threadline: error: {path}:{line}: ") and says in done.stderr
+    assert served.stderr == checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("json:loads", "calling json:loads() failed: TypeError: "),
+        ("os:sep", "os:sep is a str, not a factory to call"),
+        ("builtins:dict", "the factory returned dict, not an ExecutableAgent"),
+        ("no_such_module:build", "cannot import no_such_module:build: ModuleNotFoundError: "),
+    ],
+)
+def test_an_agent_that_is_no_factory_is_refused_at_its_line(tmp_path: Path, target: str, says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        settings(tmp_path, f'port = 0\n[agents]\nok = "server.demo:demo_agent"\nx = "{target}"\n').registry()
+    assert str(caught.value).startswith(f"{tmp_path / 'threadline.toml'}:4: --agent 'x={target}': ")
+    assert says in str(caught.value)
+    # Given as a flag, it is the flag's: no line of the file.
+    with pytest.raises(ConfigError) as caught:
+        settings(tmp_path, "port = 0\n", "--agent", f"x={target}").registry()
+    assert str(caught.value).startswith(f"--agent 'x={target}': ") and says in str(caught.value)
+
+
 def test_config_check_passes_the_example_and_names_a_bad_line(tmp_path: Path) -> None:
     done = check(EXAMPLE)
     assert done.returncode == 0, done.stderr
@@ -297,3 +466,18 @@ def test_the_readmes_mount_table_shows_every_limit_with_its_default(tmp_path: Pa
     config = settings(tmp_path, "allow_root_shell = true\n" + text).config
     [definition] = config.mount_definitions()
     assert definition.name == name and definition.local_config().limits == LocalMountLimits()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'[agents]\nx = "{"m" * 5000}:build"\n',
+        f'[agents]\nx = "json:{"f" * 5000}"\n',
+        f'default_agent = "{"d" * 5000}"\n',
+        f'model = "{"p" * 5000}:model"\n',
+    ],
+)
+def test_what_a_refusal_echoes_is_bounded(tmp_path: Path, text: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        settings(tmp_path, text).registry()
+    assert len(str(caught.value)) < 1000, str(caught.value)[:300]

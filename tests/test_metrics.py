@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import resource
+import select
+import socket
 import time
+import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 
 import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from logged_serve import LoggedServe, logged_serve
 from prometheus_client.parser import text_string_to_metric_families
 from threadline.v1 import (
@@ -15,6 +23,8 @@ from threadline.v1 import (
     thread_service_pb2,
     thread_service_pb2_grpc,
 )
+
+from server.metrics_http import HEAD_TIMEOUT_S, MAX_CONNECTIONS
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -116,3 +126,134 @@ def test_without_the_flag_nothing_listens() -> None:
     with logged_serve() as running:
         assert running.stop() == 0
     assert not any(record["event"] == "metrics_listening" for record in running.records())
+
+
+PARTIAL = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+"""A request whose headers never end: the slow client that holds a connection open."""
+
+
+def closed_by_server(conn: socket.socket, within: float = 60) -> bool:
+    """Whether the server closes `conn` (EOF or reset) within `within` seconds; reads what it sends."""
+    conn.settimeout(within)
+    try:
+        while conn.recv(4096):
+            pass
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        pass
+    return True
+
+
+@contextmanager
+def slow_connections(port: int, count: int) -> Iterator[list[socket.socket]]:
+    """Up to `count` connections to `port` that each send `PARTIAL` and nothing more, closed at the end.
+
+    Stops early when a connection cannot be made within 10 s (a server that no longer accepts).
+    """
+    with ExitStack() as stack:
+        conns: list[socket.socket] = []
+        for _ in range(count):
+            try:
+                conn = stack.enter_context(socket.create_connection(("127.0.0.1", port), timeout=10))
+                conn.sendall(PARTIAL)
+            except OSError:
+                break
+            conns.append(conn)
+        yield conns
+
+
+def health(address: str) -> int:
+    """`grpc.health.v1` Check of the whole server on a new channel, or -1 when it fails."""
+    with grpc.insecure_channel(address) as channel:
+        try:
+            response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
+        except grpc.RpcError:
+            return -1
+        return int(response.status)
+
+
+@pytest.mark.skipif(not hasattr(resource, "prlimit"), reason="lowers the server's limit with Linux's prlimit")
+def test_slow_metrics_clients_cannot_starve_the_server_of_descriptors() -> None:
+    """More half-sent requests than the server has file descriptors: the metrics port holds at most
+    `MAX_CONNECTIONS` of them (the rest are closed at once) and drops those after `HEAD_TIMEOUT_S`, so a
+    new gRPC channel still works, and `/metrics` answers again once they are gone."""
+    limit = 256  # the server holds 14 descriptors when idle, so the held connections leave room
+    assert limit > MAX_CONNECTIONS + 64
+    count = limit + 32
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < count + 256:  # this process holds one per connection
+        if hard != resource.RLIM_INFINITY and hard < count + 256:
+            pytest.skip(f"RLIMIT_NOFILE {hard} leaves too few descriptors for {count} connections")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (count + 256, hard))
+    with logged_serve("--metrics-port", "0") as running:
+        port = metrics_port(running)
+        assert health(running.address) == health_pb2.HealthCheckResponse.SERVING
+        # Lowered once it runs (prlimit): a preexec_fn in this threaded process could deadlock the fork.
+        resource.prlimit(running.serve.process.pid, resource.RLIMIT_NOFILE, (limit, limit))
+        with slow_connections(port, count) as conns:
+            assert health(running.address) == health_pb2.HealthCheckResponse.SERVING, "starved"
+            assert len(conns) == count, "the metrics port stopped accepting"
+            assert all(closed_by_server(conn) for conn in conns), "a half-sent request is held forever"
+        assert value(scrape(port), "threadline_run_limit") == 256
+        assert running.stop() == 0
+
+
+def test_an_unfinished_request_is_closed_after_the_head_timeout() -> None:
+    with logged_serve("--metrics-port", "0") as running:
+        port = metrics_port(running)
+        with slow_connections(port, 1) as [conn]:
+            started = time.monotonic()
+            assert closed_by_server(conn), "not closed"
+            assert time.monotonic() - started > HEAD_TIMEOUT_S / 2, "closed before its time ran out"
+        # Trickled a byte at a time: the time is for the whole head, not for each read.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+            conn.sendall(PARTIAL + b"X-Slow: ")
+            started, closed = time.monotonic(), False
+            while not closed and time.monotonic() - started < 60:
+                closed = bool(select.select([conn], [], [], 0.25)[0])  # readable: EOF or a reset
+                try:
+                    conn.send(b"a")
+                except ConnectionError:
+                    closed = True
+            assert closed, "a trickled request is held as long as it trickles"
+            assert time.monotonic() - started > HEAD_TIMEOUT_S / 2
+        assert running.stop() == 0
+
+
+def http(port: int, request: bytes) -> bytes:
+    """Send a raw request; everything the server answers before it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        conn.sendall(request)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+        return answer
+
+
+def test_the_metrics_port_answers_only_get_metrics() -> None:
+    with logged_serve("--metrics-port", "0") as running:
+        port = metrics_port(running)
+        ok = http(port, b"GET /metrics?x=1 HTTP/1.1\r\nHost: h\r\n\r\n")
+        head, _, body = ok.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"Connection: close" in head
+        assert f"Content-Length: {len(body)}".encode() in head and b"threadline_run_limit 256.0" in body
+        assert http(port, b"HEAD /metrics HTTP/1.1\r\n\r\n").endswith(b"\r\n\r\n")
+        assert http(port, b"GET / HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 404 ")
+        refused = http(port, b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+        assert refused.startswith(b"HTTP/1.1 405 ") and b"Allow: GET, HEAD\r\n" in refused
+        assert http(port, b"HELLO\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+        huge = b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 10_000 + b"\r\n\r\n"
+        assert http(port, huge).startswith(b"HTTP/1.1 431 ")
+        openmetrics = urllib.request.Request(
+            f"http://127.0.0.1:{port}/metrics",
+            headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+        )
+        with urllib.request.urlopen(openmetrics, timeout=30) as response:
+            assert response.headers["Content-Type"].startswith("application/openmetrics-text")
+            assert response.read().endswith(b"# EOF\n")
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30)
+        assert caught.value.code == 404
+        caught.value.close()
+        assert running.stop() == 0

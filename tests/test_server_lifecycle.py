@@ -309,3 +309,68 @@ def test_a_pack_window_outside_0_to_1000_ms_refuses_to_start() -> None:
     result = run_cli("serve", "--port", "0", "--pack-window-ms", "-1")
     assert result.returncode == 2
     assert "--pack-window-ms must be between 0 and 1000" in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (
+            ("--max-message-bytes", "3000000000"),
+            "--max-message-bytes must be between 1 and 2147483647, not 3000000000.",
+        ),
+        (("--keepalive-time-ms", "2147483648"), "--keepalive-time-ms must be between 1 and 2147483647"),
+        (("--keepalive-timeout-ms", "0"), "--keepalive-timeout-ms must be between 1 and 2147483647, not 0."),
+        (("--drain-grace", "nan"), "--drain-grace must be between 0 and 86400 seconds."),
+        (
+            ("--host", "local host", "--insecure"),
+            "--host must be an IP address (IPv6 without brackets) or a host name",
+        ),
+        (("--agent", "x=json:loads"), "--agent 'x=json:loads': calling json:loads() failed: TypeError: "),
+    ],
+)
+def test_a_flag_out_of_range_refuses_to_start(flags: tuple[str, ...], says: str) -> None:
+    """The values grpc or the OS cannot take are refused with the flag's name, exit 2, no traceback."""
+    result = run_cli("serve", "--port", "0", "--store", "memory", *flags)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith(f"threadline: error: {says}"), result.stderr
+
+
+async def test_the_largest_values_grpc_takes_serve(serve_process) -> None:  # type: ignore[no-untyped-def]
+    largest = str(2**31 - 1)
+    running: ServeProcess = serve_process(
+        *("--max-message-bytes", largest, "--max-concurrent-runs", largest),
+        *("--keepalive-time-ms", largest, "--keepalive-timeout-ms", largest, "--drain-grace", "86400"),
+    )
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
+        limits = (await stub.GetServerInfo(harness_service_pb2.GetServerInfoRequest())).limits
+    assert (limits.max_message_bytes, limits.max_concurrent_runs) == (2**31 - 1, 2**31 - 1)
+    assert running.stop() == 0
+
+
+async def test_tls_serves_the_pair_config_check_took(serve_process) -> None:  # type: ignore[no-untyped-def]
+    tls = Path(__file__).parent / "tls"
+    pair = ("--tls-cert", str(tls / "localhost.crt"), "--tls-key", str(tls / "localhost.key"))
+    running: ServeProcess = serve_process(*pair)
+    port = running.address.rsplit(":", 1)[1]
+    credentials = grpc.ssl_channel_credentials((tls / "localhost.crt").read_bytes())
+    async with grpc.aio.secure_channel(f"localhost:{port}", credentials) as channel:
+        check = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
+        assert (await check).status == health_pb2.HealthCheckResponse.SERVING
+    assert running.stop() == 0
+
+
+def test_a_port_in_use_stops_the_start_with_a_message() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        for flags, says in (
+            (("--port", port), f"cannot listen on 127.0.0.1:{port}: the port is in use"),
+            (("--port", "0", "--metrics-port", port), f"--metrics-port: cannot listen on 127.0.0.1:{port}"),
+        ):
+            result = run_cli("serve", "--store", "memory", *flags)
+            assert result.returncode == 2 and result.stdout == ""
+            assert f"threadline: error: {says}" in result.stderr and "Traceback" not in result.stderr
