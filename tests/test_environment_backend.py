@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -430,6 +433,50 @@ async def test_interrupt_on_sleep(shell: Shell) -> None:
     assert (command.status.phase, command.status.signal) == ("signaled", "interrupt")
 
 
+IGNORING_HOST = """
+import asyncio, json, os, signal, sys
+from harness.environment import LocalMountConfig, LocalProcessBackend
+
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})  # a host's mask, too
+
+async def ended_by(backend, config, send):
+    command = await backend.start(config, "ulimit -c 0; echo ready; exec sleep 120", timeout_seconds=300)
+    while b"ready" not in command.stdout.read(0, 100).text.encode():
+        await asyncio.sleep(0.01)
+    send(command)
+    return await command.wait_captured(30) and [command.status.phase, command.status.signal]
+
+async def main(root):
+    async with LocalProcessBackend() as backend:
+        config = LocalMountConfig(root)
+        status = await backend.start(config, "cat /proc/self/status 2>/dev/null || true")
+        await status.wait_captured(60)
+        masks = [line for line in status.stdout.read(0, 1 << 16).text.splitlines() if line[:6] in ("SigIgn", "SigBlk")]
+        print(json.dumps({
+            "masks": masks,
+            "interrupt": await ended_by(backend, config, lambda command: command.signal("interrupt")),
+            "terminate": await ended_by(backend, config, lambda command: command.signal("terminate")),
+            "quit": await ended_by(backend, config, lambda command: os.killpg(command.pid, signal.SIGQUIT)),
+        }))
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def test_commands_of_a_host_ignoring_signals_get_the_defaults(tmp_path: Path) -> None:
+    """A host started with SIGINT and SIGQUIT ignored (as `cmd &` in a script leaves them) and SIGTERM
+    blocked: its commands still end on interrupt, terminate and quit (issue 23)."""
+    launch = ["/bin/sh", "-c", 'trap "" INT QUIT; exec "$@"', "sh", sys.executable, "-c", IGNORING_HOST]
+    done = subprocess.run([*launch, str(tmp_path)], capture_output=True, text=True, timeout=BOUND * 3)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    if seen["masks"]:  # Linux: the command's own view of its dispositions and mask
+        assert seen["masks"] == ["SigBlk:\t0000000000000000", "SigIgn:\t0000000000000000"], seen["masks"]
+    assert seen["interrupt"] == ["signaled", "interrupt"]
+    assert seen["terminate"] == ["signaled", "terminate"]
+    assert seen["quit"] == ["signaled", "other"]
+
+
 async def test_backend_kill_and_drop_of_a_live_command(shell: Shell) -> None:
     killed = await shell.start("exec sleep 120")
     shell.backend.kill(killed)
@@ -569,6 +616,20 @@ async def test_environment_layers_and_no_secret(shell: Shell, monkeypatch: pytes
         "call",
         "C.UTF-8",
     )
+
+
+async def test_a_c_locale_adds_no_variable(shell: Shell, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands start through a fresh interpreter, which sets LC_CTYPE in a C locale (PEP 538): the
+    command still sees exactly the environment built for it."""
+    for name in ("LANG", "LC_ALL", "LC_CTYPE"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def variables(config: LocalMountConfig) -> dict[str, str]:
+        text = (await captured(await shell.start("env", config=config))).stdout.read(0, 1 << 20).text
+        return dict(line.split("=", 1) for line in text.splitlines())
+
+    assert "LC_CTYPE" not in await variables(shell.config())
+    assert (await variables(shell.config(env={"LC_CTYPE": "C"})))["LC_CTYPE"] == "C"
 
 
 async def test_environment_overlay_is_checked(shell: Shell) -> None:

@@ -6,6 +6,14 @@ or not a run is looking, enforces the execution timeout, cleans up the process g
 exits, and keeps finished commands in their scope until retention lets them go. Runs only look: a run
 closing kills nothing (§8); `aclose()` (the Host's shutdown) kills everything still running (§11).
 
+A command starts with every signal at its default disposition and none blocked, whatever the Host's
+process ignores or blocks (a program started in the background of a script ignores SIGINT and SIGQUIT,
+and both survive `fork` and `exec`). That cannot be done between `fork` and `exec` in this process:
+`subprocess`'s `restore_signals` resets three signals only, and a `preexec_fn` (Python in a forked
+child of a process with gRPC threads) crashes the child now and then. So the child first runs `_ENTER`
+in a fresh interpreter (about 10 ms), which resets both and `exec`s the shell in place: the command
+keeps its pid, its session and its working directory.
+
 The backend keeps its reader, lifecycle and janitor tasks itself, not in a task group, so `aclose()`
 may be called from any task of its loop. Each command's own life is in `_records.Command`.
 """
@@ -14,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -46,6 +56,39 @@ def _held(command: Command) -> int:
 
 def _limit(message: str, hint: str, limit: int) -> EnvironmentToolError:
     return EnvironmentToolError("environment_limit_exceeded", message, hint, {"limit": limit})
+
+
+def _not_started() -> EnvironmentToolError:
+    return EnvironmentToolError(
+        "environment_unavailable",
+        "The shell could not be started.",
+        "Check that the mount's shell and directory exist.",
+    )
+
+
+_ENTER = """\
+import os, sys, _signal as s
+ctype, shell, command = sys.argv[1:]
+try:
+    for number in s.valid_signals() - {s.SIGKILL, s.SIGSTOP}:
+        try:
+            s.signal(number, s.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    s.pthread_sigmask(s.SIG_SETMASK, ())
+    if ctype:
+        os.environ["LC_CTYPE"] = ctype[1:]
+    else:
+        os.environ.pop("LC_CTYPE", None)
+    os.execve(shell, [shell, "-c", command], os.environ)
+except OSError as error:
+    os.write(2, f"threadline: the shell could not be started: {error.strerror}\\n".encode())
+    os._exit(127)
+"""
+"""Run as `python -I -S -c _ENTER CTYPE SHELL COMMAND`: every signal to its default, an empty mask,
+then `exec`. `_signal` (the module under `signal`) spares importing `enum`.
+CTYPE is `=` and the command's `LC_CTYPE`, or empty when it has none: the interpreter sets one in a C
+locale (PEP 538), and the command must see its own environment."""
 
 
 class LocalProcessBackend:
@@ -160,6 +203,8 @@ class LocalProcessBackend:
         self._check_open()
         limits = config.limits
         _checks.check_command(command, limits)
+        if not os.access(config.shell, os.X_OK):
+            raise _not_started()
         workdir = _checks.working_directory(config, cwd)
         env = _checks.environment(config, environment)
         timeout = _checks.execution_timeout(limits, timeout_seconds)
@@ -190,11 +235,7 @@ class LocalProcessBackend:
             spawn.add_done_callback(lambda done: self._adopt(record, done))
             raise
         except (OSError, subprocess.SubprocessError):
-            raise EnvironmentToolError(
-                "environment_unavailable",
-                "The shell could not be started.",
-                "Check that the mount's shell and directory exist.",
-            ) from None
+            raise _not_started() from None
         return record
 
     async def _spawn(
@@ -207,11 +248,17 @@ class LocalProcessBackend:
         keep_stdin_open: bool,
     ) -> None:
         loop = asyncio.get_running_loop()
+        ctype = f"={env['LC_CTYPE']}" if "LC_CTYPE" in env else ""
         try:
             transport, _ = await loop.subprocess_exec(
                 record._protocol,
-                shell,
+                sys.executable,
+                "-I",
+                "-S",
                 "-c",
+                _ENTER,
+                ctype,
+                shell,
                 command,
                 stdin=subprocess.PIPE if keep_stdin_open else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
