@@ -667,3 +667,87 @@ def test_the_readme_shell_example_runs(capsys: pytest.CaptureFixture[str]) -> No
     assert code is not None
     exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme_shell"})
     assert capsys.readouterr().out.strip() == "hello from the shell"
+
+
+# -- parallel calls of one model response (issue 23) ----------------------------------------------------
+
+
+Batch = list[tuple[str, dict[str, Any]]]
+
+
+@dataclass
+class Parallel:
+    """A model whose every response makes one batch of calls (run concurrently), then says done.
+
+    `batches[i]` is a list of calls, or a callable given the previous batch's returns; `seen[i]` holds
+    batch i's returns in call order.
+    """
+
+    batches: list[Batch | Callable[[list[dict[str, Any]]], Batch]]
+    seen: list[list[dict[str, Any]]] = field(default_factory=list)
+    prefix: str = field(default_factory=lambda: f"p{uuid.uuid4().hex[:6]}-")
+
+    def script(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        index = sum(isinstance(message, ModelResponse) for message in messages)
+        if index:
+            by_id = {r.tool_call_id: r.content for r in returns(messages)}
+            answered = sorted(key for key in by_id if key.startswith(f"{self.prefix}{index - 1}-"))
+            answered.sort(key=lambda key: int(key.rsplit("-", 1)[1]))
+            contents = [by_id[key] for key in answered]
+            self.seen.append([c if isinstance(c, dict) else json.loads(str(c)) for c in contents])
+        if index >= len(self.batches):
+            return ModelResponse(parts=[TextPart("done")])
+        batch = self.batches[index]
+        calls = batch(self.seen[-1] if self.seen else []) if callable(batch) else batch
+        return ModelResponse(
+            parts=[
+                ToolCallPart(name, args, tool_call_id=f"{self.prefix}{index}-{n}")
+                for n, (name, args) in enumerate(calls)
+            ]
+        )
+
+
+async def run_parallel(
+    backend: LocalProcessBackend, model: Parallel, mount_config: LocalMountConfig, actions: frozenset[str]
+) -> Any:
+    agent = ExecutableAgent(scripted_model(model.script), capabilities=[DynamicEnvironmentCapability()])
+    mount = backend.mount("work", mount_config, actions=actions)
+    return await agent.run("go", bindings=replace(RunBindings.embedded(), mounts=[mount]))
+
+
+@pytest.mark.parametrize("actions", [SHELL_ACTIONS, frozenset({EXEC})], ids=["background", "foreground"])
+async def test_parallel_calls_past_the_live_cap_are_refused(
+    backend: LocalProcessBackend, root: Path, actions: frozenset[str]
+) -> None:
+    """One response with limit + 1 `shell_exec` calls: `limit` run, the other is refused, before the
+    run's first retained command made its scope (issue 23); then the scope counts them."""
+    limit = 3
+    pids = root / "pids"
+    command = f"echo $$ >> {pids}; {handshake(root, 'go')}"
+    background = actions == SHELL_ACTIONS
+    batches: list[Batch] = [[("shell_exec", {"command": command})] * (limit + 1)]
+    if background:  # the first batch's commands still run, in the scope they made
+        batches.append([("shell_exec", {"command": command})])
+    model = Parallel(list(batches))
+
+    async def release() -> None:  # a foreground call returns only once its command ends
+        await until(lambda: pids.exists() and len(pids.read_text().split()) >= limit)
+        (root / "go").touch()
+
+    releasing = asyncio.ensure_future(asyncio.sleep(0) if background else release())
+    try:
+        result = await run_parallel(
+            backend, model, config(root, max_live_commands=limit, initial_wait_seconds=0.2), actions
+        )
+    finally:
+        (root / "go").touch()
+        await releasing
+    assert result.status == "completed", result.failure
+    refused = [answer for batch in model.seen for answer in batch if not answer["ok"]]
+    assert len(refused) == len(batches), model.seen
+    for answer in refused:
+        assert answer["error"]["code"] == "environment_limit_exceeded"
+        assert answer["error"]["details"] == {"limit": limit}
+    ran = [answer for answer in model.seen[0] if answer["ok"]]
+    assert [answer["status"]["phase"] for answer in ran] == ["running" if background else "exited"] * limit
+    assert len(pids.read_text().split()) == limit, "no refused command started"

@@ -188,12 +188,17 @@ class LocalProcessBackend:
         timeout_seconds: float | None = None,
         keep_stdin_open: bool = False,
         scope: Scope | None = None,
+        owner: object | None = None,
     ) -> Command:
         """Validate and start `<shell> -c <command>` in a new session (§7.1).
 
-        The command counts against `scope`'s live cap but enters the scope only through `retain`. The
-        spawn is shielded: if the caller is cancelled meanwhile, the command is still recorded, retained
-        in `scope` when one was given and killed otherwise (nothing could observe it).
+        The command counts against `scope`'s live cap but enters the scope only through `retain`;
+        `owner` (the run's mount adapter) counts it against the same cap while the adapter has no
+        scope yet, or never will (a foreground-only mount): parallel calls of one model response
+        cannot start more than the cap. The slot is taken before anything is awaited and given back
+        if the spawn fails. The spawn is shielded: if the caller is cancelled meanwhile, the command
+        is still recorded, retained in `scope` when one was given and killed otherwise (nothing could
+        observe it).
 
         Raises:
             EnvironmentToolError: `environment_request_invalid`, `environment_too_large`,
@@ -210,7 +215,7 @@ class LocalProcessBackend:
         timeout = _checks.execution_timeout(limits, timeout_seconds)
         if scope is not None and self._scopes.get(scope.id) is not scope:
             raise EnvironmentToolError("environment_unavailable", "The mount's scope is gone.", "Try again.")
-        self._check_live(scope, limits)
+        self._check_live(scope, owner, limits)
         self._reserve(2 * limits.retained_bytes_per_stream)
         self._sequence += 1
         record = Command(
@@ -220,15 +225,17 @@ class LocalProcessBackend:
             timeout,
             keep_stdin_open,
             self._sequence,
+            owner=owner,
             on_capture=self._changed,
             on_release=self._active.discard,
         )
-        self._active.add(record)
+        self._active.add(record)  # the live slot is taken from here on
         spawn = asyncio.ensure_future(
             self._spawn(record, config.shell, command, workdir, env, keep_stdin_open)
         )
         self._spawning.add(spawn)
         spawn.add_done_callback(self._spawning.discard)
+        spawn.add_done_callback(lambda done: self._spawned(record, done))
         try:
             await asyncio.shield(spawn)
         except asyncio.CancelledError:
@@ -249,32 +256,33 @@ class LocalProcessBackend:
     ) -> None:
         loop = asyncio.get_running_loop()
         ctype = f"={env['LC_CTYPE']}" if "LC_CTYPE" in env else ""
-        try:
-            transport, _ = await loop.subprocess_exec(
-                record._protocol,
-                sys.executable,
-                "-I",
-                "-S",
-                "-c",
-                _ENTER,
-                ctype,
-                shell,
-                command,
-                stdin=subprocess.PIPE if keep_stdin_open else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=workdir,
-                env=env,
-                start_new_session=True,
-            )
-        except BaseException:
-            self._active.discard(record)
-            raise
+        transport, _ = await loop.subprocess_exec(
+            record._protocol,
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            _ENTER,
+            ctype,
+            shell,
+            command,
+            stdin=subprocess.PIPE if keep_stdin_open else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=workdir,
+            env=env,
+            start_new_session=True,
+        )
         record._transport = transport
         record.pid = transport.get_pid()
         self._commands[record.id] = record
         record._task = loop.create_task(record._lifecycle())
         LOGGER.info("command %s started", record.id)
+
+    def _spawned(self, record: Command, spawn: asyncio.Future[None]) -> None:
+        """However the spawn ended: a failed one gives its live slot back."""
+        if spawn.cancelled() or spawn.exception() is not None:
+            self._active.discard(record)
 
     def _adopt(self, record: Command, spawn: asyncio.Future[None]) -> None:
         """A start whose caller was cancelled: keep the command where the caller would have, or kill it."""
@@ -346,7 +354,7 @@ class LocalProcessBackend:
                 "environment_unavailable", "The shell backend is shutting down.", "Try again after a restart."
             )
 
-    def _check_live(self, scope: Scope | None, limits: LocalMountLimits) -> None:
+    def _check_live(self, scope: Scope | None, owner: object | None, limits: LocalMountLimits) -> None:
         live = [command for command in self._active if command._phase == "running"]
         if len(live) >= self.limits.max_live_commands:
             raise _limit(
@@ -354,7 +362,11 @@ class LocalProcessBackend:
                 "Wait for a command to finish, or stop one with shell_signal.",
                 self.limits.max_live_commands,
             )
-        if scope is not None and sum(command.scope is scope for command in live) >= limits.max_live_commands:
+        mine = sum(
+            (scope is not None and command.scope is scope) or (owner is not None and command.owner is owner)
+            for command in live
+        )
+        if (scope is not None or owner is not None) and mine >= limits.max_live_commands:
             raise _limit(
                 "This mount runs as many commands as it allows.",
                 "Wait for a command to finish, or stop one with shell_signal.",
