@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -751,3 +752,38 @@ async def test_parallel_calls_past_the_live_cap_are_refused(
     ran = [answer for answer in model.seen[0] if answer["ok"]]
     assert [answer["status"]["phase"] for answer in ran] == ["running" if background else "exited"] * limit
     assert len(pids.read_text().split()) == limit, "no refused command started"
+
+
+SWAPPER = (
+    "import os, time\n"
+    "while True:\n"
+    "    os.rename('flip', 'hold'); os.symlink('/', 'flip'); time.sleep(0.001)\n"
+    "    os.unlink('flip'); os.rename('hold', 'flip'); time.sleep(0.001)\n"
+)
+
+
+async def test_a_cwd_swapped_for_a_symlink_never_escapes_the_mount(
+    backend: LocalProcessBackend, root: Path
+) -> None:
+    """A command in the mount swaps `flip` between a directory and a symlink to `/` while `shell_exec`
+    calls run `pwd -P` in it: each runs inside the mount or is refused, never in `/` (issue 23)."""
+    (root / "flip").mkdir()
+    mount_config = config(root, max_live_commands=16)
+    swapper = await backend.start(
+        mount_config, f"exec {sys.executable} -c {shlex.quote(SWAPPER)}", timeout_seconds=300
+    )
+    turns, width = 20, 15
+    model = Parallel([[("shell_exec", {"command": "pwd -P", "cwd": "flip"})] * width] * turns)
+    try:
+        result = await run_parallel(backend, model, mount_config, SHELL_ACTIONS)
+    finally:
+        backend.kill(swapper)
+    assert result.status == "completed", result.failure
+    answers = [answer for batch in model.seen for answer in batch]
+    assert len(answers) == turns * width
+    ran = [answer["stdout"]["text"].strip() for answer in answers if answer["ok"]]
+    outside = [where for where in ran if not (where == str(root) or where.startswith(f"{root}/"))]
+    assert outside == [], f"{len(outside)} of {len(ran)} commands ran outside the mount: {outside[:3]}"
+    codes = {answer["error"]["code"] for answer in answers if not answer["ok"]}
+    assert codes <= {"environment_path_outside_mount", "environment_not_found"}, codes
+    assert ran, "some calls ran"

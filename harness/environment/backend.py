@@ -8,11 +8,12 @@ closing kills nothing (§8); `aclose()` (the Host's shutdown) kills everything s
 
 A command starts with every signal at its default disposition and none blocked, whatever the Host's
 process ignores or blocks (a program started in the background of a script ignores SIGINT and SIGQUIT,
-and both survive `fork` and `exec`). That cannot be done between `fork` and `exec` in this process:
-`subprocess`'s `restore_signals` resets three signals only, and a `preexec_fn` (Python in a forked
-child of a process with gRPC threads) crashes the child now and then. So the child first runs `_ENTER`
-in a fresh interpreter (about 10 ms), which resets both and `exec`s the shell in place: the command
-keeps its pid, its session and its working directory.
+and both survive `fork` and `exec`), and in the very directory the `cwd` check opened (§10.2), never
+in a path resolved again. Neither can be done between `fork` and `exec` in this process: `subprocess`'s
+`restore_signals` resets three signals only, and a `preexec_fn` (Python in a forked child of a process
+with gRPC threads) crashes the child now and then. So the child first runs `_ENTER` in a fresh
+interpreter (about 10 ms), which resets both, enters the directory by its descriptor and `exec`s the
+shell in place: the command keeps its pid and its session.
 
 The backend keeps its reader, lifecycle and janitor tasks itself, not in a task group, so `aclose()`
 may be called from any task of its loop. Each command's own life is in `_records.Command`.
@@ -68,7 +69,7 @@ def _not_started() -> EnvironmentToolError:
 
 _ENTER = """\
 import os, sys, _signal as s
-ctype, shell, command = sys.argv[1:]
+directory, ctype, shell, command = sys.argv[1:]
 try:
     for number in s.valid_signals() - {s.SIGKILL, s.SIGSTOP}:
         try:
@@ -76,6 +77,8 @@ try:
         except (OSError, ValueError):
             pass
     s.pthread_sigmask(s.SIG_SETMASK, ())
+    os.fchdir(int(directory))
+    os.close(int(directory))
     if ctype:
         os.environ["LC_CTYPE"] = ctype[1:]
     else:
@@ -85,8 +88,8 @@ except OSError as error:
     os.write(2, f"threadline: the shell could not be started: {error.strerror}\\n".encode())
     os._exit(127)
 """
-"""Run as `python -I -S -c _ENTER CTYPE SHELL COMMAND`: every signal to its default, an empty mask,
-then `exec`. `_signal` (the module under `signal`) spares importing `enum`.
+"""Run as `python -I -S -c _ENTER DIRECTORY CTYPE SHELL COMMAND`: every signal to its default, an empty
+mask, `fchdir(DIRECTORY)`, then `exec`. `_signal` (the module under `signal`) spares importing `enum`.
 CTYPE is `=` and the command's `LC_CTYPE`, or empty when it has none: the interpreter sets one in a C
 locale (PEP 538), and the command must see its own environment."""
 
@@ -210,13 +213,19 @@ class LocalProcessBackend:
         _checks.check_command(command, limits)
         if not os.access(config.shell, os.X_OK):
             raise _not_started()
-        workdir = _checks.working_directory(config, cwd)
-        env = _checks.environment(config, environment)
-        timeout = _checks.execution_timeout(limits, timeout_seconds)
-        if scope is not None and self._scopes.get(scope.id) is not scope:
-            raise EnvironmentToolError("environment_unavailable", "The mount's scope is gone.", "Try again.")
-        self._check_live(scope, owner, limits)
-        self._reserve(2 * limits.retained_bytes_per_stream)
+        directory = _checks.working_directory(config, cwd)  # a descriptor, closed once spawned
+        try:
+            env = _checks.environment(config, environment)
+            timeout = _checks.execution_timeout(limits, timeout_seconds)
+            if scope is not None and self._scopes.get(scope.id) is not scope:
+                raise EnvironmentToolError(
+                    "environment_unavailable", "The mount's scope is gone.", "Try again."
+                )
+            self._check_live(scope, owner, limits)
+            self._reserve(2 * limits.retained_bytes_per_stream)
+        except BaseException:
+            os.close(directory)
+            raise
         self._sequence += 1
         record = Command(
             limits,
@@ -231,11 +240,11 @@ class LocalProcessBackend:
         )
         self._active.add(record)  # the live slot is taken from here on
         spawn = asyncio.ensure_future(
-            self._spawn(record, config.shell, command, workdir, env, keep_stdin_open)
+            self._spawn(record, config.shell, command, directory, env, keep_stdin_open)
         )
         self._spawning.add(spawn)
         spawn.add_done_callback(self._spawning.discard)
-        spawn.add_done_callback(lambda done: self._spawned(record, done))
+        spawn.add_done_callback(lambda done: self._spawned(record, directory, done))
         try:
             await asyncio.shield(spawn)
         except asyncio.CancelledError:
@@ -250,7 +259,7 @@ class LocalProcessBackend:
         record: Command,
         shell: str,
         command: str,
-        workdir: str,
+        directory: int,
         env: dict[str, str],
         keep_stdin_open: bool,
     ) -> None:
@@ -263,14 +272,15 @@ class LocalProcessBackend:
             "-S",
             "-c",
             _ENTER,
+            str(directory),
             ctype,
             shell,
             command,
             stdin=subprocess.PIPE if keep_stdin_open else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            cwd=workdir,
             env=env,
+            pass_fds=(directory,),
             start_new_session=True,
         )
         record._transport = transport
@@ -279,8 +289,9 @@ class LocalProcessBackend:
         record._task = loop.create_task(record._lifecycle())
         LOGGER.info("command %s started", record.id)
 
-    def _spawned(self, record: Command, spawn: asyncio.Future[None]) -> None:
-        """However the spawn ended: a failed one gives its live slot back."""
+    def _spawned(self, record: Command, directory: int, spawn: asyncio.Future[None]) -> None:
+        """However the spawn ended: the directory is closed, and a failed one gives its slot back."""
+        os.close(directory)
         if spawn.cancelled() or spawn.exception() is not None:
             self._active.discard(record)
 
