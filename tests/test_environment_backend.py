@@ -31,6 +31,7 @@ from harness.environment import (
     CaptureWindow,
     Command,
     EnvironmentToolError,
+    LimitsConflict,
     LocalBackendLimits,
     LocalMountConfig,
     LocalMountLimits,
@@ -668,7 +669,7 @@ async def test_live_caps_per_scope_and_per_backend(shell: Shell) -> None:
 
 
 async def test_retained_eviction_takes_the_oldest_fully_captured(shell: Shell) -> None:
-    config = shell.config(max_retained_commands=2)
+    config = shell.config(max_retained_commands=2, max_live_commands=2)
     scope = shell.scope()
     live = await shell.start(WAIT_FOR_GO, config=config, scope=scope)
     old, new = [await captured(await shell.start("true", config=config, scope=scope)) for _ in range(2)]
@@ -729,7 +730,7 @@ async def test_oversized_inputs_are_too_large(shell: Shell) -> None:
 
 
 async def test_execution_timeout_bounds(shell: Shell) -> None:
-    config = shell.config(max_wall_time_seconds=10)
+    config = shell.config(max_wall_time_seconds=10, foreground_timeout_seconds=10)
     for bad in (0, -1, 10.5, float("inf"), float("nan")):
         await raises("environment_request_invalid", shell.start("true", config=config, timeout_seconds=bad))
     await captured(await shell.start("true", config=config, timeout_seconds=10))
@@ -872,6 +873,40 @@ def test_mount_config_is_validated(tmp_path: Path) -> None:
         LocalBackendLimits(max_live_commands=0)
     with pytest.raises(ValidationError):
         config.shell = "/bin/bash"  # type: ignore[misc]  # frozen: the assignment is what is tested
+
+
+async def test_limits_that_rule_each_other_out_are_refused(shell: Shell) -> None:
+    """Each in range, together impossible (issue 23): refused where the limits are built, and where a
+    host mounts a configuration on a backend, never as a refusal of every command."""
+    pairs = {
+        "foreground_timeout_seconds": {"max_wall_time_seconds": 10},
+        "max_retained_commands": {"max_live_commands": 9, "max_retained_commands": 8},
+        "max_stdin_total_bytes": {"max_stdin_write_bytes": 9, "max_stdin_total_bytes": 8},
+    }
+    for later, values in pairs.items():
+        with pytest.raises(ValidationError) as caught:
+            LocalMountLimits(**values)
+        [error] = caught.value.errors()
+        assert error["loc"] == (later,), error
+    at_the_bounds = LocalMountLimits(
+        max_wall_time_seconds=10,
+        foreground_timeout_seconds=10,
+        max_live_commands=9,
+        max_retained_commands=9,
+        max_stdin_write_bytes=8,
+        max_stdin_total_bytes=8,
+    )
+    assert at_the_bounds.foreground_timeout_seconds == 10
+    wide = shell.config(retained_bytes_per_stream=209715200)  # 2 x 200 MiB > the 256 MiB bound
+    with pytest.raises(LimitsConflict) as conflict:
+        shell.backend.mount("build", wide)
+    assert (conflict.value.mount_limit, conflict.value.backend_limit) == (
+        "retained_bytes_per_stream",
+        "max_retained_bytes",
+    )
+    LocalBackendLimits().check_mount(LocalMountLimits(retained_bytes_per_stream=134217728))  # exactly fits
+    with pytest.raises(LimitsConflict):
+        LocalBackendLimits(max_retained_bytes=1000).check_mount(LocalMountLimits())
 
 
 def test_status_json() -> None:

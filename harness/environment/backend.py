@@ -143,10 +143,13 @@ class LocalProcessBackend:
         `actions` defaults to every action the provider supports.
 
         Raises:
+            LimitsConflict: The mount's limits and this backend's allow no command (`check_mount`).
             StateError: `environment_state_version_unsupported`, `environment_state_invalid`.
         """
         from .adapter import EnvironmentMount  # the run-level layer sits on the backend, not under it
         from .surface import SHELL_ACTIONS
+
+        self.limits.check_mount(config.limits)
 
         return EnvironmentMount(
             self, name, config, actions=SHELL_ACTIONS if actions is None else actions, restore=restore
