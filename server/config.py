@@ -356,7 +356,8 @@ class ServerConfig:
 
         Raises:
             ConfigError: A mount is malformed, named twice, its root is not an existing absolute
-                directory or an option is out of range; the platform is not POSIX; the server runs as
+                directory, an option is out of range, or its limits rule each other (or the
+                backend's, `[local_backend]`) out; the platform is not POSIX; the server runs as
                 root without `allow_root_shell`, or binds a non-loopback address without
                 `allow_remote_shell`.
         """
@@ -378,8 +379,9 @@ class ServerConfig:
             )
         definitions = (*(mount_flag(spec) for spec in self.mounts), *self.mount_tables)
         check_unique(definitions)
+        backend = self.backend_limits()
         for definition in definitions:
-            definition.local_config()
+            definition.local_config(backend)
         return definitions
 
     def backend_limits(self) -> LocalBackendLimits:

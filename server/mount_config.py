@@ -3,9 +3,10 @@ table of the configuration file with its actions, agents, shell, environment and
 §10.4, §12.1; docs/environment.md "Configuration file").
 
 Definitions are plain values until `local_config()` checks them against the machine (the root exists,
-the shell runs, the limits are in range), so a file is read once and checked where every other setting
-is (`ServerConfig.check()`). An error's `field` is the TOML path of the value at fault
-(`mounts.work.limits.max_live_commands`), so a configuration file can name its line.
+the shell runs, the limits are in range, and possible together and with the backend's), so a file is
+read once and checked where every other setting is (`ServerConfig.check()`). An error's `field` is
+the TOML path of the value at fault (`mounts.work.limits.max_live_commands`), so a configuration file
+can name its line.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.environment import ACTIONS, MOUNT_NAME, LocalBackendLimits, LocalMountConfig, LocalMountLimits
+from harness.environment import (
+    ACTIONS,
+    MOUNT_NAME,
+    LimitsConflict,
+    LocalBackendLimits,
+    LocalMountConfig,
+    LocalMountLimits,
+)
 
 from .config_error import ConfigError
 
@@ -34,6 +42,8 @@ __all__ = (
 
 BACKEND_TABLE = "local_backend"
 """The file's table of the limits the local backend applies across all mounts."""
+
+_DEFAULT_BACKEND = LocalBackendLimits()
 
 _OPTIONS = ("working_directory", "shell", "env", "inherit_env", "limits")
 """`LocalMountConfig`'s settings besides its root, as a table's keys."""
@@ -60,12 +70,13 @@ class MountDefinition:
     def serves(self, agent: str) -> bool:
         return self.agents is None or agent in self.agents
 
-    def local_config(self) -> LocalMountConfig:
-        """The provider's configuration, checked against this machine.
+    def local_config(self, backend: LocalBackendLimits = _DEFAULT_BACKEND) -> LocalMountConfig:
+        """The provider's configuration, checked against this machine and the `backend` it runs on.
 
         Raises:
-            ConfigError: The root is not an existing directory, or an option is out of range
-                (`field`: the TOML path of the value).
+            ConfigError: The root is not an existing directory, an option is out of range, or the
+                limits rule each other out (`field`: the TOML path of the value; of the backend's
+                limit when the mount's table does not set its own).
         """
         if not self.root.is_dir():
             raise ConfigError(
@@ -79,9 +90,24 @@ class MountDefinition:
             except ValidationError as error:
                 raise self._refusal(error, "limits") from None
         try:
-            return LocalMountConfig(self.root, **options)
+            config = LocalMountConfig(self.root, **options)
         except ValidationError as error:
             raise self._refusal(error) from None
+        try:
+            backend.check_mount(config.limits)
+        except LimitsConflict as error:
+            raise self._conflict(error, limits) from None
+        return config
+
+    def _conflict(self, error: LimitsConflict, limits: object) -> ConfigError:
+        """The mount's limit when its table sets it, else the backend table's."""
+        if isinstance(limits, Mapping) and error.mount_limit in limits:
+            where = f"limits.{error.mount_limit}"
+            return ConfigError(f"{self._named()}: {where}: {error}.", field=self._field(where))
+        return ConfigError(
+            f"{BACKEND_TABLE}: {error.backend_limit}: {error} (mount {self.name}).",
+            field=f"{BACKEND_TABLE}.{error.backend_limit}",
+        )
 
     def _refusal(self, error: ValidationError, within: str = "") -> ConfigError:
         where, message = _first(error, within)

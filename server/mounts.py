@@ -54,10 +54,11 @@ class ServerMounts:
             ConfigError: A root went away since the check, or a mount names an agent not served.
         """
         check_agents(definitions, agents)
-        self._mounts = {
-            definition.name: (definition, definition.local_config()) for definition in definitions
-        }
         self._backend_limits = backend or LocalBackendLimits()
+        self._mounts = {
+            definition.name: (definition, definition.local_config(self._backend_limits))
+            for definition in definitions
+        }
         self._of_agent = {
             agent: {name: mount for name, mount in self._mounts.items() if mount[0].serves(agent)}
             for agent in agents

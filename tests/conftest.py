@@ -28,7 +28,7 @@ import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
-from collections.abc import Awaitable, Callable, Iterator  # noqa: E402
+from collections.abc import Awaitable, Callable, Iterator, Sequence  # noqa: E402
 from concurrent.futures import Future  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -162,8 +162,13 @@ class ServeProcess:
         return self.process.wait(timeout=timeout)
 
 
-def spawn_serve(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> ServeProcess:
+def spawn_serve(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 30, ignoring: Sequence[str] = ()
+) -> ServeProcess:
     """Start `.venv/bin/threadline serve --port 0 ARGS` and wait for `listening on HOST:PORT`.
+
+    `ignoring` names signals (`INT`, `QUIT`) the server starts with ignored, as a shell script's
+    `serve &` would start it.
 
     Raises:
         RuntimeError: The process exited (or printed something else) before listening.
@@ -171,6 +176,8 @@ def spawn_serve(*args: str, env: dict[str, str] | None = None, timeout: float = 
     # Every server of the suite keeps its threads apart (THREADS §6): memory unless a test names a store.
     store = [] if "--store" in args else ["--store", "memory"]
     command = [str(THREADLINE), "serve", "--port", "0", *store, *args]
+    if ignoring:  # the shell ignores them, and `exec` keeps what is ignored
+        command = ["/bin/sh", "-c", f'trap "" {" ".join(ignoring)}; exec "$@"', "sh", *command]
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,

@@ -203,9 +203,10 @@ class ShellServer:
 
 @contextmanager
 def shell_server(
-    tmp_path: Path, *args: str, mount: bool = True, name: str = "build"
+    tmp_path: Path, *args: str, mount: bool = True, name: str = "build", ignoring: Sequence[str] = ()
 ) -> Iterator[ShellServer]:
-    """`threadline serve --agent shell=... [--mount NAME=local:ROOT]` for the block.
+    """`threadline serve --agent shell=... [--mount NAME=local:ROOT]` for the block (started with the
+    signals `ignoring` names ignored).
 
     Several servers of one test share `tmp_path`'s root and agent module. The block's end is only
     the fallback (SIGKILL, then the recorded pids): tests stop their servers with `finish()`.
@@ -216,7 +217,9 @@ def shell_server(
     agents.mkdir(exist_ok=True)
     (agents / f"{AGENT_MODULE}.py").write_text(AGENT_SOURCE)
     mounts = ("--mount", f"{name}=local:{root}", *ROOT_FLAGS) if mount else ()
-    serve = spawn_serve("--agent", AGENT_SPEC, *mounts, *args, env={"PYTHONPATH": str(agents)})
+    serve = spawn_serve(
+        "--agent", AGENT_SPEC, *mounts, *args, env={"PYTHONPATH": str(agents)}, ignoring=ignoring
+    )
     logged = LoggedServe(serve)
     logged._reader = threading.Thread(target=logged._drain, name="serve-stderr", daemon=True)
     logged._reader.start()

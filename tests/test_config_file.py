@@ -258,6 +258,32 @@ def test_mount_tables_set_what_no_flag_can(tmp_path: Path) -> None:
             3,
             "limits.max_page_bytes: Input should be a valid integer",
         ),
+        # Limits that rule each other out (issue 23): the later of a pair, or the backend's.
+        (
+            '[mounts.work]\nroot = "w"\n[mounts.work.limits]\nretained_bytes_per_stream = 209715200\n',
+            4,
+            "limits.retained_bytes_per_stream: twice retained_bytes_per_stream (419430400",
+        ),
+        (
+            '[mounts.work]\nroot = "w"\n[local_backend]\nmax_retained_bytes = 1000000\n',
+            4,
+            "local_backend: max_retained_bytes: twice retained_bytes_per_stream (2097152",
+        ),
+        (
+            '[mounts.work]\nroot = "w"\n[mounts.work.limits]\nmax_wall_time_seconds = 10\n',
+            3,
+            "limits.foreground_timeout_seconds: must be at most max_wall_time_seconds (10)",
+        ),
+        (
+            '[mounts.work]\nroot = "w"\n[mounts.work.limits]\nmax_retained_commands = 4\n',
+            4,
+            "limits.max_retained_commands: must be at least max_live_commands (8)",
+        ),
+        (
+            '[mounts.work]\nroot = "w"\nlimits = { max_stdin_write_bytes = 9, max_stdin_total_bytes = 8 }\n',
+            3,
+            "limits.max_stdin_total_bytes: must be at least max_stdin_write_bytes (9)",
+        ),
     ],
 )
 def test_a_bad_mount_table_names_its_line(tmp_path: Path, text: str, line: int, says: str) -> None:
@@ -424,6 +450,22 @@ def test_config_check_passes_the_example_and_names_a_bad_line(tmp_path: Path) ->
     bad.write_text('[agents]\nx = "no_such_module:build"\n', encoding="utf-8")
     done = check(bad)
     assert done.returncode == 2 and "cannot import no_such_module:build" in done.stderr
+
+
+def test_config_check_refuses_limits_that_refuse_every_command(tmp_path: Path) -> None:
+    """The issue 23 file: each limit in range, together impossible. `config check` exits 2 at the line
+    (and `serve` would too: both run `ServerConfig.check()`); at half the backend's bound it passes."""
+    (tmp_path / "w").mkdir()
+    path = tmp_path / "threadline.toml"
+    table = 'allow_root_shell = true\n[mounts.work]\nroot = "w"\n[mounts.work.limits]\n'
+    path.write_text(table + "retained_bytes_per_stream = 209715200\n", encoding="utf-8")
+    done = check(path)
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert f"{path}:5: mounts.work: limits.retained_bytes_per_stream: " in done.stderr, done.stderr
+    assert "max_retained_bytes (268435456)" in done.stderr and "Traceback" not in done.stderr
+    path.write_text(table + "retained_bytes_per_stream = 134217728\n", encoding="utf-8")
+    done = check(path)
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_server_serves_what_its_file_says(

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +31,7 @@ from harness.environment import (
     CaptureWindow,
     Command,
     EnvironmentToolError,
+    LimitsConflict,
     LocalBackendLimits,
     LocalMountConfig,
     LocalMountLimits,
@@ -430,6 +434,50 @@ async def test_interrupt_on_sleep(shell: Shell) -> None:
     assert (command.status.phase, command.status.signal) == ("signaled", "interrupt")
 
 
+IGNORING_HOST = """
+import asyncio, json, os, signal, sys
+from harness.environment import LocalMountConfig, LocalProcessBackend
+
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})  # a host's mask, too
+
+async def ended_by(backend, config, send):
+    command = await backend.start(config, "ulimit -c 0; echo ready; exec sleep 120", timeout_seconds=300)
+    while b"ready" not in command.stdout.read(0, 100).text.encode():
+        await asyncio.sleep(0.01)
+    send(command)
+    return await command.wait_captured(30) and [command.status.phase, command.status.signal]
+
+async def main(root):
+    async with LocalProcessBackend() as backend:
+        config = LocalMountConfig(root)
+        status = await backend.start(config, "cat /proc/self/status 2>/dev/null || true")
+        await status.wait_captured(60)
+        masks = [line for line in status.stdout.read(0, 1 << 16).text.splitlines() if line[:6] in ("SigIgn", "SigBlk")]
+        print(json.dumps({
+            "masks": masks,
+            "interrupt": await ended_by(backend, config, lambda command: command.signal("interrupt")),
+            "terminate": await ended_by(backend, config, lambda command: command.signal("terminate")),
+            "quit": await ended_by(backend, config, lambda command: os.killpg(command.pid, signal.SIGQUIT)),
+        }))
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def test_commands_of_a_host_ignoring_signals_get_the_defaults(tmp_path: Path) -> None:
+    """A host started with SIGINT and SIGQUIT ignored (as `cmd &` in a script leaves them) and SIGTERM
+    blocked: its commands still end on interrupt, terminate and quit (issue 23)."""
+    launch = ["/bin/sh", "-c", 'trap "" INT QUIT; exec "$@"', "sh", sys.executable, "-c", IGNORING_HOST]
+    done = subprocess.run([*launch, str(tmp_path)], capture_output=True, text=True, timeout=BOUND * 3)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    if seen["masks"]:  # Linux: the command's own view of its dispositions and mask
+        assert seen["masks"] == ["SigBlk:\t0000000000000000", "SigIgn:\t0000000000000000"], seen["masks"]
+    assert seen["interrupt"] == ["signaled", "interrupt"]
+    assert seen["terminate"] == ["signaled", "terminate"]
+    assert seen["quit"] == ["signaled", "other"]
+
+
 async def test_backend_kill_and_drop_of_a_live_command(shell: Shell) -> None:
     killed = await shell.start("exec sleep 120")
     shell.backend.kill(killed)
@@ -571,6 +619,20 @@ async def test_environment_layers_and_no_secret(shell: Shell, monkeypatch: pytes
     )
 
 
+async def test_a_c_locale_adds_no_variable(shell: Shell, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands start through a fresh interpreter, which sets LC_CTYPE in a C locale (PEP 538): the
+    command still sees exactly the environment built for it."""
+    for name in ("LANG", "LC_ALL", "LC_CTYPE"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def variables(config: LocalMountConfig) -> dict[str, str]:
+        text = (await captured(await shell.start("env", config=config))).stdout.read(0, 1 << 20).text
+        return dict(line.split("=", 1) for line in text.splitlines())
+
+    assert "LC_CTYPE" not in await variables(shell.config())
+    assert (await variables(shell.config(env={"LC_CTYPE": "C"})))["LC_CTYPE"] == "C"
+
+
 async def test_environment_overlay_is_checked(shell: Shell) -> None:
     config = shell.config(max_env_entries=2, max_env_value_bytes=8)
     await raises("environment_request_invalid", shell.start("true", environment={"A": "x\0y"}, config=config))
@@ -607,7 +669,7 @@ async def test_live_caps_per_scope_and_per_backend(shell: Shell) -> None:
 
 
 async def test_retained_eviction_takes_the_oldest_fully_captured(shell: Shell) -> None:
-    config = shell.config(max_retained_commands=2)
+    config = shell.config(max_retained_commands=2, max_live_commands=2)
     scope = shell.scope()
     live = await shell.start(WAIT_FOR_GO, config=config, scope=scope)
     old, new = [await captured(await shell.start("true", config=config, scope=scope)) for _ in range(2)]
@@ -668,7 +730,7 @@ async def test_oversized_inputs_are_too_large(shell: Shell) -> None:
 
 
 async def test_execution_timeout_bounds(shell: Shell) -> None:
-    config = shell.config(max_wall_time_seconds=10)
+    config = shell.config(max_wall_time_seconds=10, foreground_timeout_seconds=10)
     for bad in (0, -1, 10.5, float("inf"), float("nan")):
         await raises("environment_request_invalid", shell.start("true", config=config, timeout_seconds=bad))
     await captured(await shell.start("true", config=config, timeout_seconds=10))
@@ -811,6 +873,40 @@ def test_mount_config_is_validated(tmp_path: Path) -> None:
         LocalBackendLimits(max_live_commands=0)
     with pytest.raises(ValidationError):
         config.shell = "/bin/bash"  # type: ignore[misc]  # frozen: the assignment is what is tested
+
+
+async def test_limits_that_rule_each_other_out_are_refused(shell: Shell) -> None:
+    """Each in range, together impossible (issue 23): refused where the limits are built, and where a
+    host mounts a configuration on a backend, never as a refusal of every command."""
+    pairs = {
+        "foreground_timeout_seconds": {"max_wall_time_seconds": 10},
+        "max_retained_commands": {"max_live_commands": 9, "max_retained_commands": 8},
+        "max_stdin_total_bytes": {"max_stdin_write_bytes": 9, "max_stdin_total_bytes": 8},
+    }
+    for later, values in pairs.items():
+        with pytest.raises(ValidationError) as caught:
+            LocalMountLimits(**values)
+        [error] = caught.value.errors()
+        assert error["loc"] == (later,), error
+    at_the_bounds = LocalMountLimits(
+        max_wall_time_seconds=10,
+        foreground_timeout_seconds=10,
+        max_live_commands=9,
+        max_retained_commands=9,
+        max_stdin_write_bytes=8,
+        max_stdin_total_bytes=8,
+    )
+    assert at_the_bounds.foreground_timeout_seconds == 10
+    wide = shell.config(retained_bytes_per_stream=209715200)  # 2 x 200 MiB > the 256 MiB bound
+    with pytest.raises(LimitsConflict) as conflict:
+        shell.backend.mount("build", wide)
+    assert (conflict.value.mount_limit, conflict.value.backend_limit) == (
+        "retained_bytes_per_stream",
+        "max_retained_bytes",
+    )
+    LocalBackendLimits().check_mount(LocalMountLimits(retained_bytes_per_stream=134217728))  # exactly fits
+    with pytest.raises(LimitsConflict):
+        LocalBackendLimits(max_retained_bytes=1000).check_mount(LocalMountLimits())
 
 
 def test_status_json() -> None:

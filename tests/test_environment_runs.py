@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -667,3 +668,118 @@ def test_the_readme_shell_example_runs(capsys: pytest.CaptureFixture[str]) -> No
     assert code is not None
     exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme_shell"})
     assert capsys.readouterr().out.strip() == "hello from the shell"
+
+
+# -- parallel calls of one model response (issue 23) ----------------------------------------------------
+
+
+Batch = list[tuple[str, dict[str, Any]]]
+
+
+@dataclass
+class Parallel:
+    """A model whose every response makes one batch of calls (run concurrently), then says done;
+    `seen[i]` holds batch i's returns in call order."""
+
+    batches: list[Batch]
+    seen: list[list[dict[str, Any]]] = field(default_factory=list)
+    prefix: str = field(default_factory=lambda: f"p{uuid.uuid4().hex[:6]}-")
+
+    def script(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        index = sum(isinstance(message, ModelResponse) for message in messages)
+        if index:
+            batch = f"{self.prefix}{index - 1}-"
+            mine = [r for r in returns(messages) if r.tool_call_id.startswith(batch)]
+            mine.sort(key=lambda r: int(r.tool_call_id.removeprefix(batch)))
+            contents = [r.content for r in mine]
+            self.seen.append([c if isinstance(c, dict) else json.loads(str(c)) for c in contents])
+        if index >= len(self.batches):
+            return ModelResponse(parts=[TextPart("done")])
+        return ModelResponse(
+            parts=[
+                ToolCallPart(name, args, tool_call_id=f"{self.prefix}{index}-{n}")
+                for n, (name, args) in enumerate(self.batches[index])
+            ]
+        )
+
+
+async def run_parallel(
+    backend: LocalProcessBackend, model: Parallel, mount_config: LocalMountConfig, actions: frozenset[str]
+) -> Any:
+    agent = ExecutableAgent(scripted_model(model.script), capabilities=[DynamicEnvironmentCapability()])
+    mount = backend.mount("work", mount_config, actions=actions)
+    return await agent.run("go", bindings=replace(RunBindings.embedded(), mounts=[mount]))
+
+
+@pytest.mark.parametrize("actions", [SHELL_ACTIONS, frozenset({EXEC})], ids=["background", "foreground"])
+async def test_parallel_calls_past_the_live_cap_are_refused(
+    backend: LocalProcessBackend, root: Path, actions: frozenset[str]
+) -> None:
+    """One response with limit + 1 `shell_exec` calls: `limit` run, the other is refused, before the
+    run's first retained command made its scope (issue 23); then the scope counts them."""
+    limit = 3
+    pids = root / "pids"
+    command = f"echo $$ >> {pids}; {handshake(root, 'go')}"
+    background = actions == SHELL_ACTIONS
+    batches: list[Batch] = [[("shell_exec", {"command": command})] * (limit + 1)]
+    if background:  # the first batch's commands still run, in the scope they made
+        batches.append([("shell_exec", {"command": command})])
+    model = Parallel(batches)
+
+    async def release() -> None:  # a foreground call returns only once its command ends
+        await until(lambda: pids.exists() and len(pids.read_text().split()) >= limit)
+        (root / "go").touch()
+
+    releasing = None if background else asyncio.ensure_future(release())
+    try:
+        result = await run_parallel(
+            backend, model, config(root, max_live_commands=limit, initial_wait_seconds=0.2), actions
+        )
+    finally:
+        (root / "go").touch()
+        if releasing is not None:
+            await releasing
+    assert result.status == "completed", result.failure
+    refused = [answer for batch in model.seen for answer in batch if not answer["ok"]]
+    assert len(refused) == len(batches), model.seen
+    for answer in refused:
+        assert answer["error"]["code"] == "environment_limit_exceeded"
+        assert answer["error"]["details"] == {"limit": limit}
+    ran = [answer for answer in model.seen[0] if answer["ok"]]
+    assert [answer["status"]["phase"] for answer in ran] == ["running" if background else "exited"] * limit
+    assert len(pids.read_text().split()) == limit, "no refused command started"
+
+
+SWAPPER = (
+    "import os, time\n"
+    "while True:\n"
+    "    os.rename('flip', 'hold'); os.symlink('/', 'flip'); time.sleep(0.001)\n"
+    "    os.unlink('flip'); os.rename('hold', 'flip'); time.sleep(0.001)\n"
+)
+
+
+async def test_a_cwd_swapped_for_a_symlink_never_escapes_the_mount(
+    backend: LocalProcessBackend, root: Path
+) -> None:
+    """A command in the mount swaps `flip` between a directory and a symlink to `/` while `shell_exec`
+    calls run `pwd -P` in it: each runs inside the mount or is refused, never in `/` (issue 23)."""
+    (root / "flip").mkdir()
+    mount_config = config(root, max_live_commands=16)
+    swapper = await backend.start(
+        mount_config, f"exec {sys.executable} -c {shlex.quote(SWAPPER)}", timeout_seconds=300
+    )
+    turns, width = 20, 15
+    model = Parallel([[("shell_exec", {"command": "pwd -P", "cwd": "flip"})] * width] * turns)
+    try:
+        result = await run_parallel(backend, model, mount_config, SHELL_ACTIONS)
+    finally:
+        backend.kill(swapper)
+    assert result.status == "completed", result.failure
+    answers = [answer for batch in model.seen for answer in batch]
+    assert len(answers) == turns * width
+    ran = [a["stdout"]["text"].strip() for a in answers if a["ok"] and a["status"]["exit_code"] == 0]
+    outside = [where for where in ran if not (where == str(root) or where.startswith(f"{root}/"))]
+    assert outside == [], f"{len(outside)} of {len(ran)} commands ran outside the mount: {outside[:3]}"
+    codes = {answer["error"]["code"] for answer in answers if not answer["ok"]}
+    assert codes <= {"environment_path_outside_mount", "environment_not_found"}, codes
+    assert ran, "some calls ran"

@@ -711,3 +711,28 @@ async def test_stdin_and_signals_over_the_wire(tmp_path: Path) -> None:
         assert (killed["status"]["phase"], killed["status"]["signal"]) == ("signaled", "kill")
         assert entries(result.state)[0][0] == "build"
         server.finish()
+
+
+async def test_a_server_started_ignoring_int_and_quit_still_ends_commands_with_them(tmp_path: Path) -> None:
+    """`threadline serve &` in a script starts with SIGINT and SIGQUIT ignored; its commands must not
+    inherit that: `shell_signal interrupt` and a SIGQUIT end them (issue 23)."""
+    quiet = "ulimit -c 0; echo $$ > pids/{}; exec sleep 300"  # no core file from the SIGQUIT
+    with shell_server(tmp_path, ignoring=("INT", "QUIT")) as server:
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            _, result = await stream_run(
+                harness_stub(channel),
+                plan(
+                    exec_step(quiet.format("interrupted")),
+                    exec_step(quiet.format("quit")),
+                    ("shell_signal", {"process_id": "$0:process_id", "signal": "interrupt"}),
+                    exec_step("kill -s QUIT $(cat pids/quit)"),
+                    ("shell_wait", {"process_id": "$0:process_id"}),
+                    ("shell_wait", {"process_id": "$1:process_id"}),
+                ),
+            )
+        first, second, signalled, sent, interrupted, quit = results(result)
+        assert first["status"]["phase"] == second["status"]["phase"] == "running"
+        assert signalled["accepted"] is True and sent["status"]["exit_code"] == 0
+        assert (interrupted["status"]["phase"], interrupted["status"]["signal"]) == ("signaled", "interrupt")
+        assert (quit["status"]["phase"], quit["status"]["signal"]) == ("signaled", "other")
+        server.finish()

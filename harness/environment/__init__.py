@@ -10,7 +10,7 @@ from .adapter import EnvironmentMount
 from .backend import Command, LocalProcessBackend, Phase, Scope, SignalName, Status
 from .capability import DynamicEnvironmentCapability
 from .capture import CaptureWindow, Page, read_pair, tail_pair
-from .config import MOUNT_NAME, LocalBackendLimits, LocalMountConfig, LocalMountLimits
+from .config import MOUNT_NAME, LimitsConflict, LocalBackendLimits, LocalMountConfig, LocalMountLimits
 from .errors import EnvironmentToolError
 from .run import EnvironmentView, MountView
 from .state import PROVIDER_KEY, READABLE_VERSIONS
@@ -29,6 +29,7 @@ __all__ = (
     "EnvironmentMount",
     "EnvironmentToolError",
     "EnvironmentView",
+    "LimitsConflict",
     "LocalBackendLimits",
     "LocalMountConfig",
     "LocalMountLimits",

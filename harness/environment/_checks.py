@@ -43,8 +43,13 @@ def _bounded_text(text: str, what: str, limit: int, *, too_large: tuple[str, str
         raise EnvironmentToolError("environment_too_large", *too_large, {"limit": limit, "size": size})
 
 
-def working_directory(config: LocalMountConfig, cwd: str | None) -> str:
-    """§10.2: join, canonicalise (symlinks, `..`), then require inside the root and a directory."""
+def working_directory(config: LocalMountConfig, cwd: str | None) -> int:
+    """§10.2: join, canonicalise (symlinks, `..`), require inside the root, then open that directory.
+
+    Returns a descriptor of the directory the check found, for the child to `fchdir` to (the caller
+    closes it): the canonical path is opened one component at a time without following a link, so a
+    symlink swapped in after the check fails the call instead of taking the command elsewhere.
+    """
     if not os.path.isdir(config.root):
         raise EnvironmentToolError(
             "environment_unavailable",
@@ -53,21 +58,59 @@ def working_directory(config: LocalMountConfig, cwd: str | None) -> str:
         )
     if cwd is not None and (not isinstance(cwd, str) or "\0" in cwd):
         raise _invalid("cwd contains a NUL character.", "Pass a plain relative path.")
-    base = config.workdir()
-    target = base if cwd is None else os.path.realpath(os.path.join(base, cwd))
+    try:
+        base = config.workdir()
+        target = base if cwd is None else os.path.realpath(os.path.join(base, cwd))
+    except OSError:  # a link changed while it was being resolved
+        raise _not_found() from None
     if not is_inside(config.root, target):
         raise EnvironmentToolError(
             "environment_path_outside_mount",
             "cwd resolves outside the mount.",
             "Pass a path relative to the mount's working directory that stays inside the mount.",
         )
-    if not os.path.isdir(target):
-        raise EnvironmentToolError(
-            "environment_not_found",
-            "cwd does not exist or is not a directory.",
-            "Create it first, or omit cwd.",
-        )
-    return target
+    try:
+        return _open_directory(target)
+    except OSError:
+        raise _not_found() from None
+
+
+_DIRECTORY_FLAGS = os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_PATH", os.O_RDONLY)
+"""`O_PATH` where there is one (Linux): entering a directory needs search permission only."""
+
+
+def _open_directory(canonical: str) -> int:
+    """A descriptor of the directory at the canonical path, reached with no link followed.
+
+    Raises:
+        OSError: A component is missing, not a directory, or a symlink (it changed since it was
+            resolved).
+    """
+    descriptor = os.open("/", _DIRECTORY_FLAGS)
+    try:
+        for name in canonical.split("/"):
+            if name in ("", "."):
+                continue
+            if name == "..":  # a canonical path has none
+                raise NotADirectoryError(canonical)
+            parent, descriptor = descriptor, -1
+            try:
+                descriptor = os.open(name, _DIRECTORY_FLAGS, dir_fd=parent)
+            finally:
+                os.close(parent)
+    except BaseException:
+        if descriptor >= 0:
+            os.close(descriptor)
+        raise
+    return descriptor
+
+
+def _not_found() -> EnvironmentToolError:
+    return EnvironmentToolError(
+        "environment_not_found",
+        "cwd does not exist or is not a directory.",
+        "Create it first, or omit cwd.",
+    )
 
 
 def environment(config: LocalMountConfig, overlay: Mapping[str, str] | None) -> dict[str, str]:

@@ -142,12 +142,15 @@ class Command:
         keep_stdin_open: bool,
         sequence: int,
         *,
+        owner: object | None = None,
         on_capture: Callable[[], None],
         on_release: Callable[[Command], None],
     ) -> None:
         self.id = secrets.token_hex(16)
         self.scope = scope
         """The scope it counts against and, once retained, lives in."""
+        self.owner = owner
+        """Whom it also counts against: the run's mount adapter, whose scope may not exist yet."""
         self.preview = text[:_PREVIEW_CHARS]
         self.started_at = datetime.now(UTC)
         self.pid = 0

@@ -6,6 +6,15 @@ or not a run is looking, enforces the execution timeout, cleans up the process g
 exits, and keeps finished commands in their scope until retention lets them go. Runs only look: a run
 closing kills nothing (§8); `aclose()` (the Host's shutdown) kills everything still running (§11).
 
+A command starts with every signal at its default disposition and none blocked, whatever the Host's
+process ignores or blocks (a program started in the background of a script ignores SIGINT and SIGQUIT,
+and both survive `fork` and `exec`), and in the very directory the `cwd` check opened (§10.2), never
+in a path resolved again. Neither can be done between `fork` and `exec` in this process: `subprocess`'s
+`restore_signals` resets three signals only, and a `preexec_fn` (Python in a forked child of a process
+with gRPC threads) crashes the child now and then. So the child first runs `_ENTER` in a fresh
+interpreter (about 10 ms), which resets both, enters the directory by its descriptor and `exec`s the
+shell in place: the command keeps its pid and its session.
+
 The backend keeps its reader, lifecycle and janitor tasks itself, not in a task group, so `aclose()`
 may be called from any task of its loop. Each command's own life is in `_records.Command`.
 """
@@ -14,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -46,6 +57,41 @@ def _held(command: Command) -> int:
 
 def _limit(message: str, hint: str, limit: int) -> EnvironmentToolError:
     return EnvironmentToolError("environment_limit_exceeded", message, hint, {"limit": limit})
+
+
+def _not_started() -> EnvironmentToolError:
+    return EnvironmentToolError(
+        "environment_unavailable",
+        "The shell could not be started.",
+        "Check that the mount's shell and directory exist.",
+    )
+
+
+_ENTER = """\
+import os, sys, _signal as s
+directory, ctype, shell, command = sys.argv[1:]
+try:
+    for number in s.valid_signals() - {s.SIGKILL, s.SIGSTOP}:
+        try:
+            s.signal(number, s.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    s.pthread_sigmask(s.SIG_SETMASK, ())
+    os.fchdir(int(directory))
+    os.close(int(directory))
+    if ctype:
+        os.environ["LC_CTYPE"] = ctype[1:]
+    else:
+        os.environ.pop("LC_CTYPE", None)
+    os.execve(shell, [shell, "-c", command], os.environ)
+except OSError as error:
+    os.write(2, f"threadline: the shell could not be started: {error.strerror}\\n".encode())
+    os._exit(127)
+"""
+"""Run as `python -I -S -c _ENTER DIRECTORY CTYPE SHELL COMMAND`: every signal to its default, an empty
+mask, `fchdir(DIRECTORY)`, then `exec`. `_signal` (the module under `signal`) spares importing `enum`.
+CTYPE is `=` and the command's `LC_CTYPE`, or empty when it has none: the interpreter sets one in a C
+locale (PEP 538), and the command must see its own environment."""
 
 
 class LocalProcessBackend:
@@ -97,10 +143,13 @@ class LocalProcessBackend:
         `actions` defaults to every action the provider supports.
 
         Raises:
+            LimitsConflict: The mount's limits and this backend's allow no command (`check_mount`).
             StateError: `environment_state_version_unsupported`, `environment_state_invalid`.
         """
         from .adapter import EnvironmentMount  # the run-level layer sits on the backend, not under it
         from .surface import SHELL_ACTIONS
+
+        self.limits.check_mount(config.limits)
 
         return EnvironmentMount(
             self, name, config, actions=SHELL_ACTIONS if actions is None else actions, restore=restore
@@ -145,12 +194,17 @@ class LocalProcessBackend:
         timeout_seconds: float | None = None,
         keep_stdin_open: bool = False,
         scope: Scope | None = None,
+        owner: object | None = None,
     ) -> Command:
         """Validate and start `<shell> -c <command>` in a new session (§7.1).
 
-        The command counts against `scope`'s live cap but enters the scope only through `retain`. The
-        spawn is shielded: if the caller is cancelled meanwhile, the command is still recorded, retained
-        in `scope` when one was given and killed otherwise (nothing could observe it).
+        The command counts against `scope`'s live cap but enters the scope only through `retain`;
+        `owner` (the run's mount adapter) counts it against the same cap while the adapter has no
+        scope yet, or never will (a foreground-only mount): parallel calls of one model response
+        cannot start more than the cap. The slot is taken before anything is awaited and given back
+        if the spawn fails. The spawn is shielded: if the caller is cancelled meanwhile, the command
+        is still recorded, retained in `scope` when one was given and killed otherwise (nothing could
+        observe it).
 
         Raises:
             EnvironmentToolError: `environment_request_invalid`, `environment_too_large`,
@@ -160,13 +214,21 @@ class LocalProcessBackend:
         self._check_open()
         limits = config.limits
         _checks.check_command(command, limits)
-        workdir = _checks.working_directory(config, cwd)
-        env = _checks.environment(config, environment)
-        timeout = _checks.execution_timeout(limits, timeout_seconds)
-        if scope is not None and self._scopes.get(scope.id) is not scope:
-            raise EnvironmentToolError("environment_unavailable", "The mount's scope is gone.", "Try again.")
-        self._check_live(scope, limits)
-        self._reserve(2 * limits.retained_bytes_per_stream)
+        if not os.access(config.shell, os.X_OK):
+            raise _not_started()
+        directory = _checks.working_directory(config, cwd)  # a descriptor, closed once spawned
+        try:
+            env = _checks.environment(config, environment)
+            timeout = _checks.execution_timeout(limits, timeout_seconds)
+            if scope is not None and self._scopes.get(scope.id) is not scope:
+                raise EnvironmentToolError(
+                    "environment_unavailable", "The mount's scope is gone.", "Try again."
+                )
+            self._check_live(scope, owner, limits)
+            self._reserve(2 * limits.retained_bytes_per_stream)
+        except BaseException:
+            os.close(directory)
+            raise
         self._sequence += 1
         record = Command(
             limits,
@@ -175,26 +237,24 @@ class LocalProcessBackend:
             timeout,
             keep_stdin_open,
             self._sequence,
+            owner=owner,
             on_capture=self._changed,
             on_release=self._active.discard,
         )
-        self._active.add(record)
+        self._active.add(record)  # the live slot is taken from here on
         spawn = asyncio.ensure_future(
-            self._spawn(record, config.shell, command, workdir, env, keep_stdin_open)
+            self._spawn(record, config.shell, command, directory, env, keep_stdin_open)
         )
         self._spawning.add(spawn)
         spawn.add_done_callback(self._spawning.discard)
+        spawn.add_done_callback(lambda done: self._spawned(record, directory, done))
         try:
             await asyncio.shield(spawn)
         except asyncio.CancelledError:
             spawn.add_done_callback(lambda done: self._adopt(record, done))
             raise
         except (OSError, subprocess.SubprocessError):
-            raise EnvironmentToolError(
-                "environment_unavailable",
-                "The shell could not be started.",
-                "Check that the mount's shell and directory exist.",
-            ) from None
+            raise _not_started() from None
         return record
 
     async def _spawn(
@@ -202,32 +262,41 @@ class LocalProcessBackend:
         record: Command,
         shell: str,
         command: str,
-        workdir: str,
+        directory: int,
         env: dict[str, str],
         keep_stdin_open: bool,
     ) -> None:
         loop = asyncio.get_running_loop()
-        try:
-            transport, _ = await loop.subprocess_exec(
-                record._protocol,
-                shell,
-                "-c",
-                command,
-                stdin=subprocess.PIPE if keep_stdin_open else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=workdir,
-                env=env,
-                start_new_session=True,
-            )
-        except BaseException:
-            self._active.discard(record)
-            raise
+        ctype = f"={env['LC_CTYPE']}" if "LC_CTYPE" in env else ""
+        transport, _ = await loop.subprocess_exec(
+            record._protocol,
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            _ENTER,
+            str(directory),
+            ctype,
+            shell,
+            command,
+            stdin=subprocess.PIPE if keep_stdin_open else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            pass_fds=(directory,),
+            start_new_session=True,
+        )
         record._transport = transport
         record.pid = transport.get_pid()
         self._commands[record.id] = record
         record._task = loop.create_task(record._lifecycle())
         LOGGER.info("command %s started", record.id)
+
+    def _spawned(self, record: Command, directory: int, spawn: asyncio.Future[None]) -> None:
+        """However the spawn ended: the directory is closed, and a failed one gives its slot back."""
+        os.close(directory)
+        if spawn.cancelled() or spawn.exception() is not None:
+            self._active.discard(record)
 
     def _adopt(self, record: Command, spawn: asyncio.Future[None]) -> None:
         """A start whose caller was cancelled: keep the command where the caller would have, or kill it."""
@@ -299,7 +368,7 @@ class LocalProcessBackend:
                 "environment_unavailable", "The shell backend is shutting down.", "Try again after a restart."
             )
 
-    def _check_live(self, scope: Scope | None, limits: LocalMountLimits) -> None:
+    def _check_live(self, scope: Scope | None, owner: object | None, limits: LocalMountLimits) -> None:
         live = [command for command in self._active if command._phase == "running"]
         if len(live) >= self.limits.max_live_commands:
             raise _limit(
@@ -307,7 +376,11 @@ class LocalProcessBackend:
                 "Wait for a command to finish, or stop one with shell_signal.",
                 self.limits.max_live_commands,
             )
-        if scope is not None and sum(command.scope is scope for command in live) >= limits.max_live_commands:
+        mine = sum(
+            (scope is not None and command.scope is scope) or (owner is not None and command.owner is owner)
+            for command in live
+        )
+        if (scope is not None or owner is not None) and mine >= limits.max_live_commands:
             raise _limit(
                 "This mount runs as many commands as it allows.",
                 "Wait for a command to finish, or stop one with shell_signal.",

@@ -174,6 +174,7 @@ def _tools(environment: RunEnvironment, offered: tuple[str, ...]) -> list[Tool[A
                 timeout_seconds=timeout if timeout is not None else limits.foreground_timeout_seconds,
                 keep_stdin_open=False,
                 scope=None,
+                owner=mount,  # the mount's live cap holds without a scope too
             )
             try:
                 await started.wait_captured(None)
@@ -194,6 +195,7 @@ def _tools(environment: RunEnvironment, offered: tuple[str, ...]) -> list[Tool[A
                 timeout_seconds=timeout,
                 keep_stdin_open=keep_stdin_open,
                 scope=mount.scope,
+                owner=mount,  # counted before the first retained command makes the scope
             )
         )
         try:

@@ -2,7 +2,9 @@
 
 Everything is checked when a model is built, so a running backend never meets a root that is not an
 absolute directory or a shell it cannot execute. The root is stored canonical (realpath): the `cwd`
-confinement of §10.2 compares canonical paths only.
+confinement of §10.2 compares canonical paths only. Limits are checked against each other too, where
+one would make another impossible: within a mount when `LocalMountLimits` is built, and a mount's
+against the backend's with `LocalBackendLimits.check_mount` (which `LocalProcessBackend.mount` calls).
 """
 
 from __future__ import annotations
@@ -14,12 +16,21 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 __all__ = (
     "DEFAULT_INHERIT_ENV",
     "ENV_KEY",
     "MOUNT_NAME",
+    "LimitsConflict",
     "LocalBackendLimits",
     "LocalMountConfig",
     "LocalMountLimits",
@@ -39,6 +50,8 @@ _NO_ENV: Mapping[str, str] = MappingProxyType({})
 
 _Count = Annotated[int, Field(gt=0)]
 _Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+_PAIRED = Field(validate_default=True)
+"""A limit checked against an earlier one, so even at its default."""
 
 
 class LocalMountLimits(BaseModel):
@@ -56,7 +69,7 @@ class LocalMountLimits(BaseModel):
     """How long `shell_exec` waits for a final result before handing out a reference."""
     max_wall_time_seconds: _Seconds = 3600.0
     """The cap on a command's execution timeout, and its default."""
-    foreground_timeout_seconds: _Seconds = 300.0
+    foreground_timeout_seconds: Annotated[_Seconds, _PAIRED] = 300.0
     """The default execution timeout on a foreground-only mount."""
     terminate_grace_seconds: _Seconds = 2.0
     """Between SIGTERM and SIGKILL to a command's group."""
@@ -68,17 +81,60 @@ class LocalMountLimits(BaseModel):
     """The newest bytes kept of each stream."""
     max_live_commands: _Count = 8
     """Running commands per scope."""
-    max_retained_commands: _Count = 32
+    max_retained_commands: Annotated[_Count, _PAIRED] = 32
     """Commands kept per scope, live or finished."""
     retain_exited_seconds: _Seconds = 900.0
     """How long a fully captured command stays in its scope."""
     max_stdin_write_bytes: _Count = 65536
     """One stdin write."""
-    max_stdin_total_bytes: _Count = 1048576
+    max_stdin_total_bytes: Annotated[_Count, _PAIRED] = 1048576
     """All stdin writes over a command's life."""
+
+    # Each pair is checked on its later field, so the error names a limit of the pair (and both are
+    # in the message); an earlier field that failed its own check is not in `info.data`.
+    @field_validator("foreground_timeout_seconds")
+    @classmethod
+    def _within_the_cap(cls, value: float, info: ValidationInfo) -> float:
+        cap = info.data.get("max_wall_time_seconds")
+        if cap is not None and value > cap:
+            raise ValueError(
+                f"must be at most max_wall_time_seconds ({cap:g}), the cap on every timeout: "
+                "otherwise every foreground command without a timeout is refused"
+            )
+        return value
+
+    @field_validator("max_retained_commands")
+    @classmethod
+    def _room_for_the_live(cls, value: int, info: ValidationInfo) -> int:
+        live = info.data.get("max_live_commands")
+        if live is not None and value < live:
+            raise ValueError(
+                f"must be at least max_live_commands ({live}): a running command past the retained "
+                "ones would be started and then killed"
+            )
+        return value
+
+    @field_validator("max_stdin_total_bytes")
+    @classmethod
+    def _room_for_a_write(cls, value: int, info: ValidationInfo) -> int:
+        write = info.data.get("max_stdin_write_bytes")
+        if write is not None and value < write:
+            raise ValueError(f"must be at least max_stdin_write_bytes ({write}), one write's bound")
+        return value
 
 
 _DEFAULT_LIMITS = LocalMountLimits()
+
+
+class LimitsConflict(ValueError):
+    """A mount's limits that the backend's make impossible (`LocalBackendLimits.check_mount`)."""
+
+    def __init__(self, message: str, *, mount_limit: str, backend_limit: str) -> None:
+        super().__init__(message)
+        self.mount_limit = mount_limit
+        """The `LocalMountLimits` field of the pair."""
+        self.backend_limit = backend_limit
+        """The `LocalBackendLimits` field of the pair."""
 
 
 class LocalBackendLimits(BaseModel):
@@ -92,6 +148,25 @@ class LocalBackendLimits(BaseModel):
     """Captured bytes held, a running command counted at its full window (so the bound always holds)."""
     scope_idle_seconds: _Seconds = 3600.0
     """How long a scope with no commands and no adapter bound is kept."""
+
+    def check_mount(self, limits: LocalMountLimits) -> None:
+        """Refuse a mount's limits under which this backend could start no command.
+
+        A command reserves both of its windows when it starts (§10.4), so they must fit in the
+        backend's bound. (A mount's live cap above the backend's is not refused: the backend's holds.)
+
+        Raises:
+            LimitsConflict: Twice `retained_bytes_per_stream` exceeds `max_retained_bytes`.
+        """
+        windows = 2 * limits.retained_bytes_per_stream
+        if windows > self.max_retained_bytes:
+            raise LimitsConflict(
+                f"twice retained_bytes_per_stream ({windows}, the two windows a command reserves) "
+                f"exceeds the backend's max_retained_bytes ({self.max_retained_bytes}): every command "
+                "would be refused",
+                mount_limit="retained_bytes_per_stream",
+                backend_limit="max_retained_bytes",
+            )
 
 
 class LocalMountConfig(BaseModel):
