@@ -6,13 +6,15 @@ history its own clean-up leaves as it is (`for_native`). After a failed or cance
 safe parts of an interrupted response, give unanswered calls the unknown result, and make sure the
 run's own input is in the state exactly once.
 
-All functions take and return lists of native messages and never mutate their input messages.
+All functions take and return lists of native messages and never mutate their input messages. The two
+that walk the whole history before a run (`set_system_prompt`, `for_native`) take an optional `pause`,
+called every `PAUSE_EVERY` messages: a host preparing a long history in a worker thread stops there.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -46,6 +48,7 @@ from ._history import last_response_index, pending_calls
 from ._tooling import INTERRUPTED_TOOL_RESULT
 
 __all__ = (
+    "PAUSE_EVERY",
     "PartTracker",
     "append_input",
     "close_calls",
@@ -56,6 +59,25 @@ __all__ = (
     "set_system_prompt",
     "unknown_result",
 )
+
+
+PAUSE_EVERY = 4096
+"""Messages a whole-history pass handles between two `pause` calls (about 20 ms of work)."""
+
+
+def _pauses(pause: Callable[[], None] | None) -> Callable[[int], None]:
+    """`tick(index)`: calls `pause` when `index` reached the next multiple of `PAUSE_EVERY`."""
+    if pause is None:
+        return lambda index: None
+    due = PAUSE_EVERY
+
+    def tick(index: int) -> None:
+        nonlocal due
+        if index >= due:
+            due = index + PAUSE_EVERY
+            pause()
+
+    return tick
 
 
 def unknown_result(call: ToolCallPart) -> ToolReturnPart:
@@ -108,7 +130,9 @@ def lift_undelivered_input(history: list[ModelMessage]) -> tuple[list[ModelMessa
     return kept, lifted
 
 
-def set_system_prompt(history: list[ModelMessage], prompts: Sequence[str]) -> list[ModelMessage]:
+def set_system_prompt(
+    history: list[ModelMessage], prompts: Sequence[str], *, pause: Callable[[], None] | None = None
+) -> list[ModelMessage]:
     """Replace every stored system prompt with the executable's current ones, at the front of the first request.
 
     Untouched when the history is empty (the native run adds them) or ends in a provider-suspended
@@ -119,7 +143,9 @@ def set_system_prompt(history: list[ModelMessage], prompts: Sequence[str]) -> li
     fresh: list[ModelRequestPart] = [SystemPromptPart(content) for content in prompts]
     out: list[ModelMessage] = []
     first = True
-    for message in history:
+    tick = _pauses(pause)
+    for index, message in enumerate(history):
+        tick(index)
         if isinstance(message, ModelRequest):
             parts: list[ModelRequestPart] = [
                 part for part in message.parts if not isinstance(part, SystemPromptPart)
@@ -303,7 +329,7 @@ def normalize(
 # --- the history pydantic-ai receives ---------------------------------------------------------------
 
 
-def for_native(history: list[ModelMessage]) -> list[ModelMessage]:
+def for_native(history: list[ModelMessage], *, pause: Callable[[], None] | None = None) -> list[ModelMessage]:
     """The history pydantic-ai 2.68's own clean-up (`_clean_message_history`) would make of `history`.
 
     pydantic-ai cleans every history it is given: drop orphaned tool results, repair dangling calls
@@ -314,11 +340,19 @@ def for_native(history: list[ModelMessage]) -> list[ModelMessage]:
     consecutive messages once. pydantic-ai's clean-up then finds nothing left to do, and the messages
     keep their identity (the run's history encoder reuses their bytes). `tests/test_history_shapes.py`
     checks the equality on random histories, so an upgrade that changes the native rules fails there.
+    `pause` also runs between pydantic-ai's two passes, which cannot be cut.
     """
-    history = _repair_dangling_tool_calls(_drop_orphaned_tool_results(history))
+    tick = _pauses(pause)
+    history = _drop_orphaned_tool_results(history)
+    if pause is not None:
+        pause()
+    history = _repair_dangling_tool_calls(history)
+    if pause is not None:
+        pause()
     out: list[ModelMessage] = []
     index, count = 0, len(history)
     while index < count:
+        tick(index)
         message = history[index]
         end = index + 1
         if isinstance(message, ModelRequest):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
@@ -185,7 +185,8 @@ class HarnessRunStream(Generic[OutputT]):
         if self._entered:
             raise RunError("A run stream can be entered only once.", code=ErrorCode.RUN_STREAM_REUSED)
         self._entered = True
-        self._prepare()
+        if self._prepared is None:
+            self._prepare(None)
         if self._environment is not None:
             instance = self._bindings.instance
             self._environment.enter(
@@ -255,6 +256,22 @@ class HarnessRunStream(Generic[OutputT]):
             self._token.cancel()
 
     @property
+    def history_length(self) -> int:
+        """How many messages the run continues: what preparing it costs (`prepare`)."""
+        return len(self._history)
+
+    def prepare(self, pause: Callable[[], None] | None = None) -> None:
+        """Prepare the history (SPEC §2.2.3) now, before `async with`, which otherwise does it.
+
+        The passes walk the whole history (100 000 messages: about half a second), so a host may call
+        this in a worker thread; `pause` is called between pieces and may raise to stop the work. The
+        exception propagates and leaves the stream unprepared: drop it. Nothing else may use the stream
+        meanwhile; calling it again, or once entered, does nothing.
+        """
+        if self._prepared is None and not self._entered:
+            self._prepare(pause)
+
+    @property
     def usage(self) -> RunUsage:
         """The run's usage so far."""
         if self._native_run is not None:
@@ -317,11 +334,12 @@ class HarnessRunStream(Generic[OutputT]):
                 raise
 
     # -- internals ------------------------------------------------------------------------------------
-    def _prepare(self) -> None:
+    def _prepare(self, pause: Callable[[], None] | None) -> None:
         """History preparation (SPEC §2.2.3): lift input, recover tools, set the system prompt.
 
         The result is what pydantic-ai's own clean-up would make of it (`for_native`), so the native run
-        changes nothing and the run's own messages start at `len(self._prepared)`.
+        changes nothing and the run's own messages start at `len(self._prepared)`. Every step derives from
+        the stream's inputs alone: preparing again after a `pause` raised gives the same result.
         """
         history, lifted = lift_undelivered_input(self._history)
         own: list[UserContent] = [self._prompt] if isinstance(self._prompt, str) else list(self._prompt or [])
@@ -332,7 +350,8 @@ class HarnessRunStream(Generic[OutputT]):
             self._tooling.resume = resume
         else:
             history = self._plan_recovery(history, resume)
-        self._prepared = for_native(set_system_prompt(history, self._executable.system_prompt))
+        history = set_system_prompt(history, self._executable.system_prompt, pause=pause)
+        self._prepared = for_native(history, pause=pause)
 
     def _plan_recovery(
         self, history: list[ModelMessage], retained: DeferredToolResume | None

@@ -33,6 +33,7 @@ from harness.errors import ErrorCode
 from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field
 from .mounts import ServerMounts
+from .offloop import off_loop
 from .runlog import RunScope
 from .runs import ActiveRuns
 from .tracing import CURRENT as TRACING
@@ -179,6 +180,19 @@ class ThreadLauncher:
             barrier=barrier,
             state_field=None,
             resume_field="spec.answers",
+        )
+
+    async def prepare(self, stream: HarnessRunStream[Any], *, request_id: str) -> None:
+        """A long history is prepared off the event loop; a drain stops it (the run outlives its RPC, so
+        neither the caller leaving nor its deadline does)."""
+        fields = {"service": "threads", "thread_id": stream.thread_id, "run_id": stream.run_id}
+        await off_loop(
+            stream.prepare,
+            step="preparing",
+            size=stream.history_length,
+            runs=self._runs,
+            deadline=None,
+            fields={**fields, "request_id": request_id},
         )
 
     @contextmanager

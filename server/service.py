@@ -7,9 +7,10 @@ with a status and ErrorInfo (`server.mapping.errors.abort`); a run's own failure
 `RunResult`. Anything unexpected is logged with the request's ids and answered `INTERNAL_ERROR`, never
 with its text.
 
-A run reads top to bottom: `_decode` (inline, or off the loop for a large history: `server.decoding`),
-`_started` (fresh bindings, the core's construction checks, admission, the run log), `_events` (the core's
-stream, its errors as statuses), then the answer, which must fit `--max-message-bytes`.
+A run reads top to bottom: `_decode` (inline, or off the loop for a large history: `server.offloop`),
+`_started` (fresh bindings, the core's construction checks, admission, the run log), `_prepare` (the
+history's preparation, off the loop for a long one), `_events` (the core's stream, its errors as
+statuses), then the answer, which must fit `--max-message-bytes`.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from harness import (
 )
 
 from .agents import AgentRegistry, ToolCategory
-from .decoding import decoded
 from .errors import ServerError, ServerReason, at_field
 from .launch import start_stream
 from .mapping.checkpoints import CheckpointDeltas
@@ -59,6 +59,7 @@ from .mapping.state import (
 )
 from .metrics import CURRENT
 from .mounts import ServerMounts
+from .offloop import in_call
 from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge, wait_out
 from .runlog import LOGGER, RunLog
 from .runs import ActiveRuns
@@ -194,16 +195,18 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         """Run `call` into `outbox` (in a task of its own: `server.outbox` says why), then end it."""
         try:
             stream, admission, log = await self._started(call, context)
-            with admission, log:
-                try:
-                    # `aclosing`: when the stream is cancelled, the run is closed here and now, not
-                    # whenever the garbage collector finalises a suspended generator.
-                    async with aclosing(self._events(stream, log, context)) as items:
-                        async for item in items:
-                            await outbox.add(item)
-                except ResponseTooLarge as error:
-                    log.undelivered(error.size)
-                    raise _Refusal(self._too_large(error.size, stream)) from None
+            with admission:
+                await self._prepare(call, stream, context)
+                with log:
+                    try:
+                        # `aclosing`: when the stream is cancelled, the run is closed here and now, not
+                        # whenever the garbage collector finalises a suspended generator.
+                        async with aclosing(self._events(stream, log, context)) as items:
+                            async for item in items:
+                                await outbox.add(item)
+                    except ResponseTooLarge as error:
+                        log.undelivered(error.size)
+                        raise _Refusal(self._too_large(error.size, stream)) from None
         except BaseException as error:
             # A refusal (answered by the stream after what is queued), an abort or a cancellation.
             outbox.end(error)
@@ -250,30 +253,34 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
     async def _run(self, spec: run_pb2.RunSpec, context: Context) -> harness_service_pb2.RunResponse:
         call = await self._decode(spec, context)
         stream, admission, log = await self._started(call, context)
-        with admission, log:
-            async with aclosing(self._events(stream, log, context)) as items:
-                async for item in items:
-                    if isinstance(item, HarnessRunResultEvent):
-                        response = harness_service_pb2.RunResponse()
-                        fill_result(
-                            response.result,
-                            item.result,
-                            request_id=call.request_id,
-                            parent_agent=call.parent_agent,
-                        )
-                        size = response.ByteSize() + ENVELOPE_BYTES
-                        if size > self._max_message_bytes:
-                            log.undelivered(size)
-                            raise _Refusal(self._too_large(size, stream))
-                        return response
+        with admission:
+            await self._prepare(call, stream, context)
+            with log:
+                async with aclosing(self._events(stream, log, context)) as items:
+                    async for item in items:
+                        if isinstance(item, HarnessRunResultEvent):
+                            response = harness_service_pb2.RunResponse()
+                            fill_result(
+                                response.result,
+                                item.result,
+                                request_id=call.request_id,
+                                parent_agent=call.parent_agent,
+                            )
+                            size = response.ByteSize() + ENVELOPE_BYTES
+                            if size > self._max_message_bytes:
+                                log.undelivered(size)
+                                raise _Refusal(self._too_large(size, stream))
+                            return response
         raise AssertionError("a run stream always ends with its result or raises")  # pragma: no cover
 
     async def _decode(self, spec: run_pb2.RunSpec, context: Context) -> RunCall:
         """The run call of `spec`, or a `_Refusal`; a large history is decoded off the event loop."""
+        size = _history_bytes(spec.previous_state) if spec.HasField("previous_state") else 0
         try:
-            return await decoded(
+            return await in_call(
                 functools.partial(self._run_call, spec),
-                history_bytes=_history_bytes(spec.previous_state) if spec.HasField("previous_state") else 0,
+                step="decoding",
+                size=size,
                 context=context,
                 runs=self._runs,
                 fields={"method": "run", "request_id": spec.request_id},
@@ -307,6 +314,29 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             request_id=call.request_id,
         )
         return stream, admission, log
+
+    async def _prepare(self, call: RunCall, stream: HarnessRunStream[Any], context: Context) -> None:
+        """The stream's history prepared before its run starts (off the loop for a long one), or a `_Refusal`."""
+        try:
+            await in_call(
+                stream.prepare,
+                step="preparing",
+                size=stream.history_length,
+                context=context,
+                runs=self._runs,
+                fields={
+                    "method": "run",
+                    "thread_id": stream.thread_id,
+                    "run_id": stream.run_id,
+                    "request_id": call.request_id,
+                },
+            )
+        except (HarnessError, ServerError) as error:
+            raise _Refusal(error) from None
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:
+            raise _crashed(error, method="run", request_id=call.request_id) from None
 
     async def _events(
         self, stream: HarnessRunStream[Any], log: RunLog, context: Context
@@ -380,9 +410,10 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         """`build(pause)` (off the loop for a large history), its errors as statuses, the answer checked
         against the message limit."""
         try:
-            response = await decoded(
+            response = await in_call(
                 build,
-                history_bytes=history_bytes,
+                step="decoding",
+                size=history_bytes,
                 context=context,
                 runs=self._runs,
                 fields={"method": method},

@@ -1,9 +1,10 @@
-"""A heavy request neither stalls the server nor outlives its caller (issue 10, item 1).
+"""A heavy request neither stalls the server nor outlives its caller (issue 10, item 1; issue 23, item 14).
 
-A 20 MB history takes the core seconds to validate. The server decodes it in a worker thread, in
-pieces, so other RPCs keep answering meanwhile; and it stops the work when the caller's deadline
-passes or the server drains after SIGTERM. The tests prove each by order of events, never by timing:
-an RPC answered while the heavy run is still undecoded (not yet admitted), and the server's own log.
+A 20 MB history takes the core seconds to validate, and 100 000 messages take its preparation of the
+run half a second. The server does both in a worker thread, in pieces, so other RPCs keep answering
+meanwhile; and it stops the work when the caller leaves, its deadline passes or the server drains after
+SIGTERM. The tests prove each by order of events, never by timing: RPCs answered while the heavy run is
+still undecoded (not yet admitted) or unprepared (not yet started), and the server's own log.
 """
 
 from __future__ import annotations
@@ -15,14 +16,22 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import grpc
 import pytest
 from conftest import RunningServer, error_info
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from logged_serve import LoggedServe, logged_serve
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
-from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2, state_pb2
+from threadline.v1 import (
+    harness_service_pb2,
+    harness_service_pb2_grpc,
+    run_pb2,
+    state_pb2,
+    thread_service_pb2,
+    thread_service_pb2_grpc,
+)
 
 from harness import HarnessState
 from server.mapping.state import state_to_pb
@@ -50,6 +59,34 @@ def heavy_run(request_id: str) -> harness_service_pb2.RunRequest:
     return harness_service_pb2.RunRequest(
         spec=run_pb2.RunSpec(text="hello", previous_state=heavy_state(), request_id=request_id)
     )
+
+
+LONG_PAIRS = 50_000
+"""A prompt and an answer each: 100 000 messages, about 7 MB as the shortest JSON they have."""
+
+
+@functools.cache
+def long_state() -> state_pb2.HarnessState:
+    """A history whose preparation takes a while: many small messages, written as JSON directly."""
+    state = state_to_pb(HarnessState.new(thread_id="thr_long1"))
+    state.message_history.data = b"[%b]" % b",".join(  # type: ignore[assignment]  # upb takes UTF-8 bytes
+        b'{"kind":"request","parts":[{"part_kind":"user-prompt","content":"p%d"}]},'
+        b'{"kind":"response","parts":[{"part_kind":"text","content":"a%d"}]}' % (i, i)
+        for i in range(LONG_PAIRS)
+    )
+    state.message_history.message_count = 2 * LONG_PAIRS
+    state.message_history.ClearField("sha256")  # the empty history's: optional, left out
+    return state
+
+
+def long_run(request_id: str) -> harness_service_pb2.RunRequest:
+    return harness_service_pb2.RunRequest(
+        spec=run_pb2.RunSpec(text="hello", previous_state=long_state(), request_id=request_id)
+    )
+
+
+ANSWERS = 3
+"""Small RPCs a test sees answered while a long history is prepared."""
 
 
 class _Seen(logging.Handler):
@@ -133,3 +170,88 @@ async def test_sigterm_stops_the_decoding_and_the_host_learns_why() -> None:
         serve.stop()  # collects the remaining log lines
         stopped = [r for r in serve.records() if r.get("event") == "decoding_stopped"]
         assert [(r["why"], r["request_id"]) for r in stopped] == [("draining", "heavy-3")]
+
+
+async def _answered_before(seen: _Seen, event: str, ask: Callable[[], Awaitable[object]]) -> None:
+    """`ask()` answers `ANSWERS` times before the server logs `event`."""
+    for _ in range(ANSWERS):
+        await ask()
+    assert not seen.events.setdefault(event, threading.Event()).is_set(), f"{event} came first"
+
+
+async def test_other_rpcs_answer_while_a_long_history_is_prepared(server: RunningServer, seen: _Seen) -> None:
+    async with grpc.aio.insecure_channel(server.address, options=CHANNEL) as channel:
+        stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
+        heavy = asyncio.ensure_future(stub.Run(long_run("long-1"), timeout=300))
+        preparing = await seen.wait("preparing_off_loop")
+        assert preparing["request_id"] == "long-1" and preparing["messages"] == 2 * LONG_PAIRS
+        # Answered while the run was being prepared: admitted, not started (its `run_started` is later).
+        await _answered_before(
+            seen,
+            "run_started",
+            lambda: stub.GetServerInfo(harness_service_pb2.GetServerInfoRequest(), timeout=60),
+        )
+        result = (await heavy).result
+    assert result.status == run_pb2.RUN_STATUS_COMPLETED
+    assert json.loads(result.output_json) == "You said: hello"
+
+
+async def test_a_caller_leaving_stops_the_preparation(server: RunningServer, seen: _Seen) -> None:
+    async with grpc.aio.insecure_channel(server.address, options=CHANNEL) as channel:
+        stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
+        call = stub.Run(long_run("long-2"), timeout=300)
+        await seen.wait("preparing_off_loop")
+        call.cancel()  # the host gives up while the run is prepared
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        stopped = await seen.wait("preparing_stopped")
+        assert stopped["why"] == "cancelled" and stopped["request_id"] == "long-2"
+        # The server is fine: it answers, runs nothing, and the run never started.
+        health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=60)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        info = await stub.GetServerInfo(harness_service_pb2.GetServerInfoRequest(), timeout=60)
+        assert info.default_agent == "default"
+    assert server.runs_after_calls() == 0
+    assert "run_started" not in seen.events
+
+
+async def test_thread_rpcs_answer_while_a_long_thread_is_prepared(server: RunningServer, seen: _Seen) -> None:
+    async with grpc.aio.insecure_channel(server.address, options=CHANNEL) as channel:
+        threads = thread_service_pb2_grpc.ThreadServiceStub(channel)
+        created = await threads.CreateThread(
+            thread_service_pb2.CreateThreadRequest(state=long_state()),
+            timeout=300,
+        )
+        thread_id = created.thread.thread_id
+        spec = thread_service_pb2.ThreadRunSpec(thread_id=thread_id, request_id="long-3", text="hello")
+        heavy = asyncio.ensure_future(
+            threads.RunThread(thread_service_pb2.RunThreadRequest(spec=spec), timeout=300)
+        )
+        preparing = await seen.wait("preparing_off_loop")
+        assert (preparing["service"], preparing["thread_id"]) == ("threads", thread_id)
+        # Answered while the thread's run was prepared: before its Begin, so before its `run_started`.
+        await _answered_before(
+            seen,
+            "run_started",
+            lambda: threads.GetThread(thread_service_pb2.GetThreadRequest(thread_id=thread_id)),
+        )
+        response = await heavy
+    assert response.result.status == run_pb2.RUN_STATUS_COMPLETED
+
+
+async def test_sigterm_stops_the_preparation_and_the_host_learns_why() -> None:
+    with logged_serve() as serve:
+        async with grpc.aio.insecure_channel(serve.address, options=CHANNEL) as channel:
+            stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
+            heavy = asyncio.ensure_future(stub.Run(long_run("long-4"), timeout=300))
+            await asyncio.to_thread(_wait_for, serve, "preparing_off_loop")
+            serve.serve.process.send_signal(signal.SIGTERM)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await heavy
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert error_info(caught.value).reason == "SERVER_SHUTTING_DOWN"
+        assert serve.serve.process.wait(timeout=60) == 0
+        serve.stop()
+        stopped = [r for r in serve.records() if r.get("event") == "preparing_stopped"]
+        assert [(r["why"], r["request_id"]) for r in stopped] == [("draining", "long-4")]
+        assert not [r for r in serve.records() if r.get("event") == "run_started"]

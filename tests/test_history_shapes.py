@@ -33,8 +33,8 @@ from pydantic_ai.messages import (
 )
 from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2
 
-from harness import HarnessState
-from harness._prepare import for_native
+from harness import HarnessRunResultEvent, HarnessState
+from harness._prepare import PAUSE_EVERY, for_native, set_system_prompt
 from server.demo import demo_agent
 from server.mapping.state import state_to_pb
 
@@ -113,6 +113,50 @@ def test_a_long_run_of_consecutive_requests_is_merged_into_one() -> None:
     [merged] = for_native(history)
     assert isinstance(merged, ModelRequest)
     assert [part.content for part in merged.parts] == [f"p{i}" for i in range(20_000)]  # type: ignore[union-attr]
+
+
+def alternating(pairs: int) -> list[ModelMessage]:
+    history: list[ModelMessage] = []
+    for i in range(pairs):
+        history += [ModelRequest(parts=[UserPromptPart(f"p{i}")]), ModelResponse(parts=[TextPart(f"a{i}")])]
+    return history
+
+
+def test_pausing_a_long_preparation_changes_nothing() -> None:
+    history = alternating(2 * PAUSE_EVERY)
+    pauses: list[None] = []
+    paused = for_native(
+        set_system_prompt(history, [], pause=lambda: pauses.append(None)), pause=lambda: pauses.append(None)
+    )
+    plain = for_native(set_system_prompt(history, []))
+    assert all(a is b for a, b in zip(paused, plain, strict=True))  # the very messages, untouched
+    assert len(pauses) >= 2 * len(history) // PAUSE_EVERY  # both passes paused along the history
+
+
+class _Stop(Exception):
+    pass
+
+
+async def test_a_stopped_preparation_leaves_the_stream_to_prepare_again() -> None:
+    state = HarnessState.new(thread_id="thr_shapes2", message_history=alternating(2 * PAUSE_EVERY))
+    stream = demo_agent().stream("hello", previous_state=state)
+    assert stream.history_length == 4 * PAUSE_EVERY
+    calls: list[None] = []
+
+    def pause() -> None:
+        calls.append(None)
+        if len(calls) == 2:
+            raise _Stop  # a host that stops the work (its caller left)
+
+    with pytest.raises(_Stop):
+        stream.prepare(pause)
+    stream.prepare(lambda: None)  # done this time: entering the stream does not prepare again
+    async with stream:
+        async for item in stream:
+            if isinstance(item, HarnessRunResultEvent):
+                assert item.result.status == "completed" and item.result.output == "You said: hello"
+                assert item.result.state is not None
+                assert item.result.state.message_count() == 4 * PAUSE_EVERY + 2
 
 
 pytestmark = pytest.mark.anyio

@@ -83,6 +83,11 @@ class Launcher(Protocol):
         run's log lines and metrics)."""
         ...
 
+    async def prepare(self, stream: HarnessRunStream[Any], *, request_id: str) -> None:
+        """`stream.prepare()`, once admitted and before Begin: a long history's takes a while, so a
+        server does it off its event loop. Raising refuses the run (e.g. the server drains meanwhile)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ThreadRunRequest:
@@ -241,6 +246,7 @@ class ThreadRun:
             with host.launcher.admit(
                 stream, cancel=self.cancel, request_id=request.request_id, agent=thread.agent
             ):
+                await host.launcher.prepare(stream, request_id=request.request_id)
                 sent = time.monotonic()
                 try:
                     taken, _record = await store.begin(

@@ -16,7 +16,7 @@ Performance: the history is the only large value; it is parsed once (by the core
 native dump) and never copied into another text. Encoding reuses those stored bytes
 (`message_history_json()`), so an envelope round trip costs about what `ModelMessagesTypeAdapter`'s own
 validate + dump costs, plus a SHA-256. A large history is validated in pieces with `pause` between them,
-so a caller in a worker thread can stop it (`server.decoding`).
+so a caller in a worker thread can stop it (`server.offloop`).
 """
 
 from __future__ import annotations
