@@ -31,6 +31,7 @@ __all__ = (
     "FailureCode",
     "HarnessError",
     "InputError",
+    "Refusal",
     "RetryHint",
     "RunCleanupError",
     "RunError",
@@ -130,6 +131,14 @@ class FailureCode(StrEnum):
 
 def _detached_details(details: Mapping[str, JsonValue] | None) -> dict[str, JsonValue]:
     return copy.deepcopy(dict(details)) if details else {}
+
+
+class Refusal(Exception):
+    """A host's refusal of a request before it runs (admission, a drain, an unknown agent): expected.
+
+    A host's own error types derive from it so that the core can tell them from its bugs: a thread run
+    refused by its `Launcher` is answered with the refusal and never logged as a crash.
+    """
 
 
 class HarnessError(Exception):

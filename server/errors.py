@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 from harness import JsonValue
+from harness.errors import Refusal
 
 __all__ = ("ServerError", "ServerReason", "at_field", "field_of")
 
@@ -44,7 +45,7 @@ class ServerReason(StrEnum):
     """`RunSpec.lineage.parent_agent` declares no host-mode child `subagent_name` running `RunSpec.agent`."""
 
 
-class ServerError(Exception):
+class ServerError(Refusal):
     """A request the server refuses for a reason of its own (not a core rule).
 
     Usage:

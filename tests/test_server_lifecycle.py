@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import subprocess
 import textwrap
@@ -18,7 +19,13 @@ import pytest
 from conftest import THREADLINE, RunningServer, ServeProcess, StartServer, error_info
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2
+from threadline.v1 import (
+    harness_service_pb2,
+    harness_service_pb2_grpc,
+    run_pb2,
+    thread_service_pb2,
+    thread_service_pb2_grpc,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +76,7 @@ async def test_deadline_cancels_the_run(server: RunningServer) -> None:
     assert await settled(server) == 0
 
 
-async def test_run_limit(start_server: StartServer) -> None:
+async def test_run_limit(start_server: StartServer, caplog: pytest.LogCaptureFixture) -> None:
     limited = await start_server(max_concurrent_runs=1)
     async with grpc.aio.insecure_channel(limited.address) as channel:
         stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
@@ -80,6 +87,16 @@ async def test_run_limit(start_server: StartServer) -> None:
         assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         info = error_info(caught.value)
         assert (info.reason, info.metadata["limit"]) == ("RUN_LIMIT_REACHED", "1")
+        # A thread run at the limit is refused alike, and a refusal is no crash in the server's log.
+        threads = thread_service_pb2_grpc.ThreadServiceStub(channel)
+        created = await threads.CreateThread(thread_service_pb2.CreateThreadRequest())
+        caplog.set_level(logging.INFO, logger="threadline.threads")
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            spec = thread_service_pb2.ThreadRunSpec(thread_id=created.thread.thread_id, text="hi")
+            await threads.RunThread(thread_service_pb2.RunThreadRequest(spec=spec))
+        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert error_info(caught.value).reason == "RUN_LIMIT_REACHED"
+        assert not [r for r in caplog.records if r.getMessage() == "run_crashed"]
         # Envelope RPCs are not runs: they still work at the limit.
         await stub.NewState(harness_service_pb2.NewStateRequest())
         slow.cancel()

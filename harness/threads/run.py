@@ -26,7 +26,7 @@ from .._run import HarnessRunStream
 from ..barrier import RunBarrier
 from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume, stored_resume
-from ..errors import ErrorCode, HarnessError, RunCleanupError, ThreadError
+from ..errors import ErrorCode, HarnessError, Refusal, RunCleanupError, ThreadError
 from ..events import HarnessCheckpointEvent, HarnessRunResultEvent
 from ..results import HarnessRunResult
 from ..state import HarnessState
@@ -58,7 +58,11 @@ _KIND: dict[str, CheckpointKind] = {
 
 
 class Launcher(Protocol):
-    """How a thread run gets its core stream: fresh bindings, construction checks, admission."""
+    """How a thread run gets its core stream: fresh bindings, construction checks, admission.
+
+    Its refusals (a full server, a drain, an unknown agent) raise a `HarnessError` or a `Refusal`;
+    anything else it raises is a bug, logged as `run_crashed`.
+    """
 
     def stream(
         self,
@@ -161,7 +165,7 @@ class ThreadRun:
                 if self._listening:
                     self._queue.put_nowait((item, None, False))
         except BaseException as error:
-            if not isinstance(error, HarnessError | asyncio.CancelledError):
+            if not isinstance(error, HarnessError | Refusal | asyncio.CancelledError):
                 LOGGER.error(
                     "run_crashed",
                     exc_info=error,
