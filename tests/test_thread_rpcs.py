@@ -819,6 +819,7 @@ BAD_LABELS = {
     "key starting with a digit": {"1team": "x"},
     "key of 64 characters": {"k" * 64: "x"},
     "key with a space": {"a b": "x"},
+    "key with a trailing newline": {"a\n": "v"},
     "value of 257 characters": {"team": "v" * 257},
     "33 labels": {f"k{i}": "" for i in range(33)},
 }

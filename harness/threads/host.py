@@ -49,7 +49,7 @@ def check_labels(labels: Mapping[str, str], *, field: str = "labels") -> dict[st
             details={"field": field, "count": len(labels)},
         )
     for key, value in labels.items():
-        if not _LABEL_KEY.match(key):
+        if not _LABEL_KEY.fullmatch(key):
             raise InputError(
                 "A label key must match ^[a-z][a-z0-9_.-]{0,62}$.",
                 code=ErrorCode.INPUT_INVALID,
