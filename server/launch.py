@@ -27,6 +27,7 @@ from harness import (
     client_tools_capability,
 )
 from harness.children import ChildLineage, SubagentDefinition, child_identity, child_usage_limits
+from harness.children.names import check_lineage
 from harness.errors import ErrorCode
 
 from .agents import AgentRegistry
@@ -83,6 +84,11 @@ def start_stream(
         capability = client_tools_capability(client_tools, reserved_names=reserved)
     except HarnessError as error:
         raise at_field(error, "spec.client_tools") from None
+    if parent_agent:  # the lineage's shape first: a malformed edge name is not an unknown edge
+        try:
+            check_lineage(lineage, previous_state.thread_id if previous_state is not None else "")
+        except HarnessError as error:
+            raise _at_lineage(error) from None
     edge = host_edge(registry, parent_agent, lineage, child=served) if parent_agent else None
     capabilities: list[AbstractCapability[Any]] = [capability] if capability is not None else []
     if (tracing := TRACING.get()) is not None:
@@ -114,11 +120,15 @@ def start_stream(
     except HarnessError as error:
         if resume_field is not None and error.code.value.startswith("deferred_"):
             raise at_field(error, resume_field) from None
-        if error.code is ErrorCode.CHILD_LINEAGE_INVALID and isinstance(
-            field := error.details.get("field"), str
-        ):
-            raise at_field(error, f"spec.lineage.{field}") from None
+        if error.code is ErrorCode.CHILD_LINEAGE_INVALID:
+            raise _at_lineage(error) from None
         raise
+
+
+def _at_lineage(error: HarnessError) -> HarnessError:
+    """A `child_lineage_invalid` error at the request field it names (`spec.lineage.<field>`)."""
+    field = error.details.get("field")
+    return at_field(error, f"spec.lineage.{field}") if isinstance(field, str) else error
 
 
 def host_edge(
