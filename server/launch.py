@@ -37,7 +37,7 @@ from .runlog import RunScope
 from .runs import ActiveRuns
 from .tracing import CURRENT as TRACING
 
-__all__ = ("ThreadLauncher", "start_stream", "unknown_agent")
+__all__ = ("ThreadLauncher", "client_tools_for", "start_stream", "unknown_agent")
 
 
 def unknown_agent(registry: AgentRegistry, name: str, *, field: str) -> ServerError:
@@ -48,6 +48,28 @@ def unknown_agent(registry: AgentRegistry, name: str, *, field: str) -> ServerEr
         details={"agent": name, "served": list(registry)},
         field=field,
     )
+
+
+def client_tools_for(
+    registry: AgentRegistry,
+    mounts: ServerMounts,
+    agent_name: str,
+    client_tools: Sequence[ClientTool],
+    *,
+    field: str,
+) -> AbstractCapability[Any] | None:
+    """The core's check of client tools for a run of `agent_name` (beside its own and its mounts'
+    tools) and the capability serving them; CreateThread checks the tools it records the same way.
+
+    Raises:
+        InputError: `client_tool_invalid` at `field`.
+    """
+    served = agent_name or registry.default
+    reserved = [tool.name for tool in (*registry.tools(agent_name), *mounts.tools(served))]
+    try:
+        return client_tools_capability(client_tools, reserved_names=reserved)
+    except HarnessError as error:
+        raise at_field(error, field) from None
 
 
 def start_stream(
@@ -79,11 +101,7 @@ def start_stream(
     if agent is None:
         raise unknown_agent(registry, agent_name, field="spec.agent")
     served = agent_name or registry.default
-    reserved = [tool.name for tool in (*registry.tools(agent_name), *mounts.tools(served))]
-    try:
-        capability = client_tools_capability(client_tools, reserved_names=reserved)
-    except HarnessError as error:
-        raise at_field(error, "spec.client_tools") from None
+    capability = client_tools_for(registry, mounts, agent_name, client_tools, field="spec.client_tools")
     if parent_agent:  # the lineage's shape first: a malformed edge name is not an unknown edge
         try:
             check_lineage(lineage, previous_state.thread_id if previous_state is not None else "")

@@ -31,7 +31,7 @@ from harness.threads import (
 
 from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field
-from .launch import unknown_agent
+from .launch import client_tools_for, unknown_agent
 from .mapping.deferred import requests_from_pb, resume_from_pb
 from .mapping.errors import abort
 from .mapping.events import fill_event, fill_timestamp
@@ -185,8 +185,11 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
                 raise unknown_agent(self._registry, agent, field="agent")
             if request.thread_id and state is None:
                 _required_id(request.thread_id)
-            if state is not None:  # refused now, rather than by every run of the stored thread
+            # Refused now, rather than by every run of the stored thread.
+            if state is not None:
                 self._mounts.check_entries(agent, state, state_field="state")
+            client_tools = client_tools_from_pb(request.client_tools)
+            client_tools_for(self._registry, self._mounts, agent, client_tools, field="client_tools")
             try:
                 row = await self._h.create(
                     thread_id=request.thread_id or None,
@@ -195,7 +198,7 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
                     state=state,
                     pending=pending,
                     accepted=accepted,
-                    client_tools=client_tools_from_pb(request.client_tools),
+                    client_tools=client_tools,
                 )
             except HarnessError as error:
                 field: str | None = None

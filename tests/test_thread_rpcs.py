@@ -237,6 +237,29 @@ async def test_import_with_another_thread_id_is_state_invalid(stub: Stub, harnes
     assert (code, reason) == (Code.NOT_FOUND, "THREAD_NOT_FOUND"), "a refused import creates nothing"
 
 
+@pytest.mark.parametrize(
+    ("tool", "field"),
+    [
+        (run_pb2.ClientTool(name="ct", parameters_json_schema="[]"), "parameters_json_schema"),
+        (run_pb2.ClientTool(name="lookup"), "name"),  # a tool of the agent's own
+        (run_pb2.ClientTool(name="ct\n"), "name"),
+    ],
+    ids=["schema not an object", "the agent's tool", "name with a newline"],
+)
+async def test_an_import_with_client_tools_no_run_accepts_is_refused_storing_nothing(
+    stub: Stub, harness: Harness, tool: run_pb2.ClientTool, field: str
+) -> None:
+    """Checked as a run checks them, rather than stored for every later run to refuse."""
+    held = (await host_run(harness, text="hello")).state
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await create_thread(stub, state=held, client_tools=[tool])
+    code, reason, meta = refusal(caught.value)
+    assert (code, reason, meta["field"]) == (Code.INVALID_ARGUMENT, "CLIENT_TOOL_INVALID", field)
+    assert bad_request_fields(caught.value) == ["client_tools"]
+    code, reason, _ = await refused(get_thread(stub, held.thread_id))
+    assert (code, reason) == (Code.NOT_FOUND, "THREAD_NOT_FOUND"), "a refused import creates nothing"
+
+
 def bad_request_fields(error: grpc.aio.AioRpcError) -> list[str]:
     from google.rpc import error_details_pb2, status_pb2
 
