@@ -27,6 +27,7 @@ from harness.threads import (
     ThreadRow,
     ThreadRun,
     ThreadRunOutcome,
+    check_storable,
 )
 
 from .agents import AgentRegistry
@@ -83,12 +84,25 @@ def _untoken(token: str, keys: tuple[str, ...]) -> dict[str, Any]:
     raise _invalid("page_token is not one this server returned.", "page_token")
 
 
+def _at_its_field(error: InputError) -> InputError:
+    """A core `input_invalid` at the request field its details name."""
+    field = error.details.get("field")
+    return at_field(error, field) if isinstance(field, str) else error
+
+
 def _required_id(value: str, field: str = "thread_id") -> str:
     if not value:
         raise _invalid(f"{field} is required.", field)
     if len(value) > 256:
         raise _invalid(f"{field} has at most 256 characters.", field)
-    return value
+    return _storable(value, field)
+
+
+def _storable(value: str, field: str) -> str:
+    try:
+        return check_storable(value, field=field)
+    except InputError as error:
+        raise _at_its_field(error) from None
 
 
 def _label_filter(items: list[str]) -> dict[str, str]:
@@ -97,6 +111,9 @@ def _label_filter(items: list[str]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise _invalid("A label filter is `key=value`.", f"labels[{i}]")
+        if key in found:  # a thread has one value per key: a second one would never match
+            raise _invalid("A label filter names each key once.", f"labels[{i}]")
+        _storable(item, f"labels[{i}]")
         found[key] = value
     return found
 
@@ -242,9 +259,12 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             if request.page_token:
                 doc = _untoken(request.page_token, ("t", "id"))
                 after = (float(doc["t"]), str(doc["id"]))
-            rows = await self._h.threads(
-                limit=limit + 1, labels=labels, status=STATUS_FROM_PB[request.status], after=after
-            )
+            try:
+                rows = await self._h.threads(
+                    limit=limit + 1, labels=labels, status=STATUS_FROM_PB[request.status], after=after
+                )
+            except InputError as error:
+                raise _at_its_field(error) from None
             response = thread_service_pb2.ListThreadsResponse()
             for row, head in rows[:limit]:
                 fill_thread(response.threads.add(), row, head)

@@ -1070,6 +1070,29 @@ def test_thread_working_requests_with_hostile_fields(
     check()
 
 
+LABEL_KEYS = st.sampled_from(["fuzz", "k", "a.b-c_d", "K", "", "=", "\x00", "k\n"]) | st.text(max_size=70)
+label_filters = st.lists(
+    st.tuples(LABEL_KEYS, st.sampled_from(["", "seed", "v" * 300, "\x00", "="]) | st.text(max_size=20)).map(
+        lambda kv: f"{kv[0]}={kv[1]}"
+    )
+    | texts,
+    max_size=40,
+) | st.integers(30, 2_000).map(lambda n: [f"k{i}=v" for i in range(n)])
+"""Label filters of any shape: keys and values of any text, entries without `=`, repeated keys, NULs,
+and from 30 to 2 000 entries (more than a thread has labels)."""
+
+
+def test_thread_label_filters(channel: grpc.Channel) -> None:
+    @FUZZ
+    @given(labels=label_filters, status=st.sampled_from([0, 1, 2, 3, 99]))
+    def check(labels: list[str], status: int) -> None:
+        send_thread(
+            channel, "ListThreads", thread_service_pb2.ListThreadsRequest(labels=labels, status=status)
+        )
+
+    check()
+
+
 def thread_hostile_cases() -> dict[str, Callable[[grpc.Channel, Seeds], tuple[str, Message]]]:
     """name -> how to build its ThreadService request: one per class of hostile input."""
     ts = thread_service_pb2
@@ -1197,6 +1220,11 @@ def test_every_log_line_is_json_and_names_its_run(
     assert not stray, f"{len(stray)} lines on stderr that are not JSON, e.g.:\n" + "".join(stray[:20])
     records = served.records()
     assert any(r["event"] == "run_finished" for r in records)
+    # No request's shape counts as the store being down (that would turn the service NOT_SERVING).
+    down = [r for r in records if r["event"] in ("store_unavailable", "thread_store_health")]
+    assert not down, "requests reported the store down: " + "; ".join(
+        f"{r['event']} {str(r.get('exception', r.get('serving')))[-300:]}" for r in down[:3]
+    )
     naming = [r for r in records if r["event"].startswith("run_") or any(key in r for key in RUN_KEYS)]
     unnamed = [r for r in naming if not all(r.get(key) is not None for key in RUN_KEYS)]
     assert not unnamed, f"{len(unnamed)} log lines name a run without all of {RUN_KEYS}, e.g. {unnamed[:5]}"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 import grpc
 import pytest
 from conftest import (
+    bad_request_fields,
     checkpoint_state,
     completed_output,
     create_thread,
@@ -258,19 +259,6 @@ async def test_an_import_with_client_tools_no_run_accepts_is_refused_storing_not
     assert bad_request_fields(caught.value) == ["client_tools"]
     code, reason, _ = await refused(get_thread(stub, held.thread_id))
     assert (code, reason) == (Code.NOT_FOUND, "THREAD_NOT_FOUND"), "a refused import creates nothing"
-
-
-def bad_request_fields(error: grpc.aio.AioRpcError) -> list[str]:
-    from google.rpc import error_details_pb2, status_pb2
-
-    fields: list[str] = []
-    for key, value in error.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            for detail in status_pb2.Status.FromString(value).details:
-                bad = error_details_pb2.BadRequest()
-                if detail.Unpack(bad):
-                    fields += [v.field for v in bad.field_violations]
-    return fields
 
 
 async def test_import_a_suspended_state_and_answer_it_by_call_id(stub: Stub, harness: Harness) -> None:

@@ -31,17 +31,35 @@ from .records import CheckpointKind, CheckpointRow, Head, RunRowStatus, ThreadRo
 from .run import Launcher, ThreadRun, ThreadRunRequest
 from .store import NewCheckpoint, ThreadStore, busy, conflict, not_found
 
-__all__ = ("DurableHost", "check_labels")
+__all__ = ("MAX_LABEL_FILTERS", "DurableHost", "check_labels", "check_storable")
 
 MAX_LABELS = 32
+MAX_LABEL_FILTERS = MAX_LABELS
+"""`ListThreads` label filters: more keys than a thread can have labels would never match."""
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
 _OFF_LOOP_BYTES = 256 * 1024
 """A head larger than this is validated in a worker thread, so other callers keep being served."""
 _CAS_TRIES = 4
 
 
+def check_storable(value: str, *, field: str) -> str:
+    """Text the store keeps or looks up (an ID, a label, a filter) holds no NUL: PostgreSQL text cannot,
+    and a request must not fail differently on each store, nor make its statement fail.
+
+    Raises:
+        InputError: `input_invalid` at `field`.
+    """
+    if "\x00" in value:
+        raise InputError(
+            f"{field} must not contain a NUL character.",
+            code=ErrorCode.INPUT_INVALID,
+            details={"field": field},
+        )
+    return value
+
+
 def check_labels(labels: Mapping[str, str], *, field: str = "labels") -> dict[str, str]:
-    """THREADS §2: at most 32; keys `^[a-z][a-z0-9_.-]{0,62}$`; values at most 256 characters."""
+    """THREADS §2: at most 32; keys `^[a-z][a-z0-9_.-]{0,62}$`; values at most 256 characters (no NUL)."""
     if len(labels) > MAX_LABELS:
         raise InputError(
             f"A thread has at most {MAX_LABELS} labels.",
@@ -55,9 +73,9 @@ def check_labels(labels: Mapping[str, str], *, field: str = "labels") -> dict[st
                 code=ErrorCode.INPUT_INVALID,
                 details={"field": field, "key": key[:64]},
             )
-        if len(value) > 256:
+        if len(value) > 256 or "\x00" in value:
             raise InputError(
-                "A label value has at most 256 characters.",
+                "A label value has at most 256 characters, none of them NUL.",
                 code=ErrorCode.INPUT_INVALID,
                 details={"field": field, "key": key},
             )
@@ -142,7 +160,19 @@ class DurableHost:
         status: ThreadStatus | None,
         after: tuple[float, str] | None,
     ) -> list[tuple[ThreadRow, CheckpointRow]]:
-        """A page of threads, each with its head checkpoint."""
+        """A page of threads having every label of `labels` (at most `MAX_LABEL_FILTERS`), each with its
+        head checkpoint.
+
+        Raises:
+            InputError: `input_invalid` at `labels` for too many filters.
+        """
+        if len(labels) > MAX_LABEL_FILTERS:
+            # A thread has at most 32 labels: more filters can never match, and would only grow the query.
+            raise InputError(
+                f"A label filter has at most {MAX_LABEL_FILTERS} keys.",
+                code=ErrorCode.INPUT_INVALID,
+                details={"field": "labels", "count": len(labels), "limit": MAX_LABEL_FILTERS},
+            )
         return await self.store.threads(limit=limit, labels_filter=labels, status=status, after=after)
 
     # -- creating -----------------------------------------------------------------------------------
