@@ -8,9 +8,7 @@ request's ids and answered `INTERNAL_ERROR`.
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -68,20 +66,6 @@ def _page_size(value: int, field: str = "page_size") -> int:
     if value < 0 or value > MAX_PAGE_SIZE:
         raise _invalid(f"page_size must be between 0 and {MAX_PAGE_SIZE}.", field)
     return value or DEFAULT_PAGE_SIZE
-
-
-def _token(doc: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(doc, separators=(",", ":")).encode()).decode()
-
-
-def _untoken(token: str, keys: tuple[str, ...]) -> dict[str, Any]:
-    try:
-        doc = json.loads(base64.urlsafe_b64decode(token.encode()))
-        if isinstance(doc, dict) and all(key in doc for key in keys):
-            return doc
-    except (ValueError, TypeError):
-        pass
-    raise _invalid("page_token is not one this server returned.", "page_token")
 
 
 def _at_its_field(error: InputError) -> InputError:
@@ -255,22 +239,18 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             labels = _label_filter(list(request.labels))
             if request.status not in STATUS_FROM_PB:
                 raise _invalid(f"status {request.status} is not known to this server.", "status")
-            after = None
-            if request.page_token:
-                doc = _untoken(request.page_token, ("t", "id"))
-                after = (float(doc["t"]), str(doc["id"]))
             try:
-                rows = await self._h.threads(
-                    limit=limit + 1, labels=labels, status=STATUS_FROM_PB[request.status], after=after
+                rows, token = await self._h.threads(
+                    limit=limit,
+                    labels=labels,
+                    status=STATUS_FROM_PB[request.status],
+                    page_token=request.page_token,
                 )
             except InputError as error:
                 raise _at_its_field(error) from None
-            response = thread_service_pb2.ListThreadsResponse()
-            for row, head in rows[:limit]:
+            response = thread_service_pb2.ListThreadsResponse(next_page_token=token)
+            for row, head in rows:
                 fill_thread(response.threads.add(), row, head)
-            if len(rows) > limit:
-                last, _head = rows[limit - 1]
-                response.next_page_token = _token({"t": last.update_time, "id": last.thread_id})
             return response
 
         return await self._call(context, "ListThreads", answer)
@@ -290,13 +270,13 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
         async def answer() -> thread_service_pb2.ListCheckpointsResponse:
             thread_id = _required_id(request.thread_id)
             limit = _page_size(request.page_size)
-            before = int(_untoken(request.page_token, ("before",))["before"]) if request.page_token else None
-            rows = await self._h.checkpoints(thread_id, limit=limit + 1, before=before)
-            response = thread_service_pb2.ListCheckpointsResponse()
-            for row in rows[:limit]:
+            try:
+                rows, token = await self._h.checkpoints(thread_id, limit=limit, page_token=request.page_token)
+            except InputError as error:
+                raise _at_its_field(error) from None
+            response = thread_service_pb2.ListCheckpointsResponse(next_page_token=token)
+            for row in rows:
                 fill_checkpoint_pb(response.checkpoints.add(), row, None)
-            if len(rows) > limit:
-                response.next_page_token = _token({"before": rows[limit - 1].revision})
             return response
 
         return await self._call(context, "ListCheckpoints", answer)

@@ -1,5 +1,8 @@
-"""Label filters of `ListThreads` (THREADS §3), on a real server.
+"""Page tokens and label filters of `ListThreads` and `ListCheckpoints` (THREADS §3), on real servers.
 
+A page token is opaque and tamper-evident: a forged one, one altered in any byte, or one of another
+listing (another RPC, thread, filter or status) is `INVALID_ARGUMENT` `INPUT_INVALID` at `page_token`,
+never INTERNAL; every replica of one store accepts the others' tokens (two servers on one SQLite file).
 A label filter has at most 32 keys (a thread has at most 32 labels), each once; past that the request
 is refused and never reaches the database, so the service's health stays SERVING.
 """
@@ -9,6 +12,7 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -16,7 +20,7 @@ import pytest
 from conftest import bad_request_fields, create_thread, refusal, run_thread
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from logged_serve import LoggedServe, logged_serve
-from threadline.v1 import thread_service_pb2, thread_service_pb2_grpc
+from threadline.v1 import thread_pb2, thread_service_pb2, thread_service_pb2_grpc
 from threadline.v1.thread_service_pb2_grpc import ThreadServiceStub as Stub
 
 from harness.threads import MAX_LABEL_FILTERS
@@ -79,6 +83,141 @@ async def a_checkpoints_token(stub: Stub) -> tuple[str, str]:
     page = await stub.ListCheckpoints(ts.ListCheckpointsRequest(thread_id=thread.thread_id, page_size=1))
     assert page.next_page_token
     return thread.thread_id, page.next_page_token
+
+
+# --- forged and altered tokens --------------------------------------------------------------------
+
+DEEP = '{"t":' + "[" * 100_000 + "]" * 100_000 + ',"id":"a"}'
+FORGED_THREADS = {
+    "t a string": b64('{"t":"x","id":"a"}'),
+    "t a list": b64('{"t":[1],"id":"a"}'),
+    "deeply nested": b64(DEEP),
+    "the old format": b64('{"t":1.5,"id":"a"}'),
+    "not base64": "not-a-token!",
+    "non-ASCII": "tök€n",
+    "100 000 characters": "A" * 100_000,
+    "empty JSON object": b64("{}"),
+    "NUL bytes": base64.urlsafe_b64encode(b"\0" * 40).decode(),
+}
+FORGED_CHECKPOINTS = {
+    "before a string": b64('{"before":"x"}'),
+    "before 1e400": b64('{"before":1e400}'),
+    "before 2**80": b64(f'{{"before":{2**80}}}'),
+    "before null": b64('{"before":null}'),
+    "before NaN": b64('{"before":NaN}'),
+    "before -1": b64('{"before":-1}'),
+    "the old format": b64('{"before":2}'),
+}
+
+
+@pytest.mark.parametrize("token", list(FORGED_THREADS.values()), ids=list(FORGED_THREADS))
+async def test_a_forged_list_threads_token_is_refused_at_page_token(stub: Stub, token: str) -> None:
+    assert await refused_at(stub.ListThreads(ts.ListThreadsRequest(page_token=token))) == REFUSED_TOKEN
+
+
+@pytest.mark.parametrize("token", list(FORGED_CHECKPOINTS.values()), ids=list(FORGED_CHECKPOINTS))
+async def test_a_forged_list_checkpoints_token_is_refused_at_page_token(stub: Stub, token: str) -> None:
+    thread = await create_thread(stub)
+    call = stub.ListCheckpoints(ts.ListCheckpointsRequest(thread_id=thread.thread_id, page_token=token))
+    assert await refused_at(call) == REFUSED_TOKEN
+
+
+def altered(token: str) -> Iterator[str]:
+    """`token` with each character replaced in turn, wherever that changes the bytes it stands for."""
+    original = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    for at, char in enumerate(token):
+        other = "A" if char != "A" else "B"
+        changed = token[:at] + other + token[at + 1 :]
+        if base64.urlsafe_b64decode(changed + "=" * (-len(changed) % 4)) != original:
+            yield changed
+
+
+async def test_a_token_altered_in_any_byte_is_refused(stub: Stub) -> None:
+    mine, _ = await labelled(stub, 2)
+    token = (await stub.ListThreads(ts.ListThreadsRequest(labels=[mine], page_size=1))).next_page_token
+    variants = list(altered(token))
+    assert len(variants) >= len(token) - 1
+    for variant in variants:
+        call = stub.ListThreads(ts.ListThreadsRequest(labels=[mine], page_size=1, page_token=variant))
+        assert await refused_at(call) == REFUSED_TOKEN, variant
+    thread_id, token = await a_checkpoints_token(stub)
+    for variant in altered(token):
+        call = stub.ListCheckpoints(ts.ListCheckpointsRequest(thread_id=thread_id, page_token=variant))
+        assert await refused_at(call) == REFUSED_TOKEN, variant
+
+
+# --- a token of another listing -------------------------------------------------------------------
+
+
+async def test_a_token_pages_only_the_listing_it_came_from(stub: Stub) -> None:
+    mine, made = await labelled(stub, 3)
+    other, _ = await labelled(stub, 3)
+    first = await stub.ListThreads(ts.ListThreadsRequest(labels=[mine], page_size=1))
+    token = first.next_page_token
+    # The same listing: a page of any size continues it.
+    rest = await stub.ListThreads(ts.ListThreadsRequest(labels=[mine], page_size=5, page_token=token))
+    assert [t.thread_id for t in (*first.threads, *rest.threads)] == made[::-1]
+    assert not rest.next_page_token
+    for request in (
+        ts.ListThreadsRequest(labels=[other], page_token=token),
+        ts.ListThreadsRequest(labels=[mine, "n=1"], page_token=token),
+        ts.ListThreadsRequest(page_token=token),
+        ts.ListThreadsRequest(labels=[mine], status=thread_pb2.THREAD_STATUS_IDLE, page_token=token),
+    ):
+        assert await refused_at(stub.ListThreads(request)) == REFUSED_TOKEN, request
+    thread_id, checkpoints = await a_checkpoints_token(stub)
+    another, _ = await a_checkpoints_token(stub)
+    call = stub.ListCheckpoints(ts.ListCheckpointsRequest(thread_id=another, page_token=checkpoints))
+    assert await refused_at(call) == REFUSED_TOKEN, "another thread's"
+    call = stub.ListCheckpoints(ts.ListCheckpointsRequest(thread_id=thread_id, page_token=token))
+    assert await refused_at(call) == REFUSED_TOKEN, "ListThreads'"
+    assert await refused_at(stub.ListThreads(ts.ListThreadsRequest(page_token=checkpoints))) == REFUSED_TOKEN
+    page = await stub.ListCheckpoints(ts.ListCheckpointsRequest(thread_id=thread_id, page_token=checkpoints))
+    assert page.checkpoints, "its own thread's is accepted"
+
+
+async def test_the_filter_order_does_not_matter(stub: Stub) -> None:
+    suite = uuid.uuid4().hex
+    for _ in range(2):
+        await create_thread(stub, labels={"suite": suite, "kind": "x"})
+    one, two = f"suite={suite}", "kind=x"
+    token = (await stub.ListThreads(ts.ListThreadsRequest(labels=[one, two], page_size=1))).next_page_token
+    page = await stub.ListThreads(ts.ListThreadsRequest(labels=[two, one], page_token=token))
+    assert len(page.threads) == 1
+
+
+# --- every replica of one store ------------------------------------------------------------------------
+
+
+async def test_every_replica_of_one_sqlite_file_accepts_the_others_tokens(tmp_path: Path) -> None:
+    store = f"sqlite:{tmp_path / 'threads.db'}"
+    # Started together, they migrate the new file together: one of them makes the store's key.
+    with logged_serve("--store", store) as one_server, logged_serve("--store", store) as two_server:
+        async with (
+            grpc.aio.insecure_channel(one_server.address) as one_channel,
+            grpc.aio.insecure_channel(two_server.address) as two_channel,
+        ):
+            one, two = Stub(one_channel), Stub(two_channel)
+            mine, made = await labelled(one, 3)
+            first = await one.ListThreads(ts.ListThreadsRequest(labels=[mine], page_size=1))
+            second = await two.ListThreads(
+                ts.ListThreadsRequest(labels=[mine], page_size=1, page_token=first.next_page_token)
+            )
+            third = await one.ListThreads(
+                ts.ListThreadsRequest(labels=[mine], page_size=1, page_token=second.next_page_token)
+            )
+            paged = [t.thread_id for page in (first, second, third) for t in page.threads]
+            assert paged == made[::-1] and not third.next_page_token
+            thread_id, token = await a_checkpoints_token(two)
+            page = await one.ListCheckpoints(ts.ListCheckpointsRequest(thread_id=thread_id, page_token=token))
+            assert page.checkpoints
+    # A token of another store (its own key) is refused like a forged one.
+    with logged_serve("--store", "memory") as elsewhere:
+        async with grpc.aio.insecure_channel(elsewhere.address) as channel:
+            call = Stub(channel).ListThreads(
+                ts.ListThreadsRequest(labels=[mine], page_token=first.next_page_token)
+            )
+            assert await refused_at(call) == REFUSED_TOKEN
 
 
 # --- label filters --------------------------------------------------------------------------------------

@@ -173,9 +173,11 @@ async def test_two_replicas_starting_together_migrate_the_database_once(pg_store
             "SELECT table_name, count(*) FROM information_schema.tables"
             " WHERE table_schema = 'public' GROUP BY table_name"
         ).fetchall()
+        keys = conn.execute("SELECT count(*) FROM store_settings WHERE name = 'page_token_key'").fetchall()
     counts = {str(name): int(str(n)) for name, n in tables}
     assert set(counts) == {*metadata.tables, "alembic_version"}, counts
     assert set(counts.values()) == {1}
+    assert keys == [(1,)], "one page token key for every replica"
 
 
 # -- 8. what the server refuses at start, and the password -------------------------------------------

@@ -22,6 +22,8 @@ from harness import HarnessState
 from harness.errors import ErrorCode, ThreadError
 from harness.threads import StoreKind, ThreadStore, open_database
 from harness.threads.codec import state_parts
+from harness.threads.pages import PageTokens
+from harness.threads.schema import SCHEMA_REVISION
 from harness.threads.store import NewCheckpoint
 
 pytestmark = pytest.mark.anyio
@@ -121,3 +123,46 @@ async def _a_write(store: ThreadStore, thread_id: str = "thread_write") -> None:
     state = HarnessState.new(thread_id=thread_id)
     checkpoint = NewCheckpoint("created", state_parts(state), pending=None, remaining=None, client_tools="[]")
     await store.create(thread_id, agent="default", thread_labels={}, checkpoint=checkpoint, accepted=None)
+
+
+# --- the page-token key ------------------------------------------------------------------------------
+
+
+async def test_the_page_token_key_is_the_store_s_and_survives_a_restart(tmp_path: Path) -> None:
+    path = str(tmp_path / "threads.db")
+    first = await opened("sqlite", path)
+    token = PageTokens(first.database.page_key).checkpoints_token(3, thread_id="thread_x")
+    first.close()
+    await first.database.close()
+    again = await opened("sqlite", path)
+    try:
+        assert again.database.page_key == first.database.page_key and len(again.database.page_key) == 32
+        assert PageTokens(again.database.page_key).checkpoints_before(token, thread_id="thread_x") == 3
+    finally:
+        again.close()
+        await again.database.close()
+    other = await opened("sqlite", str(tmp_path / "other.db"))
+    try:
+        assert other.database.page_key != first.database.page_key, "each store makes its own"
+    finally:
+        other.close()
+        await other.database.close()
+
+
+async def test_a_store_an_older_server_migrated_gets_its_key_on_upgrade(tmp_path: Path) -> None:
+    path = tmp_path / "threads.db"
+    made = await opened("sqlite", str(path))
+    made.close()
+    await made.database.close()
+    with sqlite3.connect(path) as db:  # as revision 0001 left it: no settings table
+        db.execute("DROP TABLE store_settings")
+        db.execute("UPDATE alembic_version SET version_num = '0001'")
+    upgraded = await opened("sqlite", str(path))
+    try:
+        assert len(upgraded.database.page_key) == 32
+    finally:
+        upgraded.close()
+        await upgraded.database.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(SCHEMA_REVISION,)]
+        assert db.execute("SELECT count(*) FROM store_settings").fetchall() == [(1,)]
