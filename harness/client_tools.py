@@ -64,7 +64,7 @@ def client_tools_capability(
     reserved = set(reserved_names)
     definitions: list[ToolDefinition] = []
     for tool in tools:
-        if not _NAME.match(tool.name):
+        if not _NAME.fullmatch(tool.name):
             raise _invalid(f"Client tool name {tool.name!r} is not a valid tool name.", tool.name, "name")
         if tool.name in seen:
             raise _invalid(f"Client tool {tool.name!r} is declared twice.", tool.name, "name")

@@ -28,6 +28,7 @@ from harness import (
     client_tools_capability,
 )
 from harness.children import ChildLineage, SubagentDefinition, child_identity, child_usage_limits
+from harness.children.names import check_lineage
 from harness.errors import ErrorCode
 
 from .agents import AgentRegistry
@@ -38,7 +39,7 @@ from .runlog import RunScope
 from .runs import ActiveRuns
 from .tracing import CURRENT as TRACING
 
-__all__ = ("ThreadLauncher", "start_stream", "unknown_agent")
+__all__ = ("ThreadLauncher", "client_tools_for", "start_stream", "unknown_agent")
 
 
 def unknown_agent(registry: AgentRegistry, name: str, *, field: str) -> ServerError:
@@ -49,6 +50,28 @@ def unknown_agent(registry: AgentRegistry, name: str, *, field: str) -> ServerEr
         details={"agent": name, "served": list(registry)},
         field=field,
     )
+
+
+def client_tools_for(
+    registry: AgentRegistry,
+    mounts: ServerMounts,
+    agent_name: str,
+    client_tools: Sequence[ClientTool],
+    *,
+    field: str,
+) -> AbstractCapability[Any] | None:
+    """The core's check of client tools for a run of `agent_name` (beside its own and its mounts'
+    tools) and the capability serving them; CreateThread checks the tools it records the same way.
+
+    Raises:
+        InputError: `client_tool_invalid` at `field`.
+    """
+    served = agent_name or registry.default
+    reserved = [tool.name for tool in (*registry.tools(agent_name), *mounts.tools(served))]
+    try:
+        return client_tools_capability(client_tools, reserved_names=reserved)
+    except HarnessError as error:
+        raise at_field(error, field) from None
 
 
 def start_stream(
@@ -81,11 +104,12 @@ def start_stream(
     if agent is None:
         raise unknown_agent(registry, agent_name, field="spec.agent")
     served = agent_name or registry.default
-    reserved = [tool.name for tool in (*registry.tools(agent_name), *mounts.tools(served))]
-    try:
-        capability = client_tools_capability(client_tools, reserved_names=reserved)
-    except HarnessError as error:
-        raise at_field(error, "spec.client_tools") from None
+    capability = client_tools_for(registry, mounts, agent_name, client_tools, field="spec.client_tools")
+    if parent_agent:  # the lineage's shape first: a malformed edge name is not an unknown edge
+        try:
+            check_lineage(lineage, previous_state.thread_id if previous_state is not None else "")
+        except HarnessError as error:
+            raise _at_lineage(error) from None
     edge = host_edge(registry, parent_agent, lineage, child=served) if parent_agent else None
     capabilities: list[AbstractCapability[Any]] = [capability] if capability is not None else []
     if (tracing := TRACING.get()) is not None:
@@ -118,11 +142,15 @@ def start_stream(
     except HarnessError as error:
         if resume_field is not None and error.code.value.startswith("deferred_"):
             raise at_field(error, resume_field) from None
-        if error.code is ErrorCode.CHILD_LINEAGE_INVALID and isinstance(
-            field := error.details.get("field"), str
-        ):
-            raise at_field(error, f"spec.lineage.{field}") from None
+        if error.code is ErrorCode.CHILD_LINEAGE_INVALID:
+            raise _at_lineage(error) from None
         raise
+
+
+def _at_lineage(error: HarnessError) -> HarnessError:
+    """A `child_lineage_invalid` error at the request field it names (`spec.lineage.<field>`)."""
+    field = error.details.get("field")
+    return at_field(error, f"spec.lineage.{field}") if isinstance(field, str) else error
 
 
 def host_edge(

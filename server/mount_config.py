@@ -210,7 +210,7 @@ def _first(error: ValidationError, within: str = "") -> tuple[str, str]:
 
 
 def _check_name(name: str, named: str, path: str) -> None:
-    if not MOUNT_NAME.match(name):
+    if not MOUNT_NAME.fullmatch(name):
         raise ConfigError(
             f"{named}: the name must match {MOUNT_NAME.pattern} (lower case, digits, '-').", field=path
         )

@@ -8,9 +8,7 @@ request's ids and answered `INTERNAL_ERROR`.
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -27,11 +25,12 @@ from harness.threads import (
     ThreadRow,
     ThreadRun,
     ThreadRunOutcome,
+    check_storable,
 )
 
 from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field
-from .launch import unknown_agent
+from .launch import client_tools_for, unknown_agent
 from .mapping.deferred import requests_from_pb, resume_from_pb
 from .mapping.errors import abort
 from .mapping.events import fill_event, fill_timestamp
@@ -69,18 +68,10 @@ def _page_size(value: int, field: str = "page_size") -> int:
     return value or DEFAULT_PAGE_SIZE
 
 
-def _token(doc: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(doc, separators=(",", ":")).encode()).decode()
-
-
-def _untoken(token: str, keys: tuple[str, ...]) -> dict[str, Any]:
-    try:
-        doc = json.loads(base64.urlsafe_b64decode(token.encode()))
-        if isinstance(doc, dict) and all(key in doc for key in keys):
-            return doc
-    except (ValueError, TypeError):
-        pass
-    raise _invalid("page_token is not one this server returned.", "page_token")
+def _at_its_field(error: InputError) -> InputError:
+    """A core `input_invalid` at the request field its details name."""
+    field = error.details.get("field")
+    return at_field(error, field) if isinstance(field, str) else error
 
 
 def _required_id(value: str, field: str = "thread_id") -> str:
@@ -88,7 +79,14 @@ def _required_id(value: str, field: str = "thread_id") -> str:
         raise _invalid(f"{field} is required.", field)
     if len(value) > 256:
         raise _invalid(f"{field} has at most 256 characters.", field)
-    return value
+    return _storable(value, field)
+
+
+def _storable(value: str, field: str) -> str:
+    try:
+        return check_storable(value, field=field)
+    except InputError as error:
+        raise _at_its_field(error) from None
 
 
 def _label_filter(items: list[str]) -> dict[str, str]:
@@ -97,6 +95,9 @@ def _label_filter(items: list[str]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise _invalid("A label filter is `key=value`.", f"labels[{i}]")
+        if key in found:  # a thread has one value per key: a second one would never match
+            raise _invalid("A label filter names each key once.", f"labels[{i}]")
+        _storable(item, f"labels[{i}]")
         found[key] = value
     return found
 
@@ -185,8 +186,11 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
                 raise unknown_agent(self._registry, agent, field="agent")
             if request.thread_id and state is None:
                 _required_id(request.thread_id)
-            if state is not None:  # refused now, rather than by every run of the stored thread
+            # Refused now, rather than by every run of the stored thread.
+            if state is not None:
                 self._mounts.check_entries(agent, state, state_field="state")
+            client_tools = client_tools_from_pb(request.client_tools)
+            client_tools_for(self._registry, self._mounts, agent, client_tools, field="client_tools")
             try:
                 row = await self._h.create(
                     thread_id=request.thread_id or None,
@@ -195,7 +199,7 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
                     state=state,
                     pending=pending,
                     accepted=accepted,
-                    client_tools=client_tools_from_pb(request.client_tools),
+                    client_tools=client_tools,
                 )
             except HarnessError as error:
                 field: str | None = None
@@ -235,19 +239,18 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             labels = _label_filter(list(request.labels))
             if request.status not in STATUS_FROM_PB:
                 raise _invalid(f"status {request.status} is not known to this server.", "status")
-            after = None
-            if request.page_token:
-                doc = _untoken(request.page_token, ("t", "id"))
-                after = (float(doc["t"]), str(doc["id"]))
-            rows = await self._h.threads(
-                limit=limit + 1, labels=labels, status=STATUS_FROM_PB[request.status], after=after
-            )
-            response = thread_service_pb2.ListThreadsResponse()
-            for row, head in rows[:limit]:
+            try:
+                rows, token = await self._h.threads(
+                    limit=limit,
+                    labels=labels,
+                    status=STATUS_FROM_PB[request.status],
+                    page_token=request.page_token,
+                )
+            except InputError as error:
+                raise _at_its_field(error) from None
+            response = thread_service_pb2.ListThreadsResponse(next_page_token=token)
+            for row, head in rows:
                 fill_thread(response.threads.add(), row, head)
-            if len(rows) > limit:
-                last, _head = rows[limit - 1]
-                response.next_page_token = _token({"t": last.update_time, "id": last.thread_id})
             return response
 
         return await self._call(context, "ListThreads", answer)
@@ -267,13 +270,13 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
         async def answer() -> thread_service_pb2.ListCheckpointsResponse:
             thread_id = _required_id(request.thread_id)
             limit = _page_size(request.page_size)
-            before = int(_untoken(request.page_token, ("before",))["before"]) if request.page_token else None
-            rows = await self._h.checkpoints(thread_id, limit=limit + 1, before=before)
-            response = thread_service_pb2.ListCheckpointsResponse()
-            for row in rows[:limit]:
+            try:
+                rows, token = await self._h.checkpoints(thread_id, limit=limit, page_token=request.page_token)
+            except InputError as error:
+                raise _at_its_field(error) from None
+            response = thread_service_pb2.ListCheckpointsResponse(next_page_token=token)
+            for row in rows:
                 fill_checkpoint_pb(response.checkpoints.add(), row, None)
-            if len(rows) > limit:
-                response.next_page_token = _token({"before": rows[limit - 1].revision})
             return response
 
         return await self._call(context, "ListCheckpoints", answer)

@@ -252,6 +252,20 @@ def refusal(error: Any) -> tuple[Any, str, dict[str, str]]:
     return error.code(), info.reason, dict(info.metadata)
 
 
+def bad_request_fields(error: Any) -> list[str]:
+    """The `google.rpc.BadRequest` field paths of a failed call (none without that detail)."""
+    from google.rpc import error_details_pb2, status_pb2
+
+    fields: list[str] = []
+    for key, value in error.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            for detail in status_pb2.Status.FromString(value).details:
+                bad = error_details_pb2.BadRequest()
+                if detail.Unpack(bad):
+                    fields += [v.field for v in bad.field_violations]
+    return fields
+
+
 def fresh_thread_id(prefix: str = "t") -> str:
     """A thread ID no other test uses (the core's `[a-z][a-z0-9]*_[a-z0-9]+` form)."""
     import uuid

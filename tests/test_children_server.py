@@ -458,17 +458,26 @@ async def test_an_edge_the_parent_agent_does_not_declare_is_refused(stub: Stub) 
 async def lineage_refusals(
     stub: Stub,
 ) -> list[tuple[str, tuple[grpc.StatusCode, str, dict[str, str], list[str]]]]:
-    """A bad parent run ID, and a parent thread equal to the child's own: (the field at fault, the refusal)."""
+    """A bad parent run ID, a parent thread equal to the child's own, and an edge name that is not one
+    (with `parent_agent` set, so the edge would be looked up): (the field at fault, the refusal)."""
     _, call = await ask_child(stub, "lookup grpc")
     state = await child_state(stub, call)
+    assert call.child.parent.parent_agent == "demo-lead"
     bad_run = deferred_pb2.ChildLineage()
     bad_run.CopyFrom(call.child.parent)
     bad_run.parent_run_id = "run-not-hex"
     own_thread = deferred_pb2.ChildLineage()
     own_thread.CopyFrom(call.child.parent)
     own_thread.parent_thread_id = call.child.thread_id
+    bad_name = deferred_pb2.ChildLineage()
+    bad_name.CopyFrom(call.child.parent)
+    bad_name.subagent_name = "Not An Edge"
     found = []
-    for lineage, field in ((bad_run, "parent_run_id"), (own_thread, "parent_thread_id")):
+    for lineage, field in (
+        (bad_run, "parent_run_id"),
+        (own_thread, "parent_thread_id"),
+        (bad_name, "subagent_name"),
+    ):
         found.append(
             (
                 field,

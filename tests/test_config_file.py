@@ -293,6 +293,14 @@ def test_a_bad_mount_table_names_its_line(tmp_path: Path, text: str, line: int, 
     assert says in message, message
 
 
+def test_a_mount_name_with_a_trailing_newline_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "w").mkdir()
+    table = '[mounts."work\\n"]\nroot = "w"\n'  # a TOML basic string: the key is "work" and a newline
+    assert "the name must match" in refusal(tmp_path, "allow_root_shell = true\n" + table)
+    flag = ("--mount", f"work\n=local:{tmp_path}")
+    assert "the name must match" in refusal(tmp_path, "allow_root_shell = true\n", *flag)
+
+
 def test_a_mount_for_an_agent_not_served_is_refused_by_config_check(tmp_path: Path) -> None:
     (tmp_path / "w").mkdir()
     path = tmp_path / "threadline.toml"

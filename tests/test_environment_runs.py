@@ -229,6 +229,23 @@ async def test_a_background_command_reads_without_consuming(backend: LocalProces
 # -- B: references, close, fork, restore ------------------------------------------------------------------
 
 
+async def test_a_reference_with_a_trailing_newline_is_malformed(
+    backend: LocalProcessBackend, root: Path
+) -> None:
+    """The reference pattern must match the whole value: `proc-…-1\\n` is no reference of this run."""
+
+    def with_newline(prev: dict[str, Any] | None) -> dict[str, Any]:
+        assert prev is not None
+        return {"process_id": prev["process_id"] + "\n", "timeout_seconds": 0}
+
+    shell = Shell([("shell_exec", {"command": "sleep 60"}), ("shell_wait", with_newline)])
+    await run(backend, shell, root=root, initial_wait_seconds=0.2)
+    started, waited = shell.seen
+    assert started["process_id"].startswith("proc-")
+    assert waited["ok"] is False and waited["error"]["code"] == "environment_reference_unknown"
+    assert waited["error"]["details"] == {"reason": "malformed"}
+
+
 async def test_references_are_run_local_and_discovery_gives_new_ones(
     backend: LocalProcessBackend, root: Path
 ) -> None:
@@ -408,6 +425,7 @@ async def test_binding_checks(backend: LocalProcessBackend, root: Path) -> None:
 
     assert reason(replace(base, mounts=["not a mount"])) == "not_a_mount"
     assert reason(replace(base, mounts=[backend.mount("Bad Name", config(root))])) == "name"
+    assert reason(replace(base, mounts=[backend.mount("work\n", config(root))])) == "name"
     assert reason(replace(base, mounts=[mount], default_mount="nope")) == "default_unknown"
     stream = agent.stream("go", bindings=replace(base, mounts=[mount]))
     assert reason(replace(base, mounts=[mount])) == "adapter_reused"

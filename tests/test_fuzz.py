@@ -30,6 +30,7 @@ examples per test, which also turns shrinking and hypothesis' own reports on:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -1070,6 +1071,91 @@ def test_thread_working_requests_with_hostile_fields(
     check()
 
 
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode()
+
+
+POSITIONS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+"""Any JSON value: what a forged token's position might hold."""
+
+
+@st.composite
+def page_tokens(draw: st.DrawFn, genuine: str) -> str:
+    """A token the server never made: text, base64 of bytes or of JSON shaped like a position (the
+    fields `t`, `id`, `before` with any values, or nested deeply), or a genuine token altered."""
+    raw = base64.urlsafe_b64decode(genuine + "=" * (-len(genuine) % 4))
+    made = draw(
+        st.one_of(
+            st.text(max_size=300),
+            st.binary(max_size=300).map(b64),
+            st.fixed_dictionaries({}, optional={"t": POSITIONS, "id": POSITIONS, "before": POSITIONS}).map(
+                lambda position: b64(json.dumps(position).encode())
+            ),
+            st.integers(1, 50_000).map(lambda depth: b64(('{"before":' + nested(depth) + "}").encode())),
+            st.sampled_from(HOSTILE_JSON).map(lambda text: b64(text.encode("utf-8", "surrogatepass"))),
+            flipped(raw).map(b64),
+            st.integers(0, len(genuine) - 1).map(lambda cut: genuine[:cut]),
+            st.text(min_size=1, max_size=8).map(lambda tail: genuine + tail),
+        )
+    )
+    return made if made not in ("", genuine) else made + "A"  # "" asks for the first page
+
+
+def listing(method: str, threads: ThreadSeeds, **fields: Any) -> Message:
+    """A listing of the seeds that has a second page: threads labelled `fuzz=seed`, or the idle one's
+    checkpoints."""
+    if method == "ListThreads":
+        return thread_service_pb2.ListThreadsRequest(labels=["fuzz=seed"], **fields)
+    return thread_service_pb2.ListCheckpointsRequest(thread_id=threads.idle, **fields)
+
+
+@pytest.mark.parametrize("method", ["ListThreads", "ListCheckpoints"])
+def test_thread_forged_page_tokens(channel: grpc.Channel, thread_seeds: ThreadSeeds, method: str) -> None:
+    new_thread(channel, labels={"fuzz": "seed"})  # with the seed's, two: a page of one has a next page
+    first = thread_call(channel, method, listing(method, thread_seeds, page_size=1))
+    genuine = str(first.next_page_token)  # type: ignore[attr-defined]  # both responses have it
+    assert genuine, "the seed listing has a second page"
+
+    @FUZZ
+    @given(token=page_tokens(genuine))
+    def check(token: str) -> None:
+        request = listing(method, thread_seeds, page_token=token)
+        answer = raw(channel, method, request.SerializeToString(), THREAD_SERVICE)
+        answer_is_typed(method, answer, request)
+        assert isinstance(answer, grpc.Call), f"{method} accepted the forged token {token[:80]!r}"
+        reason = error_info(answer).reason
+        assert (answer.code(), reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INPUT_INVALID"), token[:80]
+
+    check()
+
+
+LABEL_KEYS = st.sampled_from(["fuzz", "k", "a.b-c_d", "K", "", "=", "\x00", "k\n"]) | st.text(max_size=70)
+label_filters = st.lists(
+    st.tuples(LABEL_KEYS, st.sampled_from(["", "seed", "v" * 300, "\x00", "="]) | st.text(max_size=20)).map(
+        lambda kv: f"{kv[0]}={kv[1]}"
+    )
+    | texts,
+    max_size=40,
+) | st.integers(30, 2_000).map(lambda n: [f"k{i}=v" for i in range(n)])
+"""Label filters of any shape: keys and values of any text, entries without `=`, repeated keys, NULs,
+and from 30 to 2 000 entries (more than a thread has labels)."""
+
+
+def test_thread_label_filters(channel: grpc.Channel) -> None:
+    @FUZZ
+    @given(labels=label_filters, status=st.sampled_from([0, 1, 2, 3, 99]))
+    def check(labels: list[str], status: int) -> None:
+        send_thread(
+            channel, "ListThreads", thread_service_pb2.ListThreadsRequest(labels=labels, status=status)
+        )
+
+    check()
+
+
 def thread_hostile_cases() -> dict[str, Callable[[grpc.Channel, Seeds], tuple[str, Message]]]:
     """name -> how to build its ThreadService request: one per class of hostile input."""
     ts = thread_service_pb2
@@ -1197,6 +1283,11 @@ def test_every_log_line_is_json_and_names_its_run(
     assert not stray, f"{len(stray)} lines on stderr that are not JSON, e.g.:\n" + "".join(stray[:20])
     records = served.records()
     assert any(r["event"] == "run_finished" for r in records)
+    # No request's shape counts as the store being down (that would turn the service NOT_SERVING).
+    down = [r for r in records if r["event"] in ("store_unavailable", "thread_store_health")]
+    assert not down, "requests reported the store down: " + "; ".join(
+        f"{r['event']} {str(r.get('exception', r.get('serving')))[-300:]}" for r in down[:3]
+    )
     naming = [r for r in records if r["event"].startswith("run_") or any(key in r for key in RUN_KEYS)]
     unnamed = [r for r in naming if not all(r.get(key) is not None for key in RUN_KEYS)]
     assert not unnamed, f"{len(unnamed)} log lines name a run without all of {RUN_KEYS}, e.g. {unnamed[:5]}"

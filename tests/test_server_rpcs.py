@@ -360,6 +360,7 @@ async def test_client_tools_belong_to_one_run_only(stub: Stub) -> None:
         [run_pb2.ClientTool(name="bad", parameters_json_schema='{"type":"string"}')],  # not an object schema
         [run_pb2.ClientTool(name="bad", parameters_json_schema="{not json")],
         [run_pb2.ClientTool(name="no spaces allowed", parameters_json_schema='{"type":"object"}')],
+        [run_pb2.ClientTool(name="ct\n", parameters_json_schema='{"type":"object"}')],  # a trailing newline
     ],
 )
 async def test_invalid_client_tools_fail_before_the_run(stub: Stub, tools: list[run_pb2.ClientTool]) -> None:

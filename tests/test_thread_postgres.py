@@ -18,11 +18,23 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
 
 import grpc
 import pgcluster
 import pytest
-from conftest import THREADLINE, PgStore, completed_output, create_thread, get_thread, refused, run_thread
+from conftest import (
+    THREADLINE,
+    PgStore,
+    bad_request_fields,
+    completed_output,
+    create_thread,
+    get_thread,
+    refusal,
+    refused,
+    run_thread,
+)
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from threadline.v1 import (
     harness_service_pb2,
     harness_service_pb2_grpc,
@@ -161,9 +173,11 @@ async def test_two_replicas_starting_together_migrate_the_database_once(pg_store
             "SELECT table_name, count(*) FROM information_schema.tables"
             " WHERE table_schema = 'public' GROUP BY table_name"
         ).fetchall()
+        keys = conn.execute("SELECT count(*) FROM store_settings WHERE name = 'page_token_key'").fetchall()
     counts = {str(name): int(str(n)) for name, n in tables}
     assert set(counts) == {*metadata.tables, "alembic_version"}, counts
     assert set(counts.values()) == {1}
+    assert keys == [(1,)], "one page token key for every replica"
 
 
 # -- 8. what the server refuses at start, and the password -------------------------------------------
@@ -286,3 +300,62 @@ async def test_server_info_and_the_token_on_postgresql(pg_store: PgStore) -> Non
             assert [t.thread_id for t in listed.threads] == [made.thread_id], (
                 "nothing was written unauthorised"
             )
+
+
+# -- 10. a request's shape never reports the store down ------------------------------------------------
+
+
+async def test_no_request_shape_reports_the_store_down(pg_store: PgStore) -> None:
+    """Too many label filters, and a NUL (which PostgreSQL text cannot hold) in every string a request
+    hands the store: each refused before any statement, health SERVING throughout."""
+    with serving(*pg_store.args, env=clean_env(**pg_store.env)) as served:
+        async with grpc.aio.insecure_channel(served.listening()) as channel:
+            stub = thread_service_pb2_grpc.ThreadServiceStub(channel)
+            health = health_pb2_grpc.HealthStub(channel)
+            service = health_pb2.HealthCheckRequest(service="threadline.v1.ThreadService")
+            ts = thread_service_pb2
+            thread = await create_thread(stub, labels={f"k{i}": "v" for i in range(32)})
+            matching = await stub.ListThreads(ts.ListThreadsRequest(labels=[f"k{i}=v" for i in range(32)]))
+            assert [t.thread_id for t in matching.threads] == [thread.thread_id]
+            nul = "a\x00"
+            calls: dict[str, tuple[Any, str]] = {
+                "33 filters": (
+                    stub.ListThreads(ts.ListThreadsRequest(labels=[f"k{i}=v" for i in range(33)])),
+                    "labels",
+                ),
+                "1000 filters": (
+                    stub.ListThreads(ts.ListThreadsRequest(labels=[f"k{i}=v" for i in range(1000)])),
+                    "labels",
+                ),
+                "filter": (stub.ListThreads(ts.ListThreadsRequest(labels=[f"k={nul}"])), "labels[0]"),
+                "label value": (stub.CreateThread(ts.CreateThreadRequest(labels={"k": nul})), "labels"),
+                "thread_id": (stub.GetThread(ts.GetThreadRequest(thread_id=nul)), "thread_id"),
+                "run_id": (
+                    stub.CancelThreadRun(ts.CancelThreadRunRequest(thread_id=thread.thread_id, run_id=nul)),
+                    "run_id",
+                ),
+                "request_id": (
+                    stub.RunThread(
+                        ts.RunThreadRequest(
+                            spec=ts.ThreadRunSpec(thread_id=thread.thread_id, text="hi", request_id=nul)
+                        )
+                    ),
+                    "spec.request_id",
+                ),
+                "spec.thread_id": (
+                    stub.RunThread(ts.RunThreadRequest(spec=ts.ThreadRunSpec(thread_id=nul, text="hi"))),
+                    "spec.thread_id",
+                ),
+            }
+            for name, (call, field) in calls.items():
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await call
+                code, reason, _ = refusal(caught.value)
+                assert (code, reason, bad_request_fields(caught.value)) == (
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "INPUT_INVALID",
+                    [field],
+                ), name
+                status = (await health.Check(service)).status
+                assert status == health_pb2.HealthCheckResponse.SERVING, name
+            assert (await get_thread(stub, thread.thread_id)).revision == 1

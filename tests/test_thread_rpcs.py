@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 import grpc
 import pytest
 from conftest import (
+    bad_request_fields,
     checkpoint_state,
     completed_output,
     create_thread,
@@ -237,17 +238,27 @@ async def test_import_with_another_thread_id_is_state_invalid(stub: Stub, harnes
     assert (code, reason) == (Code.NOT_FOUND, "THREAD_NOT_FOUND"), "a refused import creates nothing"
 
 
-def bad_request_fields(error: grpc.aio.AioRpcError) -> list[str]:
-    from google.rpc import error_details_pb2, status_pb2
-
-    fields: list[str] = []
-    for key, value in error.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            for detail in status_pb2.Status.FromString(value).details:
-                bad = error_details_pb2.BadRequest()
-                if detail.Unpack(bad):
-                    fields += [v.field for v in bad.field_violations]
-    return fields
+@pytest.mark.parametrize(
+    ("tool", "field"),
+    [
+        (run_pb2.ClientTool(name="ct", parameters_json_schema="[]"), "parameters_json_schema"),
+        (run_pb2.ClientTool(name="lookup"), "name"),  # a tool of the agent's own
+        (run_pb2.ClientTool(name="ct\n"), "name"),
+    ],
+    ids=["schema not an object", "the agent's tool", "name with a newline"],
+)
+async def test_an_import_with_client_tools_no_run_accepts_is_refused_storing_nothing(
+    stub: Stub, harness: Harness, tool: run_pb2.ClientTool, field: str
+) -> None:
+    """Checked as a run checks them, rather than stored for every later run to refuse."""
+    held = (await host_run(harness, text="hello")).state
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await create_thread(stub, state=held, client_tools=[tool])
+    code, reason, meta = refusal(caught.value)
+    assert (code, reason, meta["field"]) == (Code.INVALID_ARGUMENT, "CLIENT_TOOL_INVALID", field)
+    assert bad_request_fields(caught.value) == ["client_tools"]
+    code, reason, _ = await refused(get_thread(stub, held.thread_id))
+    assert (code, reason) == (Code.NOT_FOUND, "THREAD_NOT_FOUND"), "a refused import creates nothing"
 
 
 async def test_import_a_suspended_state_and_answer_it_by_call_id(stub: Stub, harness: Harness) -> None:
@@ -877,6 +888,7 @@ BAD_LABELS = {
     "key starting with a digit": {"1team": "x"},
     "key of 64 characters": {"k" * 64: "x"},
     "key with a space": {"a b": "x"},
+    "key with a trailing newline": {"a\n": "v"},
     "value of 257 characters": {"team": "v" * 257},
     "33 labels": {f"k{i}": "" for i in range(33)},
 }

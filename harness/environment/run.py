@@ -65,7 +65,7 @@ def check_mounts(mounts: Sequence[object], default_mount: str | None) -> tuple[E
     for mount in mounts:
         if not isinstance(mount, EnvironmentMount):
             raise _invalid("not_a_mount", f"{type(mount).__name__} is not an EnvironmentMount.")
-        if not MOUNT_NAME.match(mount.name) or mount.name in names:
+        if not MOUNT_NAME.fullmatch(mount.name) or mount.name in names:
             raise _invalid(
                 "name", f"Mount name {mount.name[:80]!r} is invalid or used twice.", mount.name[:80]
             )
@@ -190,7 +190,7 @@ class RunEnvironment:
         found = self._references.get(reference)
         if found is not None:
             return found
-        match = _REFERENCE.match(reference)
+        match = _REFERENCE.fullmatch(reference)
         reason = "malformed" if match is None else "other_run" if match.group(1) != self.tag else "not_issued"
         raise EnvironmentToolError(
             "environment_reference_unknown",

@@ -6,13 +6,14 @@ package loads SQLAlchemy; `import harness` alone does not.
 """
 
 from .database import Database, SchemaTooNew, StoreKind, open_database
-from .host import DurableHost, check_labels
+from .host import MAX_LABEL_FILTERS, DurableHost, check_labels, check_storable
 from .outcome import Replayed, ThreadCommittedEvent, ThreadRunOutcome
 from .records import THREAD_STATUS_NAMES, CheckpointKind, CheckpointRow, RunRowStatus, ThreadRow, ThreadStatus
 from .run import Launcher, ThreadRun, ThreadRunRequest
 from .store import ThreadStore
 
 __all__ = (
+    "MAX_LABEL_FILTERS",
     "THREAD_STATUS_NAMES",
     "CheckpointKind",
     "CheckpointRow",
@@ -31,5 +32,6 @@ __all__ = (
     "ThreadStatus",
     "ThreadStore",
     "check_labels",
+    "check_storable",
     "open_database",
 )

@@ -18,7 +18,8 @@ answering fails a transaction instead of hanging it. Replicas starting together 
 advisory lock.
 
 Migrations are Alembic's, applied on every start; a database whose schema is newer than this server's
-refuses to serve.
+refuses to serve. Opening then reads the store's page-token key, which its migration made once, so every
+replica of one database signs and checks page tokens alike (`harness.threads.pages`).
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, select, text
 from sqlalchemy.pool import QueuePool, StaticPool
+
+from .schema import PAGE_TOKEN_KEY, settings
 
 __all__ = (
     "POOL_SIZE",
@@ -126,6 +129,8 @@ class Database:
     kind: StoreKind
     location: str
     """The SQLite file's path, `:memory:`, or PostgreSQL's location without its password."""
+    page_key: bytes = field(repr=False)
+    """The key of the store's page tokens, the same for every replica (`harness.threads.pages`)."""
     conninfo: str | None = field(default=None, repr=False)
     """PostgreSQL's connection string, for connections outside the pool (`harness.threads.notify`)."""
     files: tuple[FileIdentity, ...] = ()
@@ -301,6 +306,9 @@ def _open(kind: StoreKind, path: str | None) -> Database:
         with engine.begin() as connection:
             # SQLite opens a read-only file without complaint: prove now that a write commits.
             connection.execute(text("UPDATE alembic_version SET version_num = version_num"))
+            key = connection.execute(
+                select(settings.c.value).where(settings.c.name == PAGE_TOKEN_KEY)
+            ).scalar_one()
         files: tuple[FileIdentity, ...] = ()
         if keeper is not None:
             assert path is not None
@@ -315,7 +323,7 @@ def _open(kind: StoreKind, path: str | None) -> Database:
         raise
     if kind == "postgresql":
         assert path is not None
-        return Database(engine, kind, redacted(path), postgresql_conninfo(path))
+        return Database(engine, kind, redacted(path), bytes.fromhex(key), postgresql_conninfo(path))
     if path is None:
-        return Database(engine, kind, ":memory:")
-    return Database(engine, kind, path, files=files, keeper=keeper)
+        return Database(engine, kind, ":memory:", bytes.fromhex(key))
+    return Database(engine, kind, path, bytes.fromhex(key), files=files, keeper=keeper)

@@ -27,21 +27,40 @@ from ..state import HarnessState
 from .cache import CachedHead, HeadCache
 from .codec import client_tools_json, state_parts
 from .outcome import ThreadRunOutcome
+from .pages import PageTokens
 from .records import CheckpointKind, CheckpointRow, Head, RunRowStatus, ThreadRow, ThreadStatus
 from .run import Launcher, ThreadRun, ThreadRunRequest
 from .store import NewCheckpoint, ThreadStore, busy, conflict, not_found
 
-__all__ = ("DurableHost", "check_labels")
+__all__ = ("MAX_LABEL_FILTERS", "DurableHost", "check_labels", "check_storable")
 
 MAX_LABELS = 32
+MAX_LABEL_FILTERS = MAX_LABELS
+"""`ListThreads` label filters: more keys than a thread can have labels would never match."""
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
 _OFF_LOOP_BYTES = 256 * 1024
 """A head larger than this is validated in a worker thread, so other callers keep being served."""
 _CAS_TRIES = 4
 
 
+def check_storable(value: str, *, field: str) -> str:
+    """Text the store keeps or looks up (an ID, a label, a filter) holds no NUL: PostgreSQL text cannot,
+    and a request must not fail differently on each store, nor make its statement fail.
+
+    Raises:
+        InputError: `input_invalid` at `field`.
+    """
+    if "\x00" in value:
+        raise InputError(
+            f"{field} must not contain a NUL character.",
+            code=ErrorCode.INPUT_INVALID,
+            details={"field": field},
+        )
+    return value
+
+
 def check_labels(labels: Mapping[str, str], *, field: str = "labels") -> dict[str, str]:
-    """THREADS §2: at most 32; keys `^[a-z][a-z0-9_.-]{0,62}$`; values at most 256 characters."""
+    """THREADS §2: at most 32; keys `^[a-z][a-z0-9_.-]{0,62}$`; values at most 256 characters (no NUL)."""
     if len(labels) > MAX_LABELS:
         raise InputError(
             f"A thread has at most {MAX_LABELS} labels.",
@@ -49,15 +68,15 @@ def check_labels(labels: Mapping[str, str], *, field: str = "labels") -> dict[st
             details={"field": field, "count": len(labels)},
         )
     for key, value in labels.items():
-        if not _LABEL_KEY.match(key):
+        if not _LABEL_KEY.fullmatch(key):
             raise InputError(
                 "A label key must match ^[a-z][a-z0-9_.-]{0,62}$.",
                 code=ErrorCode.INPUT_INVALID,
                 details={"field": field, "key": key[:64]},
             )
-        if len(value) > 256:
+        if len(value) > 256 or "\x00" in value:
             raise InputError(
-                "A label value has at most 256 characters.",
+                "A label value has at most 256 characters, none of them NUL.",
                 code=ErrorCode.INPUT_INVALID,
                 details={"field": field, "key": key},
             )
@@ -79,6 +98,8 @@ class DurableHost:
         self.launcher = launcher
         self.lease_ttl = lease_ttl
         self.cache = HeadCache(cache_bytes)
+        self.pages = PageTokens(store.database.page_key)
+        """The page tokens of this store's listings (every replica's host makes the same)."""
         self.on_commit: Callable[[], None] | None = None
         """Told of every checkpoint a run commits (a server counts them)."""
         self._running: dict[tuple[str, str], ThreadRun] = {}
@@ -128,11 +149,23 @@ class DurableHost:
             raise not_found(thread.thread_id)
         return found
 
-    async def checkpoints(self, thread_id: str, *, limit: int, before: int | None) -> list[CheckpointRow]:
-        rows = await self.store.checkpoints(thread_id, limit=limit, before=before)
+    async def checkpoints(
+        self, thread_id: str, *, limit: int, page_token: str = ""
+    ) -> tuple[list[CheckpointRow], str]:
+        """A page of at most `limit` of the thread's checkpoints, newest first, and the next page's token
+        ("" after the last page).
+
+        Raises:
+            InputError: `input_invalid` at `page_token` for a token not of this thread's listing.
+            ThreadError: `thread_not_found`.
+        """
+        before = self.pages.checkpoints_before(page_token, thread_id=thread_id) if page_token else None
+        rows = await self.store.checkpoints(thread_id, limit=limit + 1, before=before)
         if not rows:
             await self.thread(thread_id)
-        return rows
+        if len(rows) <= limit:
+            return rows, ""
+        return rows[:limit], self.pages.checkpoints_token(rows[limit - 1].revision, thread_id=thread_id)
 
     async def threads(
         self,
@@ -140,10 +173,29 @@ class DurableHost:
         limit: int,
         labels: Mapping[str, str],
         status: ThreadStatus | None,
-        after: tuple[float, str] | None,
-    ) -> list[tuple[ThreadRow, CheckpointRow]]:
-        """A page of threads, each with its head checkpoint."""
-        return await self.store.threads(limit=limit, labels_filter=labels, status=status, after=after)
+        page_token: str = "",
+    ) -> tuple[list[tuple[ThreadRow, CheckpointRow]], str]:
+        """A page of at most `limit` threads having every label of `labels` (at most `MAX_LABEL_FILTERS`),
+        each with its head checkpoint, and the next page's token ("" after the last page).
+
+        Raises:
+            InputError: `input_invalid` at `labels` for too many filters, at `page_token` for a token not
+                of this listing (the same filter and status).
+        """
+        if len(labels) > MAX_LABEL_FILTERS:
+            # A thread has at most 32 labels: more filters can never match, and would only grow the query.
+            raise InputError(
+                f"A label filter has at most {MAX_LABEL_FILTERS} keys.",
+                code=ErrorCode.INPUT_INVALID,
+                details={"field": "labels", "count": len(labels), "limit": MAX_LABEL_FILTERS},
+            )
+        after = self.pages.threads_after(page_token, labels=labels, status=status) if page_token else None
+        rows = await self.store.threads(limit=limit + 1, labels_filter=labels, status=status, after=after)
+        if len(rows) <= limit:
+            return rows, ""
+        last, _head = rows[limit - 1]
+        token = self.pages.threads_token((last.update_time, last.thread_id), labels=labels, status=status)
+        return rows[:limit], token
 
     # -- creating -----------------------------------------------------------------------------------
 

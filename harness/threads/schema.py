@@ -22,9 +22,19 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ("SCHEMA_REVISION", "blobs", "checkpoints", "labels", "metadata", "runs", "threads")
+__all__ = (
+    "PAGE_TOKEN_KEY",
+    "SCHEMA_REVISION",
+    "blobs",
+    "checkpoints",
+    "labels",
+    "metadata",
+    "runs",
+    "settings",
+    "threads",
+)
 
-SCHEMA_REVISION = "0001"
+SCHEMA_REVISION = "0002"
 """The Alembic revision these tables correspond to: a database at any other head refuses to serve."""
 
 metadata = MetaData()
@@ -119,3 +129,14 @@ runs = Table(
     Column("update_time", Float, nullable=False),
 )
 Index("runs_by_run_id", runs.c.namespace, runs.c.thread_id, runs.c.run_id)
+
+settings = Table(
+    "store_settings",
+    metadata,
+    # The store's own, not a tenant's: no namespace.
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+PAGE_TOKEN_KEY = "page_token_key"
+"""The `settings` row holding the key of the store's page tokens (hex), made by migration 0002."""

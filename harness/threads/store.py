@@ -5,10 +5,12 @@ compare-and-set on what they read (`revision`, `fence`, the lease being free). E
 the head or the lease from outside a run's own commits takes a new random fence, so a run that lost its
 thread can commit nothing more. Time is the database's clock, read inside each transaction.
 
-A database that cannot be reached or written raises `ThreadError` `store_unavailable`; a transaction
-either commits whole or not at all. So does an SQLite file deleted or replaced under the server: every
-transaction checks, before it starts and again before its caller is answered, that the files are still
-those the store opened, so nothing committed into a file no longer at the path is acknowledged.
+A database that cannot be reached or written raises `ThreadError` `store_unavailable`, and so does a
+statement that waited too long; only the first moves the store's health (`faults`). A statement the
+database refused for what it is is raised unchanged. A transaction either commits whole or not at all.
+So does an SQLite file deleted or replaced under the server: every transaction checks, before it starts
+and again before its caller is answered, that the files are still those the store opened, so nothing
+committed into a file no longer at the path is acknowledged.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from ..errors import ErrorCode, ThreadError
 from ..json_text import JsonValue
 from .blobs import BlobRef, plan_delta, rebuild
 from .database import POOL_SIZE, READ, Database
+from .faults import fault_of
 from .notify import CHANNEL, CancelListener, payload
 from .records import (
     CheckpointKind,
@@ -205,8 +208,12 @@ def _consume(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-def store_unavailable(detail: str = "") -> ThreadError:
-    return ThreadError(
+class _Contended(ThreadError):
+    """`store_unavailable` of a statement that waited too long: worth a retry, but the database answered."""
+
+
+def store_unavailable(detail: str = "", *, contended: bool = False) -> ThreadError:
+    return (_Contended if contended else ThreadError)(
         "The thread store cannot be reached or written; retry later.",
         code=ErrorCode.STORE_UNAVAILABLE,
         details={"detail": detail[:200]} if detail else None,
@@ -339,6 +346,8 @@ class ThreadStore:
         async with self._turns if read else self._writes:
             try:
                 result = await asyncio.get_running_loop().run_in_executor(self._workers, work)
+            except _Contended:
+                raise  # the database answered: health stays as it is
             except ThreadError as error:
                 self._health(error.code != ErrorCode.STORE_UNAVAILABLE)
                 raise
@@ -363,6 +372,12 @@ class ThreadStore:
         except (ThreadError, IntegrityError):
             raise
         except (DBAPIError, SQLAlchemyError, OSError) as error:
+            fault = fault_of(error)
+            if fault == "statement":  # the database answered, refusing the statement: a bug (`faults`)
+                raise
+            if fault == "contention":
+                LOGGER.warning("store_contended", exc_info=error, extra={"fields": {"replica": self.replica}})
+                raise store_unavailable(type(error).__name__, contended=True) from error
             if self.healthy:  # the first failure of an outage; `thread_store_health` marks its end
                 LOGGER.warning(
                     "store_unavailable", exc_info=error, extra={"fields": {"replica": self.replica}}

@@ -28,6 +28,7 @@ from harness.threads import (
     ThreadRow,
     ThreadRunRequest,
     ThreadStatus,
+    check_storable,
 )
 from harness.threads.codec import client_tools_from_json
 
@@ -162,6 +163,11 @@ def run_request_from_pb(spec: thread_service_pb2.ThreadRunSpec) -> ThreadRunRequ
         raise _invalid("thread_id is required.", "spec.thread_id")
     if len(spec.request_id) > MAX_REQUEST_ID:
         raise _invalid(f"request_id has at most {MAX_REQUEST_ID} characters.", "spec.request_id")
+    for field in ("thread_id", "request_id"):
+        try:
+            check_storable(getattr(spec, field), field=f"spec.{field}")
+        except InputError as error:
+            raise at_field(error, f"spec.{field}") from None
     if spec.expected_revision < 0:
         raise _invalid("expected_revision must not be negative.", "spec.expected_revision")
     if spec.busy_strategy not in (
