@@ -238,12 +238,12 @@ class DurableHost:
                     details={"thread_id": thread_id[:256], "state_thread_id": state.thread_id},
                 )
             kind = "imported"
-        history = list(state.message_history)
         remaining: str | None = None
         if pending is not None:
-            check_pending(pending, history)
+            check_pending(pending, await _messages(state))
         if accepted is not None:
-            kept = check_remaining(DeferredToolResume(*_parts(accepted), recovery=True), history)
+            resume = DeferredToolResume(*_parts(accepted), recovery=True)
+            kept = check_remaining(resume, await _messages(state))
             remaining = None if kept is None else DeferredToolResume(*_parts(kept)).to_json()
         return await self.store.create(
             state.thread_id,
@@ -407,6 +407,14 @@ def _bad_thread_id(error: ValidationError) -> StateError:
         {"loc": list(e["loc"]), "type": e["type"], "msg": e["msg"]} for e in error.errors()
     ]
     return StateError("The thread_id is invalid.", code=ErrorCode.STATE_INVALID, details={"errors": errors})
+
+
+async def _messages(state: HarnessState) -> list[Any]:
+    """The state's messages, decoded off the event loop for a large history (only a batch's checks need
+    them: an import without one is stored as the bytes it came with)."""
+    if len(state.message_history_json()) > _OFF_LOOP_BYTES:
+        return await asyncio.to_thread(lambda: list(state.message_history))
+    return list(state.message_history)
 
 
 async def _load(data: bytes) -> HarnessState:
