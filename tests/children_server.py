@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from conftest import error_info
-from google.rpc import error_details_pb2, status_pb2
+from conftest import bad_request_fields, error_info
 from logged_serve import LoggedServe, logged_serve
 from threadline.v1 import deferred_pb2, events_pb2, harness_service_pb2, harness_service_pb2_grpc, run_pb2
 
@@ -242,11 +241,4 @@ def refused(error: grpc.aio.AioRpcError) -> tuple[grpc.StatusCode, str, dict[str
     """A refused call: (status, ErrorInfo reason, its metadata, the BadRequest field paths)."""
     info = error_info(error)
     assert info is not None and info.domain == "threadline", (error.code(), error.details())
-    fields: list[str] = []
-    for key, value in error.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            for detail in status_pb2.Status.FromString(value).details:
-                bad = error_details_pb2.BadRequest()
-                if detail.Unpack(bad):
-                    fields.extend(violation.field for violation in bad.field_violations)
-    return error.code(), info.reason, dict(info.metadata), fields
+    return error.code(), info.reason, dict(info.metadata), bad_request_fields(error)

@@ -155,12 +155,17 @@ def _wait_for(serve: LoggedServe, event: str, within: float = 120) -> dict[str, 
     raise AssertionError(f"the server never logged {event}")
 
 
-async def test_sigterm_stops_the_decoding_and_the_host_learns_why() -> None:
+@pytest.mark.parametrize(
+    ("build", "step"), [(heavy_run, "decoding"), (long_run, "preparing")], ids=["decoding", "preparing"]
+)
+async def test_sigterm_stops_the_work_off_the_loop_and_the_host_learns_why(
+    build: Callable[[str], harness_service_pb2.RunRequest], step: str
+) -> None:
     with logged_serve() as serve:
         async with grpc.aio.insecure_channel(serve.address, options=CHANNEL) as channel:
             stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
-            heavy = asyncio.ensure_future(stub.Run(heavy_run("heavy-3"), timeout=300))
-            await asyncio.to_thread(_wait_for, serve, "decoding_off_loop")
+            heavy = asyncio.ensure_future(stub.Run(build(f"{step}-3"), timeout=300))
+            await asyncio.to_thread(_wait_for, serve, f"{step}_off_loop")
             serve.serve.process.send_signal(signal.SIGTERM)
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await heavy
@@ -168,8 +173,9 @@ async def test_sigterm_stops_the_decoding_and_the_host_learns_why() -> None:
         assert error_info(caught.value).reason == "SERVER_SHUTTING_DOWN"
         assert serve.serve.process.wait(timeout=60) == 0  # our one SIGTERM: drained, exited cleanly
         serve.stop()  # collects the remaining log lines
-        stopped = [r for r in serve.records() if r.get("event") == "decoding_stopped"]
-        assert [(r["why"], r["request_id"]) for r in stopped] == [("draining", "heavy-3")]
+        stopped = [r for r in serve.records() if r.get("event") == f"{step}_stopped"]
+        assert [(r["why"], r["request_id"]) for r in stopped] == [("draining", f"{step}-3")]
+        assert not [r for r in serve.records() if r.get("event") == "run_started"], "nothing ran"
 
 
 async def _answered_before(seen: _Seen, event: str, ask: Callable[[], Awaitable[object]]) -> None:
@@ -237,21 +243,3 @@ async def test_thread_rpcs_answer_while_a_long_thread_is_prepared(server: Runnin
         )
         response = await heavy
     assert response.result.status == run_pb2.RUN_STATUS_COMPLETED
-
-
-async def test_sigterm_stops_the_preparation_and_the_host_learns_why() -> None:
-    with logged_serve() as serve:
-        async with grpc.aio.insecure_channel(serve.address, options=CHANNEL) as channel:
-            stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
-            heavy = asyncio.ensure_future(stub.Run(long_run("long-4"), timeout=300))
-            await asyncio.to_thread(_wait_for, serve, "preparing_off_loop")
-            serve.serve.process.send_signal(signal.SIGTERM)
-            with pytest.raises(grpc.aio.AioRpcError) as caught:
-                await heavy
-        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
-        assert error_info(caught.value).reason == "SERVER_SHUTTING_DOWN"
-        assert serve.serve.process.wait(timeout=60) == 0
-        serve.stop()
-        stopped = [r for r in serve.records() if r.get("event") == "preparing_stopped"]
-        assert [(r["why"], r["request_id"]) for r in stopped] == [("draining", "long-4")]
-        assert not [r for r in serve.records() if r.get("event") == "run_started"]

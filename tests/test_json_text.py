@@ -61,19 +61,6 @@ def test_python_values_are_held_to_the_same_rules() -> None:
             check_finite_json(value)
 
 
-def bad_request_fields(error: grpc.aio.AioRpcError) -> list[str]:
-    from google.rpc import error_details_pb2, status_pb2
-
-    fields: list[str] = []
-    for key, value in error.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            for detail in status_pb2.Status.FromString(value).details:
-                bad = error_details_pb2.BadRequest()
-                if detail.Unpack(bad):
-                    fields += [v.field for v in bad.field_violations]
-    return fields
-
-
 def deep_result(text: str) -> deferred_pb2.DeferredToolResume:
     return deferred_pb2.DeferredToolResume(
         results=deferred_pb2.DeferredToolResults(
