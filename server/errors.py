@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 from harness import JsonValue
-from harness.errors import Refusal
+from harness.errors import HarnessError, Refusal
 
 __all__ = ("ServerError", "ServerReason", "at_field", "field_of")
 
@@ -93,6 +93,13 @@ def at_field(error: E, field: str) -> E:
     elif field_of(error) is None:
         setattr(error, _FIELD_ATTR, field)
     return error
+
+
+def at_named_field(error: E, *, prefix: str = "") -> E:
+    """`at_field` at the field a core error names itself (`details["field"]`), under `prefix` (the
+    request message it sits in); unchanged when it names none."""
+    field = error.details.get("field") if isinstance(error, HarnessError) else None
+    return at_field(error, f"{prefix}{field}") if isinstance(field, str) and field else error
 
 
 def field_of(error: BaseException) -> str | None:

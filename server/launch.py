@@ -32,7 +32,7 @@ from harness.children.names import check_lineage
 from harness.errors import ErrorCode
 
 from .agents import AgentRegistry
-from .errors import ServerError, ServerReason, at_field
+from .errors import ServerError, ServerReason, at_field, at_named_field
 from .mounts import ServerMounts
 from .offloop import off_loop
 from .runlog import RunScope
@@ -109,7 +109,7 @@ def start_stream(
         try:
             check_lineage(lineage, previous_state.thread_id if previous_state is not None else "")
         except HarnessError as error:
-            raise _at_lineage(error) from None
+            raise at_named_field(error, prefix="spec.lineage.") from None
     edge = host_edge(registry, parent_agent, lineage, child=served) if parent_agent else None
     capabilities: list[AbstractCapability[Any]] = [capability] if capability is not None else []
     if (tracing := TRACING.get()) is not None:
@@ -143,14 +143,8 @@ def start_stream(
         if resume_field is not None and error.code.value.startswith("deferred_"):
             raise at_field(error, resume_field) from None
         if error.code is ErrorCode.CHILD_LINEAGE_INVALID:
-            raise _at_lineage(error) from None
+            raise at_named_field(error, prefix="spec.lineage.") from None
         raise
-
-
-def _at_lineage(error: HarnessError) -> HarnessError:
-    """A `child_lineage_invalid` error at the request field it names (`spec.lineage.<field>`)."""
-    field = error.details.get("field")
-    return at_field(error, f"spec.lineage.{field}") if isinstance(field, str) else error
 
 
 def host_edge(

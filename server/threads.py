@@ -29,7 +29,7 @@ from harness.threads import (
 )
 
 from .agents import AgentRegistry
-from .errors import ServerError, ServerReason, at_field
+from .errors import ServerError, ServerReason, at_field, at_named_field
 from .launch import client_tools_for, unknown_agent
 from .mapping.deferred import requests_from_pb, resume_from_pb
 from .mapping.errors import abort
@@ -68,12 +68,6 @@ def _page_size(value: int, field: str = "page_size") -> int:
     return value or DEFAULT_PAGE_SIZE
 
 
-def _at_its_field(error: InputError) -> InputError:
-    """A core `input_invalid` at the request field its details name."""
-    field = error.details.get("field")
-    return at_field(error, field) if isinstance(field, str) else error
-
-
 def _required_id(value: str, field: str = "thread_id") -> str:
     if not value:
         raise _invalid(f"{field} is required.", field)
@@ -86,7 +80,7 @@ def _storable(value: str, field: str) -> str:
     try:
         return check_storable(value, field=field)
     except InputError as error:
-        raise _at_its_field(error) from None
+        raise at_named_field(error) from None
 
 
 def _label_filter(items: list[str]) -> dict[str, str]:
@@ -202,12 +196,12 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
                     client_tools=client_tools,
                 )
             except HarnessError as error:
+                if error.code == ErrorCode.INPUT_INVALID:
+                    raise at_named_field(error) from None
                 field: str | None = None
                 if error.code == ErrorCode.STATE_INVALID:
                     field = "thread_id"
-                elif error.code == ErrorCode.INPUT_INVALID:
-                    field = str(error.details.get("field", "")) or None
-                if error.code.value.startswith("deferred_"):
+                elif error.code.value.startswith("deferred_"):
                     field = "pending" if pending is not None else "accepted"
                 raise (at_field(error, field) if field else error) from None
             response = thread_service_pb2.CreateThreadResponse()
@@ -247,7 +241,7 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
                     page_token=request.page_token,
                 )
             except InputError as error:
-                raise _at_its_field(error) from None
+                raise at_named_field(error) from None
             response = thread_service_pb2.ListThreadsResponse(next_page_token=token)
             for row, head in rows:
                 fill_thread(response.threads.add(), row, head)
@@ -273,7 +267,7 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             try:
                 rows, token = await self._h.checkpoints(thread_id, limit=limit, page_token=request.page_token)
             except InputError as error:
-                raise _at_its_field(error) from None
+                raise at_named_field(error) from None
             response = thread_service_pb2.ListCheckpointsResponse(next_page_token=token)
             for row in rows:
                 fill_checkpoint_pb(response.checkpoints.add(), row, None)

@@ -49,9 +49,7 @@ def fault_of(error: BaseException) -> Fault:
         return "statement"
     if not isinstance(error, DBAPIError) or error.connection_invalidated:
         return "outage"
-    if isinstance(
-        error, DataError
-    ):  # a value refused, by the database or by the driver (a NUL on PostgreSQL)
+    if isinstance(error, DataError):  # a value refused, by the database or the driver (a NUL on PostgreSQL)
         return "statement"
     code = getattr(error.orig, "sqlite_errorcode", None)
     if isinstance(code, int):
