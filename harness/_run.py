@@ -12,6 +12,7 @@ normalized for `export_state()`. How an exception ends the run is decided in one
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ from .events import (
     redact,
     utc_now,
 )
+from .own_loop import OwnLoop, at_home
 from .results import HarnessRunResult, SafeFailure
 from .state import HarnessState
 
@@ -173,6 +175,8 @@ class HarnessRunStream(Generic[OutputT]):
         self._run_input: str | list[UserContent] | None = None
         self._native_results: DeferredToolResults | None = None
         self._gen: AsyncIterator[RunItem[OutputT]] | None = None
+        self._use_own_loop = False
+        self._own_loop: OwnLoop[RunItem[OutputT]] | None = None
         self.result: HarnessRunResult[OutputT] | None = None
         self.outcome: HarnessRunResult[OutputT] | None = None
         self.failure_exception: BaseException | None = None
@@ -192,7 +196,10 @@ class HarnessRunStream(Generic[OutputT]):
             self._environment.enter(
                 thread_id=self.thread_id, issuer=instance.issuer, subject=instance.subject
             )
-        self._gen = self._events()
+        if self._use_own_loop:
+            self._gen = self._own_loop = OwnLoop(self._events())
+        else:
+            self._gen = self._events()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -271,6 +278,17 @@ class HarnessRunStream(Generic[OutputT]):
         if self._prepared is None and not self._entered:
             self._prepare(pause)
 
+    def use_own_loop(self) -> None:
+        """Drive the native run on an event loop of its own thread (`harness.own_loop`), before `async with`.
+
+        For a long history: pydantic-ai's passes over it before each model request then hold that
+        thread, not the host's loop. The agent's tools and model run there too, so they must not touch
+        objects of the host's loop; a barrier and the shell tools are called on the host's loop.
+        """
+        if self._entered:
+            raise RunError("Choose the run's loop before `async with`.", code=ErrorCode.RUN_STREAM_REUSED)
+        self._use_own_loop = True
+
     @property
     def usage(self) -> RunUsage:
         """The run's usage so far."""
@@ -325,10 +343,9 @@ class HarnessRunStream(Generic[OutputT]):
         if self._barrier is not None:
             history = self._committed()
             pending = self._resume.remaining(history) if self._resume is not None else None
+            state, barrier = self._state_from(history), self._barrier
             try:
-                await held_cancellation(
-                    self._barrier.before_model_request(self._state_from(history), pending)
-                )
+                await held_cancellation(at_home(lambda: barrier.before_model_request(state, pending)))
             except Exception as error:
                 self._barrier_error = error  # the host's failure, not the model's (`_terminal_for`)
                 raise
@@ -405,8 +422,14 @@ class HarnessRunStream(Generic[OutputT]):
     def _queue(self, kind: Literal["state", "tool", "delegation"], payload: dict[str, Any]) -> None:
         """An environment or delegation event, yielded at the stream's next event boundary (ENVIRONMENT §5.5,
         CHILDREN §3.9)."""
-        if not self._closed:
-            self._pending_lifecycle.append(HarnessExtensionEvent(kind=kind, payload=payload))
+        if self._closed:
+            return
+        event = HarnessExtensionEvent(kind=kind, payload=payload)
+        own = self._own_loop
+        if own is not None and threading.get_ident() != own.thread_id:
+            own.call_soon(self._pending_lifecycle.append, event)  # from the host's loop: in the run's order
+        else:
+            self._pending_lifecycle.append(event)
 
     def _normalized(self, history: list[ModelMessage], *, force_close: bool) -> list[ModelMessage]:
         own_from = len(self._prepared or ())

@@ -34,7 +34,7 @@ from harness.errors import ErrorCode
 from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field, at_named_field
 from .mounts import ServerMounts
-from .offloop import off_loop
+from .offloop import off_loop, own_loop_if_long
 from .runlog import RunScope
 from .runs import ActiveRuns
 from .tracing import CURRENT as TRACING
@@ -205,8 +205,8 @@ class ThreadLauncher:
         )
 
     async def prepare(self, stream: HarnessRunStream[Any], *, request_id: str) -> None:
-        """A long history is prepared off the event loop; a drain stops it (the run outlives its RPC, so
-        neither the caller leaving nor its deadline does)."""
+        """A long history is prepared off the event loop (a drain stops that; the run outlives its RPC, so
+        neither the caller leaving nor its deadline does), and its run is driven on a loop of its own."""
         fields = {"service": "threads", "thread_id": stream.thread_id, "run_id": stream.run_id}
         await off_loop(
             stream.prepare,
@@ -216,6 +216,7 @@ class ThreadLauncher:
             deadline=None,
             fields={**fields, "request_id": request_id},
         )
+        own_loop_if_long(stream)
 
     @contextmanager
     def admit(

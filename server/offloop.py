@@ -21,10 +21,12 @@ from typing import Any, Literal, TypeVar
 
 import grpc
 
+from harness import HarnessRunStream
+
 from .runlog import log_run
 from .runs import ActiveRuns, shutting_down
 
-__all__ = ("INLINE_BYTES", "INLINE_MESSAGES", "Step", "Stopped", "in_call", "off_loop")
+__all__ = ("INLINE_BYTES", "INLINE_MESSAGES", "Step", "Stopped", "in_call", "off_loop", "own_loop_if_long")
 
 INLINE_BYTES = 256 * 1024
 """Requests whose histories are at most this large are decoded on the event loop."""
@@ -98,6 +100,17 @@ async def off_loop(
         raise
     finally:
         stop.set()
+
+
+def own_loop_if_long(stream: HarnessRunStream[Any]) -> None:
+    """A run that continues more than `INLINE_MESSAGES` messages is driven on a loop of its own thread.
+
+    pydantic-ai walks the whole history again before each of the run's model requests (100 000 messages:
+    seconds each time), beyond any hook; on its own loop that work holds its thread, not the server's
+    loop (`harness.own_loop`).
+    """
+    if stream.history_length > INLINE_MESSAGES:
+        stream.use_own_loop()
 
 
 async def in_call(

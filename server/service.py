@@ -59,7 +59,7 @@ from .mapping.state import (
 )
 from .metrics import CURRENT
 from .mounts import ServerMounts
-from .offloop import in_call
+from .offloop import in_call, own_loop_if_long
 from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge, wait_out
 from .runlog import LOGGER, RunLog
 from .runs import ActiveRuns
@@ -331,6 +331,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                     "request_id": call.request_id,
                 },
             )
+            own_loop_if_long(stream)
         except (HarnessError, ServerError) as error:
             raise _Refusal(error) from None
         except grpc.aio.AbortError:

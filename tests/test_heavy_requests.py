@@ -17,6 +17,7 @@ import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -25,10 +26,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from logged_serve import LoggedServe, logged_serve
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from threadline.v1 import (
+    events_pb2,
     harness_service_pb2,
     harness_service_pb2_grpc,
     run_pb2,
     state_pb2,
+    thread_pb2,
     thread_service_pb2,
     thread_service_pb2_grpc,
 )
@@ -243,3 +246,82 @@ async def test_thread_rpcs_answer_while_a_long_thread_is_prepared(server: Runnin
         )
         response = await heavy
     assert response.result.status == run_pb2.RUN_STATUS_COMPLETED
+
+
+MODEL_EVENTS = frozenset({"part_start", "part_delta", "part_end", "final_result"})
+
+
+class _Reader:
+    """Reads a run's stream to its end in a task of its own, keeping every event."""
+
+    def __init__(self, call: Any) -> None:
+        self.events: list[events_pb2.RunEvent] = []
+        self.task = asyncio.ensure_future(self._read(call))
+
+    async def _read(self, call: Any) -> None:
+        async for response in call:
+            self.events += [response.event] if response.HasField("event") else list(response.events)
+
+    async def started(self) -> None:
+        while not self.events and not self.task.done():
+            await asyncio.sleep(0.01)
+        assert self.events and self.events[0].WhichOneof("event") == "run_started"
+
+    def model_answered(self) -> bool:
+        return any(event.WhichOneof("event") in MODEL_EVENTS for event in self.events)
+
+
+async def _answered_before_the_model(reader: _Reader, ask: Callable[[], Awaitable[object]]) -> None:
+    """`ask()` answers `ANSWERS` times after the run started and before its model answered.
+
+    Once started, the run is in pydantic-ai's passes over its 100 000 messages, which precede every
+    model request: on the server's loop they held every other RPC for seconds (issue 23, item 14).
+    """
+    await reader.started()
+    for _ in range(ANSWERS):
+        await ask()
+    assert not reader.model_answered(), "the model answered before the other RPCs"
+    # The in-thread server's run is driven where its passes hold no other RPC (`harness.own_loop`).
+    assert "threadline-run-loop" in {thread.name for thread in threading.enumerate()}
+
+
+async def test_other_rpcs_answer_while_pydantic_ai_prepares_a_long_run(server: RunningServer) -> None:
+    async with grpc.aio.insecure_channel(server.address, options=CHANNEL) as channel:
+        stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
+        request = harness_service_pb2.StreamRunRequest(spec=long_run("long-4").spec)
+        reader = _Reader(stub.StreamRun(request, timeout=300))
+        await _answered_before_the_model(
+            reader, lambda: stub.GetServerInfo(harness_service_pb2.GetServerInfoRequest(), timeout=60)
+        )
+        await reader.task
+    assert reader.model_answered()
+    assert reader.events[-1].result.status == run_pb2.RUN_STATUS_COMPLETED
+
+
+async def test_thread_rpcs_answer_while_pydantic_ai_prepares_a_long_thread_run(server: RunningServer) -> None:
+    async with grpc.aio.insecure_channel(server.address, options=CHANNEL) as channel:
+        threads = thread_service_pb2_grpc.ThreadServiceStub(channel)
+        created = await threads.CreateThread(
+            thread_service_pb2.CreateThreadRequest(state=_renamed(long_state(), "thr_long2")), timeout=300
+        )
+        thread_id = created.thread.thread_id
+        spec = thread_service_pb2.ThreadRunSpec(thread_id=thread_id, request_id="long-5", text="hello")
+        reader = _Reader(
+            threads.StreamThreadRun(thread_service_pb2.StreamThreadRunRequest(spec=spec), timeout=300)
+        )
+        await _answered_before_the_model(
+            reader,
+            lambda: threads.GetThread(thread_service_pb2.GetThreadRequest(thread_id=thread_id), timeout=60),
+        )
+        await reader.task
+        thread = (await threads.GetThread(thread_service_pb2.GetThreadRequest(thread_id=thread_id))).thread
+    assert reader.events[-1].result.status == run_pb2.RUN_STATUS_COMPLETED
+    assert thread.status == thread_pb2.THREAD_STATUS_IDLE
+    assert (thread.head.kind, thread.head.request_id) == (thread_pb2.CHECKPOINT_KIND_COMPLETED, "long-5")
+
+
+def _renamed(state: state_pb2.HarnessState, thread_id: str) -> state_pb2.HarnessState:
+    copy = state_pb2.HarnessState()
+    copy.CopyFrom(state)
+    copy.thread_id = thread_id
+    return copy

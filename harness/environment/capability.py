@@ -21,6 +21,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 
 from ..context import AgentContext
+from ..own_loop import at_home
 from ..tools import recovery_retryable
 from .adapter import EnvironmentMount
 from .capture import Page, read_pair, tail_pair
@@ -111,9 +112,11 @@ def _failure(error: EnvironmentToolError) -> Result:
 
 
 async def _guarded(call: Callable[[], Awaitable[Result]]) -> Result:
-    """A tool's answer: its result, or its tool-level failure as an ordinary return (§4.2)."""
+    """A tool's answer: its result, or its tool-level failure as an ordinary return (§4.2).
+
+    The call runs on the host's loop, where the mounts' processes live, also for a run on its own loop."""
     try:
-        return await call()
+        return await at_home(call)
     except EnvironmentToolError as error:
         return _failure(error)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ErrorCode, RunError
+from ..own_loop import at_home
 from ..state import EnvironmentState
 from .adapter import EnvironmentMount
 from .config import MOUNT_NAME
@@ -119,7 +120,11 @@ class RunEnvironment:
 
     async def close(self) -> None:
         """Run close (§8): no more calls, watchers cancelled and awaited, references dropped, mounts
-        detached. Commands, their stdin and their capture go on."""
+        detached. Commands, their stdin and their capture go on. On the host's loop, where the watchers
+        run (`harness.own_loop`)."""
+        await at_home(self._close)
+
+    async def _close(self) -> None:
         if self.closed:
             return
         self.closed = True
