@@ -1,5 +1,5 @@
 """Threadline's benchmarks: what a user of a harness server pays, as ratios measured in one run.
 
 `python -m bench` runs every section and writes `bench/results/latest.json`; see `bench/__main__.py`
-and the README's "Performance" section.
+and docs/performance.md.
 """

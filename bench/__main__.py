@@ -46,7 +46,7 @@ from .threads import threads_section
 from .wire import CHANNEL_OPTIONS
 
 LATEST = Path(__file__).resolve().parent / "results" / "latest.json"
-"""Where a full run writes its results (committed with the README's numbers)."""
+"""Where a full run writes its results (committed with docs/performance.md's numbers)."""
 
 SECTIONS = "abcdefgh"
 

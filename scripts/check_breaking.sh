@@ -3,8 +3,8 @@
 # Runs in the git repository of the current directory; scripts/check_contract.sh calls it, with buf
 # on PATH.
 #
-# The per-language file options every .proto sets (README "Contract") changed once from their
-# defaults, before any release, when they were set, which FILE_SAME_<OPTION> flags. That change is
+# The per-language file options every .proto sets (docs/sdks.md, "The contract") changed once from
+# their defaults, before any release, when they were set, which FILE_SAME_<OPTION> flags. That change is
 # waived mechanically, not by a standing `except`: only when the baseline sets none of these
 # options (it predates them), and only those rules. Every later baseline sets them, so from the
 # next commit on the whole FILE category applies again, to these options too.

@@ -26,7 +26,7 @@ E = TypeVar("E", bound=BaseException)
 
 
 class ServerReason(StrEnum):
-    """Reasons the server reports that the core never raises (DESIGN "Errors"; README catalogue: "server")."""
+    """Reasons the server reports that the core never raises (DESIGN "Errors"; docs/errors.md: "(server)")."""
 
     AGENT_UNKNOWN = "AGENT_UNKNOWN"
     HISTORY_DIGEST_MISMATCH = "HISTORY_DIGEST_MISMATCH"

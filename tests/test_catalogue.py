@@ -1,4 +1,4 @@
-"""Every reason the server can send has one status and is listed in the README's catalogue."""
+"""Every reason the server can send has one status and is listed in the catalogue, docs/errors.md."""
 
 from __future__ import annotations
 
@@ -14,13 +14,11 @@ from server.errors import ServerReason
 from server.mapping.errors import STATUS_BY_CODE, STATUS_BY_REASON, reason_text, status_code_for
 
 REPO = Path(__file__).resolve().parent.parent
-README = REPO / "README.md"
+CATALOGUE = REPO / "docs" / "errors.md"
 
 
 def catalogue() -> dict[str, str]:
-    section = (
-        README.read_text(encoding="utf-8").split("## Errors: the reason catalogue", 1)[1].split("\n## ", 1)[0]
-    )
+    section = CATALOGUE.read_text(encoding="utf-8")
     listed: dict[str, str] = {}
     for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
@@ -50,7 +48,7 @@ def test_every_core_code_and_server_reason_has_a_status() -> None:
     assert reasons == set(STATUS_BY_REASON)
 
 
-def test_every_reason_is_in_the_readme_catalogue_with_its_status() -> None:
+def test_every_reason_is_in_the_catalogue_with_its_status() -> None:
     listed = catalogue()
     for reason, code in STATUS_BY_REASON.items():
         assert listed.get(reason) == code.name, reason
@@ -59,7 +57,7 @@ def test_every_reason_is_in_the_readme_catalogue_with_its_status() -> None:
 
 
 def test_server_reasons_are_marked() -> None:
-    section = README.read_text(encoding="utf-8")
+    section = CATALOGUE.read_text(encoding="utf-8")
     for reason in ServerReason:
         assert f"`{reason}` (server)" in section
 

@@ -496,12 +496,12 @@ def test_help_still_shows_each_default() -> None:
     assert "(default: 256)" in text and "--config FILE" in text
 
 
-def test_the_readmes_mount_table_shows_every_limit_with_its_default(tmp_path: Path) -> None:
+def test_the_documented_mount_table_shows_every_limit_with_its_default(tmp_path: Path) -> None:
     from harness.environment import LocalBackendLimits, LocalMountLimits
     from harness.environment.config import DEFAULT_INHERIT_ENV
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Mounts in a configuration file") :]
+    page = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    section = page[page.index("## Mounts in a configuration file") :]
     block = section[
         section.index("```toml\n") + len("```toml\n") : section.index("```\n", section.index("```toml"))
     ]

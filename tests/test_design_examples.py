@@ -27,6 +27,7 @@ from harness.testing import scripted_model
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parent.parent
+EMBEDDING = ROOT / "docs" / "embedding.md"
 
 
 def fresh_bindings() -> RunBindings:
@@ -194,23 +195,22 @@ def test_public_surface_is_exactly_all() -> None:
 
 
 def test_readme_embedding_example_runs() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Embedding the core", 1)[1]
+    section = EMBEDDING.read_text(encoding="utf-8")
     code = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code is not None, "README has no embedding example"
+    assert code is not None, "docs/embedding.md has no embedding example"
     namespace: dict[str, Any] = {"__name__": "readme_example"}
-    exec(compile(code.group(1), "README.md", "exec"), namespace)
+    exec(compile(code.group(1), "docs/embedding.md", "exec"), namespace)
 
 
 def test_readme_checkpoint_example_runs() -> None:
-    """The README's checkpoint example, on the embedding example's agent, stores one state per candidate."""
+    """The checkpoint example of docs/embedding.md, on its first example's agent, stores one state per candidate."""
     import ast
     import asyncio
 
-    section = (ROOT / "README.md").read_text(encoding="utf-8").split("## Embedding the core", 1)[1]
+    section = EMBEDDING.read_text(encoding="utf-8")
     first, second = re.findall(r"```python\n(.*?)```", section, re.S)[:2]
     namespace: dict[str, Any] = {"__name__": "readme_example"}
-    exec(compile(first, "README.md", "exec"), namespace)
+    exec(compile(first, "docs/embedding.md", "exec"), namespace)
 
     class Store(dict[str, list[str]]):
         def save(self, thread_id: str, state_json: str) -> None:
@@ -220,7 +220,7 @@ def test_readme_checkpoint_example_runs() -> None:
     namespace.update(store=store, state=harness.HarnessState.new(thread_id="thr_readme1"))
     namespace.update(HarnessCheckpointEvent=harness.HarnessCheckpointEvent)
     namespace.update(HarnessRunResultEvent=harness.HarnessRunResultEvent)
-    code = compile(second, "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    code = compile(second, "docs/embedding.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     asyncio.run(eval(code, namespace))
     assert namespace["result"].status == "suspended"
     assert len(store["thr_readme1"]) == 2  # after the request started and after it completed

@@ -679,12 +679,12 @@ async def test_stdin_and_signals_through_the_tools(backend: LocalProcessBackend,
     assert any(s["process_id"] == first[0] and s["phase"] == "exited" for s in statuses), statuses
 
 
-def test_the_readme_shell_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Shell environments", 1)[1]
+def test_the_documented_shell_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "environment.md").read_text(encoding="utf-8")
+    section = page.split("## In your own program", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S)
     assert code is not None
-    exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme_shell"})
+    exec(compile(code.group(1), "docs/environment.md", "exec"), {"__name__": "readme_shell"})
     assert capsys.readouterr().out.strip() == "hello from the shell"
 
 

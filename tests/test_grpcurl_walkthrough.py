@@ -69,6 +69,15 @@ def test_the_doc_has_every_walkthrough_step() -> None:
     assert "traceparent" in codes and "OTEL_TRACES_EXPORTER=console threadline serve" in codes
 
 
+def test_the_readmes_first_try_is_in_the_walkthrough() -> None:
+    """The README's grpcurl commands are lines of the walkthrough, so the run below runs them too."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## A first try with grpcurl", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+    walkthrough = {line for step in steps() for line in step.code.splitlines()}
+    assert "grpcurl" in block and set(block.splitlines()) <= walkthrough
+
+
 def test_grpcurl_is_the_one_setup_installs(tmp_path: Path) -> None:
     """With any GOPATH, the walkthrough runs `$(go env GOPATH)/bin/grpcurl`, as setup.sh installs it."""
     real = setup_tool("grpcurl")

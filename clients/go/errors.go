@@ -16,8 +16,8 @@ import (
 const Domain = "threadline"
 
 // Reasons: the ErrorInfo reason of a server error, which is the core's stable error code in
-// UPPER_SNAKE. Branch on these (with ReasonOf), not on messages. The README's catalogue is the
-// full list; reasons added later arrive as new strings.
+// UPPER_SNAKE. Branch on these (with ReasonOf), not on messages. The server's catalogue
+// (docs/errors.md) is the full list; reasons added later arrive as new strings.
 const (
 	// INVALID_ARGUMENT
 	ReasonInputEmpty                     = "INPUT_EMPTY"

@@ -32,7 +32,7 @@ A run that started and then failed is not an error: it is a `RunResult` with sta
 (bad envelope, unsupported version, invalid resume), the run's core raised, the deadline expired,
 or the server could not be reached (`StatusCode.UNAVAILABLE`, reason "").
 
-Branch on `reason` (stable, listed in the server's README catalogue), never on `message`. A
+Branch on `reason` (stable, listed in the server's catalogue, docs/errors.md), never on `message`. A
 `ProtocolError` is no status the server sent: the SDK raises it when the server's answer breaks the
 contract (a stream that ends without its terminal result, a checkpoint delta that does not rebuild,
 a response without a field the contract requires, a message that does not decode). Catch it before
