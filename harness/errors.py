@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = (
     "DefinitionError",
     "ErrorCode",
+    "ErrorFamily",
     "FailureCode",
     "HarnessError",
     "InputError",
@@ -45,6 +46,11 @@ RetryHint = Literal["none", "new_run", "dependency_change"]
 
 class ErrorCode(StrEnum):
     """Every code the core raises or records. Values are the wire reasons in lower case; never renamed."""
+
+    @property
+    def family(self) -> ErrorFamily:
+        """What the error is about (`ErrorFamily`)."""
+        return _FAMILY_OF[self]
 
     # InputError
     INPUT_EMPTY = "input_empty"
@@ -120,8 +126,107 @@ class ErrorCode(StrEnum):
     STORE_UNAVAILABLE = "store_unavailable"
 
 
+ErrorFamily = Literal[
+    "input", "run", "deferred", "child", "state", "definition", "cleanup", "thread", "failure"
+]
+"""What an error is about, so a host (or the server) can tell which part of a request it concerns: `deferred`
+codes concern a deferred batch or its answers, `child` ones a child run's lineage or result; the others
+follow the class that raises them; `failure` is every `FailureCode`, a failed run's."""
+
+_FAMILIES: dict[ErrorFamily, tuple[ErrorCode, ...]] = {
+    "input": (
+        ErrorCode.INPUT_EMPTY,
+        ErrorCode.INPUT_INVALID,
+        ErrorCode.TOOL_RECOVERY_INVALID,
+        ErrorCode.CLIENT_TOOL_INVALID,
+    ),
+    "run": (
+        ErrorCode.RUN_BINDINGS_INVALID,
+        ErrorCode.PREVIOUS_STATE_INVALID,
+        ErrorCode.RUN_RESULT_MISSING,
+        ErrorCode.RUN_NOT_ACTIVE,
+        ErrorCode.RUN_STREAM_REUSED,
+        ErrorCode.RUN_STREAM_CONCURRENT_NEXT,
+        ErrorCode.RUN_SUSPENDED,
+        ErrorCode.RUN_CANCELLED,
+    ),
+    "deferred": (
+        ErrorCode.DEFERRED_RESUME_INVALID,
+        ErrorCode.DEFERRED_STATE_REQUIRED,
+        ErrorCode.DEFERRED_REQUEST_MISSING,
+        ErrorCode.DEFERRED_REQUEST_DUPLICATE,
+        ErrorCode.DEFERRED_REQUEST_CATEGORY_OVERLAP,
+        ErrorCode.DEFERRED_REQUESTS_EMPTY,
+        ErrorCode.DEFERRED_REQUESTS_TOO_LARGE,
+        ErrorCode.DEFERRED_REQUEST_INVALID,
+        ErrorCode.DEFERRED_METADATA_INVALID,
+        ErrorCode.DEFERRED_RESULTS_INCOMPLETE,
+        ErrorCode.DEFERRED_APPROVAL_INVALID,
+        ErrorCode.DEFERRED_RESULTS_INVALID,
+        ErrorCode.DEFERRED_REQUEST_COMPLETED,
+        ErrorCode.DEFERRED_REQUEST_MISMATCH,
+        ErrorCode.DEFERRED_STATE_INVALID,
+        ErrorCode.DEFERRED_SURFACE_MISMATCH,
+    ),
+    "child": (
+        ErrorCode.CHILD_LINEAGE_INVALID,
+        ErrorCode.CHILD_RESULT_INVALID,
+        ErrorCode.CHILD_RESULT_MISSING,
+    ),
+    "state": (
+        ErrorCode.RUN_STATE_UNAVAILABLE,
+        ErrorCode.STATE_STORE_MISSING,
+        ErrorCode.SCHEMA_VERSION_UNSUPPORTED,
+        ErrorCode.STATE_INVALID,
+        ErrorCode.HISTORY_FORMAT_UNSUPPORTED,
+        ErrorCode.FORK_THREAD_ID_CONFLICT,
+        ErrorCode.CAPABILITY_STATE_ID_INVALID,
+        ErrorCode.CAPABILITY_STATE_VERSION_INVALID,
+        ErrorCode.CAPABILITY_STATE_VERSION_UNSUPPORTED,
+        ErrorCode.CAPABILITY_STATE_INVALID,
+        ErrorCode.ENVIRONMENT_STATE_INVALID,
+        ErrorCode.ENVIRONMENT_STATE_VERSION_UNSUPPORTED,
+    ),
+    "definition": (
+        ErrorCode.SUBAGENT_NAME_INVALID,
+        ErrorCode.SUBAGENT_NAME_DUPLICATE,
+        ErrorCode.SUBAGENT_DESCRIPTION_INVALID,
+        ErrorCode.SUBAGENT_DEFINITION_INVALID,
+        ErrorCode.SUBAGENT_CYCLE,
+        ErrorCode.SUBAGENT_CONTEXT_INVALID,
+        ErrorCode.SUBAGENT_CONTEXT_UNSUPPORTED,
+        ErrorCode.SUBAGENT_IDENTITY_INVALID,
+        ErrorCode.SUBAGENT_LIMITS_INVALID,
+        ErrorCode.SUBAGENT_MODE_CONFLICT,
+        ErrorCode.SUBAGENT_BINDING_INVALID,
+    ),
+    "cleanup": (ErrorCode.RUN_CLEANUP_FAILED,),
+    "thread": (
+        ErrorCode.THREAD_NOT_FOUND,
+        ErrorCode.CHECKPOINT_NOT_FOUND,
+        ErrorCode.RUN_NOT_FOUND,
+        ErrorCode.THREAD_EXISTS,
+        ErrorCode.REQUEST_ID_REUSED,
+        ErrorCode.THREAD_NOT_SUSPENDED,
+        ErrorCode.REQUEST_INTERRUPTED,
+        ErrorCode.THREAD_BUSY,
+        ErrorCode.REVISION_CONFLICT,
+        ErrorCode.LEASE_LOST,
+        ErrorCode.STORE_UNAVAILABLE,
+    ),
+}
+_FAMILY_OF: dict[ErrorCode, ErrorFamily] = {
+    code: family for family, codes in _FAMILIES.items() for code in codes
+}
+
+
 class FailureCode(StrEnum):
     """Codes that appear only as `SafeFailure.code` in a failed result, never raised."""
+
+    @property
+    def family(self) -> ErrorFamily:
+        """Always `failure` (`ErrorFamily`)."""
+        return "failure"
 
     AGENT_RUN_FAILED = "agent_run_failed"
     USAGE_LIMIT_EXCEEDED = "usage_limit_exceeded"

@@ -322,7 +322,8 @@ class HarnessState(StateModel):
             The validated state.
 
         Raises:
-            ValidationError: A value breaks a rule of SPEC §2.1.1.
+            StateError: `state_invalid` when a value breaks a rule of SPEC §2.1.1 (`details["errors"]`:
+                pydantic's, each with `loc`, `type`, `msg`).
         """
         data: dict[str, Any] = {
             "schema_version": "1",
@@ -333,7 +334,10 @@ class HarnessState(StateModel):
             data["agent_context_state"] = agent_context_state
         if environment_states is not None:
             data["environment_states"] = environment_states
-        return cls.model_validate(data)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            raise _invalid(error, "The new state is invalid.") from None
 
     def fork(self, *, thread_id: str | None = None) -> HarnessState:
         """Branch a thread from a checkpoint the host chose (SPEC §1.5, §2.1.3).
@@ -352,7 +356,7 @@ class HarnessState(StateModel):
         Raises:
             StateError: `fork_thread_id_conflict` when `thread_id` is this state's own ID, or a
                 fork hook's refusal (`capability_state_invalid`, `capability_state_version_unsupported`).
-            ValidationError: `thread_id` is malformed.
+            StateError: `state_invalid` when `thread_id` is malformed (`details["errors"]`, as `new`).
         """
         if thread_id is None:
             thread_id = _new_thread_id()
@@ -364,14 +368,17 @@ class HarnessState(StateModel):
                 code=ErrorCode.FORK_THREAD_ID_CONFLICT,
                 details={"thread_id": thread_id},
             )
-        return type(self)._from_parts(
-            thread_id=thread_id,
-            history=self.__dict__["message_history"],
-            snapshot=_forked_snapshot(self.__dict__["agent_context_state"], thread_id),
-            environment_states={},
-            extra=self.extra_fields,
-            refs=self.__dict__["refs"],
-        )
+        try:
+            return type(self)._from_parts(
+                thread_id=thread_id,
+                history=self.__dict__["message_history"],
+                snapshot=_forked_snapshot(self.__dict__["agent_context_state"], thread_id),
+                environment_states={},
+                extra=self.extra_fields,
+                refs=self.__dict__["refs"],
+            )
+        except ValidationError as error:
+            raise _invalid(error, "The new thread_id is invalid.") from None
 
     @classmethod
     def _from_parts(
@@ -564,3 +571,9 @@ def _read_environment_states(raw: Any) -> dict[str, EnvironmentState]:
 
 read_through(HarnessState, "message_history", read_history)
 read_through(HarnessState, "environment_states", _read_environment_states)
+
+
+def _invalid(error: ValidationError, message: str) -> StateError:
+    """A construction's pydantic error as the core's own, so no host repairs it (issue 24, item 9)."""
+    errors: list[Any] = [{"loc": list(e["loc"]), "type": e["type"], "msg": e["msg"]} for e in error.errors()]
+    return StateError(message, code=ErrorCode.STATE_INVALID, details={"errors": errors})

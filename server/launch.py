@@ -140,7 +140,7 @@ def start_stream(
             barrier=barrier,
         )
     except HarnessError as error:
-        if resume_field is not None and error.code.value.startswith("deferred_"):
+        if resume_field is not None and error.code.family == "deferred":
             raise at_field(error, resume_field) from None
         if error.code is ErrorCode.CHILD_LINEAGE_INVALID:
             raise at_named_field(error, prefix="spec.lineage.") from None

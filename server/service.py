@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
-from pydantic import ValidationError
 from threadline.v1 import events_pb2, harness_service_pb2, harness_service_pb2_grpc, run_pb2
 
 from harness import (
@@ -86,16 +85,6 @@ def _server_version() -> str:
         return metadata.version("threadline")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         return "0.0.0"
-
-
-def _malformed_thread_id(error: ValidationError) -> StateError:
-    """`HarnessState.fork` reports a malformed new ID as a pydantic error; hosts get STATE_INVALID."""
-    errors: list[JsonValue] = [
-        {"loc": list(e["loc"]), "type": e["type"], "msg": e["msg"]} for e in error.errors()
-    ]
-    return StateError(
-        "The new thread_id is invalid.", code=ErrorCode.STATE_INVALID, details={"errors": errors}
-    )
 
 
 def _internal(**ids: str) -> ServerError:
@@ -456,8 +445,10 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             source = state_from_pb(request.state, field="state", pause=pause)
             try:
                 forked = source.fork(thread_id=request.thread_id or None)
-            except ValidationError as error:
-                raise at_field(_malformed_thread_id(error), "thread_id") from None
+            except StateError as error:
+                if error.code is ErrorCode.STATE_INVALID:  # the ID is malformed
+                    raise at_field(error, "thread_id") from None
+                raise
             return harness_service_pb2.ForkStateResponse(state=state_to_pb(forked))
 
         return await self._answer(context, "ForkState", build, history_bytes=_history_bytes(request.state))

@@ -201,7 +201,7 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
                 field: str | None = None
                 if error.code == ErrorCode.STATE_INVALID:
                     field = "thread_id"
-                elif error.code.value.startswith("deferred_"):
+                elif error.code.family == "deferred":
                     field = "pending" if pending is not None else "accepted"
                 raise (at_field(error, field) if field else error) from None
             response = thread_service_pb2.CreateThreadResponse()

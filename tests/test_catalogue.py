@@ -6,10 +6,12 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import grpc
 
 from harness import ErrorCode
+from harness.errors import ErrorFamily, FailureCode
 from server.errors import ServerReason
 from server.mapping.errors import STATUS_BY_CODE, STATUS_BY_REASON, reason_text, status_code_for
 
@@ -86,3 +88,12 @@ def test_a_code_without_a_status_stops_the_import_even_under_python_O() -> None:
     assert "no gRPC status for" in result.stdout and "BRAND_NEW" in result.stdout, (
         result.stdout + result.stderr
     )
+
+
+def test_every_code_has_its_family() -> None:
+    families = set(get_args(ErrorFamily))
+    assert {code.family for code in ErrorCode} == families - {"failure"}  # none left out (a KeyError)
+    assert {code.family for code in FailureCode} == {"failure"}
+    deferred = {code for code in ErrorCode if code.family == "deferred"}
+    assert ErrorCode.DEFERRED_STATE_INVALID in deferred and ErrorCode.DEFERRED_SURFACE_MISMATCH in deferred
+    assert ErrorCode.THREAD_BUSY.family == "thread" and ErrorCode.CHILD_RESULT_MISSING.family == "child"

@@ -80,6 +80,10 @@ def errors_of(exc: pytest.ExceptionInfo[ValidationError]) -> list[tuple[tuple[st
     return [(tuple(e["loc"]), e["type"]) for e in exc.value.errors()]
 
 
+def state_errors_of(exc: pytest.ExceptionInfo[StateError]) -> list[tuple[tuple[str | int, ...], str]]:
+    return [(tuple(e["loc"]), e["type"]) for e in exc.value.details["errors"]]
+
+
 # --- §2.1.1 fields and validation ---------------------------------------------------------------------
 
 
@@ -95,16 +99,20 @@ def test_valid_thread_ids(thread_id: str) -> None:
     ["thr_a_b", "Thr_1", "thr_A1", "1thr_a", "thr-1", "thread_", f"thread-{HEX.upper()}", "", "a_b\n"],
 )
 def test_invalid_thread_ids(thread_id: str) -> None:
-    with pytest.raises(ValidationError) as exc:
+    with pytest.raises(StateError) as exc:  # the core's own error, never pydantic's (issue 24, item 9)
         HarnessState.new(thread_id=thread_id)
-    assert errors_of(exc) == [(("thread_id",), "string_pattern_mismatch")]
+    assert exc.value.code is ErrorCode.STATE_INVALID
+    assert state_errors_of(exc) == [(("thread_id",), "string_pattern_mismatch")]
+    with pytest.raises(StateError) as forked:
+        HarnessState.new().fork(thread_id=thread_id)
+    assert state_errors_of(forked) == state_errors_of(exc)
 
 
 def test_thread_id_length_limit() -> None:
     assert len(HarnessState.new(thread_id="a_" + "b" * 254).thread_id) == 256
-    with pytest.raises(ValidationError) as exc:
+    with pytest.raises(StateError) as exc:
         HarnessState.new(thread_id="a_" + "b" * 255)
-    assert errors_of(exc) == [(("thread_id",), "string_too_long")]
+    assert state_errors_of(exc) == [(("thread_id",), "string_too_long")]
 
 
 def test_thread_id_is_required() -> None:
@@ -233,9 +241,9 @@ def test_invalid_history(bad: object) -> None:
 
 def test_non_finite_history_is_refused() -> None:
     nan_call = [ModelResponse(parts=[ToolCallPart("f", {"x": math.nan}, tool_call_id="c")], timestamp=TS)]
-    with pytest.raises(ValidationError) as exc:
+    with pytest.raises(StateError) as exc:
         HarnessState.new(thread_id="a_b", message_history=nan_call)
-    assert errors_of(exc) == [(("message_history",), "value_error")]
+    assert state_errors_of(exc) == [(("message_history",), "value_error")]
     text = full_state().model_dump_json().replace('"n":1.5', '"n":NaN')
     with pytest.raises(ValidationError):
         HarnessState.model_validate_json(text)
@@ -407,9 +415,10 @@ def test_fork_to_the_same_id_conflicts() -> None:
     with pytest.raises(StateError) as exc:
         state.fork(thread_id=state.thread_id)
     assert exc.value.code is ErrorCode.FORK_THREAD_ID_CONFLICT
-    with pytest.raises(ValidationError) as invalid:
+    with pytest.raises(StateError) as invalid:
         state.fork(thread_id="Bad")
-    assert errors_of(invalid) == [(("thread_id",), "string_pattern_mismatch")]
+    assert invalid.value.code is ErrorCode.STATE_INVALID
+    assert state_errors_of(invalid) == [(("thread_id",), "string_pattern_mismatch")]
 
 
 # --- §2.1.4 capability snapshot -------------------------------------------------------------------------

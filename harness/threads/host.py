@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ValidationError
 from pydantic_ai.usage import RunUsage
 
 from .._loading import load_state
@@ -22,7 +21,6 @@ from .._resume_checks import check_pending, check_remaining
 from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume, stored_resume
 from ..errors import ErrorCode, InputError, StateError, ThreadError
-from ..json_text import JsonValue
 from ..state import HarnessState
 from .cache import CachedHead, HeadCache
 from .codec import client_tools_json, state_parts
@@ -225,10 +223,7 @@ class DurableHost:
                     code=ErrorCode.INPUT_INVALID,
                     details={"field": "pending" if pending is not None else "accepted"},
                 )
-            try:
-                state = HarnessState.new(thread_id=thread_id or None)
-            except ValidationError as error:
-                raise _bad_thread_id(error) from None
+            state = HarnessState.new(thread_id=thread_id or None)
             kind: CheckpointKind = "created"
         else:
             if thread_id and thread_id != state.thread_id:
@@ -273,10 +268,7 @@ class DurableHost:
             )
         found = await self._stored(thread_id, revision or source.revision)
         row = found.checkpoint
-        try:
-            forked = (await _load(found.parts.json())).fork(thread_id=new_thread_id or None)
-        except ValidationError as error:
-            raise _bad_thread_id(error) from None
+        forked = (await _load(found.parts.json())).fork(thread_id=new_thread_id or None)
         return await self.store.create(
             forked.thread_id,
             agent=source.agent,
@@ -400,13 +392,6 @@ def _no_checkpoint(thread_id: str, revision: int) -> ThreadError:
         code=ErrorCode.CHECKPOINT_NOT_FOUND,
         details={"thread_id": thread_id, "revision": revision},
     )
-
-
-def _bad_thread_id(error: ValidationError) -> StateError:
-    errors: list[JsonValue] = [
-        {"loc": list(e["loc"]), "type": e["type"], "msg": e["msg"]} for e in error.errors()
-    ]
-    return StateError("The thread_id is invalid.", code=ErrorCode.STATE_INVALID, details={"errors": errors})
 
 
 async def _messages(state: HarnessState) -> list[Any]:
