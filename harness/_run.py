@@ -140,7 +140,7 @@ class HarnessRunStream(Generic[OutputT]):
         self._store = CapabilityStateStore(inputs.state.agent_context_state)
         self._pending_lifecycle: list[HarnessExtensionEvent] = []
         self._environment = (
-            RunEnvironment(inputs.bindings.mounts, inputs.bindings.default_mount, self._queue)
+            RunEnvironment(inputs.bindings.mounts, inputs.bindings.default_mount, self.queue_event)
             if inputs.bindings.mounts
             else None
         )
@@ -156,7 +156,7 @@ class HarnessRunStream(Generic[OutputT]):
             state=self._store,
             lineage=inputs.bindings.lineage,
             _tooling=self._tooling,
-            _observer=self,
+            _hooks=self,
             _environment=self._environment,
         )
         self._token = CancellationToken()
@@ -419,7 +419,7 @@ class HarnessRunStream(Generic[OutputT]):
             extra=self._state.extra_fields,
         )
 
-    def _queue(self, kind: Literal["state", "tool", "delegation"], payload: dict[str, Any]) -> None:
+    def queue_event(self, kind: Literal["state", "tool", "delegation"], payload: dict[str, Any]) -> None:
         """An environment or delegation event, yielded at the stream's next event boundary (ENVIRONMENT §5.5,
         CHILDREN §3.9)."""
         if self._closed:

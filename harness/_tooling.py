@@ -32,6 +32,7 @@ from pydantic_ai.toolsets.prefixed import PrefixedToolset
 from pydantic_ai.toolsets.renamed import RenamedToolset
 
 from ._recovery_input import ToolRecovery
+from .context import RunHooks
 from .deferred import (
     DEFERRED_FUNCTION_ID_METADATA_KEY,
     DeferredCategory,
@@ -320,7 +321,7 @@ class HarnessCapability(AbstractCapability[Any]):
         return args
 
     async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
-        observer = getattr(ctx.deps, "_observer", None)
-        if observer is not None:
-            await observer.model_request_started(ctx)
+        hooks: RunHooks | None = getattr(ctx.deps, "_hooks", None)  # deps: the run's AgentContext
+        if hooks is not None:
+            await hooks.model_request_started(ctx)
         return request_context

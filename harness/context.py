@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from pydantic_ai.capabilities import AbstractCapability
 
@@ -97,6 +97,23 @@ class RunBindings:
         return replace(bindings, **overrides) if overrides else bindings
 
 
+class RunHooks(Protocol):
+    """The hooks a run offers its capabilities and tools, and nothing else of its stream (private)."""
+
+    @property
+    def own_input(self) -> str | Sequence[Any] | None:
+        """The input this run was started with (an inline child's context may include it)."""
+        ...
+
+    def queue_event(self, kind: Literal["state", "tool", "delegation"], payload: dict[str, Any]) -> None:
+        """Yield an extension event at the stream's next event boundary (from any thread)."""
+        ...
+
+    async def model_request_started(self, ctx: Any) -> None:
+        """A model request is about to be sent; it waits for this (`harness.barrier`)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class AgentContext:
     """The deps of every harness run: tools take `RunContext[AgentContext]` and use `ctx.deps`."""
@@ -117,8 +134,8 @@ class AgentContext:
     """The bindings' lineage when this run is a child run."""
     _tooling: Any = field(default=None, repr=False)
     """The run's tool bookkeeping (private; `harness._tooling.RunTooling`)."""
-    _observer: Any = field(default=None, repr=False)
-    """The run's stream, told when a model request starts (private)."""
+    _hooks: RunHooks | None = field(default=None, repr=False)
+    """What the run offers the code inside it (private; the run's stream implements it)."""
     _environment: Any = field(default=None, repr=False)
     """The run's mounts and references (private; `harness.environment.run.RunEnvironment`)."""
 

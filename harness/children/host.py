@@ -174,7 +174,9 @@ class HostDelegationCapability(AbstractCapability[AgentContext]):
             "child_definition_id": edge.agent.definition_id,
             "thread_id": thread_id,
             "input": child_input(
-                prompt, context=edge.context, parent_input=getattr(deps._observer, "own_input", None)
+                prompt,
+                context=edge.context,
+                parent_input=deps._hooks.own_input if deps._hooks is not None else None,
             ),
             "parent": {
                 "agent": self.parent_agent,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
@@ -206,9 +205,7 @@ class _Events:
     """The `inline_delegation` events of one child run, queued on the parent's stream."""
 
     def __init__(self, ctx: RunContext[AgentContext], edge: SubagentDefinition, child_id: str) -> None:
-        self._queue: Callable[[str, dict[str, Any]], None] | None = getattr(
-            ctx.deps._observer, "_queue", None
-        )
+        self._hooks = ctx.deps._hooks
         self._base: dict[str, JsonValue] = {
             "type": "inline_delegation",
             "invocation_id": f"delegation-{secrets.token_urlsafe(12)}",
@@ -221,12 +218,12 @@ class _Events:
         self.child_run_id: str | None = None
 
     def _emit(self, action: str, status: str) -> None:
-        if self._queue is None:
+        if self._hooks is None:
             return
         payload = {**self._base, "action": action, "status": status}
         if self.child_run_id is not None:
             payload["child_run_id"] = self.child_run_id
-        self._queue("delegation", payload)
+        self._hooks.queue_event("delegation", payload)
 
     def started(self, child_run_id: str) -> None:
         self.child_run_id = child_run_id
@@ -293,11 +290,11 @@ async def _run_child(
 ) -> dict[str, Any]:
     """Run the child once, retain its terminal state, and turn its result into the call's return (§3.3)."""
     events = _Events(ctx, edge, child_id)
-    observer = ctx.deps._observer
+    hooks = ctx.deps._hooks
     text = child_input(
         prompt,
         context=edge.context,
-        parent_input=getattr(observer, "own_input", None),
+        parent_input=hooks.own_input if hooks is not None else None,
         parent_messages=ctx.messages,
     )
     bindings = _child_bindings(ctx, edge, child_id, events)
