@@ -14,16 +14,16 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
-from threadline.v1 import events_pb2, thread_pb2, thread_service_pb2, thread_service_pb2_grpc
+from threadline.v1 import events_pb2, thread_service_pb2, thread_service_pb2_grpc
 
-from harness import HarnessError, HarnessState, InputError
+from harness import HarnessError, HarnessEvent, HarnessState, InputError
 from harness.errors import ErrorCode
 from harness.threads import (
     DurableHost,
-    Replayed,
     ThreadCommittedEvent,
     ThreadRow,
     ThreadRun,
+    ThreadRunItem,
     ThreadRunOutcome,
     check_storable,
 )
@@ -37,7 +37,6 @@ from .mapping.events import fill_event, fill_timestamp
 from .mapping.run import client_tools_from_pb, fill_outcome
 from .mapping.state import state_from_pb
 from .mapping.threads import (
-    KIND_PB,
     RUN_STATUS_PB,
     STATUS_FROM_PB,
     fill_checkpoint_pb,
@@ -355,11 +354,10 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
         response = thread_service_pb2.RunThreadResponse()
         try:
             async for item in run.items():
-                outcome = item.outcome if isinstance(item, Replayed) else item
-                if isinstance(outcome, ThreadRunOutcome):
-                    fill_outcome(response.result, outcome)
-                    response.revision = outcome.revision
-                    response.replayed = outcome.replayed
+                if isinstance(item, ThreadRunOutcome):
+                    fill_outcome(response.result, item)
+                    response.revision = item.revision
+                    response.replayed = item.replayed
         except (HarnessError, ServerError) as error:
             await abort(context, error)
         except asyncio.CancelledError:
@@ -377,7 +375,7 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             run = self._start(request.spec)
         except (HarnessError, ServerError) as error:
             await abort(context, error)
-        outbox: Outbox[Any, thread_service_pb2.StreamThreadRunResponse] = Outbox(
+        outbox: Outbox[ThreadRunItem, thread_service_pb2.StreamThreadRunResponse] = Outbox(
             _fill,
             per_message=request.max_events_per_message,
             window_s=self._pack_window_s,
@@ -408,46 +406,32 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             await wait_out(producer)
 
 
-async def _produce(run: ThreadRun, outbox: Outbox[Any, thread_service_pb2.StreamThreadRunResponse]) -> None:
+async def _produce(
+    run: ThreadRun, outbox: Outbox[ThreadRunItem, thread_service_pb2.StreamThreadRunResponse]
+) -> None:
     try:
         async for item in run.items():
-            if isinstance(item, Replayed):
-                await outbox.add(("started", item.outcome))
-                if item.outcome.committed:
-                    await outbox.add(("committed", item.outcome))
-                await outbox.add(item.outcome)
-            else:
-                await outbox.add(item)
+            await outbox.add(item)
     except BaseException as error:
         outbox.end(error)
         raise
     outbox.end()
 
 
-def _fill(event: events_pb2.RunEvent, item: Any, sequence: int) -> None:
-    if isinstance(item, ThreadCommittedEvent):
+def _fill(event: events_pb2.RunEvent, item: ThreadRunItem, sequence: int) -> None:
+    """Write `item` into the empty `event` as the stream's `sequence`-th event."""
+    if isinstance(item, HarnessEvent):
+        fill_event(event, item, sequence=sequence)
+    elif isinstance(item, ThreadCommittedEvent):
         fill_committed(event, item, sequence=sequence)
     elif isinstance(item, ThreadRunOutcome):
         event.thread_id, event.run_id, event.sequence = item.thread_id, item.run_id, sequence
         fill_timestamp(event.occurred_at, item.ended_at)
         fill_outcome(event.result, item)
-    elif isinstance(item, tuple):
-        which, outcome = item
-        event.thread_id, event.run_id, event.sequence = outcome.thread_id, outcome.run_id, sequence
-        if which == "started":
-            fill_timestamp(event.occurred_at, outcome.started_at)
-            event.run_started.SetInParent()
-        else:
-            fill_timestamp(event.occurred_at, outcome.ended_at)
-            event.thread_committed.revision = outcome.revision
-            event.thread_committed.kind = _terminal_kind(outcome)
-            event.thread_committed.replayed = True
-    else:
-        fill_event(event, item, sequence=sequence)
-
-
-def _terminal_kind(outcome: ThreadRunOutcome) -> thread_pb2.CheckpointKind.ValueType:
-    return KIND_PB[outcome.status]
+    else:  # a replay's `run_started`
+        event.thread_id, event.run_id, event.sequence = item.thread_id, item.run_id, sequence
+        fill_timestamp(event.occurred_at, item.occurred_at)
+        event.run_started.SetInParent()
 
 
 def _internal(**ids: str) -> ServerError:

@@ -7,7 +7,8 @@ package loads SQLAlchemy; `import harness` alone does not.
 
 from .database import Database, SchemaTooNew, StoreKind, open_database
 from .host import MAX_LABEL_FILTERS, DurableHost, check_labels, check_storable
-from .outcome import Replayed, ThreadCommittedEvent, ThreadRunOutcome
+from .items import ThreadRunItem, ThreadRunStarted
+from .outcome import ThreadCommittedEvent, ThreadRunOutcome
 from .records import THREAD_STATUS_NAMES, CheckpointKind, CheckpointRow, RunRowStatus, ThreadRow, ThreadStatus
 from .run import Launcher, ThreadRun, ThreadRunRequest
 from .store import ThreadStore
@@ -20,15 +21,16 @@ __all__ = (
     "Database",
     "DurableHost",
     "Launcher",
-    "Replayed",
     "RunRowStatus",
     "SchemaTooNew",
     "StoreKind",
     "ThreadCommittedEvent",
     "ThreadRow",
     "ThreadRun",
+    "ThreadRunItem",
     "ThreadRunOutcome",
     "ThreadRunRequest",
+    "ThreadRunStarted",
     "ThreadStatus",
     "ThreadStore",
     "check_labels",

@@ -31,30 +31,21 @@ from ..events import HarnessCheckpointEvent, HarnessRunResultEvent
 from ..results import HarnessRunResult
 from ..state import HarnessState
 from .codec import client_tools_from_json, client_tools_json, prompt_from_json, prompt_json, state_parts
-from .outcome import Replayed, ThreadCommittedEvent, ThreadRunOutcome, error_json, raise_stored_error
+from .items import TERMINAL_KIND as _KIND
+from .items import ThreadRunItem, replay
+from .outcome import ThreadCommittedEvent, ThreadRunOutcome, error_json, raise_stored_error
 from .records import THREAD_STATUS_NAMES, CheckpointKind, Head, RunRow, RunRowStatus, StateParts, ThreadRow
 from .store import Finish, NewCheckpoint, busy, conflict, lease_lost
 
 if TYPE_CHECKING:
     from .host import DurableHost
 
-__all__ = ("Launcher", "ThreadRun", "ThreadRunItem", "ThreadRunRequest")
+__all__ = ("Launcher", "ThreadRun", "ThreadRunRequest")
 
 LOGGER = logging.getLogger("threadline.threads")
 
-ThreadRunItem = Any
-"""A core `RunItem` (checkpoint candidates excluded), a `ThreadCommittedEvent`, then a
-`ThreadRunOutcome` last; or a lone `Replayed`."""
-
 _BEGIN_TRIES = 4
 """How often a request re-reads and decides again after its Begin lost a compare-and-set race."""
-
-_KIND: dict[str, CheckpointKind] = {
-    "completed": "completed",
-    "suspended": "suspended",
-    "failed": "failed",
-    "cancelled": "cancelled",
-}
 
 
 class Launcher(Protocol):
@@ -123,7 +114,7 @@ class ThreadRun:
     def __init__(self, host: DurableHost, request: ThreadRunRequest) -> None:
         self._host = host
         self.request = request
-        self._queue: asyncio.Queue[tuple[ThreadRunItem, BaseException | None, bool]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[ThreadRunItem | None, BaseException | None, bool]] = asyncio.Queue()
         self._listening = True
         self._holder: _Holder | None = None
         self._cancel_asked = False
@@ -155,7 +146,7 @@ class ThreadRun:
             item, error, done = await self._queue.get()
             if error is not None:
                 raise error
-            if done:
+            if done or item is None:
                 return
             yield item
 
@@ -204,7 +195,8 @@ class ThreadRun:
                     assert record.outcome is not None
                     if record.status == "error":
                         raise_stored_error(record.outcome)
-                    yield Replayed(ThreadRunOutcome.from_json(record.outcome))
+                    for replayed in replay(ThreadRunOutcome.from_json(record.outcome)):
+                        yield replayed
                     return
                 if record.status == "interrupted":
                     raise ThreadError(
