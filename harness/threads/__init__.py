@@ -10,10 +10,11 @@ from .host import MAX_LABEL_FILTERS, DurableHost, check_labels, check_storable
 from .items import ThreadRunItem, ThreadRunStarted
 from .outcome import ThreadCommittedEvent, ThreadRunOutcome
 from .records import THREAD_STATUS_NAMES, CheckpointKind, CheckpointRow, RunRowStatus, ThreadRow, ThreadStatus
-from .run import Launcher, ThreadRun, ThreadRunRequest
+from .run import LISTENER_BACKLOG, Launcher, ThreadRun, ThreadRunRequest
 from .store import ThreadStore
 
 __all__ = (
+    "LISTENER_BACKLOG",
     "MAX_LABEL_FILTERS",
     "THREAD_STATUS_NAMES",
     "CheckpointKind",
