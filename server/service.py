@@ -10,7 +10,8 @@ with its text.
 A run reads top to bottom: `_decode` (inline, or off the loop for a large history: `server.offloop`),
 `_started` (fresh bindings, the core's construction checks, admission, the run log), `_prepare` (the
 history's preparation, off the loop for a long one), `_events` (the core's stream, its errors as
-statuses), then the answer, which must fit `--max-message-bytes`.
+statuses), all in `_items`; then the answer, which must fit `--max-message-bytes` (`StreamRun` sends it
+through `server.pump`, as `StreamThreadRun` does).
 """
 
 from __future__ import annotations
@@ -157,8 +158,9 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                 yield response
 
     async def _items(self, call: RunCall, context: Context) -> AsyncGenerator[RunItem[Any], None]:
-        """The items of `call`'s run, in the stream's producer task (`server.pump`); an item too large to
-        send ends it `RESPONSE_TOO_LARGE` with the run's ids, logged `undelivered`."""
+        """The items of `call`'s run, for `Run` and `StreamRun` (in its producer task: `server.pump`). An item
+        too large to send (`ResponseTooLarge`, thrown in at its `yield`) ends it `RESPONSE_TOO_LARGE` with
+        the run's ids, logged `undelivered`."""
         stream, admission, log = await self._started(call, context)
         with admission:
             await self._prepare(call, stream, context)
@@ -210,25 +212,20 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
 
     async def _run(self, spec: run_pb2.RunSpec, context: Context) -> harness_service_pb2.RunResponse:
         call = await self._decode(spec, context)
-        stream, admission, log = await self._started(call, context)
-        with admission:
-            await self._prepare(call, stream, context)
-            with log:
-                async with aclosing(self._events(stream, log, context)) as items:
-                    async for item in items:
-                        if isinstance(item, HarnessRunResultEvent):
-                            response = harness_service_pb2.RunResponse()
-                            fill_result(
-                                response.result,
-                                item.result,
-                                request_id=call.request_id,
-                                parent_agent=call.parent_agent,
-                            )
-                            size = response.ByteSize() + ENVELOPE_BYTES
-                            if size > self._max_message_bytes:
-                                log.undelivered(size)
-                                raise Refused(self._too_large(size, stream))
-                            return response
+        async with aclosing(self._items(call, context)) as items:
+            async for item in items:
+                if isinstance(item, HarnessRunResultEvent):
+                    response = harness_service_pb2.RunResponse()
+                    fill_result(
+                        response.result,
+                        item.result,
+                        request_id=call.request_id,
+                        parent_agent=call.parent_agent,
+                    )
+                    size = response.ByteSize() + ENVELOPE_BYTES
+                    if size > self._max_message_bytes:
+                        await items.athrow(ResponseTooLarge(size, self._max_message_bytes))  # its `Refused`
+                    return response
         raise AssertionError("a run stream always ends with its result or raises")  # pragma: no cover
 
     async def _decode(self, spec: run_pb2.RunSpec, context: Context) -> RunCall:
