@@ -29,8 +29,11 @@ class ThreadRunStarted:
     """A replay's first item: when the stored run started (a live run's is the core's `run_started`)."""
 
     thread_id: str
+    """The thread the run belongs to."""
     run_id: str
+    """The stored run's ID."""
     occurred_at: datetime
+    """When that run started (UTC), as its live stream said."""
 
 
 ThreadRunItem = HarnessEvent | ThreadRunStarted | ThreadCommittedEvent | ThreadRunOutcome
