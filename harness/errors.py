@@ -9,7 +9,7 @@ reports it as the `google.rpc.ErrorInfo` reason `code.upper()`. The tree::
         ├── InputError (ValueError)  the caller's input is wrong
         ├── StateError               a state is unsupported, invalid or unavailable
         ├── RunError                 the run machinery was misused, or a resume does not correlate
-        ├── ThreadError              a durable thread refuses the request (`harness.threads`)
+        ├── ThreadError              a durable thread refuses the request, or drops its caller (`harness.threads`)
         └── RunCleanupError          a run's teardown failed; its outcome, if any, is only a candidate
 """
 
@@ -124,6 +124,7 @@ class ErrorCode(StrEnum):
     REVISION_CONFLICT = "revision_conflict"
     LEASE_LOST = "lease_lost"
     STORE_UNAVAILABLE = "store_unavailable"
+    LISTENER_TOO_SLOW = "listener_too_slow"
 
 
 ErrorFamily = Literal[
@@ -213,6 +214,7 @@ _FAMILIES: dict[ErrorFamily, tuple[ErrorCode, ...]] = {
         ErrorCode.REVISION_CONFLICT,
         ErrorCode.LEASE_LOST,
         ErrorCode.STORE_UNAVAILABLE,
+        ErrorCode.LISTENER_TOO_SLOW,
     ),
 }
 _FAMILY_OF: dict[ErrorCode, ErrorFamily] = {
@@ -291,7 +293,8 @@ class RunError(HarnessError):
 
 
 class ThreadError(HarnessError):
-    """A durable thread refuses the request: unknown, busy, changed meanwhile, or its store is down."""
+    """A durable thread refuses the request: unknown, busy, changed meanwhile, or its store is down; or
+    its caller fell too far behind the run, which goes on without it (`listener_too_slow`)."""
 
 
 class RunCleanupError(HarnessError):

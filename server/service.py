@@ -10,12 +10,12 @@ with its text.
 A run reads top to bottom: `_decode` (inline, or off the loop for a large history: `server.offloop`),
 `_started` (fresh bindings, the core's construction checks, admission, the run log), `_prepare` (the
 history's preparation, off the loop for a long one), `_events` (the core's stream, its errors as
-statuses), then the answer, which must fit `--max-message-bytes`.
+statuses), all in `_items`; then the answer, which must fit `--max-message-bytes` (`StreamRun` sends it
+through `server.pump`, as `StreamThreadRun` does).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import AbstractContextManager, aclosing
@@ -59,7 +59,8 @@ from .mapping.state import (
 from .metrics import CURRENT
 from .mounts import ServerMounts
 from .offloop import in_call, own_loop_if_long
-from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge, wait_out
+from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge
+from .pump import Refused, crashed, internal_error, pump
 from .runlog import LOGGER, RunLog
 from .runs import ActiveRuns
 
@@ -85,32 +86,6 @@ def _server_version() -> str:
         return metadata.version("threadline")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         return "0.0.0"
-
-
-def _internal(**ids: str) -> ServerError:
-    return ServerError(
-        ServerReason.INTERNAL_ERROR,
-        "The server failed unexpectedly; its log has the details.",
-        details={key: value for key, value in ids.items() if value},
-    )
-
-
-class _Refusal(Exception):
-    """The status a run's RPC ends with, raised where it is decided and answered by the RPC's own task.
-
-    `StreamRun` produces in a task of its own: an abort from there would end the RPC while responses
-    are still queued in its outbox. The stream answers the refusal once it has sent them.
-    """
-
-    def __init__(self, error: HarnessError | ServerError) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
-def _crashed(error: Exception, **fields: str) -> _Refusal:
-    """Log an unexpected exception with the request's ids; the refusal carries no internals."""
-    LOGGER.error("request_crashed", exc_info=error, extra={"fields": fields})
-    return _Refusal(_internal(**fields))
 
 
 def _history_bytes(*states: Any) -> int:
@@ -145,7 +120,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
     ) -> AsyncIterator[harness_service_pb2.StreamRunResponse]:
         try:
             call = await self._decode(request.spec, context)
-        except _Refusal as refusal:
+        except Refused as refusal:
             await abort(context, refusal.error)
         deltas = (
             CheckpointDeltas(call.delta_base)
@@ -159,48 +134,33 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             max_bytes=self._max_message_bytes,
             response_type=harness_service_pb2.StreamRunResponse,
         )
-        producer = asyncio.create_task(self._produce(call, context, outbox))
-        metrics = CURRENT.get()
-        try:
-            while (response := await outbox.take()) is not None:
+        # The client went away, or the stream ended: the run is closed here and now.
+        responses = pump(
+            context,
+            self._items(call, context),
+            outbox,
+            service="harness",
+            fields=lambda: {"method": "run", "request_id": call.request_id},
+        )
+        async with aclosing(responses):
+            async for response in responses:
                 yield response
-                outbox.sent()
-                if metrics is not None:
-                    metrics.streamed("harness", len(response.events) or 1)
-        except _Refusal as refusal:  # after every response queued before it
-            await abort(context, refusal.error)
-        finally:
-            # The client went away, or the stream ended: the run is closed here and now.
-            if not producer.done():
-                producer.cancel()
-            await wait_out(producer)
 
-    async def _produce(
-        self,
-        call: RunCall,
-        context: Context,
-        outbox: Outbox[RunItem[Any], harness_service_pb2.StreamRunResponse],
-    ) -> None:
-        """Run `call` into `outbox` (in a task of its own: `server.outbox` says why), then end it."""
-        try:
-            stream, admission, log = await self._started(call, context)
-            with admission:
-                await self._prepare(call, stream, context)
-                with log:
-                    try:
-                        # `aclosing`: when the stream is cancelled, the run is closed here and now, not
-                        # whenever the garbage collector finalises a suspended generator.
-                        async with aclosing(self._events(stream, log, context)) as items:
-                            async for item in items:
-                                await outbox.add(item)
-                    except ResponseTooLarge as error:
-                        log.undelivered(error.size)
-                        raise _Refusal(self._too_large(error.size, stream)) from None
-        except BaseException as error:
-            # A refusal (answered by the stream after what is queued), an abort or a cancellation.
-            outbox.end(error)
-            raise
-        outbox.end()
+    async def _items(self, call: RunCall, context: Context) -> AsyncGenerator[RunItem[Any], None]:
+        """The items of `call`'s run, for `Run` and `StreamRun` (in its producer task: `server.pump`). An item
+        too large to send (`ResponseTooLarge`, thrown in at its `yield`) ends it `RESPONSE_TOO_LARGE` with
+        the run's ids, logged `undelivered`."""
+        stream, admission, log = await self._started(call, context)
+        with admission:
+            await self._prepare(call, stream, context)
+            with log:
+                async with aclosing(self._events(stream, log, context)) as items:
+                    async for item in items:
+                        try:
+                            yield item
+                        except ResponseTooLarge as error:
+                            log.undelivered(error.size)
+                            raise Refused(self._too_large(error.size, stream)) from None
 
     @staticmethod
     def _fill(
@@ -236,34 +196,29 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
     ) -> harness_service_pb2.RunResponse:
         try:
             return await self._run(request.spec, context)
-        except _Refusal as refusal:
+        except Refused as refusal:
             await abort(context, refusal.error)
 
     async def _run(self, spec: run_pb2.RunSpec, context: Context) -> harness_service_pb2.RunResponse:
         call = await self._decode(spec, context)
-        stream, admission, log = await self._started(call, context)
-        with admission:
-            await self._prepare(call, stream, context)
-            with log:
-                async with aclosing(self._events(stream, log, context)) as items:
-                    async for item in items:
-                        if isinstance(item, HarnessRunResultEvent):
-                            response = harness_service_pb2.RunResponse()
-                            fill_result(
-                                response.result,
-                                item.result,
-                                request_id=call.request_id,
-                                parent_agent=call.parent_agent,
-                            )
-                            size = response.ByteSize() + ENVELOPE_BYTES
-                            if size > self._max_message_bytes:
-                                log.undelivered(size)
-                                raise _Refusal(self._too_large(size, stream))
-                            return response
+        async with aclosing(self._items(call, context)) as items:
+            async for item in items:
+                if isinstance(item, HarnessRunResultEvent):
+                    response = harness_service_pb2.RunResponse()
+                    fill_result(
+                        response.result,
+                        item.result,
+                        request_id=call.request_id,
+                        parent_agent=call.parent_agent,
+                    )
+                    size = response.ByteSize() + ENVELOPE_BYTES
+                    if size > self._max_message_bytes:
+                        await items.athrow(ResponseTooLarge(size, self._max_message_bytes))  # its `Refused`
+                    return response
         raise AssertionError("a run stream always ends with its result or raises")  # pragma: no cover
 
     async def _decode(self, spec: run_pb2.RunSpec, context: Context) -> RunCall:
-        """The run call of `spec`, or a `_Refusal`; a large history is decoded off the event loop."""
+        """The run call of `spec`, or a `Refused`; a large history is decoded off the event loop."""
         size = _history_bytes(spec.previous_state) if spec.HasField("previous_state") else 0
         try:
             return await in_call(
@@ -275,11 +230,11 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                 fields={"method": "run", "request_id": spec.request_id},
             )
         except (HarnessError, ServerError) as error:
-            raise _Refusal(error) from None
+            raise Refused(error) from None
         except grpc.aio.AbortError:
             raise
         except Exception as error:
-            raise _crashed(error, method="run", request_id=spec.request_id) from None
+            raise crashed(error, method="run", request_id=spec.request_id) from None
 
     @staticmethod
     def _run_call(spec: run_pb2.RunSpec, pause: Callable[[], None] | None) -> RunCall:
@@ -288,14 +243,14 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
     async def _started(
         self, call: RunCall, context: Context
     ) -> tuple[HarnessRunStream[Any], AbstractContextManager[None], RunLog]:
-        """The core's stream with fresh bindings, admitted, with its log; or a `_Refusal`."""
+        """The core's stream with fresh bindings, admitted, with its log; or a `Refused`."""
         try:
             stream = self._stream(call)
             admission = self._runs.admit(stream)
         except (HarnessError, ServerError) as error:
-            raise _Refusal(error) from None
+            raise Refused(error) from None
         except Exception as error:
-            raise _crashed(error, method="run", request_id=call.request_id) from None
+            raise crashed(error, method="run", request_id=call.request_id) from None
         log = RunLog(
             agent=call.agent or self._registry.default,
             thread_id=stream.thread_id,
@@ -305,7 +260,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         return stream, admission, log
 
     async def _prepare(self, call: RunCall, stream: HarnessRunStream[Any], context: Context) -> None:
-        """The stream's history prepared before its run starts (off the loop for a long one), or a `_Refusal`."""
+        """The stream's history prepared before its run starts (off the loop for a long one), or a `Refused`."""
         try:
             await in_call(
                 stream.prepare,
@@ -322,16 +277,16 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             )
             own_loop_if_long(stream)
         except (HarnessError, ServerError) as error:
-            raise _Refusal(error) from None
+            raise Refused(error) from None
         except grpc.aio.AbortError:
             raise
         except Exception as error:
-            raise _crashed(error, method="run", request_id=call.request_id) from None
+            raise crashed(error, method="run", request_id=call.request_id) from None
 
     async def _events(
         self, stream: HarnessRunStream[Any], log: RunLog, context: Context
     ) -> AsyncGenerator[RunItem[Any], None]:
-        """The core's stream items; its errors become `_Refusal`s with their status."""
+        """The core's stream items; its errors become `Refused`s with their status."""
         try:
             async with stream:
                 async for item in stream:
@@ -342,12 +297,12 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
                     yield item
         except HarnessError as error:
             log.refused(reason_of(error))
-            raise _Refusal(error) from None
+            raise Refused(error) from None
         except Exception as error:
-            if isinstance(error, grpc.aio.AbortError | _Refusal):
+            if isinstance(error, grpc.aio.AbortError | Refused):
                 raise
             log.crashed(error)
-            raise _Refusal(_internal(**log.fields)) from None
+            raise Refused(internal_error(**log.fields)) from None
 
     @staticmethod
     def _log_failure(stream: HarnessRunStream[Any], log: RunLog) -> None:
@@ -413,7 +368,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         except grpc.aio.AbortError:
             raise
         except Exception as error:
-            await abort(context, _crashed(error, method=method).error)
+            await abort(context, crashed(error, method=method).error)
         size = response.ByteSize() + ENVELOPE_BYTES
         if size > self._max_message_bytes:
             await abort(context, self._too_large(size))

@@ -1,29 +1,31 @@
 """`ThreadService`: decode, call the durable host (`harness.threads`), encode; nothing else.
 
 Thread runs execute in tasks of their own (THREADS §4 "A run outlives its RPC"): a call that ends early
-only stops listening. Errors are statuses with ErrorInfo; anything unexpected is logged with the
-request's ids and answered `INTERNAL_ERROR`.
+only stops listening, and a stream's responses go out through `server.pump`, as `StreamRun`'s do. Errors
+are statuses with ErrorInfo; anything unexpected is logged with the request's ids and answered
+`INTERNAL_ERROR`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
-from threadline.v1 import events_pb2, thread_pb2, thread_service_pb2, thread_service_pb2_grpc
+from threadline.v1 import events_pb2, thread_service_pb2, thread_service_pb2_grpc
 
-from harness import HarnessError, HarnessState, InputError
-from harness.errors import ErrorCode
+from harness import HarnessError, HarnessEvent, HarnessState, InputError
+from harness.errors import ErrorCode, Refusal
 from harness.threads import (
     DurableHost,
-    Replayed,
     ThreadCommittedEvent,
     ThreadRow,
     ThreadRun,
+    ThreadRunItem,
     ThreadRunOutcome,
     check_storable,
 )
@@ -37,7 +39,6 @@ from .mapping.events import fill_event, fill_timestamp
 from .mapping.run import client_tools_from_pb, fill_outcome
 from .mapping.state import state_from_pb
 from .mapping.threads import (
-    KIND_PB,
     RUN_STATUS_PB,
     STATUS_FROM_PB,
     fill_checkpoint_pb,
@@ -45,9 +46,9 @@ from .mapping.threads import (
     fill_thread,
     run_request_from_pb,
 )
-from .metrics import CURRENT
 from .mounts import ServerMounts
-from .outbox import ENVELOPE_BYTES, Outbox, wait_out
+from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge
+from .pump import Refused, crashed, internal_error, pump
 from .runlog import LOGGER
 
 __all__ = ("ThreadService",)
@@ -133,7 +134,7 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             raise
         except Exception as error:
             LOGGER.error("request_crashed", exc_info=error, extra={"fields": {"method": method}})
-            await abort(context, _internal())
+            await abort(context, internal_error())
         await self._fits(context, response)
         return response
 
@@ -354,19 +355,18 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             await abort(context, error)
         response = thread_service_pb2.RunThreadResponse()
         try:
-            async for item in run.items():
-                outcome = item.outcome if isinstance(item, Replayed) else item
-                if isinstance(outcome, ThreadRunOutcome):
-                    fill_outcome(response.result, outcome)
-                    response.revision = outcome.revision
-                    response.replayed = outcome.replayed
+            async with aclosing(_listened(run)) as items:
+                async for item in items:
+                    if isinstance(item, ThreadRunOutcome):
+                        fill_outcome(response.result, item)
+                        response.revision = item.revision
+                        response.replayed = item.replayed
+        except Refused as refused:
+            await abort(context, refused.error)
         except (HarnessError, ServerError) as error:
             await abort(context, error)
-        except asyncio.CancelledError:
-            run.detach()
-            raise
-        except Exception:
-            await abort(context, _internal(thread_id=request.spec.thread_id, run_id=run.run_id))
+        except Exception as error:
+            await abort(context, crashed(error, method="RunThread", **_ids(run)).error)
         await self._fits(context, response, ran=True)
         return response
 
@@ -377,82 +377,87 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             run = self._start(request.spec)
         except (HarnessError, ServerError) as error:
             await abort(context, error)
-        outbox: Outbox[Any, thread_service_pb2.StreamThreadRunResponse] = Outbox(
+        outbox: Outbox[ThreadRunItem, thread_service_pb2.StreamThreadRunResponse] = Outbox(
             _fill,
             per_message=request.max_events_per_message,
             window_s=self._pack_window_s,
             max_bytes=self._max_message_bytes,
             response_type=thread_service_pb2.StreamThreadRunResponse,
         )
-        producer = asyncio.create_task(_produce(run, outbox))
-        metrics = CURRENT.get()
-        try:
-            while (response := await outbox.take()) is not None:
+        responses = pump(
+            context,
+            _listened(run),
+            outbox,
+            service="threads",
+            fields=lambda: {"method": "StreamThreadRun", **_ids(run)},
+        )
+        async with aclosing(responses):
+            async for response in responses:
                 yield response
-                outbox.sent()
-                if metrics is not None:
-                    metrics.streamed("threads", len(response.events) or 1)
-        except (HarnessError, ServerError) as error:
-            await abort(context, error)
-        except grpc.aio.AbortError:
-            raise
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            await abort(context, _internal(thread_id=request.spec.thread_id, run_id=run.run_id))
-        finally:
-            # The caller went away or the stream ended: stop listening; the run goes on by itself.
-            run.detach()
-            if not producer.done():
-                producer.cancel()
-            await wait_out(producer)
 
 
-async def _produce(run: ThreadRun, outbox: Outbox[Any, thread_service_pb2.StreamThreadRunResponse]) -> None:
+async def _listened(run: ThreadRun) -> AsyncGenerator[ThreadRunItem, None]:
+    """`run.items()` for one call, which stops listening once the call ends: the run goes on by itself.
+
+    In a stream (`server.pump`), an item too large to send ends the call `RESPONSE_TOO_LARGE`, logged
+    `listener_detached`. A crash of the run itself was logged by the core (`run_crashed`): it is answered
+    `INTERNAL_ERROR`.
+    """
     try:
         async for item in run.items():
-            if isinstance(item, Replayed):
-                await outbox.add(("started", item.outcome))
-                if item.outcome.committed:
-                    await outbox.add(("committed", item.outcome))
-                await outbox.add(item.outcome)
-            else:
-                await outbox.add(item)
-    except BaseException as error:
-        outbox.end(error)
+            try:
+                yield item
+            except ResponseTooLarge as error:
+                raise Refused(_undelivered(run, item, error)) from None
+    except (HarnessError, Refusal, Refused):
         raise
-    outbox.end()
+    except Exception:
+        raise Refused(internal_error(thread_id=run.request.thread_id, run_id=run.run_id)) from None
+    finally:
+        run.detach()
 
 
-def _fill(event: events_pb2.RunEvent, item: Any, sequence: int) -> None:
-    if isinstance(item, ThreadCommittedEvent):
+def _undelivered(run: ThreadRun, item: ThreadRunItem, error: ResponseTooLarge) -> ServerError:
+    """`RESPONSE_TOO_LARGE` for an item of `run` its stream could not send, logged with the run's ids."""
+    status = item.status if isinstance(item, ThreadRunOutcome) else "running"
+    ids = _ids(run)
+    LOGGER.warning(
+        "listener_detached",
+        extra={
+            "fields": {
+                "reason": ServerReason.RESPONSE_TOO_LARGE.value,
+                "size": error.size,
+                "limit": error.limit,
+                "run_status": status,
+                **ids,
+            }
+        },
+    )
+    said = "The run ended" if status != "running" else "The run goes on"
+    return ServerError(
+        ServerReason.RESPONSE_TOO_LARGE,
+        f"{said}, but this stream stopped: its {error.size}-byte event exceeds the server's "
+        f"{error.limit}-byte message limit.",
+        details={"size": error.size, "limit": error.limit, "run_status": status, **ids},
+    )
+
+
+def _ids(run: ThreadRun) -> dict[str, str]:
+    """The ids a thread run's request is logged and answered with."""
+    return {"thread_id": run.request.thread_id, "run_id": run.run_id, "request_id": run.request.request_id}
+
+
+def _fill(event: events_pb2.RunEvent, item: ThreadRunItem, sequence: int) -> None:
+    """Write `item` into the empty `event` as the stream's `sequence`-th event."""
+    if isinstance(item, HarnessEvent):
+        fill_event(event, item, sequence=sequence)
+    elif isinstance(item, ThreadCommittedEvent):
         fill_committed(event, item, sequence=sequence)
     elif isinstance(item, ThreadRunOutcome):
         event.thread_id, event.run_id, event.sequence = item.thread_id, item.run_id, sequence
         fill_timestamp(event.occurred_at, item.ended_at)
         fill_outcome(event.result, item)
-    elif isinstance(item, tuple):
-        which, outcome = item
-        event.thread_id, event.run_id, event.sequence = outcome.thread_id, outcome.run_id, sequence
-        if which == "started":
-            fill_timestamp(event.occurred_at, outcome.started_at)
-            event.run_started.SetInParent()
-        else:
-            fill_timestamp(event.occurred_at, outcome.ended_at)
-            event.thread_committed.revision = outcome.revision
-            event.thread_committed.kind = _terminal_kind(outcome)
-            event.thread_committed.replayed = True
-    else:
-        fill_event(event, item, sequence=sequence)
-
-
-def _terminal_kind(outcome: ThreadRunOutcome) -> thread_pb2.CheckpointKind.ValueType:
-    return KIND_PB[outcome.status]
-
-
-def _internal(**ids: str) -> ServerError:
-    return ServerError(
-        ServerReason.INTERNAL_ERROR,
-        "The server failed unexpectedly; its log has the details.",
-        details={key: value for key, value in ids.items() if value},
-    )
+    else:  # a replay's `run_started`
+        event.thread_id, event.run_id, event.sequence = item.thread_id, item.run_id, sequence
+        fill_timestamp(event.occurred_at, item.occurred_at)
+        event.run_started.SetInParent()

@@ -3,7 +3,8 @@
 grpc refuses to send a message over `--max-message-bytes` with an untyped RESOURCE_EXHAUSTED, after
 the run already happened. The server checks every answer first: a run's result, a streamed event
 or an envelope that would not fit is answered `RESPONSE_TOO_LARGE` with its size, the limit and, for a
-run, its ids and status, and the run log says `undelivered`.
+run, its ids and status, and the run log says `undelivered`. A thread run's event that would not fit
+stops only its stream (`listener_detached`): the run goes on and commits.
 """
 
 from __future__ import annotations
@@ -16,8 +17,22 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import RunningServer, StartServer, error_info
-from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2
+from conftest import RunningServer, StartServer, create_thread, drained, error_info, refusal, thread_spec
+from pydantic_ai import Tool
+from pydantic_ai.capabilities import Capability
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo
+from threadline.v1 import (
+    harness_service_pb2,
+    harness_service_pb2_grpc,
+    run_pb2,
+    thread_service_pb2,
+    thread_service_pb2_grpc,
+)
+
+from harness import ExecutableAgent
+from harness.testing import scripted_model
+from server.agents import AgentRegistry, build_registry
 
 pytestmark = pytest.mark.anyio
 
@@ -30,15 +45,44 @@ PROMPT = run_pb2.PromptParts(
 )
 
 
+def bulk() -> str:
+    """A tool whose result alone is larger than the server may send."""
+    return "b" * (LIMIT + 1024)
+
+
+def bulky_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    if any(isinstance(part, ToolReturnPart) for message in messages for part in message.parts):
+        return ModelResponse(parts=[TextPart("done")])
+    return ModelResponse(parts=[ToolCallPart("bulk", {})])
+
+
+def agents() -> AgentRegistry:
+    """The demo's agents, and `bulky`, whose tool result does not fit one message."""
+    demo = build_registry()
+    bulky = ExecutableAgent(scripted_model(bulky_script), capabilities=[Capability(tools=[Tool(bulk)])])
+    served = {name: agent for name in demo if (agent := demo.get(name)) is not None}
+    return AgentRegistry({**served, "bulky": bulky}, default=demo.default)
+
+
 _small: list[RunningServer] = []
+
+
+async def small_server(start_server: StartServer) -> RunningServer:
+    if not _small:  # one server for the module (session-lived, like every `start_server` server)
+        _small.append(await start_server(max_message_bytes=LIMIT, agents=agents()))
+    return _small[0]
 
 
 @pytest.fixture
 async def stub(start_server: StartServer) -> AsyncIterator[Any]:
-    if not _small:  # one server for the module (session-lived, like every `start_server` server)
-        _small.append(await start_server(max_message_bytes=LIMIT))
-    async with grpc.aio.insecure_channel(_small[0].address) as channel:
+    async with grpc.aio.insecure_channel((await small_server(start_server)).address) as channel:
         yield harness_service_pb2_grpc.HarnessServiceStub(channel)
+
+
+@pytest.fixture
+async def threads(start_server: StartServer) -> AsyncIterator[Any]:
+    async with grpc.aio.insecure_channel((await small_server(start_server)).address) as channel:
+        yield thread_service_pb2_grpc.ThreadServiceStub(channel)
 
 
 @pytest.fixture
@@ -59,19 +103,21 @@ def assert_too_large(error: grpc.aio.AioRpcError, *, run: bool) -> dict[str, str
     return metadata
 
 
-async def undelivered(caplog: pytest.LogCaptureFixture, run_id: str) -> dict[str, Any]:
-    """The run's `run_finished` line; the server thread writes it just after the status went out."""
+async def undelivered(
+    caplog: pytest.LogCaptureFixture, run_id: str, event: str = "run_finished"
+) -> dict[str, Any]:
+    """The run's `event` line; the server thread writes it just after the status went out."""
     for _ in range(600):
         lines = [
             getattr(r, "fields", {})
             for r in caplog.records
-            if r.getMessage() == "run_finished" and getattr(r, "fields", {}).get("run_id") == run_id
+            if r.getMessage() == event and getattr(r, "fields", {}).get("run_id") == run_id
         ]
         if lines:
             [line] = lines
             return line
         await asyncio.sleep(0.05)
-    raise AssertionError(f"no run_finished line for {run_id}")
+    raise AssertionError(f"no {event} line for {run_id}")
 
 
 @pytest.mark.parametrize("method", ["Run", "StreamRun"])
@@ -90,6 +136,35 @@ async def test_a_result_over_the_limit_is_a_typed_error_and_logged_undelivered(
     line = await undelivered(finished, metadata["run_id"])
     assert line["status"] == "undelivered" and line["result_status"] == "completed"
     assert line["request_id"] == f"big-{method}"
+
+
+async def test_a_thread_event_over_the_limit_is_a_typed_error_logged_and_the_run_goes_on(
+    threads: Any, finished: pytest.LogCaptureFixture
+) -> None:
+    thread = await create_thread(threads, agent="bulky")
+    spec = thread_spec(thread.thread_id, text="go")
+    request = thread_service_pb2.StreamThreadRunRequest(spec=spec)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await drained(threads.StreamThreadRun(request))
+    metadata = assert_too_large(caught.value, run=False)
+    assert metadata["thread_id"] == thread.thread_id and metadata["request_id"] == spec.request_id
+    assert metadata["run_id"].startswith("run-") and metadata["run_status"] == "running"
+    line = await undelivered(finished, metadata["run_id"], event="listener_detached")
+    assert line["reason"] == "RESPONSE_TOO_LARGE" and int(line["size"]) == int(metadata["size"])
+    assert line["request_id"] == spec.request_id
+    # Only the stream stopped: the run completes and commits, and a retry replays its outcome.
+    retry = thread_service_pb2.RunThreadRequest(spec=spec)
+    for _ in range(600):
+        try:
+            replay = await threads.RunThread(retry)
+            break
+        except grpc.aio.AioRpcError as error:
+            assert refusal(error)[1] == "THREAD_BUSY"
+            await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the run did not finish")
+    assert replay.replayed and replay.result.status == run_pb2.RUN_STATUS_COMPLETED
+    assert replay.result.run_id == metadata["run_id"] and json.loads(replay.result.output_json) == "done"
 
 
 async def test_a_run_that_fits_is_answered(stub: Any) -> None:

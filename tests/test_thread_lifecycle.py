@@ -3,7 +3,8 @@
 Each test drives a real `threadline serve` on an SQLite file of its own, stops or kills it where the test
 says, and reads the thread back from a fresh server on the same file: a drained run commits CANCELLED
 and replays; a run whose server was killed is cancelled at once; a phase B failure leaves the thread
-suspended on its batch; a rollback to the head after a crashed resume drops the batch it had retained.
+suspended on its batch; a rollback to the head after a crashed resume drops the batch it had retained;
+a caller that stops reading is dropped while its run goes on and commits.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import ServeProcess, error_info
+from conftest import ServeProcess, completed_output, error_info, refusal
 from thread_agents import markers
 from threadline.v1 import deferred_pb2, run_pb2, thread_pb2, thread_service_pb2
 from threadline.v1.thread_service_pb2_grpc import ThreadServiceStub
+
+from harness.threads import LISTENER_BACKLOG
 
 pytestmark = pytest.mark.anyio
 
@@ -220,6 +223,46 @@ async def test_a_rollback_after_a_crashed_resume_drops_its_retained_batch(store:
     assert thread.head.kind == thread_pb2.CHECKPOINT_KIND_ROLLED_BACK
     assert {c.tool_call_id for c in thread.pending.calls} == {c.tool_call_id for c in batch.calls}
     assert not thread.head.HasField("remaining")
+
+
+async def test_a_caller_that_stops_reading_is_dropped_and_the_run_commits(store: Store) -> None:
+    """The run never waits for its caller: one that falls `LISTENER_BACKLOG` events behind gets the events
+    already on their way, then RESOURCE_EXHAUSTED LISTENER_TOO_SLOW; the run completes as before."""
+    stub = await store.start()
+    assert store.server is not None
+    await stub.CreateThread(thread_service_pb2.CreateThreadRequest(thread_id="thread_slow"))
+    # Echoed back in 8-character deltas: thousands of events more than the run keeps for its caller and
+    # the stream's own buffers hold, since without BDP probing the client's receive window stays small.
+    prompt = "x" * 8 * (LISTENER_BACKLOG + 4000)
+    options = [("grpc.http2.bdp_probe", 0)]
+    async with grpc.aio.insecure_channel(store.server.address, options=options) as channel:
+        call = ThreadServiceStub(channel).StreamThreadRun(
+            thread_service_pb2.StreamThreadRunRequest(spec=spec("thread_slow", "slow", text=prompt)),
+            timeout=DEADLINE,
+        )
+        first = await call.read()  # the run began; from here on its caller reads nothing
+        assert isinstance(first, thread_service_pb2.StreamThreadRunResponse)
+        deadline = time.monotonic() + DEADLINE
+        while (thread := await thread_of(stub, "thread_slow")).status != thread_pb2.THREAD_STATUS_IDLE:
+            assert time.monotonic() < deadline, "the run waited for its caller"
+            await asyncio.sleep(0.1)
+        assert thread.head.kind == thread_pb2.CHECKPOINT_KIND_COMPLETED
+        received = [first.event]
+        with pytest.raises(grpc.aio.AioRpcError) as dropped:
+            while (response := await call.read()) is not grpc.aio.EOF:
+                assert isinstance(response, thread_service_pb2.StreamThreadRunResponse)
+                received.append(response.event)
+    code, reason, metadata = refusal(dropped.value)
+    assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "LISTENER_TOO_SLOW")
+    assert (metadata["thread_id"], metadata["run_id"]) == ("thread_slow", first.event.run_id)
+    assert (metadata["request_id"], metadata["backlog"]) == ("slow", str(LISTENER_BACKLOG))
+    assert [event.sequence for event in received] == list(range(len(received))), "a prefix, in order"
+    assert received[0].WhichOneof("event") == "run_started"
+    assert "result" not in {event.WhichOneof("event") for event in received}
+    # The outcome is durable: a retry of the request replays it.
+    replay = await run(stub, spec("thread_slow", "slow", text=prompt))
+    assert replay.replayed and replay.revision == thread.revision
+    assert completed_output(replay.result) == "You said: " + prompt
 
 
 async def _drain(call: object) -> None:

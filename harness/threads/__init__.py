@@ -7,12 +7,14 @@ package loads SQLAlchemy; `import harness` alone does not.
 
 from .database import Database, SchemaTooNew, StoreKind, open_database
 from .host import MAX_LABEL_FILTERS, DurableHost, check_labels, check_storable
-from .outcome import Replayed, ThreadCommittedEvent, ThreadRunOutcome
+from .items import ThreadRunItem, ThreadRunStarted
+from .outcome import ThreadCommittedEvent, ThreadRunOutcome
 from .records import THREAD_STATUS_NAMES, CheckpointKind, CheckpointRow, RunRowStatus, ThreadRow, ThreadStatus
-from .run import Launcher, ThreadRun, ThreadRunRequest
+from .run import LISTENER_BACKLOG, Launcher, ThreadRun, ThreadRunRequest
 from .store import ThreadStore
 
 __all__ = (
+    "LISTENER_BACKLOG",
     "MAX_LABEL_FILTERS",
     "THREAD_STATUS_NAMES",
     "CheckpointKind",
@@ -20,15 +22,16 @@ __all__ = (
     "Database",
     "DurableHost",
     "Launcher",
-    "Replayed",
     "RunRowStatus",
     "SchemaTooNew",
     "StoreKind",
     "ThreadCommittedEvent",
     "ThreadRow",
     "ThreadRun",
+    "ThreadRunItem",
     "ThreadRunOutcome",
     "ThreadRunRequest",
+    "ThreadRunStarted",
     "ThreadStatus",
     "ThreadStore",
     "check_labels",

@@ -19,7 +19,7 @@ from ..errors import HarnessError
 from ..results import HarnessRunResult, RunStatus, SafeFailure
 from .records import CheckpointKind
 
-__all__ = ("Replayed", "ThreadCommittedEvent", "ThreadRunOutcome", "error_json", "raise_stored_error")
+__all__ = ("ThreadCommittedEvent", "ThreadRunOutcome", "error_json", "raise_stored_error")
 
 _USAGE: TypeAdapter[RunUsage] = TypeAdapter(RunUsage)
 
@@ -116,13 +116,6 @@ class ThreadRunOutcome:
             ended_at=datetime.fromisoformat(doc["ended_at"]),
             replayed=True,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Replayed:
-    """A finished request answered again: the stream sends `run_started`, `thread_committed`, `result`."""
-
-    outcome: ThreadRunOutcome
 
 
 def error_json(error: HarnessError) -> str:

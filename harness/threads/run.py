@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,30 +31,30 @@ from ..events import HarnessCheckpointEvent, HarnessRunResultEvent
 from ..results import HarnessRunResult
 from ..state import HarnessState
 from .codec import client_tools_from_json, client_tools_json, prompt_from_json, prompt_json, state_parts
-from .outcome import Replayed, ThreadCommittedEvent, ThreadRunOutcome, error_json, raise_stored_error
+from .items import TERMINAL_KIND as _KIND
+from .items import ThreadRunItem, replay
+from .outcome import ThreadCommittedEvent, ThreadRunOutcome, error_json, raise_stored_error
 from .records import THREAD_STATUS_NAMES, CheckpointKind, Head, RunRow, RunRowStatus, StateParts, ThreadRow
 from .store import Finish, NewCheckpoint, busy, conflict, lease_lost
 
 if TYPE_CHECKING:
     from .host import DurableHost
 
-__all__ = ("Launcher", "ThreadRun", "ThreadRunItem", "ThreadRunRequest")
+__all__ = ("LISTENER_BACKLOG", "Launcher", "ThreadRun", "ThreadRunRequest")
 
 LOGGER = logging.getLogger("threadline.threads")
 
-ThreadRunItem = Any
-"""A core `RunItem` (checkpoint candidates excluded), a `ThreadCommittedEvent`, then a
-`ThreadRunOutcome` last; or a lone `Replayed`."""
+LISTENER_BACKLOG = 8192
+"""How many items a run keeps for its listener that it has not taken (a stream's outbox and gRPC's own
+buffers come on top); a listener further behind is detached with `LISTENER_TOO_SLOW`."""
+
+_YIELD_AT = 64
+"""Past this many untaken items the run yields to the event loop after each one, so its listener gets its
+turns and the backlog measures the listener's lag, not the run holding the loop (a scripted model streams
+a whole response without ever waiting)."""
 
 _BEGIN_TRIES = 4
 """How often a request re-reads and decides again after its Begin lost a compare-and-set race."""
-
-_KIND: dict[str, CheckpointKind] = {
-    "completed": "completed",
-    "suspended": "suspended",
-    "failed": "failed",
-    "cancelled": "cancelled",
-}
 
 
 class Launcher(Protocol):
@@ -117,13 +117,25 @@ class _Lost(Exception):
         self.error = error
 
 
+@dataclass(frozen=True, slots=True)
+class _End:
+    """The last entry a listener takes: the run ended (with `error`, if it raised), or left it behind."""
+
+    error: BaseException | None
+
+
 class ThreadRun:
-    """A request running in its own task; `items()` follows it until the caller stops listening."""
+    """A request running in its own task; `items()` follows it until the caller stops listening.
+
+    The run never waits for its listener: it keeps at most `LISTENER_BACKLOG` items the listener has not
+    taken, and a listener that falls further behind is detached with `LISTENER_TOO_SLOW` while the run
+    goes on to its terminal commit.
+    """
 
     def __init__(self, host: DurableHost, request: ThreadRunRequest) -> None:
         self._host = host
         self.request = request
-        self._queue: asyncio.Queue[tuple[ThreadRunItem, BaseException | None, bool]] = asyncio.Queue()
+        self._queue: asyncio.Queue[ThreadRunItem | _End] = asyncio.Queue(LISTENER_BACKLOG + 1)  # + its end
         self._listening = True
         self._holder: _Holder | None = None
         self._cancel_asked = False
@@ -150,44 +162,69 @@ class ThreadRun:
             self._queue.get_nowait()
 
     async def items(self) -> AsyncIterator[ThreadRunItem]:
-        """The run's items in order; raises the error the run ended with."""
-        while True:
-            item, error, done = await self._queue.get()
-            if error is not None:
-                raise error
-            if done:
-                return
-            yield item
+        """The run's items in order; raises the error the run ended with, or `LISTENER_TOO_SLOW`."""
+        while not isinstance(entry := await self._queue.get(), _End):
+            yield entry
+        if entry.error is not None:
+            raise entry.error
+
+    async def _offer(self, item: ThreadRunItem) -> None:
+        """Queue `item` for the listener, unless it left or fell `LISTENER_BACKLOG` items behind."""
+        if not self._listening:
+            return
+        queue = self._queue
+        if queue.qsize() < LISTENER_BACKLOG:
+            queue.put_nowait(item)
+            if queue.qsize() > _YIELD_AT:
+                await asyncio.sleep(0)
+            return
+        self.detach()
+        queue.put_nowait(_End(self._too_slow()))
+
+    @property
+    def _ids(self) -> dict[str, str]:
+        return {
+            "thread_id": self.request.thread_id,
+            "run_id": self.run_id,
+            "request_id": self.request.request_id,
+        }
+
+    def _too_slow(self) -> ThreadError:
+        ids = self._ids
+        error = ThreadError(
+            f"This call fell more than {LISTENER_BACKLOG} events behind its run and was detached; the run "
+            "goes on. Retry the request with the same request_id for its outcome once it ended.",
+            code=ErrorCode.LISTENER_TOO_SLOW,
+            details={**ids, "backlog": LISTENER_BACKLOG},
+        )
+        LOGGER.warning(
+            "listener_detached",
+            extra={"fields": {"reason": error.code.value.upper(), "backlog": LISTENER_BACKLOG, **ids}},
+        )
+        return error
+
+    def _end(self, error: BaseException | None) -> None:
+        if self._listening:
+            self._queue.put_nowait(_End(error))
 
     async def _main(self) -> None:
         try:
-            async for item in self._execute():
-                if self._listening:
-                    self._queue.put_nowait((item, None, False))
+            # `aclosing`: a cancellation between items closes the run here and now.
+            async with contextlib.aclosing(self._execute()) as items:
+                async for item in items:
+                    await self._offer(item)
         except BaseException as error:
             if not isinstance(error, HarnessError | Refusal | asyncio.CancelledError):
-                LOGGER.error(
-                    "run_crashed",
-                    exc_info=error,
-                    extra={
-                        "fields": {
-                            "thread_id": self.request.thread_id,
-                            "run_id": self.run_id,
-                            "request_id": self.request.request_id,
-                        }
-                    },
-                )
-            if self._listening:
-                self._queue.put_nowait((None, error, True))
+                LOGGER.error("run_crashed", exc_info=error, extra={"fields": self._ids})
+            self._end(error)
             if isinstance(error, asyncio.CancelledError):
                 raise
             return
-        if self._listening:
-            self._queue.put_nowait((None, None, True))
+        self._end(None)
 
     # -- Begin ----------------------------------------------------------------------------------------
 
-    async def _execute(self) -> AsyncIterator[ThreadRunItem]:
+    async def _execute(self) -> AsyncGenerator[ThreadRunItem, None]:
         host, request = self._host, self.request
         store = host.store
         for attempt in range(_BEGIN_TRIES):
@@ -204,7 +241,8 @@ class ThreadRun:
                     assert record.outcome is not None
                     if record.status == "error":
                         raise_stored_error(record.outcome)
-                    yield Replayed(ThreadRunOutcome.from_json(record.outcome))
+                    for replayed in replay(ThreadRunOutcome.from_json(record.outcome)):
+                        yield replayed
                     return
                 if record.status == "interrupted":
                     raise ThreadError(

@@ -94,7 +94,8 @@ class RunEvent(_message.Message):
     Events arrive in order with a gap-free `sequence` from 0: `run_started` first, exactly one
     `result` last. If the run's core fails after `run_started`, the stream instead ends with an
     error status and no `result`; so does a thread run's stream when its server lost the thread
-    (ABORTED LEASE_LOST) or its store (UNAVAILABLE STORE_UNAVAILABLE). A thread run sends no
+    (ABORTED LEASE_LOST) or its store (UNAVAILABLE STORE_UNAVAILABLE), or when its caller fell too
+    far behind (RESOURCE_EXHAUSTED LISTENER_TOO_SLOW: the run goes on). A thread run sends no
     `checkpoint_candidate` and adds `thread_committed` after each commit; its replay of a request
     that had already finished is only `run_started`, `thread_committed` and `result` (see
     `ThreadService.StreamThreadRun`). Hosts must ignore event cases they do not know: new cases are

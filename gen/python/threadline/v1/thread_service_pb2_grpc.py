@@ -186,7 +186,9 @@ class ThreadServiceServicer:
         its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
         the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
         run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
-        of a request whose run ended with an error status gets that status again.
+        of a request whose run ended with an error status gets that status again. Nor does a run wait
+        for a slow client: one that falls more than 8192 events behind gets the events already sent,
+        then RESOURCE_EXHAUSTED LISTENER_TOO_SLOW, while the run goes on to its end.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

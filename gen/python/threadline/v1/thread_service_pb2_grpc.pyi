@@ -73,7 +73,9 @@ class ThreadServiceStub:
     its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
     the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
     run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
-    of a request whose run ended with an error status gets that status again.
+    of a request whose run ended with an error status gets that status again. Nor does a run wait
+    for a slow client: one that falls more than 8192 events behind gets the events already sent,
+    then RESOURCE_EXHAUSTED LISTENER_TOO_SLOW, while the run goes on to its end.
     """
     RunThread: _grpc.UnaryUnaryMultiCallable[_thread_service_pb2.RunThreadRequest, _thread_service_pb2.RunThreadResponse]
     """Runs the thread's next turn like `StreamThreadRun` and returns only its result."""
@@ -127,7 +129,9 @@ class ThreadServiceAsyncStub(ThreadServiceStub):
     its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
     the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
     run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
-    of a request whose run ended with an error status gets that status again.
+    of a request whose run ended with an error status gets that status again. Nor does a run wait
+    for a slow client: one that falls more than 8192 events behind gets the events already sent,
+    then RESOURCE_EXHAUSTED LISTENER_TOO_SLOW, while the run goes on to its end.
     """
     RunThread: _aio.UnaryUnaryMultiCallable[_thread_service_pb2.RunThreadRequest, _thread_service_pb2.RunThreadResponse]  # type: ignore[assignment]
     """Runs the thread's next turn like `StreamThreadRun` and returns only its result."""
@@ -232,7 +236,9 @@ class ThreadServiceServicer(metaclass=_abc_1.ABCMeta):
         its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
         the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
         run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
-        of a request whose run ended with an error status gets that status again.
+        of a request whose run ended with an error status gets that status again. Nor does a run wait
+        for a slow client: one that falls more than 8192 events behind gets the events already sent,
+        then RESOURCE_EXHAUSTED LISTENER_TOO_SLOW, while the run goes on to its end.
         """
 
     @_abc_1.abstractmethod

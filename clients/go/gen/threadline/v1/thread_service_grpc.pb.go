@@ -75,7 +75,9 @@ type ThreadServiceClient interface {
 	// its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
 	// the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
 	// run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
-	// of a request whose run ended with an error status gets that status again.
+	// of a request whose run ended with an error status gets that status again. Nor does a run wait
+	// for a slow client: one that falls more than 8192 events behind gets the events already sent,
+	// then RESOURCE_EXHAUSTED LISTENER_TOO_SLOW, while the run goes on to its end.
 	StreamThreadRun(ctx context.Context, in *StreamThreadRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamThreadRunResponse], error)
 	// Runs the thread's next turn like `StreamThreadRun` and returns only its result.
 	RunThread(ctx context.Context, in *RunThreadRequest, opts ...grpc.CallOption) (*RunThreadResponse, error)
@@ -254,7 +256,9 @@ type ThreadServiceServer interface {
 	// its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
 	// the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
 	// run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
-	// of a request whose run ended with an error status gets that status again.
+	// of a request whose run ended with an error status gets that status again. Nor does a run wait
+	// for a slow client: one that falls more than 8192 events behind gets the events already sent,
+	// then RESOURCE_EXHAUSTED LISTENER_TOO_SLOW, while the run goes on to its end.
 	StreamThreadRun(*StreamThreadRunRequest, grpc.ServerStreamingServer[StreamThreadRunResponse]) error
 	// Runs the thread's next turn like `StreamThreadRun` and returns only its result.
 	RunThread(context.Context, *RunThreadRequest) (*RunThreadResponse, error)

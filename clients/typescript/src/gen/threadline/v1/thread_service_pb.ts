@@ -966,7 +966,9 @@ export const ThreadService: GenService<{
    * its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
    * the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
    * run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
-   * of a request whose run ended with an error status gets that status again.
+   * of a request whose run ended with an error status gets that status again. Nor does a run wait
+   * for a slow client: one that falls more than 8192 events behind gets the events already sent,
+   * then RESOURCE_EXHAUSTED LISTENER_TOO_SLOW, while the run goes on to its end.
    *
    * @generated from rpc threadline.v1.ThreadService.StreamThreadRun
    */

@@ -3100,7 +3100,8 @@ class RunEvent(betterproto2.Message):
     Events arrive in order with a gap-free `sequence` from 0: `run_started` first, exactly one
     `result` last. If the run's core fails after `run_started`, the stream instead ends with an
     error status and no `result`; so does a thread run's stream when its server lost the thread
-    (ABORTED LEASE_LOST) or its store (UNAVAILABLE STORE_UNAVAILABLE). A thread run sends no
+    (ABORTED LEASE_LOST) or its store (UNAVAILABLE STORE_UNAVAILABLE), or when its caller fell too
+    far behind (RESOURCE_EXHAUSTED LISTENER_TOO_SLOW: the run goes on). A thread run sends no
     `checkpoint_candidate` and adds `thread_committed` after each commit; its replay of a request
     that had already finished is only `run_started`, `thread_committed` and `result` (see
     `ThreadService.StreamThreadRun`). Hosts must ignore event cases they do not know: new cases are
@@ -4889,7 +4890,9 @@ class ThreadServiceStub(betterproto2_grpclib.ServiceStub):
         its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
         the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
         run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
-        of a request whose run ended with an error status gets that status again.
+        of a request whose run ended with an error status gets that status again. Nor does a run wait
+        for a slow client: one that falls more than 8192 events behind gets the events already sent,
+        then RESOURCE_EXHAUSTED LISTENER_TOO_SLOW, while the run goes on to its end.
         """
 
         async for response in self._unary_stream(
