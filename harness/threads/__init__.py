@@ -9,7 +9,8 @@ from .database import Database, SchemaTooNew, StoreKind, open_database
 from .host import MAX_LABEL_FILTERS, DurableHost, check_labels, check_storable
 from .outcome import Replayed, ThreadCommittedEvent, ThreadRunOutcome
 from .records import THREAD_STATUS_NAMES, CheckpointKind, CheckpointRow, RunRowStatus, ThreadRow, ThreadStatus
-from .run import Launcher, ThreadRun, ThreadRunRequest
+from .request import Launcher, ThreadRunRequest
+from .run import ThreadRun
 from .store import ThreadStore
 
 __all__ = (
