@@ -50,7 +50,7 @@ def request_digest(
     """The `v2:` digest of a request's meaning; equal for two requests that ask for the same thing."""
     meaning: dict[str, JsonValue] = {
         "expected_revision": expected_revision,
-        "input": None if input is None else _lean(_PROMPT, input if isinstance(input, str) else list(input)),
+        "input": input if input is None or isinstance(input, str) else _lean(_PROMPT, list(input)),
         "answers": None if answers is None else _lean(_ANSWERS, answers),
         "busy_strategy": busy_strategy,
     }
