@@ -13,6 +13,8 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,27 +61,33 @@ async def run(stub: Any, spec: Any) -> Any:
     return await stub.RunThread(ts.RunThreadRequest(spec=spec))
 
 
-async def test_a_retry_of_a_request_an_older_server_stored_is_still_a_replay(tmp_path: Path) -> None:
-    path = tmp_path / "threads.db"
+@asynccontextmanager
+async def serving(path: Path) -> AsyncIterator[Any]:
+    """A `ThreadService` stub of a server on the SQLite store at `path`, stopped after the block."""
     with logged_serve("--store", f"sqlite:{path}") as served:
         async with grpc.aio.insecure_channel(served.address) as channel:
-            stub = thread_service_pb2_grpc.ThreadServiceStub(channel)
-            thread = await create_thread(stub)
-            prompt = thread_spec(thread.thread_id, text="delete a.txt")
-            first = await run(stub, prompt)
-            [approval] = first.result.deferred.approvals
-            answer = thread_spec(
-                thread.thread_id,
-                expected_revision=first.revision,
-                answers=deferred_pb2.DeferredToolResults(
-                    approvals=[
-                        deferred_pb2.ApprovalResult(
-                            tool_call_id=approval.tool_call_id, approved=deferred_pb2.ToolApproved()
-                        )
-                    ]
-                ),
-            )
-            answered = await run(stub, answer)
+            yield thread_service_pb2_grpc.ThreadServiceStub(channel)
+
+
+async def test_a_retry_of_a_request_an_older_server_stored_is_still_a_replay(tmp_path: Path) -> None:
+    path = tmp_path / "threads.db"
+    async with serving(path) as stub:
+        thread = await create_thread(stub)
+        prompt = thread_spec(thread.thread_id, text="delete a.txt")
+        first = await run(stub, prompt)
+        [approval] = first.result.deferred.approvals
+        answer = thread_spec(
+            thread.thread_id,
+            expected_revision=first.revision,
+            answers=deferred_pb2.DeferredToolResults(
+                approvals=[
+                    deferred_pb2.ApprovalResult(
+                        tool_call_id=approval.tool_call_id, approved=deferred_pb2.ToolApproved()
+                    )
+                ]
+            ),
+        )
+        answered = await run(stub, answer)
     assert all(d.startswith("v2:") for d in stored_digests(path).values())
     store_as_an_older_server(path, [prompt, answer])
 
@@ -120,12 +128,10 @@ async def test_a_host_embedding_the_core_gets_the_digest_the_server_stores_witho
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "threads.db"
-    with logged_serve("--store", f"sqlite:{path}") as served:
-        async with grpc.aio.insecure_channel(served.address) as channel:
-            stub = thread_service_pb2_grpc.ThreadServiceStub(channel)
-            thread = await create_thread(stub)
-            spec = thread_spec(thread.thread_id, text="hello")
-            await run(stub, spec)
+    async with serving(path) as stub:
+        thread = await create_thread(stub)
+        spec = thread_spec(thread.thread_id, text="hello")
+        await run(stub, spec)
     argument = json.dumps({"thread_id": spec.thread_id, "request_id": spec.request_id, "text": spec.text})
     embedded = subprocess.run(
         [sys.executable, "-c", _NO_PROTOBUF, argument],
