@@ -46,6 +46,7 @@ from harness.threads.store import NewCheckpoint
 from server.agents import AgentRegistry
 from server.launch import ThreadLauncher
 from server.mapping.threads import run_request_from_pb
+from server.mount_config import CheckedMounts
 from server.mounts import ServerMounts
 from server.runs import ActiveRuns
 
@@ -80,7 +81,7 @@ async def _record(store: ThreadStore, turns: int) -> list[list[Call]]:
     """The store calls of `turns` real turns of one thread (after one turn that loads its head)."""
     recorder = _Recorder(store)
     registry = AgentRegistry({"scenario": scenario()}, default="scenario")
-    launcher = ThreadLauncher(registry, ActiveRuns(16), ServerMounts((), agents=tuple(registry)))
+    launcher = ThreadLauncher(registry, ActiveRuns(16), ServerMounts(CheckedMounts(), agents=tuple(registry)))
     host = DurableHost(recorder, launcher, lease_ttl=LEASE_TTL)  # type: ignore[arg-type]
     created = await host.create(
         thread_id=None, agent="scenario", labels={}, state=None, pending=None, accepted=None, client_tools=()

@@ -17,7 +17,14 @@ from ._run import HarnessRunStream
 from ._tooling import INTERRUPTED_TOOL_RESULT
 from .agent import ExecutableAgent
 from .barrier import RunBarrier
-from .children import ChildLineage, ChildRequest, SubagentContext, SubagentDefinition, SubagentIdentity
+from .children import (
+    ChildLineage,
+    ChildRequest,
+    SubagentContext,
+    SubagentDefinition,
+    SubagentIdentity,
+    child_requests,
+)
 from .client_tools import CLIENT_TOOLSET_ID, ClientTool, client_tools_capability
 from .context import AgentContext, InstanceIdentity, RunBindings
 from .deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
@@ -91,6 +98,7 @@ __all__ = [
     "check_pending",
     "check_remaining",
     "check_schema_version",
+    "child_requests",
     "client_tools_capability",
     "load_state",
     "load_state_parts",

@@ -92,7 +92,9 @@ class ExecutableAgent(Generic[OutputT]):
             )
         self.definition_id: str | None = definition_id if definition_id is not None else name
         """The stable definition ID (default: `name`); retained inline children record their child's."""
-        mode, edges = check_subagents(subagents, parent_name=name, parent_definition_id=self.definition_id)
+        mode, edges = check_subagents(
+            subagents, parent_name=name, parent_definition_id=self.definition_id, executable=ExecutableAgent
+        )
         self.subagents: tuple[SubagentDefinition, ...] = edges
         """The child edges (CHILDREN §2), checked."""
         self.delegation: InlineDelegationCapability | HostDelegationCapability | None = None

@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeAlias
+from typing import Any, Literal, NoReturn, TypeAlias
 from urllib.parse import quote
 
 from pydantic_ai.messages import (
@@ -39,9 +39,6 @@ from . import _history
 from ._deferred_json import REQUESTS_ADAPTER, RESUME_ADAPTER, CallDoc, RequestsDoc, ResumeDoc, validated
 from .errors import ErrorCode, RunError
 from .json_text import JsonValue
-
-if TYPE_CHECKING:
-    from .children.host import ChildRequest
 
 __all__ = (
     "DEFERRED_FUNCTION_ID_METADATA_KEY",
@@ -226,12 +223,6 @@ class DeferredToolRequests:
         if not any(item_id(item) == tool_call_id for item in self._calls):
             raise ValueError(f"No pending deferred tool call has ID {tool_call_id!r}")
         return "question" if self._kinds.get(tool_call_id) == "question" else "external"
-
-    def child_requests(self) -> dict[str, ChildRequest]:
-        """The pending Host-managed child requests, by tool call ID: typed, detached views (CHILDREN §4.4)."""
-        from .children.host import child_requests_of
-
-        return child_requests_of(list(self._calls), self._metadata)
 
     def tool_call_ids(self) -> list[str]:
         """The model call IDs of all items: calls first, then approvals."""

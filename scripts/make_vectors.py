@@ -37,7 +37,7 @@ from harness import (
     RunBindings,
     load_state,
 )
-from harness.children import ChildLineage
+from harness.children import ChildLineage, child_requests
 from harness.environment.state import LocalState, RetainedCommand, encode
 from harness.testing import scripted_model
 from server.demo import demo_children
@@ -233,7 +233,7 @@ async def child_batch() -> DeferredToolResume:
     )
     assert result.deferred is not None
     batch = DeferredToolRequests.from_json(result.deferred.to_json().replace(result.run_id, RUN_ID))
-    [(call_id, request)] = batch.child_requests().items()
+    [(call_id, request)] = child_requests(batch).items()
     answer = {"execution_id": request.thread_id, "subagent": request.subagent_name, "status": "completed"}
     return DeferredToolResume(
         batch, DeferredToolResults(calls={call_id: {**answer, "output": "Looks right."}})

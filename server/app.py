@@ -25,7 +25,7 @@ from harness.threads import Database, DurableHost, SchemaTooNew, ThreadStore, op
 from harness.threads.database import password_of, redacted
 
 from .agents import AgentRegistry
-from .config import ConfigError, ServerConfig
+from .config import CheckedMounts, ConfigError, ServerConfig
 from .errors import ServerError, ServerReason
 from .handlers import add_service
 from .launch import ThreadLauncher
@@ -105,8 +105,18 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
 class ThreadlineServer:
     """One grpc.aio server serving `registry` with `config`: `start()`, then `drain()` or `stop()`."""
 
-    def __init__(self, config: ServerConfig, registry: AgentRegistry) -> None:
-        config.check()
+    def __init__(
+        self, config: ServerConfig, registry: AgentRegistry, *, mounts: CheckedMounts | None = None
+    ) -> None:
+        """`mounts`: what `config.check()` returned, when the caller checked `config` already (the
+        CLI); without it, `config` is checked here.
+
+        Raises:
+            ConfigError: `config` does not pass `ServerConfig.check()`, or a mount names an agent
+                `registry` does not serve.
+        """
+        if mounts is None:
+            mounts = config.check()
         self.config = config
         self.runs = ActiveRuns(config.max_concurrent_runs)
         """The running runs (tests read its size to prove nothing leaked)."""
@@ -121,9 +131,7 @@ class ThreadlineServer:
             interceptors.append(BearerTokenInterceptor(config.token))
         self._server = grpc.aio.server(options=config.grpc_options(), interceptors=interceptors)
         self._store_kind, self._store_path = config.store_location()
-        self.mounts = ServerMounts(
-            config.mount_definitions(), agents=tuple(registry), backend=config.backend_limits()
-        )
+        self.mounts = ServerMounts(mounts, agents=tuple(registry))
         """The shell environments (`--mount`, `[mounts.NAME]`) and their backend, open while the server runs."""
         self.metrics = (
             Metrics(run_limit=config.max_concurrent_runs, active_runs=lambda: len(self.runs))
@@ -310,9 +318,12 @@ class ThreadlineServer:
         await self._server.wait_for_termination()
 
 
-async def serve(config: ServerConfig, registry: AgentRegistry, *, ready: Callable[[str], None]) -> None:
-    """Run a server until SIGTERM or SIGINT, then drain it; `ready(address)` is called once bound."""
-    server = ThreadlineServer(config, registry)
+async def serve(
+    config: ServerConfig, registry: AgentRegistry, *, mounts: CheckedMounts, ready: Callable[[str], None]
+) -> None:
+    """Run a server until SIGTERM or SIGINT, then drain it; `ready(address)` is called once bound.
+    `config` is checked already: `mounts` is what its check returned."""
+    server = ThreadlineServer(config, registry, mounts=mounts)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Handlers first: whoever reads the "listening" line may signal at once.

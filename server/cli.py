@@ -12,13 +12,13 @@ import dataclasses
 import os
 import sys
 from collections.abc import Container, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, Flag, ServerConfig, flag_settings, setting_kind
 from .config_file import FileSettings, load_file
-from .mount_config import check_agents
+from .mount_config import CheckedMounts, check_agents
 
 if TYPE_CHECKING:
     from .agents import AgentRegistry
@@ -134,6 +134,8 @@ class Settings:
     """The configuration file read, if any (to name the line of a value found wrong later)."""
     flag_agents: frozenset[str] = frozenset()
     """The NAMEs `--agent` gave: an error of theirs is the flag's, not at a line of the file."""
+    mounts: CheckedMounts = field(default_factory=CheckedMounts)
+    """The mounts as `config.check()` checked them, served as they are."""
 
     def located(self, error: ConfigError, *, flags: Container[str] = ()) -> ConfigError:
         """`error` with the file's line of the value at fault, unless a flag (in `flags`) set it."""
@@ -152,7 +154,7 @@ class Settings:
 
         try:
             registry = build_registry(self.agents, model=self.model, default=self.default_agent)
-            check_agents(self.config.mount_definitions(), tuple(registry))
+            check_agents(self.mounts.definitions, tuple(registry))
         except ConfigError as error:
             raise self.located(error, flags={f"agents.{name}" for name in self.flag_agents}) from None
         return registry
@@ -186,10 +188,10 @@ def settings_from_args(args: argparse.Namespace, *, file: Path | None = None) ->
         flag_agents=frozenset(spec.partition("=")[0].strip() for spec in getattr(args, "agent", ())),
     )
     try:
-        settings.config.check()
+        mounts = settings.config.check()
     except ConfigError as error:
         raise settings.located(error, flags=flags) from None
-    return settings
+    return dataclasses.replace(settings, mounts=mounts)
 
 
 def _announce(address: str) -> None:
@@ -210,14 +212,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "config":
             mounts = [
                 f"{d.name} for {', '.join(a for a in registry if d.serves(a))}"
-                for d in settings.config.mount_definitions()
+                for d in settings.mounts.definitions
             ]
             print(
                 f"{args.file}: OK, it would serve {', '.join(registry)} (default {registry.default})"
                 + (f"; mounts: {'; '.join(mounts)}." if mounts else ".")
             )
             return 0
-        asyncio.run(serve(settings.config, registry, ready=_announce))
+        asyncio.run(serve(settings.config, registry, mounts=settings.mounts, ready=_announce))
     except ConfigError as error:
         print(f"threadline: error: {error}", file=sys.stderr)
         return 2

@@ -22,7 +22,14 @@ from harness.environment import LocalBackendLimits
 from harness.threads.database import StoreKind, postgresql_conninfo
 
 from .config_error import ConfigError
-from .mount_config import MountDefinition, backend_limits, check_unique, mount_flag
+from .mount_config import (
+    CheckedMount,
+    CheckedMounts,
+    MountDefinition,
+    backend_limits,
+    check_unique,
+    mount_flag,
+)
 from .runlog import LOG_FORMATS, LOG_LEVELS
 from .setting_files import TLS_FILE_LIMIT, read_setting_file
 from .tracing import exporter_names
@@ -35,6 +42,7 @@ __all__ = (
     "DEFAULT_PACK_WINDOW_MS",
     "DEFAULT_PORT",
     "UNACCEPTED_CALL_WAIT_S",
+    "CheckedMounts",
     "ConfigError",
     "Flag",
     "MountDefinition",
@@ -256,11 +264,14 @@ class ServerConfig:
         except ValueError:
             return False
 
-    def check(self) -> None:
+    def check(self) -> CheckedMounts:
         """Refuse settings that would serve something unsafe or impossible.
 
         Every value that reaches grpc or the OS is held to what they accept, so what this accepts
         starts (`threadline config check` and `threadline serve` both call it).
+
+        Returns:
+            The mounts as checked (`checked_mounts()`), for the server to serve without checking again.
 
         Raises:
             ConfigError: A value is out of its range, only half of a TLS pair is given or the pair
@@ -316,8 +327,7 @@ class ServerConfig:
                 "agents. Add --tls-cert/--tls-key and/or --token, or --insecure if that is intended.",
                 field="host",
             )
-        self.mount_definitions()
-        self.backend_limits()
+        return self.checked_mounts()
 
     def tls_pair(self) -> tuple[bytes, bytes] | None:
         """The PEM key and certificate chain (`--tls-key`, `--tls-cert`), read and checked to be a
@@ -350,9 +360,9 @@ class ServerConfig:
             ) from None
         return pair["tls_key"], pair["tls_cert"]
 
-    def mount_definitions(self) -> tuple[MountDefinition, ...]:
+    def checked_mounts(self) -> CheckedMounts:
         """Every mount (`--mount`, then the file's tables), checked against ENVIRONMENT §12.1's refusals
-        and against this machine (`MountDefinition.local_config()`).
+        and against this machine (`MountDefinition.local_config()`), with the backend's limits.
 
         Raises:
             ConfigError: A mount is malformed, named twice, its root is not an existing absolute
@@ -362,7 +372,7 @@ class ServerConfig:
                 `allow_remote_shell`.
         """
         if not self.mounts and not self.mount_tables:
-            return ()
+            return CheckedMounts(backend=self.backend_limits())
         if os.name != "posix":
             raise ConfigError("--mount needs a POSIX system (process groups and signals).", field="mounts")
         if os.geteuid() == 0 and not self.allow_root_shell:
@@ -380,9 +390,7 @@ class ServerConfig:
         definitions = (*(mount_flag(spec) for spec in self.mounts), *self.mount_tables)
         check_unique(definitions)
         backend = self.backend_limits()
-        for definition in definitions:
-            definition.local_config(backend)
-        return definitions
+        return CheckedMounts(tuple(CheckedMount(d, d.local_config(backend)) for d in definitions), backend)
 
     def backend_limits(self) -> LocalBackendLimits:
         """The local backend's limits across all mounts (`[local_backend]`, else ENVIRONMENT §10.4's).

@@ -4,9 +4,10 @@ table of the configuration file with its actions, agents, shell, environment and
 
 Definitions are plain values until `local_config()` checks them against the machine (the root exists,
 the shell runs, the limits are in range, and possible together and with the backend's), so a file is
-read once and checked where every other setting is (`ServerConfig.check()`). An error's `field` is
-the TOML path of the value at fault (`mounts.work.limits.max_live_commands`), so a configuration file
-can name its line.
+read once and checked where every other setting is (`ServerConfig.check()`). That check builds each
+mount's `LocalMountConfig` once, into `CheckedMounts`, which the CLI and the server pass on as it is.
+An error's `field` is the TOML path of the value at fault (`mounts.work.limits.max_live_commands`), so
+a configuration file can name its line.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from .config_error import ConfigError
 
 __all__ = (
     "BACKEND_TABLE",
+    "CheckedMount",
+    "CheckedMounts",
     "MountDefinition",
     "backend_limits",
     "check_agents",
@@ -57,9 +60,10 @@ class MountDefinition:
     name: str
     root: Path
     """Absolute (the file's relative roots are resolved against the file)."""
-    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    """`LocalMountConfig` keywords besides the root: `working_directory`, `shell`, `env`, `inherit_env`,
-    `limits` (a table of `LocalMountLimits`)."""
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # TOML values
+    """The table's `LocalMountConfig` keywords besides the root, as the file wrote them (checked by
+    `local_config()`, once): `working_directory`, `shell`, `env`, `inherit_env`, `limits` (a table of
+    `LocalMountLimits`)."""
     actions: tuple[str, ...] = ACTIONS
     """What commands on it may do (all nine by default; without the process ones, foreground only)."""
     agents: tuple[str, ...] | None = None
@@ -128,6 +132,27 @@ class MountDefinition:
         if self.flag:
             return "mounts"
         return f"{self.table}.{key}" if key else self.table
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedMount:
+    """A definition with its provider configuration, checked (`MountDefinition.local_config()`)."""
+
+    definition: MountDefinition
+    config: LocalMountConfig
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedMounts:
+    """Every configured mount, checked once against this machine and the backend, and the backend's
+    limits: what `ServerConfig.check()` returns and `ServerMounts` serves, without checking again."""
+
+    mounts: tuple[CheckedMount, ...] = ()
+    backend: LocalBackendLimits = _DEFAULT_BACKEND
+
+    @property
+    def definitions(self) -> tuple[MountDefinition, ...]:
+        return tuple(mount.definition for mount in self.mounts)
 
 
 def mount_flag(spec: str) -> MountDefinition:

@@ -19,7 +19,6 @@ from harness.environment import (
     READABLE_VERSIONS,
     DynamicEnvironmentCapability,
     EnvironmentMount,
-    LocalBackendLimits,
     LocalProcessBackend,
 )
 from harness.environment.capability import published_tools
@@ -29,7 +28,7 @@ from harness.errors import ErrorCode
 
 from .agents import ToolDescription, describe_tool
 from .errors import at_field
-from .mount_config import MountDefinition, check_agents
+from .mount_config import CheckedMounts, check_agents
 from .runlog import log_run
 
 __all__ = ("ServerMounts",)
@@ -41,24 +40,15 @@ class ServerMounts:
     """The configured mounts, their backend (`open` … `close`) and what each agent's runs and hosts see
     of them."""
 
-    def __init__(
-        self,
-        definitions: Sequence[MountDefinition],
-        *,
-        agents: Sequence[str],
-        backend: LocalBackendLimits | None = None,
-    ) -> None:
-        """`definitions` as `ServerConfig.mount_definitions()` checked them; `agents` the served names.
+    def __init__(self, checked: CheckedMounts, *, agents: Sequence[str]) -> None:
+        """`checked` as `ServerConfig.check()` returned it (served as checked); `agents` the served names.
 
         Raises:
-            ConfigError: A root went away since the check, or a mount names an agent not served.
+            ConfigError: A mount names an agent not served.
         """
-        check_agents(definitions, agents)
-        self._backend_limits = backend or LocalBackendLimits()
-        self._mounts = {
-            definition.name: (definition, definition.local_config(self._backend_limits))
-            for definition in definitions
-        }
+        check_agents(checked.definitions, agents)
+        self._backend_limits = checked.backend
+        self._mounts = {mount.definition.name: (mount.definition, mount.config) for mount in checked.mounts}
         self._of_agent = {
             agent: {name: mount for name, mount in self._mounts.items() if mount[0].serves(agent)}
             for agent in agents

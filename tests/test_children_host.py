@@ -35,7 +35,7 @@ from harness import (
     SubagentDefinition,
     client_tools_capability,
 )
-from harness.children import host_child_thread_id
+from harness.children import child_requests, host_child_thread_id
 
 pytestmark = pytest.mark.anyio
 
@@ -114,7 +114,7 @@ async def test_h1_the_request() -> None:
         "usage_limits": None,
     }
     assert result.state is not None and result.state.agent_context_state.entries == {}
-    typed = deferred.child_requests()["p1"]
+    typed = child_requests(deferred)["p1"]
     assert (typed.action, typed.thread_id, typed.agent, typed.input) == (
         "start",
         thread_id,
@@ -133,7 +133,7 @@ async def test_h1_the_request() -> None:
 
 async def test_the_edge_limits_travel_in_the_request() -> None:
     _, result = await suspend_h1(edge={"usage_limits": UsageLimits(request_limit=7)})
-    typed = result.deferred.child_requests()["p1"]
+    typed = child_requests(result.deferred)["p1"]
     assert typed.usage_limits == UsageLimits(request_limit=7)
     assert result.deferred.metadata["p1"]["threadline.child"]["usage_limits"]["request_limit"] == 7
 
@@ -156,7 +156,7 @@ async def run_child(
 async def test_h2_h4_a_child_suspends_for_an_approval_then_answers_the_parent() -> None:
     """The scenario: a Host-managed child that suspends, is approved, finishes, and answers the parent."""
     agent, suspended = await suspend_h1()
-    request = suspended.deferred.child_requests()["p1"]
+    request = child_requests(suspended.deferred)["p1"]
     child_script = Script(call("sensitive", {"x": "a"}, "c1"), text("child finished"))
     child = reviewer(child_script, capabilities=[approval_tools])
     items, first = await run_child(request, child)
@@ -197,7 +197,7 @@ async def test_h2_h4_a_child_suspends_for_an_approval_then_answers_the_parent() 
 
 async def test_h3_the_host_turns_deferred_tools_off_for_a_child() -> None:
     _, suspended = await suspend_h1()
-    request = suspended.deferred.child_requests()["p1"]
+    request = child_requests(suspended.deferred)["p1"]
     child_script = Script(text("child finished"))
     _, result = await run_child(
         request, reviewer(child_script, capabilities=[approval_tools]), deferred_tools_supported=False
@@ -207,7 +207,7 @@ async def test_h3_the_host_turns_deferred_tools_off_for_a_child() -> None:
 
 async def test_failure_and_running_answers() -> None:
     agent, suspended = await suspend_h1(Script(delegate(), text("noted")))
-    request = suspended.deferred.child_requests()["p1"]
+    request = child_requests(suspended.deferred)["p1"]
     failing = reviewer(
         Script(call("boom", {}, "b1"), text("x")), capabilities=[Capability(tools=[Tool(_boom, name="boom")])]
     )
@@ -242,7 +242,7 @@ def _boom() -> str:
 async def test_h5_bad_answers_are_refused_before_any_model_call() -> None:
     _, suspended = await suspend_h1()
     deferred = suspended.deferred
-    thread_id = deferred.child_requests()["p1"].thread_id
+    thread_id = child_requests(deferred)["p1"].thread_id
     good = {"execution_id": thread_id, "subagent": "reviewer", "status": "completed", "output": "fine"}
     bad: list[Any] = [
         {**good, "execution_id": "thread_other"},
@@ -303,7 +303,7 @@ async def test_h6_an_interrupted_parent_resume_consumes_the_child_answer() -> No
     suspended = await agent.run("Review the plan", previous_state=HarnessState.new(thread_id="thr_parent1"))
     assert suspended.status == "suspended"
     deferred = suspended.deferred
-    request = deferred.child_requests()["p1"]
+    request = child_requests(deferred)["p1"]
     answer = {
         "execution_id": request.thread_id,
         "subagent": "reviewer",
@@ -321,12 +321,12 @@ async def test_h6_an_interrupted_parent_resume_consumes_the_child_answer() -> No
 
 async def test_h7_a_lost_answer() -> None:
     _, suspended = await suspend_h1()
-    first_thread = suspended.deferred.child_requests()["p1"].thread_id
+    first_thread = child_requests(suspended.deferred)["p1"].thread_id
     declared = await lead(Script(text("went on"))).run(previous_state=suspended.state)
     assert returned(declared, "p1").content == INTERRUPTED_TOOL_RESULT
     again = await lead(Script(text("never"))).run(previous_state=suspended.state, tool_recovery="always")
     assert again.status == "suspended"
-    request = again.deferred.child_requests()["p1"]
+    request = child_requests(again.deferred)["p1"]
     assert request.thread_id == first_thread
     assert request.input == '{"delegated_task":"check"}'  # a run without input has no parent_task
 
@@ -360,7 +360,7 @@ async def test_h9_no_deferred_lifecycle() -> None:
 
 async def test_h11_lineage_checks_at_construction() -> None:
     _, suspended = await suspend_h1()
-    request = suspended.deferred.child_requests()["p1"]
+    request = child_requests(suspended.deferred)["p1"]
     child = reviewer(Script(text("never")))
     good = request.lineage()
     from dataclasses import replace
@@ -404,7 +404,7 @@ async def test_h13_repeated_call_ids_name_different_children() -> None:
     parent = Script(delegate(call_id="p1"), delegate(prompt="again", call_id="p1"), text("done"))
     agent = lead(parent)
     first = await agent.run("Review the plan", previous_state=HarnessState.new(thread_id="thr_parent1"))
-    one = first.deferred.child_requests()["p1"]
+    one = child_requests(first.deferred)["p1"]
     answer = {"execution_id": one.thread_id, "subagent": "reviewer", "status": "completed", "output": "ok"}
     second = await agent.run(
         previous_state=first.state,
@@ -413,12 +413,12 @@ async def test_h13_repeated_call_ids_name_different_children() -> None:
         ),
     )
     assert second.status == "suspended"
-    two = second.deferred.child_requests()["p1"]
+    two = child_requests(second.deferred)["p1"]
     assert one.thread_id == derived("thr_parent1", 1, "p1") and two.thread_id == derived(
         "thr_parent1", 2, "p1"
     )
     replay = await lead(Script(text("never"))).run(previous_state=second.state, tool_recovery="always")
-    assert replay.deferred.child_requests()["p1"].thread_id == two.thread_id
+    assert child_requests(replay.deferred)["p1"].thread_id == two.thread_id
 
 
 async def test_resume_subagent_finds_its_edge_in_history() -> None:
@@ -428,7 +428,7 @@ async def test_resume_subagent_finds_its_edge_in_history() -> None:
     )
     agent = lead(parent)
     first = await agent.run("Review the plan", previous_state=HarnessState.new(thread_id="thr_parent1"))
-    request = first.deferred.child_requests()["p1"]
+    request = child_requests(first.deferred)["p1"]
     answer = {
         "execution_id": request.thread_id,
         "subagent": "reviewer",
@@ -445,7 +445,7 @@ async def test_resume_subagent_finds_its_edge_in_history() -> None:
     )
     assert returned(second, "r0").content == "Unknown child execution ID."
     assert second.status == "suspended"
-    cont = second.deferred.child_requests()["r1"]
+    cont = child_requests(second.deferred)["r1"]
     assert (cont.action, cont.thread_id, cont.subagent_name) == ("continue", request.thread_id, "reviewer")
     assert second.deferred.calls[0].target_identity == "tool/threadline.subagents.host/resume_subagent"
     # An unknown edge name.
@@ -462,7 +462,7 @@ async def test_h10_fork_leaves_host_managed_children_alone() -> None:
     branch = suspended.state.fork(thread_id="thr_branch1")
     assert branch.message_history == suspended.state.message_history
     assert branch.agent_context_state == suspended.state.agent_context_state
-    request = suspended.deferred.child_requests()["p1"]
+    request = child_requests(suspended.deferred)["p1"]
     answer = {
         "execution_id": request.thread_id,
         "subagent": "reviewer",
@@ -479,7 +479,7 @@ async def test_h10_fork_leaves_host_managed_children_alone() -> None:
     again = await lead(
         Script(call("resume_subagent", {"execution_id": request.thread_id, "prompt": "more"}, "r2"))
     ).run("More", previous_state=later)
-    cont = again.deferred.child_requests()["r2"]
+    cont = child_requests(again.deferred)["r2"]
     assert (cont.action, cont.thread_id, cont.subagent_name) == ("continue", request.thread_id, "reviewer")
     assert cont.parent["thread_id"] == "thr_branch2"
 
@@ -497,7 +497,7 @@ async def test_h14_the_child_key_is_the_harness_own() -> None:
     suspended = await agent.run("go")
     metadata = suspended.deferred.metadata["q1"]
     assert metadata["queue"] == "q1" and "threadline.child" not in metadata
-    assert suspended.deferred.child_requests() == {}
+    assert child_requests(suspended.deferred) == {}
     result = await agent.run(
         previous_state=suspended.state,
         deferred_resume=DeferredToolResume(
@@ -510,7 +510,7 @@ async def test_h14_the_child_key_is_the_harness_own() -> None:
 async def test_a_child_crash_is_recovered_from_its_checkpoint() -> None:
     """A Host-managed child's own checkpoint recovers like a root thread's (S4, H8)."""
     _, suspended = await suspend_h1()
-    request = suspended.deferred.child_requests()["p1"]
+    request = child_requests(suspended.deferred)["p1"]
     ran: list[str] = []
     box: dict[str, Any] = {}
 

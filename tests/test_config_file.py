@@ -199,7 +199,7 @@ def test_mount_tables_set_what_no_flag_can(tmp_path: Path) -> None:
         "scope_idle_seconds = 60\n"
     )
     config = settings(tmp_path, "allow_root_shell = true\n" + text).config
-    work, plain = config.mount_definitions()
+    work, plain = config.checked_mounts().definitions
     assert (work.name, work.agents, work.actions) == (
         "work",
         ("default",),
@@ -221,7 +221,7 @@ def test_mount_tables_set_what_no_flag_can(tmp_path: Path) -> None:
     )
     # `--mount` on the command line replaces both forms of the file's mounts.
     flagged = settings(tmp_path, "allow_root_shell = true\n" + text, "--mount", f"w2=local:{tmp_path}").config
-    assert [d.name for d in flagged.mount_definitions()] == ["w2"]
+    assert [d.name for d in flagged.checked_mounts().definitions] == ["w2"]
 
 
 @pytest.mark.parametrize(
@@ -514,7 +514,7 @@ def test_the_documented_mount_table_shows_every_limit_with_its_default(tmp_path:
     (tmp_path / "src").mkdir()
     text = block.replace('root = "/srv/build"', f'root = "{tmp_path}"').replace('["coder"]', '["default"]')
     config = settings(tmp_path, "allow_root_shell = true\n" + text).config
-    [definition] = config.mount_definitions()
+    [definition] = config.checked_mounts().definitions
     assert definition.name == name and definition.local_config().limits == LocalMountLimits()
 
 

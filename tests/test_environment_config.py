@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -131,3 +133,68 @@ async def test_a_mount_flag_replaces_the_files_mounts(tmp_path: Path) -> None:
             info = await harness_stub(channel).GetServerInfo(harness_service_pb2.GetServerInfoRequest())
         assert all([m.name for m in agent.mounts] == ["other"] for agent in info.agents), info.agents
         server.finish()
+
+
+_COUNTING = """
+import sys
+from harness.environment.config import LocalMountConfig
+
+built = []
+init = LocalMountConfig.__init__
+
+
+def counted(self, *args, **kwargs):
+    built.append(args[0])
+    init(self, *args, **kwargs)
+
+
+LocalMountConfig.__init__ = counted
+from server.cli import main
+
+code = main(sys.argv[1:])
+print(f"mount configurations built: {len(built)}", file=sys.stderr, flush=True)
+sys.exit(code)
+"""
+"""`threadline ARGS`, counting the `LocalMountConfig`s built (each one checks its root, shell and working
+directory against the machine) and saying so last on stderr."""
+
+
+def built_configs(stderr: str) -> int:
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("mount configurations built: "), stderr[-2000:]
+    return int(last.rpartition(" ")[2])
+
+
+def test_each_mount_is_checked_once_from_the_command_line_to_a_serving_server(tmp_path: Path) -> None:
+    for name in ("one", "two"):
+        (tmp_path / name / "sub").mkdir(parents=True)
+    path = tmp_path / "threadline.toml"
+    path.write_text(
+        f"allow_root_shell = {'true' if ROOT_FLAGS else 'false'}\n"
+        '[mounts.one]\nroot = "one"\nworking_directory = "sub"\n'
+        '[mounts.two]\nroot = "two"\n',
+        encoding="utf-8",
+    )
+    repo = Path(__file__).resolve().parents[1]
+    command = [sys.executable, "-c", _COUNTING]
+    checked = subprocess.run(
+        [*command, "config", "check", str(path)], capture_output=True, text=True, timeout=60, cwd=repo
+    )
+    assert checked.returncode == 0 and "; mounts: one for default, " in checked.stdout, checked.stdout
+    assert built_configs(checked.stderr) == 2
+
+    serving = subprocess.Popen(
+        [*command, "serve", "--port", "0", "--store", "memory", "--config", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=repo,
+    )
+    try:
+        assert serving.stdout is not None
+        assert serving.stdout.readline().startswith("listening on ")
+        serving.send_signal(signal.SIGTERM)
+        _, stderr = serving.communicate(timeout=60)
+    finally:
+        serving.kill()
+    assert serving.returncode == 0 and built_configs(stderr) == 2, "one check per mount, served as checked"

@@ -10,6 +10,7 @@ from google.protobuf import json_format, symbol_database
 from google.protobuf.message import Message
 from threadline.v1 import deferred_pb2, events_pb2, harness_service_pb2, run_pb2, state_pb2
 
+from harness.children import child_requests
 from harness.environment.state import decode
 from server.mapping.deferred import resume_from_pb
 from server.mapping.state import state_from_pb, state_to_pb
@@ -127,7 +128,7 @@ def test_child_vectors_hold_the_typed_copies() -> None:
     answer = json.loads(msg.results.calls[0].value_json)
     assert answer["execution_id"] == child.thread_id and answer["status"] == "completed"
     resume = resume_from_pb(msg)
-    assert resume.requests.child_requests()[call.tool_call_id].thread_id == child.thread_id
+    assert child_requests(resume.requests)[call.tool_call_id].thread_id == child.thread_id
 
     _, started = load("event_child_run_started")
     assert started.run_started.lineage.subagent_name == "reviewer"  # type: ignore[attr-defined]

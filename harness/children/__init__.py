@@ -4,7 +4,7 @@
   `child_usage_limits`, `child_identity`, `child_input` derive what a child run gets from its edge.
 - Inline (`mode="inline"`): `delegate` / `resume_subagent` run the child inside the parent's tool call
   and retain its state in the parent's `a13n.subagents` registry (`registry`).
-- Host-managed (`mode="host"`): the same tool names defer; `DeferredToolRequests.child_requests()` gives
+- Host-managed (`mode="host"`): the same tool names defer; `child_requests(batch)` gives
   the typed `ChildRequest`s a Host runs and answers (`ChildRequest.answer`).
 """
 
@@ -23,6 +23,7 @@ from .host import (
     HOST_TOOLSET_ID,
     ChildRequest,
     HostDelegationCapability,
+    child_requests,
 )
 from .inline import INLINE_TOOLSET_ID, InlineDelegationCapability, Messages
 from .names import host_child_thread_id, inline_child_thread_id
@@ -45,6 +46,7 @@ __all__ = [
     "SubagentMode",
     "child_identity",
     "child_input",
+    "child_requests",
     "child_usage_limits",
     "host_child_thread_id",
     "inline_child_thread_id",

@@ -110,8 +110,11 @@ def check_subagents(
     *,
     parent_name: str | None,
     parent_definition_id: str | None,
+    executable: type[ExecutableAgent[Any]],
 ) -> tuple[SubagentMode | None, tuple[SubagentDefinition, ...]]:
     """Every build-time check of §2 on a parent's edges, in order; the first failure raises.
+
+    `executable` is `ExecutableAgent`, passed by its constructor: the agent module sits on this one.
 
     Returns:
         The parent's one mode (`None` without edges) and the edges.
@@ -119,8 +122,6 @@ def check_subagents(
     Raises:
         DefinitionError: a `subagent_*` code.
     """
-    from ..agent import ExecutableAgent  # the agent module imports this one
-
     if isinstance(subagents, str | bytes) or not isinstance(subagents, Sequence):
         raise _fail(
             ErrorCode.SUBAGENT_DEFINITION_INVALID, "subagents must be a sequence of SubagentDefinition."
@@ -150,7 +151,7 @@ def check_subagents(
                 f"Subagent {edge.name!r} needs a description.",
                 name=edge.name,
             )
-        if not isinstance(edge.agent, ExecutableAgent):
+        if not isinstance(edge.agent, executable):
             raise _fail(
                 ErrorCode.SUBAGENT_DEFINITION_INVALID,
                 f"Subagent {edge.name!r} needs an ExecutableAgent.",

@@ -13,7 +13,6 @@ cannot answer deferred calls cannot manage children.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
@@ -35,7 +34,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import UsageLimits
 
 from ..context import AgentContext, ChildLineage
-from ..deferred import identity_for
+from ..deferred import DeferredToolRequests, identity_for
 from ..errors import ErrorCode, RunError
 from ..json_text import JsonValue, canonical_json
 from .bookkeeping import HostRequestEntry, run_children
@@ -54,7 +53,7 @@ __all__ = (
     "ChildRequest",
     "HostDelegationCapability",
     "check_child_answer",
-    "child_requests_of",
+    "child_requests",
 )
 
 HOST_TOOLSET_ID = "threadline.subagents.host"
@@ -236,7 +235,7 @@ def _edge_of_execution(messages: list[ModelMessage], execution_id: str) -> str |
 
 @dataclass(frozen=True, slots=True)
 class ChildRequest:
-    """A typed, detached view of one pending child request (`DeferredToolRequests.child_requests()`)."""
+    """A typed, detached view of one pending child request (`child_requests(batch)`)."""
 
     tool_call_id: str
     """The parent's pending call; answer it in `DeferredToolResults.calls[tool_call_id]`."""
@@ -322,16 +321,18 @@ class ChildRequest:
         return ToolFailed(f"Child {self.thread_id} did not complete successfully ({code}).")
 
 
-def child_requests_of(calls: list[Any], metadata: Mapping[str, Mapping[str, Any]]) -> dict[str, ChildRequest]:
-    """The child requests among a batch's calls, by tool call ID (what `child_requests()` returns)."""
+def child_requests(batch: DeferredToolRequests) -> dict[str, ChildRequest]:
+    """The pending Host-managed child requests of `batch`, by tool call ID: typed, detached views
+    (CHILDREN §4.4). Here, not a method of the batch: `harness.deferred` knows nothing of children."""
+    metadata = batch.metadata  # a copy: the views share nothing with the batch
     out: dict[str, ChildRequest] = {}
-    for item in calls:
+    for item in batch.calls:
         if item.target_identity not in HOST_TOOL_IDENTITIES:
             continue
         request = metadata.get(item.tool_call_id, {}).get(CHILD_METADATA_KEY)
         if isinstance(request, dict):
             try:
-                out[item.tool_call_id] = ChildRequest.from_metadata(item.tool_call_id, copy.deepcopy(request))
+                out[item.tool_call_id] = ChildRequest.from_metadata(item.tool_call_id, request)
             except ValueError:
                 continue
     return out

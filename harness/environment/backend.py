@@ -34,12 +34,13 @@ from typing import TYPE_CHECKING
 
 from . import _checks
 from ._records import Command, Phase, Scope, SignalName, Status
+from .adapter import EnvironmentMount
 from .config import LocalBackendLimits, LocalMountConfig, LocalMountLimits
 from .errors import EnvironmentToolError
+from .surface import SHELL_ACTIONS
 
 if TYPE_CHECKING:
     from ..state import EnvironmentState
-    from .adapter import EnvironmentMount
 
 __all__ = ("Command", "LocalProcessBackend", "Phase", "Scope", "SignalName", "Status")
 
@@ -146,9 +147,6 @@ class LocalProcessBackend:
             LimitsConflict: The mount's limits and this backend's allow no command (`check_mount`).
             StateError: `environment_state_version_unsupported`, `environment_state_invalid`.
         """
-        from .adapter import EnvironmentMount  # the run-level layer sits on the backend, not under it
-        from .surface import SHELL_ACTIONS
-
         self.limits.check_mount(config.limits)
 
         return EnvironmentMount(

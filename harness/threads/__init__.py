@@ -10,7 +10,8 @@ from .host import MAX_LABEL_FILTERS, DurableHost, check_labels, check_storable
 from .items import ThreadRunItem, ThreadRunStarted
 from .outcome import ThreadCommittedEvent, ThreadRunOutcome
 from .records import THREAD_STATUS_NAMES, CheckpointKind, CheckpointRow, RunRowStatus, ThreadRow, ThreadStatus
-from .run import LISTENER_BACKLOG, Launcher, ThreadRun, ThreadRunRequest
+from .request import Launcher, ThreadRunRequest
+from .run import LISTENER_BACKLOG, ThreadRun
 from .store import ThreadStore
 
 __all__ = (

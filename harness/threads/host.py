@@ -27,7 +27,8 @@ from .codec import client_tools_json, state_parts
 from .outcome import ThreadRunOutcome
 from .pages import PageTokens
 from .records import CheckpointKind, CheckpointRow, Head, RunRowStatus, ThreadRow, ThreadStatus
-from .run import Launcher, ThreadRun, ThreadRunRequest
+from .request import Launcher, ThreadRunRequest
+from .run import ThreadRun
 from .store import NewCheckpoint, ThreadStore, busy, conflict, not_found
 
 __all__ = ("MAX_LABEL_FILTERS", "DurableHost", "check_labels", "check_storable")

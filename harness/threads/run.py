@@ -12,18 +12,12 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import AbstractContextManager
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from pydantic_ai.messages import UserContent
-from pydantic_ai.usage import UsageLimits
-
-from .._recovery_input import ToolRecovery
 from .._run import HarnessRunStream
-from ..barrier import RunBarrier
 from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume, stored_resume
 from ..errors import ErrorCode, HarnessError, Refusal, RunCleanupError, ThreadError
@@ -35,12 +29,10 @@ from .items import TERMINAL_KIND as _KIND
 from .items import ThreadRunItem, replay
 from .outcome import ThreadCommittedEvent, ThreadRunOutcome, error_json, raise_stored_error
 from .records import THREAD_STATUS_NAMES, CheckpointKind, Head, RunRow, RunRowStatus, StateParts, ThreadRow
+from .request import RunHost, ThreadRunRequest
 from .store import Finish, NewCheckpoint, busy, conflict, lease_lost
 
-if TYPE_CHECKING:
-    from .host import DurableHost
-
-__all__ = ("LISTENER_BACKLOG", "Launcher", "ThreadRun", "ThreadRunRequest")
+__all__ = ("LISTENER_BACKLOG", "ThreadRun")
 
 LOGGER = logging.getLogger("threadline.threads")
 
@@ -55,58 +47,6 @@ a whole response without ever waiting)."""
 
 _BEGIN_TRIES = 4
 """How often a request re-reads and decides again after its Begin lost a compare-and-set race."""
-
-
-class Launcher(Protocol):
-    """How a thread run gets its core stream: fresh bindings, construction checks, admission.
-
-    Its refusals (a full server, a drain, an unknown agent) raise a `HarnessError` or a `Refusal`;
-    anything else it raises is a bug, logged as `run_crashed`.
-    """
-
-    def stream(
-        self,
-        agent: str,
-        *,
-        input: str | list[UserContent] | None,
-        previous_state: HarnessState,
-        deferred_resume: DeferredToolResume | None,
-        tool_recovery: ToolRecovery,
-        client_tools: list[ClientTool],
-        usage_limits: UsageLimits | None,
-        barrier: RunBarrier,
-    ) -> HarnessRunStream[Any]:
-        """The run's stream, with `barrier` awaited before each model request (its commit point)."""
-        ...
-
-    def admit(
-        self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None], request_id: str, agent: str
-    ) -> AbstractContextManager[None]:
-        """Count the run against the server's limit for as long as it runs; `cancel` is how a drain
-        stops it; `request_id` and `agent` name the host's request and the thread's agent (for the
-        run's log lines and metrics)."""
-        ...
-
-    async def prepare(self, stream: HarnessRunStream[Any], *, request_id: str) -> None:
-        """`stream.prepare()`, once admitted and before Begin: a long history's takes a while, so a
-        server does it off its event loop. Raising refuses the run (e.g. the server drains meanwhile)."""
-        ...
-
-
-@dataclass(frozen=True)
-class ThreadRunRequest:
-    """One `ThreadRunSpec`, decoded; `answers` pairs the host's answers with the stored pending batch."""
-
-    thread_id: str
-    request_id: str
-    digest: str
-    """Identifies the request's body (without tool recovery, client tools, limits) across retries."""
-    expected_revision: int
-    input: str | list[UserContent] | None
-    answers: Callable[[DeferredToolRequests], DeferredToolResume] | None
-    tool_recovery: ToolRecovery
-    client_tools: tuple[ClientTool, ...]
-    usage_limits: UsageLimits | None
 
 
 class _Lost(Exception):
@@ -132,7 +72,7 @@ class ThreadRun:
     goes on to its terminal commit.
     """
 
-    def __init__(self, host: DurableHost, request: ThreadRunRequest) -> None:
+    def __init__(self, host: RunHost, request: ThreadRunRequest) -> None:
         self._host = host
         self.request = request
         self._queue: asyncio.Queue[ThreadRunItem | _End] = asyncio.Queue(LISTENER_BACKLOG + 1)  # + its end
@@ -231,7 +171,7 @@ class ThreadRun:
             thread = await host.thread(request.thread_id)
             record = await store.run_record(request.thread_id, request.request_id)
             if record is not None:
-                if record.digest != request.digest:
+                if not request.matches(record.digest):
                     raise ThreadError(
                         f"Request {request.request_id!r} was already used for a different request.",
                         code=ErrorCode.REQUEST_ID_REUSED,
@@ -328,7 +268,7 @@ class ThreadRun:
         """The resume to run with, the batch to retain, and whether it is a normal (answers) resume."""
         answers = self.request.answers
         if record is None and answers is not None and thread.pending is not None:
-            resume = answers(DeferredToolRequests.from_json(thread.pending))
+            resume = DeferredToolResume(DeferredToolRequests.from_json(thread.pending), answers)
             return resume, resume.to_json(), True
         if thread.accepted is not None:
             requests, results, _recovery = stored_resume(DeferredToolResume.from_json(thread.accepted))
@@ -341,7 +281,7 @@ class _Holder:
 
     def __init__(
         self,
-        host: DurableHost,
+        host: RunHost,
         thread: ThreadRow,
         head: Head,
         tools: list[ClientTool],

@@ -22,7 +22,7 @@ from pydantic_ai.messages import ToolCallPart, ToolReturn, UserContent
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 from threadline.v1 import deferred_pb2
 
-from harness import DeferredToolCall, DeferredToolRequests, DeferredToolResume, RunError
+from harness import DeferredToolCall, DeferredToolRequests, DeferredToolResume, RunError, child_requests
 from harness.errors import ErrorCode
 from harness.json_text import JsonTextError, args_json, canonical_json, dump_json, parse_json
 
@@ -72,7 +72,7 @@ def requests_to_pb(requests: DeferredToolRequests) -> deferred_pb2.DeferredToolR
     """Encode a pending batch: one `DeferredToolCall` per item, in native order, with its metadata (and a
     child request's typed copy)."""
     metadata = requests.metadata
-    children = requests.child_requests()
+    children = child_requests(requests)
 
     def item(
         call: DeferredToolCall, kind: deferred_pb2.DeferredKind.ValueType

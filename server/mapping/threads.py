@@ -156,8 +156,8 @@ def _invalid(message: str, field: str) -> InputError:
 def run_request_from_pb(spec: thread_service_pb2.ThreadRunSpec) -> ThreadRunRequest:
     """Decode a `ThreadRunSpec` (fields `spec.*`); an empty `request_id` gets a server-made one.
 
-    The digest covers the request's body without `tool_recovery`, `client_tools` and `usage_limits`,
-    which each attempt takes from its own request (THREADS §4 step 1).
+    The core computes the request's digest (`harness.threads.digest`); this also computes the digest
+    servers before it stored, so their records still replay (`legacy_digest`).
     """
     if not spec.thread_id:
         raise _invalid("thread_id is required.", "spec.thread_id")
@@ -176,27 +176,26 @@ def run_request_from_pb(spec: thread_service_pb2.ThreadRunSpec) -> ThreadRunRequ
     ):
         raise _invalid(f"busy_strategy {spec.busy_strategy} is not supported.", "spec.busy_strategy")
     request_id = spec.request_id or new_request_id()
+    return ThreadRunRequest(
+        thread_id=spec.thread_id,
+        request_id=request_id,
+        expected_revision=spec.expected_revision,
+        input=input_from_pb(spec),
+        answers=results_from_pb(spec.answers, field="spec.answers") if spec.HasField("answers") else None,
+        tool_recovery=tool_recovery_from_pb(spec.tool_recovery),
+        client_tools=tuple(client_tools_from_pb(spec.client_tools)),
+        usage_limits=limits_from_pb(spec.usage_limits) if spec.HasField("usage_limits") else None,
+        busy_strategy="reject",
+        legacy_digest=_legacy_digest(spec, request_id),
+    )
+
+
+def _legacy_digest(spec: thread_service_pb2.ThreadRunSpec, request_id: str) -> str:
+    """SHA-256 of the spec's deterministic protobuf bytes with `request_id` and without `tool_recovery`,
+    `client_tools` and `usage_limits`: the digest servers before v2 stored (`docs/threads.md`)."""
     body = thread_service_pb2.ThreadRunSpec()
     body.CopyFrom(spec)
     body.request_id = request_id
     for name in ("tool_recovery", "client_tools", "usage_limits"):
         body.ClearField(name)
-    digest = hashlib.sha256(body.SerializeToString(deterministic=True)).hexdigest()
-    answers = None
-    if spec.HasField("answers"):
-        results = results_from_pb(spec.answers, field="spec.answers")
-
-        def answers(pending: DeferredToolRequests) -> DeferredToolResume:
-            return DeferredToolResume(pending, results)
-
-    return ThreadRunRequest(
-        thread_id=spec.thread_id,
-        request_id=request_id,
-        digest=digest,
-        expected_revision=spec.expected_revision,
-        input=input_from_pb(spec),
-        answers=answers,
-        tool_recovery=tool_recovery_from_pb(spec.tool_recovery),
-        client_tools=tuple(client_tools_from_pb(spec.client_tools)),
-        usage_limits=limits_from_pb(spec.usage_limits) if spec.HasField("usage_limits") else None,
-    )
+    return hashlib.sha256(body.SerializeToString(deterministic=True)).hexdigest()

@@ -1,0 +1,127 @@
+"""What a thread run is given: the host's request, the launcher that builds its stream, the host it runs for.
+
+`run.py` (the run) and `host.py` (the host that starts runs) both need these; they live here so that
+neither module imports the other's internals: the run knows its host only as `RunHost`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import KW_ONLY, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic_ai.messages import UserContent
+from pydantic_ai.tools import DeferredToolResults
+from pydantic_ai.usage import UsageLimits
+
+from .._recovery_input import ToolRecovery
+from .._run import HarnessRunStream
+from ..barrier import RunBarrier
+from ..client_tools import ClientTool
+from ..deferred import DeferredToolResume
+from ..state import HarnessState
+from .digest import BusyStrategy, request_digest, same_request
+from .records import Head, ThreadRow
+from .store import ThreadStore
+
+if TYPE_CHECKING:
+    from .run import ThreadRun
+
+__all__ = ("Launcher", "RunHost", "ThreadRunRequest")
+
+
+class Launcher(Protocol):
+    """How a thread run gets its core stream: fresh bindings, construction checks, admission.
+
+    Its refusals (a full server, a drain, an unknown agent) raise a `HarnessError` or a `Refusal`;
+    anything else it raises is a bug, logged as `run_crashed`.
+    """
+
+    def stream(
+        self,
+        agent: str,
+        *,
+        input: str | list[UserContent] | None,
+        previous_state: HarnessState,
+        deferred_resume: DeferredToolResume | None,
+        tool_recovery: ToolRecovery,
+        client_tools: list[ClientTool],
+        usage_limits: UsageLimits | None,
+        barrier: RunBarrier,
+    ) -> HarnessRunStream[Any]:
+        """The run's stream, with `barrier` awaited before each model request (its commit point)."""
+        ...
+
+    def admit(
+        self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None], request_id: str, agent: str
+    ) -> AbstractContextManager[None]:
+        """Count the run against the server's limit for as long as it runs; `cancel` is how a drain
+        stops it; `request_id` and `agent` name the host's request and the thread's agent (for the
+        run's log lines and metrics)."""
+        ...
+
+    async def prepare(self, stream: HarnessRunStream[Any], *, request_id: str) -> None:
+        """`stream.prepare()`, once admitted and before Begin: a long history's takes a while, so a
+        server does it off its event loop. Raising refuses the run (e.g. the server drains meanwhile)."""
+        ...
+
+
+class RunHost(Protocol):
+    """What a run uses of the host that started it (`DurableHost`)."""
+
+    store: ThreadStore
+    launcher: Launcher
+    lease_ttl: float
+    on_commit: Callable[[], None] | None
+
+    async def thread(self, thread_id: str) -> ThreadRow:
+        """The thread, or `THREAD_NOT_FOUND`."""
+        ...
+
+    async def head_state(self, thread: ThreadRow) -> tuple[Head, HarnessState]:
+        """The thread's head and its validated state."""
+        ...
+
+    def remember(self, thread: ThreadRow, head: Head, state: HarnessState) -> None:
+        """Keep a head the run just committed for the thread's next turn."""
+        ...
+
+    def running(self, run: ThreadRun) -> AbstractContextManager[None]:
+        """Register `run` under its ids while it holds its lease, so that a cancel finds it."""
+        ...
+
+
+@dataclass(frozen=True)
+class ThreadRunRequest:
+    """One `ThreadRunSpec`, decoded; its `digest` is computed from it (`harness.threads.digest`)."""
+
+    thread_id: str
+    request_id: str
+    expected_revision: int
+    input: str | list[UserContent] | None
+    answers: DeferredToolResults | None
+    """Answers to the thread's pending batch, by call ID; Begin pairs them with the stored batch."""
+    tool_recovery: ToolRecovery
+    client_tools: tuple[ClientTool, ...]
+    usage_limits: UsageLimits | None
+    _: KW_ONLY
+    busy_strategy: BusyStrategy = "reject"
+    legacy_digest: str | None = None
+    """The digest servers before v2 stored (SHA-256 of the spec's protobuf bytes), for their records;
+    `None` where no older server ever wrote the store."""
+    digest: str = field(init=False)
+    """Identifies the request's body (without tool recovery, client tools, limits) across retries."""
+
+    def __post_init__(self) -> None:
+        digest = request_digest(
+            expected_revision=self.expected_revision,
+            input=self.input,
+            answers=self.answers,
+            busy_strategy=self.busy_strategy,
+        )
+        object.__setattr__(self, "digest", digest)
+
+    def matches(self, stored: str) -> bool:
+        """Whether a run record whose digest is `stored` was made by this request (a retry of it)."""
+        return same_request(stored, digest=self.digest, legacy=self.legacy_digest)
