@@ -221,16 +221,23 @@ class ThreadLauncher:
     @contextmanager
     def admit(
         self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None], request_id: str, agent: str
-    ) -> Iterator[None]:
+    ) -> Iterator[Callable[[], None]]:
         fields = {"thread_id": stream.thread_id, "run_id": stream.run_id, "request_id": request_id}
         scope = RunScope("threads", agent, fields)
-        with self._runs.admit(stream, cancel=cancel):  # a refused admission is no run (as in HarnessService)
+        begun = False
+
+        def begin() -> None:
+            nonlocal begun
+            begun = True
             scope.start()
+
+        # A refused admission is no run (as in HarnessService), nor is a request whose Begin was refused.
+        with self._runs.admit(stream, cancel=cancel):
             try:
-                yield
+                yield begin
             finally:
                 result = stream.result
-                if result is None:
+                if begun and result is None:
                     scope.end("interrupted")
-                else:
+                elif begun and result is not None:
                     scope.end(result.status, result.usage)

@@ -9,6 +9,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 
 import grpc
@@ -257,3 +258,46 @@ def test_the_metrics_port_answers_only_get_metrics() -> None:
         assert caught.value.code == 404
         caught.value.close()
         assert running.stop() == 0
+
+
+def test_a_request_whose_begin_is_refused_is_not_counted_as_a_run() -> None:
+    """Concurrent requests on one thread: those refused THREAD_BUSY, at the decision or at Begin after
+    losing its compare-and-set race, are refusals, not runs (issue 24, item 9): the metrics count exactly
+    the runs that answered, and none `interrupted`."""
+    with logged_serve("--metrics-port", "0") as running:
+        port = metrics_port(running)
+        before = scrape(port)
+        with grpc.insecure_channel(running.address) as channel:
+            threads = thread_service_pb2_grpc.ThreadServiceStub(channel)
+            thread_id = threads.CreateThread(
+                thread_service_pb2.CreateThreadRequest(), timeout=30
+            ).thread.thread_id
+
+            def turn(index: int) -> str:
+                spec = thread_service_pb2.ThreadRunSpec(
+                    thread_id=thread_id, text="hi", request_id=f"r{index}"
+                )
+                try:
+                    threads.RunThread(thread_service_pb2.RunThreadRequest(spec=spec), timeout=60)
+                except grpc.RpcError as error:
+                    assert error.code() == grpc.StatusCode.ABORTED, error
+                    return "busy"
+                return "ran"
+
+            with ThreadPoolExecutor(16) as pool:
+                outcomes = list(pool.map(turn, range(16)))
+        after = scrape(port)
+        assert running.stop() == 0
+    ran = outcomes.count("ran")
+    assert ran >= 1
+
+    def delta(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert delta("threadline_runs_started_total", service="threads", agent="default") == ran
+    assert (
+        delta("threadline_runs_finished_total", service="threads", agent="default", status="completed") == ran
+    )
+    assert (
+        delta("threadline_runs_finished_total", service="threads", agent="default", status="interrupted") == 0
+    )

@@ -55,10 +55,11 @@ class Launcher(Protocol):
 
     def admit(
         self, stream: HarnessRunStream[Any], *, cancel: Callable[[], None], request_id: str, agent: str
-    ) -> AbstractContextManager[None]:
+    ) -> AbstractContextManager[Callable[[], None]]:
         """Count the run against the server's limit for as long as it runs; `cancel` is how a drain
         stops it; `request_id` and `agent` name the host's request and the thread's agent (for the
-        run's log lines and metrics)."""
+        run's log lines and metrics). Yields `begun`, called once Begin took the lease: the run counts as
+        one (its span, its metrics) from then, so a request refused before (a lost Begin) is no run."""
         ...
 
     async def prepare(self, stream: HarnessRunStream[Any], *, request_id: str) -> None:

@@ -227,7 +227,7 @@ class ThreadRun:
             )
             with host.launcher.admit(
                 stream, cancel=self.cancel, request_id=request.request_id, agent=thread.agent
-            ):
+            ) as begun:
                 await host.launcher.prepare(stream, request_id=request.request_id)
                 sent = time.monotonic()
                 try:
@@ -251,6 +251,7 @@ class ThreadRun:
                     raise
                 if time.monotonic() - sent > host.lease_ttl:
                     raise lease_lost(thread.thread_id)
+                begun()
                 self.run_id = stream.run_id
                 holder = _Holder(host, taken, head, tools, stream, sent, normal_resume=normal)
                 self._holder = holder
