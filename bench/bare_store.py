@@ -41,6 +41,7 @@ from threadline.v1 import thread_service_pb2
 from harness.threads import DurableHost, StoreKind, ThreadStore, open_database
 from harness.threads.database import BUSY_TIMEOUT_MS, postgresql_conninfo
 from harness.threads.records import Head
+from harness.threads.rows import end_json, requests_json, resume_json
 from harness.threads.statements import Statement
 from harness.threads.store import NewCheckpoint
 from server.agents import AgentRegistry
@@ -291,7 +292,7 @@ def _begin(
         (
             secrets.token_hex(16),
             now,
-            kwargs["accepted"],
+            resume_json(kwargs["accepted"]),
             run_id,
             request_id,
             replica,
@@ -329,14 +330,14 @@ def _commit(
     if finish is None:
         execute(
             f"UPDATE threads SET revision = ?, accepted = ?, update_time = ?, lease_expires = ? {_THREAD}",
-            (head, kwargs["accepted"], now, now + kwargs["ttl"], thread_id),
+            (head, resume_json(kwargs["accepted"]), now, now + kwargs["ttl"], thread_id),
         )
     else:
         execute(
             "UPDATE threads SET revision = ?, accepted = ?, update_time = ?, pending = ?, lease_run_id = NULL,"
             " lease_request_id = NULL, lease_replica = NULL, lease_expires = NULL, cancel_requested = ?"
             f" {_THREAD}",
-            (head, kwargs["accepted"], now, finish.pending, False, thread_id),
+            (head, resume_json(kwargs["accepted"]), now, requests_json(finish.pending), False, thread_id),
         )
     if kwargs["checkpoint"] is not None:
         row = list(turn.checkpoints[head])
@@ -363,7 +364,7 @@ def _commit(
         execute(
             f"UPDATE runs SET committed_revision = ?, update_time = ?, status = ?, outcome = ? {_THREAD}"
             " AND request_id = ?",
-            (head, now, finish.status, finish.outcome, thread_id, request_id),
+            (head, now, finish.status, end_json(finish.outcome), thread_id, request_id),
         )
 
 

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from threadline.v1 import events_pb2, harness_service_pb2, harness_service_pb2_grpc, run_pb2, state_pb2
 
-from server.mapping.checkpoints import common_prefix
+from harness.deltas import common_prefix
 from server.mapping.state import state_from_pb
 
 pytestmark = pytest.mark.anyio

@@ -121,7 +121,7 @@ async def test_a_row_locked_past_the_lock_timeout_is_unavailable_but_no_outage(
 
 async def _a_write(store: ThreadStore, thread_id: str = "thread_write") -> None:
     state = HarnessState.new(thread_id=thread_id)
-    checkpoint = NewCheckpoint("created", state_parts(state), pending=None, remaining=None, client_tools="[]")
+    checkpoint = NewCheckpoint("created", state_parts(state), pending=None, remaining=None, client_tools=())
     await store.create(thread_id, agent="default", thread_labels={}, checkpoint=checkpoint, accepted=None)
 
 

@@ -1,10 +1,9 @@
 """History data stored as byte deltas on the previous checkpoint's (THREADS §2 "History storage").
 
-A blob is either whole, or "keep `keep` bytes of the base blob, then append `data`". A run rewrites the
-tail of its history in place and normalisation rewrites it too, so a delta keeps the longest common
-byte prefix rather than assuming appended messages. A chain is cut (the data stored whole) once reading
-it would cost more than twice the blob's size, so any blob is rebuilt from at most 2 x its bytes in one
-ordered query.
+A blob is either whole, or "keep `keep` bytes of the base blob, then append `data`", `keep` being the
+core's `common_prefix` of the two (`harness.deltas`, which checkpoint candidates' deltas use too). A
+chain is cut (the data stored whole) once reading it would cost more than twice the blob's size, so any
+blob is rebuilt from at most 2 x its bytes in one ordered query.
 """
 
 from __future__ import annotations
@@ -13,7 +12,9 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ("BlobRef", "Delta", "common_prefix", "plan_delta", "rebuild")
+from ..deltas import common_prefix
+
+__all__ = ("BlobRef", "Delta", "plan_delta", "rebuild")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,22 +35,6 @@ class Delta:
     tail: bytes
     chain_bytes: int
     sha256: str
-
-
-def common_prefix(a: bytes, b: bytes) -> int:
-    """The length of the longest common prefix, by C-level slice comparisons (no Python byte loop)."""
-    limit = min(len(a), len(b))
-    # The usual case first: the new data extends the old up to its closing bracket.
-    if limit and a[: limit - 1] == b[: limit - 1]:
-        return limit if a[limit - 1] == b[limit - 1] else limit - 1
-    low, high = 0, limit - 1  # a[:low] == b[:low]; a[:high] != b[:high]
-    while high - low > 1:
-        middle = (low + high) // 2
-        if a[low:middle] == b[low:middle]:
-            low = middle
-        else:
-            high = middle
-    return low
 
 
 def plan_delta(data: bytes, base: BlobRef | None) -> Delta:

@@ -23,7 +23,7 @@ from ..deferred import DeferredToolRequests, DeferredToolResume, stored_resume
 from ..errors import ErrorCode, InputError, StateError, ThreadError
 from ..state import HarnessState
 from .cache import CachedHead, HeadCache
-from .codec import client_tools_json, state_parts
+from .codec import state_parts
 from .outcome import ThreadRunOutcome
 from .pages import PageTokens
 from .records import CheckpointKind, CheckpointRow, Head, RunRowStatus, ThreadRow, ThreadStatus
@@ -234,13 +234,13 @@ class DurableHost:
                     details={"thread_id": thread_id[:256], "state_thread_id": state.thread_id},
                 )
             kind = "imported"
-        remaining: str | None = None
+        remaining: DeferredToolResume | None = None
         if pending is not None:
             check_pending(pending, await _messages(state))
         if accepted is not None:
             resume = DeferredToolResume(*_parts(accepted), recovery=True)
             kept = check_remaining(resume, await _messages(state))
-            remaining = None if kept is None else DeferredToolResume(*_parts(kept)).to_json()
+            remaining = None if kept is None else DeferredToolResume(*_parts(kept))
         return await self.store.create(
             state.thread_id,
             agent=agent,
@@ -248,9 +248,9 @@ class DurableHost:
             checkpoint=NewCheckpoint(
                 kind,
                 state_parts(state),
-                pending=None if pending is None else pending.to_json(),
+                pending=pending,
                 remaining=remaining,
-                client_tools=client_tools_json(client_tools),
+                client_tools=tuple(client_tools),
             ),
             accepted=remaining,
         )
@@ -360,7 +360,7 @@ class DurableHost:
             started_at=now,
             ended_at=now,
         )
-        status, live = await self.store.cancel(thread_id, run_id, outcome=outcome.to_json())
+        status, live = await self.store.cancel(thread_id, run_id, outcome=outcome)
         if live:
             self._cancel_here(thread_id, run_id)
         return status

@@ -15,11 +15,10 @@ from pydantic import TypeAdapter
 from pydantic_ai.usage import RunUsage
 
 from ..deferred import DeferredToolRequests
-from ..errors import HarnessError
 from ..results import HarnessRunResult, RunStatus, SafeFailure
-from .records import CheckpointKind
+from .kinds import CheckpointKind
 
-__all__ = ("ThreadCommittedEvent", "ThreadRunOutcome", "error_json", "raise_stored_error")
+__all__ = ("ThreadCommittedEvent", "ThreadRunOutcome")
 
 _USAGE: TypeAdapter[RunUsage] = TypeAdapter(RunUsage)
 
@@ -116,16 +115,3 @@ class ThreadRunOutcome:
             ended_at=datetime.fromisoformat(doc["ended_at"]),
             replayed=True,
         )
-
-
-def error_json(error: HarnessError) -> str:
-    """The error status a run ended with after it started, stored so a retry gets it again."""
-    return json.dumps(
-        {"error": {"code": error.code.value, "message": error.message, "details": error.details}}
-    )
-
-
-def raise_stored_error(data: str) -> None:
-    """Raise the error `error_json` stored (a `HarnessError` with the same code, message and details)."""
-    doc = json.loads(data)["error"]
-    raise HarnessError(doc["message"], code=doc["code"], details=doc["details"])

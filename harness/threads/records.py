@@ -1,25 +1,33 @@
-"""What the thread store reads back: plain values, JSON columns still as text.
+"""What the thread store reads and writes: typed records, the core's own values in them, never JSON text.
 
 The store keeps the core's own JSON forms (`DeferredToolRequests.to_json`, `DeferredToolResume.to_json`,
-the state's `model_dump_json()`), so reading a record never needs the core and the core's loaders stay
-the only validation of what comes back.
+the state's `model_dump_json()`, `ThreadRunOutcome.to_json`) and turns a row into these records and back
+at its edge (`rows`, in its worker threads), so no caller parses a column and the core's loaders stay the
+only validation of what comes back. A state stays bytes (`StateParts`): only `load_state` decodes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Literal
+from dataclasses import dataclass
 
+from pydantic_ai.messages import UserContent
+
+from ..client_tools import ClientTool
+from ..deferred import DeferredToolRequests, DeferredToolResume
+from ..errors import HarnessError
 from .blobs import BlobRef
+from .kinds import FINISHED, THREAD_STATUS_NAMES, CheckpointKind, RunRowStatus, ThreadStatus
+from .outcome import ThreadRunOutcome
 
 __all__ = (
     "THREAD_STATUS_NAMES",
+    "Attempt",
     "CheckpointKind",
     "CheckpointRow",
     "Head",
     "Lease",
+    "Prompt",
+    "RunEnd",
     "RunRow",
     "RunRowStatus",
     "StateParts",
@@ -27,18 +35,11 @@ __all__ = (
     "ThreadStatus",
 )
 
-ThreadStatus = Literal["idle", "running", "suspended"]
-THREAD_STATUS_NAMES: Mapping[ThreadStatus, str] = MappingProxyType(
-    {"idle": "THREAD_STATUS_IDLE", "running": "THREAD_STATUS_RUNNING", "suspended": "THREAD_STATUS_SUSPENDED"}
-)
-"""Each status by its name in the contract's `ThreadStatus` enum. An error's details reach hosts as
-ErrorInfo metadata, where a `status` must read as `Thread.status` does, so they carry this name."""
-CheckpointKind = Literal[
-    "created", "imported", "forked", "mid_run", "completed", "suspended", "failed", "cancelled", "rolled_back"
-]
-RunRowStatus = Literal["running", "completed", "suspended", "failed", "cancelled", "error", "interrupted"]
-FINISHED: frozenset[RunRowStatus] = frozenset({"completed", "suspended", "failed", "cancelled", "error"})
-"""Run record statuses whose outcome a retry replays."""
+Prompt = str | list[UserContent]
+"""A request's input as the store keeps it for a next attempt."""
+RunEnd = ThreadRunOutcome | HarnessError | None
+"""How a run record ended: the outcome a retry replays, the error it raises again (`error`), or
+nothing (`interrupted`, or still `running`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +74,10 @@ class ThreadRow:
     create_time: float
     update_time: float
     revision: int
-    pending: str | None
-    accepted: str | None
+    pending: DeferredToolRequests | None
+    """The batch the thread is suspended on."""
+    accepted: DeferredToolResume | None
+    """The retained accepted batch, its answers not all in the history yet (`remaining()`)."""
     fence: str
     lease: Lease | None
     cancel_requested: bool
@@ -106,9 +109,9 @@ class CheckpointRow:
     run_id: str
     request_id: str
     create_time: float
-    pending: str | None
-    remaining: str | None
-    client_tools: str
+    pending: DeferredToolRequests | None
+    remaining: DeferredToolResume | None
+    client_tools: tuple[ClientTool, ...]
     history_blob: int
     rest_blob: int
     history_at: int
@@ -125,17 +128,31 @@ class Head:
 
 
 @dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt at a request: the run it started, where, under which fence, with which client tools."""
+
+    run_id: str
+    replica: str
+    fence: str
+    start: float
+    """Seconds since the epoch, by the store's clock."""
+    client_tools: tuple[ClientTool, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RunRow:
     """A run record: one per request of a thread."""
 
     request_id: str
     digest: str
-    prompt: str | None
+    prompt: Prompt | None
     status: RunRowStatus
-    outcome: str | None
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-    run_id: str = ""
-    committed_revision: int = 0
+    outcome: RunEnd
+    attempts: tuple[Attempt, ...]
+    run_id: str
+    """The last attempt's."""
+    committed_revision: int
+    """The last revision any attempt committed (0: none did, so a next attempt runs the prompt again)."""
 
     @property
     def finished(self) -> bool:

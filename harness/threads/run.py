@@ -24,10 +24,10 @@ from ..errors import ErrorCode, HarnessError, Refusal, RunCleanupError, ThreadEr
 from ..events import HarnessCheckpointEvent, HarnessRunResultEvent
 from ..results import HarnessRunResult
 from ..state import HarnessState
-from .codec import client_tools_from_json, client_tools_json, prompt_from_json, prompt_json, state_parts
+from .codec import state_parts
 from .items import TERMINAL_KIND as _KIND
 from .items import ThreadRunItem, replay
-from .outcome import ThreadCommittedEvent, ThreadRunOutcome, error_json, raise_stored_error
+from .outcome import ThreadCommittedEvent, ThreadRunOutcome
 from .records import THREAD_STATUS_NAMES, CheckpointKind, Head, RunRow, RunRowStatus, StateParts, ThreadRow
 from .request import RunHost, ThreadRunRequest
 from .store import Finish, NewCheckpoint, busy, conflict, lease_lost
@@ -178,10 +178,10 @@ class ThreadRun:
                         details={"request_id": request.request_id},
                     )
                 if record.finished:
+                    if isinstance(record.outcome, HarnessError):
+                        raise record.outcome
                     assert record.outcome is not None
-                    if record.status == "error":
-                        raise_stored_error(record.outcome)
-                    for replayed in replay(ThreadRunOutcome.from_json(record.outcome)):
+                    for replayed in replay(record.outcome):
                         yield replayed
                     return
                 if record.status == "interrupted":
@@ -209,12 +209,12 @@ class ThreadRun:
             resume, accepted, normal = self._resume(thread, record)
             if record is not None:
                 # A next attempt: the stored prompt, unless an earlier attempt committed (it holds it).
-                input = prompt_from_json(record.prompt) if record.committed_revision == 0 else None
+                input = record.prompt if record.committed_revision == 0 else None
             else:
                 input = request.input
             tools = list(request.client_tools)
             if not tools and (resume is not None or thread.recovery_pending):
-                tools = client_tools_from_json(head.checkpoint.client_tools)
+                tools = list(head.checkpoint.client_tools)
             stream = host.launcher.stream(
                 thread.agent,
                 input=input,
@@ -238,8 +238,8 @@ class ThreadRun:
                         ttl=host.lease_ttl,
                         record=record,
                         digest=request.digest,
-                        prompt=prompt_json(request.input),
-                        attempt={"client_tools": client_tools_json(tools)},
+                        prompt=request.input,
+                        client_tools=tools,
                         accepted=accepted,
                     )
                 except ThreadError as error:
@@ -265,14 +265,14 @@ class ThreadRun:
 
     def _resume(
         self, thread: ThreadRow, record: RunRow | None
-    ) -> tuple[DeferredToolResume | None, str | None, bool]:
+    ) -> tuple[DeferredToolResume | None, DeferredToolResume | None, bool]:
         """The resume to run with, the batch to retain, and whether it is a normal (answers) resume."""
         answers = self.request.answers
         if record is None and answers is not None and thread.pending is not None:
-            resume = DeferredToolResume(DeferredToolRequests.from_json(thread.pending), answers)
-            return resume, resume.to_json(), True
+            resume = DeferredToolResume(thread.pending, answers)
+            return resume, resume, True
         if thread.accepted is not None:
-            requests, results, _recovery = stored_resume(DeferredToolResume.from_json(thread.accepted))
+            requests, results, _recovery = stored_resume(thread.accepted)
             return DeferredToolResume(requests, results, recovery=True), thread.accepted, False
         return None, None, False
 
@@ -298,7 +298,7 @@ class _Holder:
         self._start_head = head
         self._base = head
         self._accepted = thread.accepted
-        self._tools = client_tools_json(tools)
+        self._tools = tuple(tools)
         self._stream = stream
         self._expiry = sent + host.lease_ttl
         self._lost: ThreadError | None = None
@@ -438,7 +438,7 @@ class _Holder:
         self,
         checkpoint: NewCheckpoint | None,
         *,
-        accepted: str | None,
+        accepted: DeferredToolResume | None,
         finish: Finish | None = None,
     ) -> None:
         """A fenced commit, retried while the store is down until the lease's own expiry."""
@@ -500,14 +500,14 @@ class _Holder:
             self._base = await self._host.store.head(thread)
         return True
 
-    def _retained(self, remaining: DeferredToolResume | None) -> str | None:
+    def _retained(self, remaining: DeferredToolResume | None) -> DeferredToolResume | None:
         """The accepted batch to keep with a commit: what the history has not incorporated yet.
 
         After a recovery run its positive approvals are dropped: a recovery never reuses one (SPEC §2.7.6).
         """
         if remaining is not None and not self._normal_resume:
             remaining = remaining.without_positive_approvals()
-        return None if remaining is None else remaining.to_json()
+        return remaining
 
     async def barrier(self, state: HarnessState, pending_input: DeferredToolResume | None) -> None:
         """Before a model request (THREADS §4 step 2, LIVE §5.1): its tool results and input are
@@ -542,7 +542,12 @@ class _Holder:
         return lease.request_id
 
     def _checkpoint(
-        self, kind: CheckpointKind, parts: StateParts, *, pending: str | None, remaining: str | None
+        self,
+        kind: CheckpointKind,
+        parts: StateParts,
+        *,
+        pending: DeferredToolRequests | None,
+        remaining: DeferredToolResume | None,
     ) -> NewCheckpoint:
         """A checkpoint of this run's state, made with its client tools."""
         return NewCheckpoint(
@@ -568,7 +573,7 @@ class _Holder:
     async def _finish(self, result: HarnessRunResult[Any]) -> AsyncIterator[ThreadRunItem]:
         state = result.state
         accepted = self._retained(self._stream.pending_deferred_input)
-        pending = result.deferred.to_json() if result.deferred is not None else None
+        pending = result.deferred
         kind = _KIND[result.status]
         outcome = ThreadRunOutcome.of(
             result,
@@ -582,7 +587,7 @@ class _Holder:
             if state is None
             else self._checkpoint(kind, state_parts(state), pending=pending, remaining=accepted)
         )
-        finish = Finish(self._request_id, result.status, outcome.to_json(), pending, accepted)
+        finish = Finish(self._request_id, result.status, outcome, pending, accepted)
         await self._commit(checkpoint, accepted=accepted, finish=finish)
         self._ended(result.status)
         if state is not None:
@@ -597,10 +602,10 @@ class _Holder:
             # Nothing ran. A normal resume's answers are dropped and the thread waits on its batch again.
             if self._normal_resume:
                 await self._release(
-                    "error", error_json(error), pending=self._start_head.checkpoint.pending, accepted=None
+                    "error", error, pending=self._start_head.checkpoint.pending, accepted=None
                 )
             else:
-                await self._release("error", error_json(error), pending=None, accepted=self._accepted)
+                await self._release("error", error, pending=None, accepted=self._accepted)
             return
         if (
             isinstance(error, RunCleanupError)
@@ -611,16 +616,21 @@ class _Holder:
             checkpoint = self._checkpoint(
                 "failed", state_parts(error.outcome.state), pending=None, remaining=accepted
             )
-            finish = Finish(self._request_id, "error", error_json(error), None, accepted)
+            finish = Finish(self._request_id, "error", error, None, accepted)
             with contextlib.suppress(_Lost):
                 await self._commit(checkpoint, accepted=accepted, finish=finish)
             return
         await self._release("interrupted", None, pending=None, accepted=self._accepted)
 
     async def _release(
-        self, status: RunRowStatus, outcome: str | None, *, pending: str | None, accepted: str | None
+        self,
+        status: RunRowStatus,
+        outcome: HarnessError | None,
+        *,
+        pending: DeferredToolRequests | None,
+        accepted: DeferredToolResume | None,
     ) -> None:
         """Release the lease without a checkpoint, closing the record as `status`."""
-        finish = Finish(self._request_id, status, outcome or "null", pending, accepted)
+        finish = Finish(self._request_id, status, outcome, pending, accepted)
         with contextlib.suppress(_Lost):
             await self._commit(None, accepted=accepted, finish=finish)

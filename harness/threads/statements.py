@@ -1,18 +1,19 @@
-"""The store's hot statements: built once as SQLAlchemy Core, compiled once per dialect, run on the driver.
+"""How the store runs a statement: built once as SQLAlchemy Core, compiled once per dialect, run on the driver.
 
 A turn runs the same dozen statements for every commit (Begin, the fenced commits, renewals). Going
 through SQLAlchemy's execution path costs ~0.1–0.2 ms of Python per statement, twelve times what the
-driver itself needs, so these statements are written once as Core constructs (the schema stays the
-one source of names and types), compiled once per dialect with named parameters, and executed on
-the DBAPI cursor of the transaction's own connection. Colder statements keep SQLAlchemy's path.
+driver itself needs, so statements are written once as Core constructs (the schema stays the one source
+of names and types), compiled once per dialect with named parameters, and executed on the DBAPI cursor
+of the transaction's own connection. Every statement of the store runs this way (`queries` names them),
+the cold ones too, so there is one way to run one.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import namedtuple
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.dialects import sqlite
@@ -21,6 +22,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.base import Executable
 
 __all__ = ("Statement", "StatementFamily")
+
+K = TypeVar("K", bound=Hashable)
 
 _NAMED_SQLITE = sqlite.dialect(paramstyle="named")
 """sqlite3 takes a dict with `:name`; psycopg's own dialect already uses `%(name)s`."""
@@ -56,12 +59,22 @@ class Statement:
         """Execute on `conn`'s transaction. Driver errors are raised as SQLAlchemy's would be
         (`IntegrityError`, `OperationalError`, ... with `connection_invalidated`), and a connection the
         database dropped is invalidated, so callers handle one family of errors and the pool heals."""
-        raw: Any = conn.connection.dbapi_connection
         sql, bound = self._sql(conn, params)
+        return self._execute(conn, sql, bound, lambda cursor: cursor.execute(sql, bound))
+
+    def run_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Execute once per row of parameters, in one driver call (a statement without a result)."""
+        if rows:
+            sql, _bound = self._sql(conn, {})
+            many = [self._sql(conn, row)[1] for row in rows]
+            self._execute(conn, sql, many, lambda cursor: cursor.executemany(sql, many))
+
+    def _execute(self, conn: Connection, sql: str, bound: Any, call: Callable[[Any], object]) -> list[Any]:
+        raw: Any = conn.connection.dbapi_connection
         Statement.executed += 1
         cursor = raw.cursor()
         try:
-            cursor.execute(sql, bound)
+            call(cursor)
             description = cursor.description
             if description is None:
                 return []
@@ -96,15 +109,16 @@ def _gone(error: Exception) -> bool:
     return isinstance(state, str) and state.startswith(("08", "57P"))
 
 
-class StatementFamily:
-    """Statements that differ only in which columns they set: one `Statement` per set of names."""
+class StatementFamily(Generic[K]):
+    """Statements that differ only in their shape (the columns they set, the filters they hold): one
+    `Statement` per shape `K`, built on first use."""
 
-    def __init__(self, build: Callable[[tuple[str, ...]], Executable]) -> None:
+    def __init__(self, build: Callable[[K], Executable]) -> None:
         self._build = build
-        self._members: dict[tuple[str, ...], Statement] = {}
+        self._members: dict[K, Statement] = {}
 
-    def __getitem__(self, names: tuple[str, ...]) -> Statement:
-        member = self._members.get(names)
+    def __getitem__(self, shape: K) -> Statement:
+        member = self._members.get(shape)
         if member is None:
-            member = self._members[names] = Statement(self._build(names))
+            member = self._members[shape] = Statement(self._build(shape))
         return member

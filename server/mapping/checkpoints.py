@@ -6,8 +6,9 @@ A `HistoryDelta` is plain text surgery on `message_history.data` (keep a byte pr
 append the rest), so any host rebuilds it without parsing JSON, and it is correct whatever changed:
 the common case, a history that grew at its end, costs only what the run added.
 
-The server's cost is bounded the same way: finding the kept prefix is one memory comparison, and the
-rebuilt data's SHA-256 is computed incrementally over the prefix candidates keep in common.
+The server's cost is bounded the same way: finding the kept prefix is one memory comparison (the core's
+`common_prefix`, which the thread store's deltas use too), and the rebuilt data's SHA-256 is computed
+incrementally over the prefix candidates keep in common.
 """
 
 from __future__ import annotations
@@ -18,35 +19,12 @@ from datetime import UTC, datetime
 from threadline.v1 import events_pb2
 
 from harness import HarnessState
+from harness.deltas import common_prefix
 
 from .events import fill_timestamp
 from .state import fill_state
 
-__all__ = ("CheckpointDeltas", "common_prefix")
-
-
-def common_prefix(base: bytes, data: bytes) -> int:
-    """How many leading bytes `data` shares with `base`, backed off to a UTF-8 character boundary of `data`.
-
-    One `memcmp` when `data` extends `base`; otherwise a bisection whose comparisons add up to about
-    the length of the shared prefix (memoryview slices copy nothing).
-    """
-    a, b = memoryview(base), memoryview(data)
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        keep = n
-    else:
-        low, high = 0, n  # a[:low] == b[:low], a[:high] != b[:high]
-        while high - low > 1:
-            middle = (low + high) // 2
-            if a[low:middle] == b[low:middle]:
-                low = middle
-            else:
-                high = middle
-        keep = low
-    while 0 < keep < len(data) and data[keep] & 0xC0 == 0x80:  # a UTF-8 continuation byte
-        keep -= 1
-    return keep
+__all__ = ("CheckpointDeltas",)
 
 
 class CheckpointDeltas:

@@ -17,7 +17,7 @@ from threadline.v1 import (
     thread_service_pb2,
 )
 
-from harness import DeferredToolRequests, DeferredToolResume, HarnessState, InputError
+from harness import HarnessState, InputError
 from harness.errors import ErrorCode
 from harness.threads import (
     THREAD_STATUS_NAMES,
@@ -30,7 +30,6 @@ from harness.threads import (
     ThreadStatus,
     check_storable,
 )
-from harness.threads.codec import client_tools_from_json
 
 from ..errors import at_field
 from .deferred import requests_to_pb, results_from_pb, resume_to_pb
@@ -100,10 +99,10 @@ def fill_checkpoint_pb(msg: thread_pb2.Checkpoint, row: CheckpointRow, state: Ha
     if state is not None:
         fill_state(msg.state, state)
     if row.pending is not None:
-        msg.pending.CopyFrom(requests_to_pb(DeferredToolRequests.from_json(row.pending)))
+        msg.pending.CopyFrom(requests_to_pb(row.pending))
     if row.remaining is not None:
-        msg.remaining.CopyFrom(resume_to_pb(DeferredToolResume.from_json(row.remaining)))
-    for tool in client_tools_from_json(row.client_tools):
+        msg.remaining.CopyFrom(resume_to_pb(row.remaining))
+    for tool in row.client_tools:
         schema = tool.parameters_json_schema
         msg.client_tools.add(
             name=tool.name,
@@ -128,7 +127,7 @@ def fill_thread(
     msg.status = STATUS_PB[row.status]
     fill_checkpoint_pb(msg.head, head, state)
     if row.pending is not None and row.status == "suspended":
-        msg.pending.CopyFrom(requests_to_pb(DeferredToolRequests.from_json(row.pending)))
+        msg.pending.CopyFrom(requests_to_pb(row.pending))
     msg.recovery_pending = row.recovery_pending
     lease = row.live_lease
     if lease is not None:

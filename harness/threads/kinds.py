@@ -1,0 +1,22 @@
+"""The thread store's vocabulary: a thread's status, a checkpoint's kind, a run record's status."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal
+
+__all__ = ("FINISHED", "THREAD_STATUS_NAMES", "CheckpointKind", "RunRowStatus", "ThreadStatus")
+
+ThreadStatus = Literal["idle", "running", "suspended"]
+THREAD_STATUS_NAMES: Mapping[ThreadStatus, str] = MappingProxyType(
+    {"idle": "THREAD_STATUS_IDLE", "running": "THREAD_STATUS_RUNNING", "suspended": "THREAD_STATUS_SUSPENDED"}
+)
+"""Each status by its name in the contract's `ThreadStatus` enum. An error's details reach hosts as
+ErrorInfo metadata, where a `status` must read as `Thread.status` does, so they carry this name."""
+CheckpointKind = Literal[
+    "created", "imported", "forked", "mid_run", "completed", "suspended", "failed", "cancelled", "rolled_back"
+]
+RunRowStatus = Literal["running", "completed", "suspended", "failed", "cancelled", "error", "interrupted"]
+FINISHED: frozenset[RunRowStatus] = frozenset({"completed", "suspended", "failed", "cancelled", "error"})
+"""Run record statuses whose outcome a retry replays."""

@@ -1,0 +1,258 @@
+"""Every statement of the thread store, named for what it does (compiled and run by `statements`).
+
+Parameters are named for what they carry: a column's own name for a value written to it; in a WHERE
+clause `namespace` and `thread_id` (a thread's key, `key()`), `request_id`, `run_id`, `revision`,
+`now` (the store's time, read in the transaction), and `expected_revision` / `expected_fence` for a
+compare-and-set on what the caller read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from sqlalchemy import Table, and_, bindparam, delete, exists, insert, or_, select, text, update
+
+from .kinds import ThreadStatus
+from .schema import blobs, checkpoints, labels, runs, threads
+from .statements import Statement, StatementFamily
+
+__all__ = (
+    "CLOSE_UNFINISHED_RUN",
+    "COLLECT_BLOBS",
+    "COMMIT_HEAD",
+    "DELETE_THREAD",
+    "INSERT_BLOB",
+    "INSERT_CHECKPOINT",
+    "INSERT_LABEL",
+    "INSERT_RUN",
+    "INSERT_THREAD",
+    "LEASE_RELEASED",
+    "LIST_THREADS",
+    "LOCK_THREAD",
+    "NAMESPACE",
+    "NOTIFY_CANCEL",
+    "NOW",
+    "RENEW_LEASE",
+    "SELECT_BLOB_CHAIN",
+    "SELECT_CHECKPOINT",
+    "SELECT_CHECKPOINTS",
+    "SELECT_RUN",
+    "SELECT_RUNS_BY_RUN_ID",
+    "SELECT_RUNS_WITH_ATTEMPT",
+    "SELECT_THREAD",
+    "TAKE_THREAD",
+    "UPDATE_RUN",
+    "UPDATE_THREAD",
+    "ListingShape",
+    "key",
+)
+
+NAMESPACE = ""
+"""The one namespace of this milestone; the column is the room a tenant key needs later."""
+
+
+def key(thread_id: str) -> dict[str, str]:
+    """The parameters of a thread's key, as every statement on one thread takes them."""
+    return {"namespace": NAMESPACE, "thread_id": thread_id}
+
+
+def _keyed(table: Table) -> tuple[Any, Any]:
+    return table.c.namespace == bindparam("namespace"), table.c.thread_id == bindparam("thread_id")
+
+
+def _set(names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: bindparam(name) for name in names}
+
+
+NOW = {
+    "sqlite": Statement(text("SELECT (julianday('now') - 2440587.5) * 86400.0")),
+    "postgresql": Statement(text("SELECT extract(epoch from clock_timestamp())::float8")),
+}
+"""The database's clock, read at the start of every transaction."""
+
+LEASE_RELEASED: Mapping[str, Any] = MappingProxyType(
+    {
+        "lease_run_id": None,
+        "lease_request_id": None,
+        "lease_replica": None,
+        "lease_expires": None,
+        "cancel_requested": False,
+    }
+)
+"""The lease columns of a thread no run holds: what a run's end, a rollback and a cancel write."""
+
+# -- threads -------------------------------------------------------------------------------------------
+
+SELECT_THREAD = Statement(select(threads).where(*_keyed(threads)))
+LOCK_THREAD = Statement(select(threads).where(*_keyed(threads)).with_for_update())
+"""The thread's row, locked to the end of the transaction on PostgreSQL (SQLite's writes take turns)."""
+INSERT_THREAD = Statement(insert(threads).values(_set(tuple(threads.c.keys()))))
+INSERT_LABEL = Statement(insert(labels).values(_set(tuple(labels.c.keys()))))
+TAKE_THREAD = StatementFamily[tuple[str, ...]](
+    lambda names: (
+        update(threads)
+        .where(
+            *_keyed(threads),
+            threads.c.revision == bindparam("expected_revision"),
+            threads.c.fence == bindparam("expected_fence"),
+            or_(threads.c.lease_expires.is_(None), threads.c.lease_expires <= bindparam("now")),
+        )
+        .values(_set(names))
+        .returning(*threads.c)
+    )
+)
+"""The compare-and-set of a write from outside a run (Begin, a rollback, a delete): the thread as read,
+its lease free; sets the columns `names` and returns the row as written."""
+COMMIT_HEAD = StatementFamily[tuple[str, ...]](
+    lambda names: (
+        update(threads)
+        .where(
+            *_keyed(threads),
+            threads.c.fence == bindparam("expected_fence"),
+            threads.c.revision == bindparam("expected_revision"),
+        )
+        .values(_set(names))
+        .returning(threads.c.incarnation)
+    )
+)
+"""A lease holder's fenced commit: sets the columns `names`; returns the incarnation (no row: fenced out)."""
+RENEW_LEASE = Statement(
+    update(threads)
+    .where(
+        *_keyed(threads),
+        threads.c.fence == bindparam("expected_fence"),
+        threads.c.lease_run_id.is_not(None),
+        threads.c.lease_expires > bindparam("now"),  # an expired lease is left to expire (THREADS §4 step 2)
+    )
+    .values(_set(("lease_expires",)))
+    .returning(threads.c.cancel_requested)
+)
+UPDATE_THREAD = StatementFamily[tuple[str, ...]](
+    lambda names: update(threads).where(*_keyed(threads)).values(_set(names))
+)
+"""Sets the columns `names` of a thread this transaction locked (`LOCK_THREAD`)."""
+NOTIFY_CANCEL = Statement(text("SELECT pg_notify(:channel, :payload)"))
+"""PostgreSQL: tells the replica holding a run to cancel it, once this transaction commits."""
+
+ListingShape = tuple[int, ThreadStatus | None, bool]
+"""A listing's label filters (how many), status filter, and whether it continues after a position."""
+
+
+def _listing(shape: ListingShape) -> Any:
+    filters, status, paged = shape
+    t = threads.c
+    head = checkpoints.c
+    query = (
+        select(threads, *(column.label(f"head_{column.name}") for column in checkpoints.c))
+        .join(
+            checkpoints,
+            and_(head.namespace == t.namespace, head.thread_id == t.thread_id, head.revision == t.revision),
+        )
+        .where(t.namespace == bindparam("namespace"))
+    )
+    for i in range(filters):
+        query = query.where(
+            exists().where(
+                labels.c.namespace == t.namespace,
+                labels.c.thread_id == t.thread_id,
+                labels.c.key == bindparam(f"label_key_{i}"),
+                labels.c.value == bindparam(f"label_value_{i}"),
+            )
+        )
+    running = and_(t.lease_expires.is_not(None), t.lease_expires > bindparam("now"))
+    if status == "running":
+        query = query.where(running)
+    elif status == "suspended":
+        query = query.where(~running, t.pending.is_not(None))
+    elif status == "idle":
+        query = query.where(~running, t.pending.is_(None))
+    if paged:
+        query = query.where(
+            or_(
+                t.update_time < bindparam("after_time"),
+                and_(t.update_time == bindparam("after_time"), t.thread_id > bindparam("after_thread")),
+            )
+        )
+    return query.order_by(t.update_time.desc(), t.thread_id).limit(bindparam("limit"))
+
+
+LIST_THREADS = StatementFamily[ListingShape](_listing)
+"""A page of threads, newest `update_time` first, then `thread_id`, each with its head checkpoint (its
+columns prefixed `head_`), in one statement: one snapshot on PostgreSQL too."""
+
+# -- run records ---------------------------------------------------------------------------------------
+
+SELECT_RUN = Statement(select(runs).where(*_keyed(runs), runs.c.request_id == bindparam("request_id")))
+SELECT_RUNS_BY_RUN_ID = Statement(select(runs).where(*_keyed(runs), runs.c.run_id == bindparam("run_id")))
+SELECT_RUNS_WITH_ATTEMPT = Statement(
+    select(runs).where(*_keyed(runs), runs.c.attempts.contains(bindparam("run_id")))
+)
+"""Records whose attempts mention `run_id` (an earlier attempt's: rare, so searched, not indexed)."""
+INSERT_RUN = Statement(insert(runs).values(_set(tuple(runs.c.keys()))))
+UPDATE_RUN = StatementFamily[tuple[str, ...]](
+    lambda names: (
+        update(runs).where(*_keyed(runs), runs.c.request_id == bindparam("request_id")).values(_set(names))
+    )
+)
+CLOSE_UNFINISHED_RUN = Statement(
+    update(runs)
+    .where(*_keyed(runs), runs.c.request_id == bindparam("request_id"), runs.c.status == "running")
+    .values(_set(("status", "update_time")))
+)
+"""Closes a record its run left `running` (its lease expired, or another request took the thread)."""
+
+# -- checkpoints and their data ------------------------------------------------------------------------------
+
+SELECT_CHECKPOINT = Statement(
+    select(checkpoints).where(*_keyed(checkpoints), checkpoints.c.revision == bindparam("revision"))
+)
+SELECT_CHECKPOINTS = StatementFamily[bool](
+    lambda paged: (
+        select(checkpoints)
+        .where(*_keyed(checkpoints), *([checkpoints.c.revision < bindparam("before")] if paged else []))
+        .order_by(checkpoints.c.revision.desc())
+        .limit(bindparam("limit"))
+    )
+)
+"""A page of a thread's checkpoints, newest first; `[True]`: only revisions below `before`."""
+INSERT_CHECKPOINT = Statement(insert(checkpoints).values(_set(tuple(checkpoints.c.keys()))))
+INSERT_BLOB = Statement(
+    insert(blobs)
+    .values(_set(("owner", "base_id", "keep", "data", "size", "chain_bytes", "sha256")))
+    .returning(blobs.c.id)
+)
+SELECT_BLOB_CHAIN = Statement(
+    text(
+        "WITH RECURSIVE chain(id, base_id, keep, data, sha256, chain_bytes, depth) AS ("
+        " SELECT id, base_id, keep, data, sha256, chain_bytes, 0 FROM blobs WHERE id = :id"
+        " UNION ALL"
+        " SELECT b.id, b.base_id, b.keep, b.data, b.sha256, b.chain_bytes, c.depth + 1"
+        " FROM blobs b JOIN chain c ON b.id = c.base_id)"
+        " SELECT keep, data, sha256, chain_bytes, depth FROM chain ORDER BY depth DESC"
+    )
+)
+"""Blob `id` and the bases it is a delta on, root first."""
+COLLECT_BLOBS = Statement(
+    text(
+        "WITH RECURSIVE mine(id) AS ("
+        "  SELECT id FROM blobs WHERE owner NOT IN (SELECT incarnation FROM threads)),"
+        " live(id) AS ("
+        "  SELECT id FROM ("
+        "   SELECT history_blob AS id FROM checkpoints WHERE history_blob IN (SELECT id FROM mine)"
+        "   UNION SELECT rest_blob FROM checkpoints WHERE rest_blob IN (SELECT id FROM mine)"
+        "   UNION SELECT base_id FROM blobs"
+        "    WHERE id NOT IN (SELECT id FROM mine) AND base_id IN (SELECT id FROM mine)"
+        "  ) AS roots"
+        "  UNION SELECT b.base_id FROM blobs b JOIN live l ON b.id = l.id WHERE b.base_id IS NOT NULL)"
+        " DELETE FROM blobs WHERE id IN (SELECT id FROM mine) AND id NOT IN (SELECT id FROM live)"
+    )
+)
+"""Deletes the blobs of deleted threads (no incarnation owns them) that no checkpoint still reaches,
+directly or as a delta's base."""
+
+DELETE_THREAD = tuple(
+    Statement(delete(table).where(*_keyed(table))) for table in (labels, runs, checkpoints, threads)
+)
+"""A thread's rows, table by table (its blobs go with `COLLECT_BLOBS`)."""

@@ -1,0 +1,195 @@
+"""The thread store answers in typed records (`harness.threads.records`), on SQLite and on PostgreSQL.
+
+What a caller wrote comes back as the core's own values, never as a column's JSON text: a suspended
+thread's batch, a checkpoint's pending and remaining batches and client tools, a run record's prompt,
+attempts and outcome, or the error a retry raises again. A rollback copies a checkpoint's batches and
+tools as they were, and a listing pairs each thread with its head.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from conftest import PgStore
+from pydantic_ai.messages import ImageUrl, ToolCallPart
+from pydantic_ai.usage import RunUsage
+
+from harness import ClientTool, DeferredToolRequests, DeferredToolResume, HarnessState
+from harness.deferred import DeferredToolCall
+from harness.errors import ErrorCode, HarnessError
+from harness.threads import ThreadRunOutcome, ThreadStore, open_database
+from harness.threads.codec import state_parts
+from harness.threads.records import Head
+from harness.threads.store import Finish, NewCheckpoint
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = (
+    ClientTool("get_weather", "The weather in a city.", '{"type":"object","properties":{}}'),
+    ClientTool("get_time", parameters_json_schema={"type": "object", "properties": {}}),
+)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[ThreadStore]:
+    if request.param == "sqlite":
+        database = await open_database("sqlite", str(tmp_path / "threads.db"))
+    else:
+        pg: PgStore = request.getfixturevalue("pg_store")
+        monkeypatch.setenv("PGPASSWORD", pg.env["PGPASSWORD"])
+        database = await open_database("postgresql", pg.url)
+    opened = ThreadStore(database, replica="test")
+    yield opened
+    opened.close()
+    await database.close()
+
+
+def a_batch() -> DeferredToolRequests:
+    return DeferredToolRequests(
+        approvals=[
+            DeferredToolCall.of(ToolCallPart("delete_file", {"path": "a.txt"}, "call_a"), "tool/x/delete")
+        ]
+    )
+
+
+def a_resume(requests: DeferredToolRequests) -> DeferredToolResume:
+    return DeferredToolResume(requests, requests.build_results(approvals={"call_a": True}), recovery=True)
+
+
+async def a_thread(store: ThreadStore, thread_id: str) -> Head:
+    """A thread suspended on `a_batch()`, an accepted batch retained, with `TOOLS`; its head."""
+    pending = a_batch()
+    checkpoint = NewCheckpoint(
+        "imported",
+        state_parts(HarnessState.new(thread_id=thread_id)),
+        pending=pending,
+        remaining=a_resume(pending),
+        client_tools=TOOLS,
+    )
+    await store.create(
+        thread_id, agent="default", thread_labels={"b": "2", "a": "1"}, checkpoint=checkpoint, accepted=None
+    )
+    thread = await store.thread(thread_id)
+    assert thread is not None
+    return await store.head(thread)
+
+
+async def test_threads_and_checkpoints_come_back_typed(store: ThreadStore) -> None:
+    head = await a_thread(store, "t_typed")
+    thread = await store.thread("t_typed")
+    assert thread is not None
+    assert thread.pending == a_batch() and thread.status == "suspended"
+    assert thread.accepted is None and thread.labels == {"a": "1", "b": "2"}
+    stored = head.checkpoint
+    assert stored.pending == a_batch()
+    assert isinstance(stored.remaining, DeferredToolResume)
+    assert stored.remaining.to_json() == a_resume(a_batch()).to_json()
+    assert stored.client_tools == TOOLS
+
+    [(listed, listed_head)] = await store.threads(
+        limit=10, labels_filter={"a": "1"}, status="suspended", after=None
+    )
+    assert (dataclasses.replace(listed, now=thread.now), listed_head) == (thread, stored)
+    assert await store.checkpoints("t_typed", limit=10, before=None) == [stored]
+
+    rolled = await store.rollback(thread, stored)
+    assert rolled.revision == 2 and rolled.pending == a_batch()
+    assert rolled.accepted is not None and rolled.accepted.to_json() == a_resume(a_batch()).to_json()
+    copy = await store.checkpoint("t_typed", 2)
+    assert copy is not None and not isinstance(copy, Head)
+    assert (copy.kind, copy.pending, copy.client_tools) == ("rolled_back", a_batch(), TOOLS)
+    assert (copy.history_blob, copy.rest_blob) == (stored.history_blob, stored.rest_blob)
+
+
+async def test_run_records_come_back_typed(store: ThreadStore) -> None:
+    head = await a_thread(store, "t_records")
+    thread = await store.thread("t_records")
+    assert thread is not None
+    prompt = ["look at this", ImageUrl(url="https://example.com/a.png")]
+    taken, record = await store.begin(
+        thread,
+        run_id="run-1",
+        request_id="req-1",
+        ttl=30.0,
+        record=None,
+        digest="d" * 64,
+        prompt=prompt,
+        client_tools=TOOLS,
+        accepted=a_resume(a_batch()),
+    )
+    assert taken.pending is None and taken.accepted is not None
+    assert await store.run_record("t_records", "req-1") == record
+    assert record.prompt == prompt and record.status == "running" and record.outcome is None
+    [attempt] = record.attempts
+    assert (attempt.run_id, attempt.replica, attempt.fence, attempt.client_tools) == (
+        "run-1",
+        "test",
+        taken.fence,
+        TOOLS,
+    )
+
+    now = datetime.now(UTC)
+    outcome = ThreadRunOutcome(
+        thread_id="t_records",
+        run_id="run-1",
+        request_id="req-1",
+        status="suspended",
+        revision=taken.revision,
+        committed=False,
+        output_json=None,
+        usage=RunUsage(requests=2),
+        failure=None,
+        deferred=a_batch(),
+        started_at=now,
+        ended_at=now,
+    )
+    finish = Finish("req-1", "suspended", outcome, a_batch(), None)
+    await store.commit(
+        "t_records",
+        fence=taken.fence,
+        revision=taken.revision,
+        checkpoint=None,
+        base=head,
+        accepted=None,
+        finish=finish,
+    )
+    finished = await store.run_record("t_records", "req-1")
+    assert finished is not None and finished.status == "suspended"
+    assert finished.outcome == dataclasses.replace(outcome, replayed=True)
+    after = await store.thread("t_records")
+    assert after is not None and after.pending == a_batch() and after.lease is None and after.accepted is None
+
+    retried, _record = await store.begin(
+        after,
+        run_id="run-2",
+        request_id="req-2",
+        ttl=30.0,
+        record=None,
+        digest="e" * 64,
+        prompt="again",
+        client_tools=(),
+        accepted=None,
+    )
+    error = HarnessError("It broke.", code=ErrorCode.DEFERRED_SURFACE_MISMATCH, details={"tool": "x"})
+    await store.commit(
+        "t_records",
+        fence=retried.fence,
+        revision=retried.revision,
+        checkpoint=None,
+        base=head,
+        accepted=None,
+        finish=Finish("req-2", "error", error, None, None),
+    )
+    failed = await store.run_record("t_records", "req-2")
+    assert failed is not None and isinstance(failed.outcome, HarnessError)
+    assert (failed.outcome.code, failed.outcome.message, failed.outcome.details) == (
+        ErrorCode.DEFERRED_SURFACE_MISMATCH,
+        "It broke.",
+        {"tool": "x"},
+    )
