@@ -32,6 +32,7 @@ THREAD_ERRORS: list[tuple[type[tl.ThreadlineError], str, grpclib.const.Status]] 
     (tl.RevisionConflict, "REVISION_CONFLICT", grpclib.const.Status.ABORTED),
     (tl.LeaseLost, "LEASE_LOST", grpclib.const.Status.ABORTED),
     (tl.StoreUnavailable, "STORE_UNAVAILABLE", grpclib.const.Status.UNAVAILABLE),
+    (tl.ListenerTooSlow, "LISTENER_TOO_SLOW", grpclib.const.Status.RESOURCE_EXHAUSTED),
 ]
 
 
@@ -94,6 +95,16 @@ def test_metadata_becomes_typed_attributes() -> None:
     # The attributes survive pickling, since they are read from the metadata.
     assert pickle.loads(pickle.dumps(interrupted)).revision == 4
 
+    slow = translate(
+        grpc_error(
+            grpclib.const.Status.RESOURCE_EXHAUSTED,
+            "LISTENER_TOO_SLOW",
+            {"thread_id": "t-1", "run_id": "run-3", "request_id": "req-3", "backlog": "8192"},
+        )
+    )
+    assert isinstance(slow, tl.ListenerTooSlow)
+    assert (slow.thread_id, slow.run_id, slow.request_id, slow.backlog) == ("t-1", "run-3", "req-3", 8192)
+
 
 def test_missing_or_malformed_metadata_reads_as_empty() -> None:
     busy = translate(grpc_error(grpclib.const.Status.ABORTED, "THREAD_BUSY", {"lease_expires_at": "soon"}))
@@ -103,6 +114,11 @@ def test_missing_or_malformed_metadata_reads_as_empty() -> None:
         grpc_error(grpclib.const.Status.ABORTED, "REVISION_CONFLICT", {"current_revision": "x"})
     )
     assert isinstance(conflict, tl.RevisionConflict) and conflict.current_revision == 0
+    slow = translate(
+        grpc_error(grpclib.const.Status.RESOURCE_EXHAUSTED, "LISTENER_TOO_SLOW", {"backlog": "many"})
+    )
+    assert isinstance(slow, tl.ListenerTooSlow)
+    assert (slow.thread_id, slow.run_id, slow.request_id, slow.backlog) == ("", "", "", 0)
 
 
 def test_other_reasons_and_domains_stay_plain_threadline_errors() -> None:
