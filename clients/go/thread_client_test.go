@@ -51,6 +51,7 @@ func TestEachThreadReasonIsItsOwnType(t *testing.T) {
 		{threadline.ReasonRevisionConflict, codes.Aborted, is(new(*threadline.RevisionConflictError))},
 		{threadline.ReasonLeaseLost, codes.Aborted, is(new(*threadline.LeaseLostError))},
 		{threadline.ReasonStoreUnavailable, codes.Unavailable, is(new(*threadline.StoreUnavailableError))},
+		{threadline.ReasonListenerTooSlow, codes.ResourceExhausted, is(new(*threadline.ListenerTooSlowError))},
 	} {
 		t.Run(tc.reason, func(t *testing.T) {
 			err := threadline.ThreadErr(statusErr(t, tc.code, tc.reason, threadline.Domain, map[string]string{"k": "v"}))
@@ -106,6 +107,14 @@ func TestThreadErrorMetadataBecomesFields(t *testing.T) {
 	if !errors.As(err, &interrupted) || interrupted.RunID != "run-2" || interrupted.Revision != 4 {
 		t.Errorf("interrupted %v", err)
 	}
+
+	var slow *threadline.ListenerTooSlowError
+	err = threadline.ThreadErr(statusErr(t, codes.ResourceExhausted, threadline.ReasonListenerTooSlow, threadline.Domain, map[string]string{
+		"thread_id": "t-1", "run_id": "run-3", "request_id": "req-3", "backlog": "8192",
+	}))
+	if !errors.As(err, &slow) || slow.ThreadID != "t-1" || slow.RunID != "run-3" || slow.RequestID != "req-3" || slow.Backlog != 8192 {
+		t.Errorf("slow %v", err)
+	}
 }
 
 func TestThreadErrorMissingOrMalformedMetadataReadsAsZero(t *testing.T) {
@@ -118,6 +127,11 @@ func TestThreadErrorMissingOrMalformedMetadataReadsAsZero(t *testing.T) {
 	err = threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonRevisionConflict, threadline.Domain, map[string]string{"current_revision": "x"}))
 	if !errors.As(err, &conflict) || conflict.CurrentRevision != 0 {
 		t.Errorf("conflict %v", conflict)
+	}
+	var slow *threadline.ListenerTooSlowError
+	err = threadline.ThreadErr(statusErr(t, codes.ResourceExhausted, threadline.ReasonListenerTooSlow, threadline.Domain, map[string]string{"backlog": "many"}))
+	if !errors.As(err, &slow) || slow.ThreadID != "" || slow.RunID != "" || slow.RequestID != "" || slow.Backlog != 0 {
+		t.Errorf("slow %v", slow)
 	}
 }
 
