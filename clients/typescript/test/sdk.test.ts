@@ -207,6 +207,7 @@ test("each of ThreadService's reasons is its own ThreadlineError", () => {
     sdk.RevisionConflict,
     sdk.LeaseLost,
     sdk.StoreUnavailable,
+    sdk.ListenerTooSlow,
   ];
   // The reasons of THREADS.md §3's table, exactly.
   assert.deepEqual(
@@ -223,6 +224,7 @@ test("each of ThreadService's reasons is its own ThreadlineError", () => {
       "REVISION_CONFLICT",
       "LEASE_LOST",
       "STORE_UNAVAILABLE",
+      "LISTENER_TOO_SLOW",
     ],
   );
   for (const kind of classes) {
@@ -249,6 +251,11 @@ test("thread reasons' metadata becomes typed properties", () => {
   const interrupted = ThreadlineError.from(statusWith("REQUEST_INTERRUPTED", { run_id: "run-2", revision: "0" }));
   assert.ok(interrupted instanceof sdk.RequestInterrupted);
   assert.deepEqual([interrupted.runId, interrupted.revision], ["run-2", 0n]);
+  const slow = ThreadlineError.from(
+    statusWith("LISTENER_TOO_SLOW", { thread_id: "t-1", run_id: "run-3", request_id: "req-3", backlog: "8192" }),
+  );
+  assert.ok(slow instanceof sdk.ListenerTooSlow);
+  assert.deepEqual([slow.threadId, slow.runId, slow.requestId, slow.backlog], ["t-1", "run-3", "req-3", 8192]);
 });
 
 test("missing or malformed thread metadata reads as empty", () => {
@@ -261,6 +268,11 @@ test("missing or malformed thread metadata reads as empty", () => {
   const interrupted = ThreadlineError.from(statusWith("REQUEST_INTERRUPTED"));
   assert.ok(interrupted instanceof sdk.RequestInterrupted);
   assert.deepEqual([interrupted.runId, interrupted.revision], ["", 0n]);
+  for (const backlog of ["many", "1e3", "99999999999999999999"]) {
+    const slow = ThreadlineError.from(statusWith("LISTENER_TOO_SLOW", { backlog }));
+    assert.ok(slow instanceof sdk.ListenerTooSlow);
+    assert.deepEqual([slow.threadId, slow.runId, slow.requestId, slow.backlog], ["", "", "", 0], backlog);
+  }
 });
 
 test("other reasons, and thread reasons of another domain, stay plain ThreadlineErrors", () => {
@@ -486,6 +498,7 @@ test("the package exports exactly its public surface plus the generated contract
     "DEFAULT_RUN_TIMEOUT_MS",
     "DEFAULT_TIMEOUT_MS",
     "LeaseLost",
+    "ListenerTooSlow",
     "ProtocolError",
     "RUN_RETRIES",
     "RequestIdReused",
