@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +39,7 @@ func TestEachThreadReasonIsItsOwnType(t *testing.T) {
 	is := func(target any) func(error) bool {
 		return func(err error) bool { return errors.As(err, target) }
 	}
+	var listed []string
 	for _, tc := range []struct {
 		reason string
 		code   codes.Code
@@ -53,6 +58,7 @@ func TestEachThreadReasonIsItsOwnType(t *testing.T) {
 		{threadline.ReasonStoreUnavailable, codes.Unavailable, is(new(*threadline.StoreUnavailableError))},
 		{threadline.ReasonListenerTooSlow, codes.ResourceExhausted, is(new(*threadline.ListenerTooSlowError))},
 	} {
+		listed = append(listed, tc.reason+" "+tc.code.String())
 		t.Run(tc.reason, func(t *testing.T) {
 			err := threadline.ThreadErr(statusErr(t, tc.code, tc.reason, threadline.Domain, map[string]string{"k": "v"}))
 			if !tc.is(err) {
@@ -79,6 +85,33 @@ func TestEachThreadReasonIsItsOwnType(t *testing.T) {
 			}
 		})
 	}
+	// A reason the server adds to its catalogue fails here until it has its type.
+	if catalogue := threadReasonsOfCatalogue(t); !slices.Equal(listed, catalogue) {
+		t.Errorf("typed reasons %q, the catalogue's (threads) rows %q", listed, catalogue)
+	}
+}
+
+// threadReasonsOfCatalogue returns the rows of the server's error catalogue (docs/errors.md)
+// marked "(threads)", ThreadService's reasons, as "REASON Code" in the catalogue's order.
+func threadReasonsOfCatalogue(t *testing.T) []string {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(filepath.Join(root, "docs", "errors.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z_]+)` \\(threads\\) \\| ([A-Z_]+) \\|").FindAllStringSubmatch(string(text), -1) {
+		code := ""
+		for _, word := range strings.Split(m[2], "_") {
+			code += word[:1] + strings.ToLower(word[1:])
+		}
+		rows = append(rows, m[1]+" "+code)
+	}
+	return rows
 }
 
 func TestThreadErrorMetadataBecomesFields(t *testing.T) {

@@ -11,6 +11,7 @@ import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import grpclib.const
 import grpclib.exceptions
@@ -61,9 +62,16 @@ def test_each_thread_reason_is_its_own_class(
     assert type(copy) is cls and copy.reason == reason and dict(copy.metadata) == {"k": "v"}
 
 
+CATALOGUE = Path(__file__).resolve().parents[3] / "docs" / "errors.md"
+"""The server's error catalogue: its rows marked "(threads)" are ThreadService's reasons."""
+
+
 def test_the_classes_cover_exactly_the_threads_reasons() -> None:
     assert {cls.__name__ for cls, _, _ in THREAD_ERRORS} <= set(tl.__all__)
     assert len({reason for _, reason, _ in THREAD_ERRORS}) == len(THREAD_ERRORS)
+    # A reason the server adds to the catalogue fails here until it has its class.
+    rows = re.findall(r"^\| `([A-Z_]+)` \(threads\) \| ([A-Z_]+) \|", CATALOGUE.read_text("utf-8"), re.M)
+    assert [(reason, status.name) for _, reason, status in THREAD_ERRORS] == rows
 
 
 def test_metadata_becomes_typed_attributes() -> None:
