@@ -83,6 +83,7 @@ const (
 	ReasonRevisionConflict   = "REVISION_CONFLICT"
 	ReasonLeaseLost          = "LEASE_LOST"
 	ReasonStoreUnavailable   = "STORE_UNAVAILABLE"
+	ReasonListenerTooSlow    = "LISTENER_TOO_SLOW"
 
 	// UNAUTHENTICATED
 	ReasonTokenMissing = "TOKEN_MISSING"

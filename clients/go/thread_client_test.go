@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +39,7 @@ func TestEachThreadReasonIsItsOwnType(t *testing.T) {
 	is := func(target any) func(error) bool {
 		return func(err error) bool { return errors.As(err, target) }
 	}
+	var listed []string
 	for _, tc := range []struct {
 		reason string
 		code   codes.Code
@@ -51,7 +56,9 @@ func TestEachThreadReasonIsItsOwnType(t *testing.T) {
 		{threadline.ReasonRevisionConflict, codes.Aborted, is(new(*threadline.RevisionConflictError))},
 		{threadline.ReasonLeaseLost, codes.Aborted, is(new(*threadline.LeaseLostError))},
 		{threadline.ReasonStoreUnavailable, codes.Unavailable, is(new(*threadline.StoreUnavailableError))},
+		{threadline.ReasonListenerTooSlow, codes.ResourceExhausted, is(new(*threadline.ListenerTooSlowError))},
 	} {
+		listed = append(listed, tc.reason+" "+tc.code.String())
 		t.Run(tc.reason, func(t *testing.T) {
 			err := threadline.ThreadErr(statusErr(t, tc.code, tc.reason, threadline.Domain, map[string]string{"k": "v"}))
 			if !tc.is(err) {
@@ -78,6 +85,33 @@ func TestEachThreadReasonIsItsOwnType(t *testing.T) {
 			}
 		})
 	}
+	// A reason the server adds to its catalogue fails here until it has its type.
+	if catalogue := threadReasonsOfCatalogue(t); !slices.Equal(listed, catalogue) {
+		t.Errorf("typed reasons %q, the catalogue's (threads) rows %q", listed, catalogue)
+	}
+}
+
+// threadReasonsOfCatalogue returns the rows of the server's error catalogue (docs/errors.md)
+// marked "(threads)", ThreadService's reasons, as "REASON Code" in the catalogue's order.
+func threadReasonsOfCatalogue(t *testing.T) []string {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(filepath.Join(root, "docs", "errors.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z_]+)` \\(threads\\) \\| ([A-Z_]+) \\|").FindAllStringSubmatch(string(text), -1) {
+		code := ""
+		for _, word := range strings.Split(m[2], "_") {
+			code += word[:1] + strings.ToLower(word[1:])
+		}
+		rows = append(rows, m[1]+" "+code)
+	}
+	return rows
 }
 
 func TestThreadErrorMetadataBecomesFields(t *testing.T) {
@@ -106,6 +140,14 @@ func TestThreadErrorMetadataBecomesFields(t *testing.T) {
 	if !errors.As(err, &interrupted) || interrupted.RunID != "run-2" || interrupted.Revision != 4 {
 		t.Errorf("interrupted %v", err)
 	}
+
+	var slow *threadline.ListenerTooSlowError
+	err = threadline.ThreadErr(statusErr(t, codes.ResourceExhausted, threadline.ReasonListenerTooSlow, threadline.Domain, map[string]string{
+		"thread_id": "t-1", "run_id": "run-3", "request_id": "req-3", "backlog": "8192",
+	}))
+	if !errors.As(err, &slow) || slow.ThreadID != "t-1" || slow.RunID != "run-3" || slow.RequestID != "req-3" || slow.Backlog != 8192 {
+		t.Errorf("slow %v", err)
+	}
 }
 
 func TestThreadErrorMissingOrMalformedMetadataReadsAsZero(t *testing.T) {
@@ -118,6 +160,11 @@ func TestThreadErrorMissingOrMalformedMetadataReadsAsZero(t *testing.T) {
 	err = threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonRevisionConflict, threadline.Domain, map[string]string{"current_revision": "x"}))
 	if !errors.As(err, &conflict) || conflict.CurrentRevision != 0 {
 		t.Errorf("conflict %v", conflict)
+	}
+	var slow *threadline.ListenerTooSlowError
+	err = threadline.ThreadErr(statusErr(t, codes.ResourceExhausted, threadline.ReasonListenerTooSlow, threadline.Domain, map[string]string{"backlog": "many"}))
+	if !errors.As(err, &slow) || slow.ThreadID != "" || slow.RunID != "" || slow.RequestID != "" || slow.Backlog != 0 {
+		t.Errorf("slow %v", slow)
 	}
 }
 

@@ -107,6 +107,23 @@ type LeaseLostError struct{ threadError }
 // written. Threads.Run retries it like any UNAVAILABLE.
 type StoreUnavailableError struct{ threadError }
 
+// ListenerTooSlowError is RESOURCE_EXHAUSTED LISTENER_TOO_SLOW: a stream fell more than Backlog
+// events behind its thread run and was dropped. The events before it arrived in order, and the
+// run goes on and commits: send the same request again (RequestID) for its outcome once the run
+// ended, which the server replays.
+type ListenerTooSlowError struct {
+	threadError
+	// ThreadID is the thread of the run.
+	ThreadID string
+	// RunID is the run that goes on (Cancel takes it).
+	RunID string
+	// RequestID is the request that run serves: send it again for the outcome.
+	RequestID string
+	// Backlog is how many events the server keeps for a caller that has not taken them; 0 when
+	// not sent.
+	Backlog int64
+}
+
 // threadErr returns err as the typed error of its reason when it is one of the threads' reasons
 // (domain Domain), else as an *Error; nil stays nil.
 func threadErr(err error) error {
@@ -147,6 +164,14 @@ func threadErr(err error) error {
 		return &LeaseLostError{base}
 	case ReasonStoreUnavailable:
 		return &StoreUnavailableError{base}
+	case ReasonListenerTooSlow:
+		return &ListenerTooSlowError{
+			threadError: base,
+			ThreadID:    md["thread_id"],
+			RunID:       md["run_id"],
+			RequestID:   md["request_id"],
+			Backlog:     metaInt(md["backlog"]),
+		}
 	}
 	return e
 }

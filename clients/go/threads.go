@@ -334,7 +334,8 @@ type ThreadRunOutcome struct {
 // Nothing is retried: after a transport error, send the same run again with RequestID set to
 // the stream's RequestID (a finished run is replayed, a running one is a *ThreadBusyError).
 // Errors, e.g. *ThreadBusyError, *RevisionConflictError, *ThreadNotSuspendedError,
-// *RequestIDReusedError or ReasonDeferredResultsIncomplete, end the stream and are its Err.
+// *RequestIDReusedError or ReasonDeferredResultsIncomplete, end the stream and are its Err; a
+// reader that falls too far behind the run gets a *ListenerTooSlowError while the run goes on.
 func (t *Threads) Stream(ctx context.Context, threadID string, run *ThreadRun) *ThreadRunStream {
 	spec, err := run.spec(threadID)
 	if err != nil {

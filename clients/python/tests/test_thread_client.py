@@ -11,6 +11,7 @@ import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import grpclib.const
 import grpclib.exceptions
@@ -32,6 +33,7 @@ THREAD_ERRORS: list[tuple[type[tl.ThreadlineError], str, grpclib.const.Status]] 
     (tl.RevisionConflict, "REVISION_CONFLICT", grpclib.const.Status.ABORTED),
     (tl.LeaseLost, "LEASE_LOST", grpclib.const.Status.ABORTED),
     (tl.StoreUnavailable, "STORE_UNAVAILABLE", grpclib.const.Status.UNAVAILABLE),
+    (tl.ListenerTooSlow, "LISTENER_TOO_SLOW", grpclib.const.Status.RESOURCE_EXHAUSTED),
 ]
 
 
@@ -60,9 +62,16 @@ def test_each_thread_reason_is_its_own_class(
     assert type(copy) is cls and copy.reason == reason and dict(copy.metadata) == {"k": "v"}
 
 
+CATALOGUE = Path(__file__).resolve().parents[3] / "docs" / "errors.md"
+"""The server's error catalogue: its rows marked "(threads)" are ThreadService's reasons."""
+
+
 def test_the_classes_cover_exactly_the_threads_reasons() -> None:
     assert {cls.__name__ for cls, _, _ in THREAD_ERRORS} <= set(tl.__all__)
     assert len({reason for _, reason, _ in THREAD_ERRORS}) == len(THREAD_ERRORS)
+    # A reason the server adds to the catalogue fails here until it has its class.
+    rows = re.findall(r"^\| `([A-Z_]+)` \(threads\) \| ([A-Z_]+) \|", CATALOGUE.read_text("utf-8"), re.M)
+    assert [(reason, status.name) for _, reason, status in THREAD_ERRORS] == rows
 
 
 def test_metadata_becomes_typed_attributes() -> None:
@@ -94,6 +103,16 @@ def test_metadata_becomes_typed_attributes() -> None:
     # The attributes survive pickling, since they are read from the metadata.
     assert pickle.loads(pickle.dumps(interrupted)).revision == 4
 
+    slow = translate(
+        grpc_error(
+            grpclib.const.Status.RESOURCE_EXHAUSTED,
+            "LISTENER_TOO_SLOW",
+            {"thread_id": "t-1", "run_id": "run-3", "request_id": "req-3", "backlog": "8192"},
+        )
+    )
+    assert isinstance(slow, tl.ListenerTooSlow)
+    assert (slow.thread_id, slow.run_id, slow.request_id, slow.backlog) == ("t-1", "run-3", "req-3", 8192)
+
 
 def test_missing_or_malformed_metadata_reads_as_empty() -> None:
     busy = translate(grpc_error(grpclib.const.Status.ABORTED, "THREAD_BUSY", {"lease_expires_at": "soon"}))
@@ -103,6 +122,11 @@ def test_missing_or_malformed_metadata_reads_as_empty() -> None:
         grpc_error(grpclib.const.Status.ABORTED, "REVISION_CONFLICT", {"current_revision": "x"})
     )
     assert isinstance(conflict, tl.RevisionConflict) and conflict.current_revision == 0
+    slow = translate(
+        grpc_error(grpclib.const.Status.RESOURCE_EXHAUSTED, "LISTENER_TOO_SLOW", {"backlog": "many"})
+    )
+    assert isinstance(slow, tl.ListenerTooSlow)
+    assert (slow.thread_id, slow.run_id, slow.request_id, slow.backlog) == ("", "", "", 0)
 
 
 def test_other_reasons_and_domains_stay_plain_threadline_errors() -> None:

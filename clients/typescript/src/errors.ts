@@ -30,7 +30,8 @@
  *  ├── ThreadBusy          ABORTED              .runId .requestId .leaseExpiresAt
  *  ├── RevisionConflict    ABORTED              .currentRevision
  *  ├── LeaseLost           ABORTED
- *  └── StoreUnavailable    UNAVAILABLE
+ *  ├── StoreUnavailable    UNAVAILABLE
+ *  └── ListenerTooSlow     RESOURCE_EXHAUSTED   .threadId .runId .requestId .backlog
  * ```
  *
  * Failures after a run has started are not errors: they arrive as a FAILED `RunResult`.
@@ -178,6 +179,12 @@ function bigintEntry(metadata: Readonly<Record<string, string>>, key: string): b
   return /^-?\d+$/.test(text) ? BigInt(text) : 0n;
 }
 
+/** A count in the metadata, as a number; 0 when the server sent none (or not a safe integer). */
+function numberEntry(metadata: Readonly<Record<string, string>>, key: string): number {
+  const value = Number(bigintEntry(metadata, key));
+  return Number.isSafeInteger(value) ? value : 0;
+}
+
 /** NOT_FOUND: no thread has this ID (`THREAD_NOT_FOUND`). */
 export class ThreadNotFound extends ReasonError {
   override name = "ThreadNotFound";
@@ -297,6 +304,34 @@ export class StoreUnavailable extends ReasonError {
   static readonly REASON = "STORE_UNAVAILABLE";
 }
 
+/**
+ * RESOURCE_EXHAUSTED: a stream fell more than `backlog` events behind its run and was dropped
+ * (`LISTENER_TOO_SLOW`). The events before it arrived in order, and the run goes on and commits:
+ * send the same request again (`requestId`) for its outcome once the run ended, which the server
+ * replays.
+ */
+export class ListenerTooSlow extends ReasonError {
+  override name = "ListenerTooSlow";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "LISTENER_TOO_SLOW";
+  /** The thread of the run; "" when the server sent none. */
+  get threadId(): string {
+    return this.metadata["thread_id"] ?? "";
+  }
+  /** The run that goes on (`threads.cancel` takes it). */
+  get runId(): string {
+    return this.metadata["run_id"] ?? "";
+  }
+  /** The request that run serves: send it again for the outcome. */
+  get requestId(): string {
+    return this.metadata["request_id"] ?? "";
+  }
+  /** How many events the server keeps for a caller that has not taken them; 0 when not sent. */
+  get backlog(): number {
+    return numberEntry(this.metadata, "backlog");
+  }
+}
+
 /** The class of each of `ThreadService`'s reasons, for `ThreadlineError.from`. */
 const BY_REASON: ReadonlyMap<string, new (cause: ConnectError) => ThreadlineError> = new Map(
   [
@@ -311,5 +346,6 @@ const BY_REASON: ReadonlyMap<string, new (cause: ConnectError) => ThreadlineErro
     RevisionConflict,
     LeaseLost,
     StoreUnavailable,
+    ListenerTooSlow,
   ].map((kind) => [kind.REASON, kind] as const),
 );

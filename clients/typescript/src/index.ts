@@ -67,6 +67,7 @@ export {
   CheckpointNotFound,
   Code,
   LeaseLost,
+  ListenerTooSlow,
   ProtocolError,
   RequestIdReused,
   RequestInterrupted,

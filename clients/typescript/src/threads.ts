@@ -448,7 +448,8 @@ export class Threads {
    * Nothing is retried: after a transport error, send the same request again with
    * `requestId: stream.requestId` (a finished run is replayed, a running one is `ThreadBusy`).
    * Errors are thrown while iterating: e.g. `ThreadBusy`, `RevisionConflict`,
-   * `ThreadNotSuspended`, `RequestIdReused`, or a `DEFERRED_*` reason for the answers.
+   * `ThreadNotSuspended`, `RequestIdReused`, or a `DEFERRED_*` reason for the answers;
+   * `ListenerTooSlow` when the loop fell too far behind the run, which goes on.
    *
    * @throws TypeError at once when `input` has both `text` and `parts`.
    */

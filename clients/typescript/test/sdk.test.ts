@@ -4,6 +4,7 @@
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
 import { create, toBinary } from "@bufbuild/protobuf";
@@ -207,6 +208,7 @@ test("each of ThreadService's reasons is its own ThreadlineError", () => {
     sdk.RevisionConflict,
     sdk.LeaseLost,
     sdk.StoreUnavailable,
+    sdk.ListenerTooSlow,
   ];
   // The reasons of THREADS.md §3's table, exactly.
   assert.deepEqual(
@@ -223,7 +225,14 @@ test("each of ThreadService's reasons is its own ThreadlineError", () => {
       "REVISION_CONFLICT",
       "LEASE_LOST",
       "STORE_UNAVAILABLE",
+      "LISTENER_TOO_SLOW",
     ],
+  );
+  // The server's catalogue's rows marked "(threads)": a reason it adds fails here until it has its class.
+  const catalogue = readFileSync(new URL("../../../docs/errors.md", import.meta.url), "utf8");
+  assert.deepEqual(
+    classes.map((kind) => kind.REASON),
+    [...catalogue.matchAll(/^\| `([A-Z_]+)` \(threads\) \|/gm)].map((row) => row[1]),
   );
   for (const kind of classes) {
     const err = ThreadlineError.from(statusWith(kind.REASON));
@@ -249,6 +258,11 @@ test("thread reasons' metadata becomes typed properties", () => {
   const interrupted = ThreadlineError.from(statusWith("REQUEST_INTERRUPTED", { run_id: "run-2", revision: "0" }));
   assert.ok(interrupted instanceof sdk.RequestInterrupted);
   assert.deepEqual([interrupted.runId, interrupted.revision], ["run-2", 0n]);
+  const slow = ThreadlineError.from(
+    statusWith("LISTENER_TOO_SLOW", { thread_id: "t-1", run_id: "run-3", request_id: "req-3", backlog: "8192" }),
+  );
+  assert.ok(slow instanceof sdk.ListenerTooSlow);
+  assert.deepEqual([slow.threadId, slow.runId, slow.requestId, slow.backlog], ["t-1", "run-3", "req-3", 8192]);
 });
 
 test("missing or malformed thread metadata reads as empty", () => {
@@ -261,6 +275,11 @@ test("missing or malformed thread metadata reads as empty", () => {
   const interrupted = ThreadlineError.from(statusWith("REQUEST_INTERRUPTED"));
   assert.ok(interrupted instanceof sdk.RequestInterrupted);
   assert.deepEqual([interrupted.runId, interrupted.revision], ["", 0n]);
+  for (const backlog of ["many", "1e3", "99999999999999999999"]) {
+    const slow = ThreadlineError.from(statusWith("LISTENER_TOO_SLOW", { backlog }));
+    assert.ok(slow instanceof sdk.ListenerTooSlow);
+    assert.deepEqual([slow.threadId, slow.runId, slow.requestId, slow.backlog], ["", "", "", 0], backlog);
+  }
 });
 
 test("other reasons, and thread reasons of another domain, stay plain ThreadlineErrors", () => {
@@ -486,6 +505,7 @@ test("the package exports exactly its public surface plus the generated contract
     "DEFAULT_RUN_TIMEOUT_MS",
     "DEFAULT_TIMEOUT_MS",
     "LeaseLost",
+    "ListenerTooSlow",
     "ProtocolError",
     "RUN_RETRIES",
     "RequestIdReused",

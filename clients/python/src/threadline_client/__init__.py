@@ -47,6 +47,7 @@ from ._deferred import (
 from ._errors import (
     CheckpointNotFound,
     LeaseLost,
+    ListenerTooSlow,
     ProtocolError,
     RequestIdReused,
     RequestInterrupted,
@@ -107,6 +108,7 @@ __all__ = (
     "DeferredToolsMode",
     "HarnessState",
     "LeaseLost",
+    "ListenerTooSlow",
     "ProtocolError",
     "RequestIdReused",
     "RequestInterrupted",

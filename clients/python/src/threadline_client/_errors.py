@@ -20,7 +20,8 @@ Exception
        ├── ThreadBusy              ABORTED              .run_id .request_id .lease_expires_at
        ├── RevisionConflict        ABORTED              .current_revision
        ├── LeaseLost               ABORTED
-       └── StoreUnavailable        UNAVAILABLE
+       ├── StoreUnavailable        UNAVAILABLE
+       └── ListenerTooSlow         RESOURCE_EXHAUSTED   .thread_id .run_id .request_id .backlog
 ```
 
 `translate` picks the class by the ErrorInfo reason (domain "threadline"); every other reason stays
@@ -58,6 +59,7 @@ from google.rpc import error_details_pb2
 __all__ = (
     "CheckpointNotFound",
     "LeaseLost",
+    "ListenerTooSlow",
     "ProtocolError",
     "RequestIdReused",
     "RequestInterrupted",
@@ -338,6 +340,37 @@ class StoreUnavailable(_ReasonError):
     REASON = "STORE_UNAVAILABLE"
 
 
+class ListenerTooSlow(_ReasonError):
+    """RESOURCE_EXHAUSTED: a stream fell too far behind its run and was dropped (`LISTENER_TOO_SLOW`).
+
+    It fell more than `backlog` events behind. The events before this error arrived in order, and
+    the run goes on and commits: send the same request again (`request_id`) for its outcome once
+    the run ended, which the server replays.
+    """
+
+    REASON = "LISTENER_TOO_SLOW"
+
+    @property
+    def thread_id(self) -> str:
+        """The thread of the run."""
+        return self.metadata.get("thread_id", "")
+
+    @property
+    def run_id(self) -> str:
+        """The run that goes on (`cancel` takes it)."""
+        return self.metadata.get("run_id", "")
+
+    @property
+    def request_id(self) -> str:
+        """The request that run serves: send it again for the outcome."""
+        return self.metadata.get("request_id", "")
+
+    @property
+    def backlog(self) -> int:
+        """How many events the server keeps for a caller that has not taken them; 0 if not sent."""
+        return self._int("backlog")
+
+
 _BY_REASON: dict[str, type[ThreadlineError]] = {
     cls.REASON: cls
     for cls in (
@@ -352,6 +385,7 @@ _BY_REASON: dict[str, type[ThreadlineError]] = {
         RevisionConflict,
         LeaseLost,
         StoreUnavailable,
+        ListenerTooSlow,
     )
 }
 

@@ -477,7 +477,8 @@ class Threads:
         Raises:
             ValueError: Both `text` and `parts`.
             ThreadlineError: While iterating, e.g. `ThreadBusy`, `RevisionConflict`,
-                `ThreadNotSuspended`, `RequestIdReused`, or a `DEFERRED_*` reason for the answers.
+                `ThreadNotSuspended`, `RequestIdReused`, or a `DEFERRED_*` reason for the answers;
+                `ListenerTooSlow` when the loop fell too far behind the run, which goes on.
         """
         spec = _run_spec(
             thread_id,
