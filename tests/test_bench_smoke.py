@@ -213,8 +213,10 @@ def test_profile_writes_a_profile_of_a_workload(tmp_path: Path, workload: str, s
     assert finished.returncode == 0, finished.stderr[-3000:]
     if suffix == ".json":  # py-spy's speedscope file: samples of the server's own frames
         profile = json.loads(out.read_text())
-        names = {frame["name"] for frame in profile["shared"]["frames"]}
+        frames = {
+            (frame["name"], Path(frame.get("file") or "").name) for frame in profile["shared"]["frames"]
+        }
         assert sum(len(p["samples"]) for p in profile["profiles"]) > 0
-        assert "HarnessService._produce" in names
+        assert ("_produce", "pump.py") in frames  # the server's stream pump, producing the run's events
     else:  # pyinstrument's text report of the harness in this process
         assert "_events" in out.read_text()
