@@ -19,18 +19,19 @@ from typing import Any
 
 from .._run import HarnessRunStream
 from ..client_tools import ClientTool
-from ..deferred import DeferredToolRequests, DeferredToolResume, stored_resume
+from ..deferred import DeferredToolRequests, DeferredToolResume
 from ..errors import ErrorCode, HarnessError, Refusal, RunCleanupError, ThreadError
 from ..events import HarnessCheckpointEvent, HarnessRunResultEvent
 from ..results import HarnessRunResult
 from ..state import HarnessState
+from .begin import Refuse, Replay, decide
 from .codec import state_parts
 from .items import TERMINAL_KIND as _KIND
 from .items import ThreadRunItem, replay
 from .outcome import ThreadCommittedEvent, ThreadRunOutcome
-from .records import THREAD_STATUS_NAMES, CheckpointKind, Head, RunRow, RunRowStatus, StateParts, ThreadRow
+from .records import CheckpointKind, Head, RunRowStatus, StateParts, ThreadRow
 from .request import RunHost, ThreadRunRequest
-from .store import Finish, NewCheckpoint, busy, conflict, lease_lost
+from .store import Finish, NewCheckpoint, lease_lost
 
 __all__ = ("LISTENER_BACKLOG", "ThreadRun")
 
@@ -170,56 +171,20 @@ class ThreadRun:
         for attempt in range(_BEGIN_TRIES):
             thread = await host.thread(request.thread_id)
             record = await store.run_record(request.thread_id, request.request_id)
-            if record is not None:
-                if not request.matches(record.digest):
-                    raise ThreadError(
-                        f"Request {request.request_id!r} was already used for a different request.",
-                        code=ErrorCode.REQUEST_ID_REUSED,
-                        details={"request_id": request.request_id},
-                    )
-                if record.finished:
-                    if isinstance(record.outcome, HarnessError):
-                        raise record.outcome
-                    assert record.outcome is not None
-                    for replayed in replay(record.outcome):
-                        yield replayed
-                    return
-                if record.status == "interrupted":
-                    raise ThreadError(
-                        f"Request {request.request_id!r} was interrupted and superseded; read the thread.",
-                        code=ErrorCode.REQUEST_INTERRUPTED,
-                        details={"run_id": record.run_id, "revision": record.committed_revision},
-                    )
-                lease = thread.live_lease
-                if lease is not None:
-                    raise busy(thread, lease)
-            else:
-                if request.expected_revision and request.expected_revision != thread.revision:
-                    raise conflict(thread)
-                lease = thread.live_lease
-                if lease is not None:
-                    raise busy(thread, lease)
-                if request.answers is not None and thread.pending is None:
-                    raise ThreadError(
-                        f"Thread {thread.thread_id!r} is not suspended: there is nothing to answer.",
-                        code=ErrorCode.THREAD_NOT_SUSPENDED,
-                        details={"thread_id": thread.thread_id, "status": THREAD_STATUS_NAMES[thread.status]},
-                    )
+            decision = decide(thread, record, request)
+            if isinstance(decision, Refuse):
+                raise decision.error
+            if isinstance(decision, Replay):
+                for replayed in replay(decision.outcome):
+                    yield replayed
+                return
             head, state = await host.head_state(thread)
-            resume, accepted, normal = self._resume(thread, record)
-            if record is not None:
-                # A next attempt: the stored prompt, unless an earlier attempt committed (it holds it).
-                input = record.prompt if record.committed_revision == 0 else None
-            else:
-                input = request.input
-            tools = list(request.client_tools)
-            if not tools and (resume is not None or thread.recovery_pending):
-                tools = list(head.checkpoint.client_tools)
+            tools = list(head.checkpoint.client_tools if decision.head_tools else request.client_tools)
             stream = host.launcher.stream(
                 thread.agent,
-                input=input,
+                input=decision.input,
                 previous_state=state,
-                deferred_resume=resume,
+                deferred_resume=decision.resume,
                 tool_recovery=request.tool_recovery,
                 client_tools=tools,
                 usage_limits=request.usage_limits,
@@ -240,7 +205,7 @@ class ThreadRun:
                         digest=request.digest,
                         prompt=request.input,
                         client_tools=tools,
-                        accepted=accepted,
+                        accepted=decision.accepted,
                     )
                 except ThreadError as error:
                     if (
@@ -253,7 +218,7 @@ class ThreadRun:
                     raise lease_lost(thread.thread_id)
                 begun()
                 self.run_id = stream.run_id
-                holder = _Holder(host, taken, head, tools, stream, sent, normal_resume=normal)
+                holder = _Holder(host, taken, head, tools, stream, sent, normal_resume=decision.normal_resume)
                 self._holder = holder
                 if self._cancel_asked:
                     holder.request_cancel()
@@ -262,19 +227,6 @@ class ThreadRun:
                         yield item
                 return
         raise AssertionError("unreachable: the last Begin try raises")  # pragma: no cover
-
-    def _resume(
-        self, thread: ThreadRow, record: RunRow | None
-    ) -> tuple[DeferredToolResume | None, DeferredToolResume | None, bool]:
-        """The resume to run with, the batch to retain, and whether it is a normal (answers) resume."""
-        answers = self.request.answers
-        if record is None and answers is not None and thread.pending is not None:
-            resume = DeferredToolResume(thread.pending, answers)
-            return resume, resume, True
-        if thread.accepted is not None:
-            requests, results, _recovery = stored_resume(thread.accepted)
-            return DeferredToolResume(requests, results, recovery=True), thread.accepted, False
-        return None, None, False
 
 
 class _Holder:

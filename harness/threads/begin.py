@@ -1,0 +1,121 @@
+"""Begin's decision (THREADS §4 step 1): what a request does, from the thread and its run record alone.
+
+Replay a finished request, refuse one (a reused ID, an interrupted request, a busy thread, a stale
+revision, answers with nothing to answer), or run an attempt: the first of a new request, or the next
+attempt of one whose earlier attempt did not finish (which then recovers from the head). Pure: no store,
+no clock but the row's own `now`, so each case is a row of a table (`tests/test_thread_begin.py`);
+`ThreadRun` reads the records, asks `decide`, and carries the decision out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic_ai.messages import UserContent
+
+from ..deferred import DeferredToolResume, stored_resume
+from ..errors import ErrorCode, HarnessError, ThreadError
+from .outcome import ThreadRunOutcome
+from .records import THREAD_STATUS_NAMES, RunRow, ThreadRow
+from .request import ThreadRunRequest
+from .store import busy, conflict
+
+__all__ = ("Decision", "Refuse", "Replay", "RunAttempt", "decide")
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """The request finished before: its stored outcome is answered again."""
+
+    outcome: ThreadRunOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """The request is refused with `error`; nothing is written."""
+
+    error: HarnessError
+
+
+@dataclass(frozen=True, slots=True)
+class RunAttempt:
+    """Run an attempt of the request (then Begin takes the lease)."""
+
+    input: str | list[UserContent] | None
+    """The prompt it runs: the request's, a next attempt's stored one, or none once an attempt committed it."""
+    resume: DeferredToolResume | None
+    """What the run resumes with: the host's answers, or the retained batch it recovers."""
+    accepted: DeferredToolResume | None
+    """The batch Begin retains until the run incorporates it."""
+    normal_resume: bool
+    """Whether `resume` is the host's answers (not a recovery of a retained batch)."""
+    head_tools: bool
+    """Whether the run takes the head's client tools: it resumes or recovers and the request named none."""
+
+
+Decision = Replay | Refuse | RunAttempt
+
+
+def decide(thread: ThreadRow, record: RunRow | None, request: ThreadRunRequest) -> Decision:
+    """What `request` does on `thread`, whose run record for the request's ID is `record` (or none)."""
+    if record is not None:
+        if not request.matches(record.digest):
+            return Refuse(
+                ThreadError(
+                    f"Request {request.request_id!r} was already used for a different request.",
+                    code=ErrorCode.REQUEST_ID_REUSED,
+                    details={"request_id": request.request_id},
+                )
+            )
+        if record.finished:
+            if isinstance(record.outcome, HarnessError):
+                return Refuse(record.outcome)  # the error it ended with, again
+            assert record.outcome is not None
+            return Replay(record.outcome)
+        if record.status == "interrupted":
+            return Refuse(
+                ThreadError(
+                    f"Request {request.request_id!r} was interrupted and superseded; read the thread.",
+                    code=ErrorCode.REQUEST_INTERRUPTED,
+                    details={"run_id": record.run_id, "revision": record.committed_revision},
+                )
+            )
+    elif request.expected_revision and request.expected_revision != thread.revision:
+        return Refuse(conflict(thread))
+    lease = thread.live_lease
+    if lease is not None:
+        return Refuse(busy(thread, lease))
+    if record is None and request.answers is not None and thread.pending is None:
+        return Refuse(
+            ThreadError(
+                f"Thread {thread.thread_id!r} is not suspended: there is nothing to answer.",
+                code=ErrorCode.THREAD_NOT_SUSPENDED,
+                details={"thread_id": thread.thread_id, "status": THREAD_STATUS_NAMES[thread.status]},
+            )
+        )
+    resume, accepted, normal = _resume(thread, record, request)  # the run checks the answers (phase A)
+    if record is not None:
+        input = record.prompt if record.committed_revision == 0 else None
+    else:
+        input = request.input
+    return RunAttempt(
+        input=input,
+        resume=resume,
+        accepted=accepted,
+        normal_resume=normal,
+        head_tools=not request.client_tools and (resume is not None or thread.recovery_pending),
+    )
+
+
+def _resume(
+    thread: ThreadRow, record: RunRow | None, request: ThreadRunRequest
+) -> tuple[DeferredToolResume | None, DeferredToolResume | None, bool]:
+    """The resume to run with, the batch to retain, and whether it is a normal (answers) resume."""
+    answers = request.answers
+    if record is None and answers is not None and thread.pending is not None:
+        resume = DeferredToolResume(thread.pending, answers)
+        return resume, resume, True
+    if thread.accepted is not None:
+        requests, results, _recovery = stored_resume(thread.accepted)
+        return DeferredToolResume(requests, results, recovery=True), thread.accepted, False
+    return None, None, False

@@ -1,0 +1,278 @@
+"""Begin's decision (THREADS §4 step 1; `harness.threads.begin.decide`) as a table of cases.
+
+Each row is a thread, the run record for the request's ID (or none) and the request: what Begin decides.
+Pure values, no store: the store's own behaviour under these decisions is what the thread tests and the
+crash matrix check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.tools import DeferredToolResults
+from pydantic_ai.usage import RunUsage
+
+from harness import ClientTool, DeferredToolRequests, DeferredToolResume
+from harness.deferred import DeferredToolCall
+from harness.errors import ErrorCode, HarnessError, ThreadError
+from harness.threads.begin import Refuse, Replay, RunAttempt, decide
+from harness.threads.outcome import ThreadRunOutcome
+from harness.threads.records import Attempt, Lease, RunRow, ThreadRow
+from harness.threads.request import ThreadRunRequest
+
+NOW = 1_000_000.0
+TOOL = ClientTool(name="pick_color", description="Ask the user for a color.")
+HEAD_TOOL = ClientTool(name="pick_size", description="Ask the user for a size.")
+
+
+def batch() -> DeferredToolRequests:
+    return DeferredToolRequests(
+        approvals=[
+            DeferredToolCall.of(ToolCallPart("delete_file", {"path": "a.txt"}, "call_a"), "tool/x/delete")
+        ]
+    )
+
+
+ANSWERS = batch().build_results(approvals={"call_a": True})
+RETAINED = DeferredToolResume(batch(), ANSWERS)
+
+
+def thread(**changes: Any) -> ThreadRow:
+    row = ThreadRow(
+        thread_id="t_begin",
+        incarnation="i1",
+        agent="default",
+        labels={},
+        create_time=NOW,
+        update_time=NOW,
+        revision=3,
+        pending=None,
+        accepted=None,
+        fence="f1",
+        lease=None,
+        cancel_requested=False,
+        last_request_id=None,
+        now=NOW,
+    )
+    return dataclasses.replace(row, **changes)
+
+
+def lease(expires: float) -> Lease:
+    return Lease(run_id="run-other", request_id="req-other", replica="r1", expires=expires)
+
+
+def request(**changes: Any) -> ThreadRunRequest:
+    fields: dict[str, Any] = {
+        "thread_id": "t_begin",
+        "request_id": "req-1",
+        "expected_revision": 0,
+        "input": "hello",
+        "answers": None,
+        "tool_recovery": "declared",
+        "client_tools": (),
+        "usage_limits": None,
+    }
+    fields.update(changes)
+    return ThreadRunRequest(**fields)
+
+
+def record(
+    status: str, *, outcome: Any = None, committed: int = 0, of: ThreadRunRequest | None = None
+) -> RunRow:
+    return RunRow(
+        request_id="req-1",
+        digest=(of or request()).digest,
+        prompt="hello",
+        status=status,  # type: ignore[arg-type]
+        outcome=outcome,
+        attempts=(Attempt("run-1", "r1", "f1", NOW, ()),),
+        run_id="run-1",
+        committed_revision=committed,
+    )
+
+
+OUTCOME = ThreadRunOutcome(
+    thread_id="t_begin",
+    run_id="run-1",
+    request_id="req-1",
+    status="completed",
+    revision=4,
+    committed=True,
+    output_json='"done"',
+    usage=RunUsage(),
+    failure=None,
+    deferred=None,
+    started_at=datetime(2026, 1, 1, tzinfo=UTC),
+    ended_at=datetime(2026, 1, 1, tzinfo=UTC),
+)
+STORED_ERROR = HarnessError(
+    "The run lost its lease.", code=ErrorCode.LEASE_LOST, details={"thread_id": "t_begin"}
+)
+
+
+def refused(code: ErrorCode) -> tuple[str, ErrorCode]:
+    return ("refuse", code)
+
+
+def attempt(
+    input: Any, *, resume: str | None = None, head_tools: bool = False
+) -> tuple[str, Any, str | None, bool]:
+    return ("attempt", input, resume, head_tools)
+
+
+def summary(decision: Any) -> tuple[Any, ...]:
+    """A decision as a row's expected value: its kind and what distinguishes it."""
+    if isinstance(decision, Refuse):
+        return ("refuse", decision.error.code)
+    if isinstance(decision, Replay):
+        return ("replay", decision.outcome.run_id)
+    assert isinstance(decision, RunAttempt)
+    resume = None
+    if decision.resume is not None:
+        resume = "answers" if decision.normal_resume else "recovery"
+        assert decision.accepted is not None, "a resumed batch is retained until incorporated"
+    else:
+        assert decision.accepted is None
+    return ("attempt", decision.input, resume, decision.head_tools)
+
+
+CASES: dict[str, tuple[ThreadRow, RunRow | None, ThreadRunRequest, tuple[Any, ...]]] = {
+    # -- a new request (no record) --
+    "new: a prompt on an idle thread runs it": (thread(), None, request(), attempt("hello")),
+    "new: expected_revision at the head runs": (
+        thread(),
+        None,
+        request(expected_revision=3),
+        attempt("hello"),
+    ),
+    "new: a stale expected_revision is a conflict": (
+        thread(),
+        None,
+        request(expected_revision=2),
+        refused(ErrorCode.REVISION_CONFLICT),
+    ),
+    "new: a live lease is busy": (
+        thread(lease=lease(NOW + 5)),
+        None,
+        request(),
+        refused(ErrorCode.THREAD_BUSY),
+    ),
+    "new: an expired lease recovers, with the head's client tools": (
+        thread(lease=lease(NOW - 1)),
+        None,
+        request(),
+        attempt("hello", head_tools=True),
+    ),
+    "new: the request's own client tools win over the head's": (
+        thread(lease=lease(NOW - 1)),
+        None,
+        request(client_tools=(TOOL,)),
+        attempt("hello"),
+    ),
+    "new: answers without a pending batch: not suspended": (
+        thread(),
+        None,
+        request(input=None, answers=ANSWERS),
+        refused(ErrorCode.THREAD_NOT_SUSPENDED),
+    ),
+    "new: answers to the pending batch resume it": (
+        thread(pending=batch()),
+        None,
+        request(input=None, answers=ANSWERS),
+        attempt(None, resume="answers", head_tools=True),
+    ),
+    "new: answers that do not fit the batch are the run's to refuse (its phase A), not Begin's": (
+        thread(pending=batch()),
+        None,
+        request(input=None, answers=DeferredToolResults(approvals={"call_b": True})),
+        attempt(None, resume="answers", head_tools=True),
+    ),
+    "new: a prompt on a thread with a retained batch recovers it": (
+        thread(accepted=RETAINED),
+        None,
+        request(),
+        attempt("hello", resume="recovery", head_tools=True),
+    ),
+    "new: a conflict is decided before busy": (
+        thread(lease=lease(NOW + 5)),
+        None,
+        request(expected_revision=2),
+        refused(ErrorCode.REVISION_CONFLICT),
+    ),
+    # -- a retry (a record with this request ID) --
+    "retry: another body under the same ID is reused": (
+        thread(),
+        record("completed", outcome=OUTCOME),
+        request(input="something else"),
+        refused(ErrorCode.REQUEST_ID_REUSED),
+    ),
+    "retry: a finished request replays its outcome": (
+        thread(lease=lease(NOW + 5)),  # even while another run holds the thread
+        record("completed", outcome=OUTCOME),
+        request(),
+        ("replay", "run-1"),
+    ),
+    "retry: a request that ended in an error gets it again": (
+        thread(),
+        record("error", outcome=STORED_ERROR),
+        request(),
+        refused(ErrorCode.LEASE_LOST),
+    ),
+    "retry: an interrupted request is refused": (
+        thread(),
+        record("interrupted"),
+        request(),
+        refused(ErrorCode.REQUEST_INTERRUPTED),
+    ),
+    "retry: a running record under a live lease is busy": (
+        thread(lease=lease(NOW + 5)),
+        record("running"),
+        request(),
+        refused(ErrorCode.THREAD_BUSY),
+    ),
+    "retry: a running record whose lease expired runs its next attempt with the stored prompt": (
+        thread(lease=lease(NOW - 1)),
+        record("running"),
+        request(),
+        attempt("hello", head_tools=True),
+    ),
+    "retry: once an attempt committed, the next one runs without the prompt": (
+        thread(lease=lease(NOW - 1)),
+        record("running", committed=4),
+        request(),
+        attempt(None, head_tools=True),
+    ),
+    "retry: a stale expected_revision does not refuse a retry (its first attempt moved the head)": (
+        thread(lease=lease(NOW - 1), revision=5),
+        record("running", committed=4, of=request(expected_revision=3)),
+        request(expected_revision=3),
+        attempt(None, head_tools=True),
+    ),
+    "retry: a retried answer with the batch no longer pending recovers the retained batch": (
+        thread(lease=lease(NOW - 1), accepted=RETAINED),
+        record("running", of=request(input=None, answers=ANSWERS)),
+        request(input=None, answers=ANSWERS),
+        attempt("hello", resume="recovery", head_tools=True),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_begin_decides(case: str) -> None:
+    row, run_record, asked, expected = CASES[case]
+    assert summary(decide(row, run_record, asked)) == expected
+
+
+def test_a_refusal_carries_the_error_the_host_gets() -> None:
+    decision = decide(thread(lease=lease(NOW + 5)), None, request())
+    assert isinstance(decision, Refuse) and isinstance(decision.error, ThreadError)
+    assert (
+        decision.error.details["run_id"] == "run-other"
+        and decision.error.details["request_id"] == "req-other"
+    )
+    stored = decide(thread(), record("error", outcome=STORED_ERROR), request())
+    assert isinstance(stored, Refuse) and stored.error is STORED_ERROR
