@@ -26,8 +26,10 @@ from ..results import HarnessRunResult
 from ..state import HarnessState
 from .begin import Refuse, Replay, decide
 from .codec import state_parts
+from .commits import Committer
 from .items import TERMINAL_KIND as _KIND
 from .items import ThreadRunItem, replay
+from .lease import LeaseKeeper, Lost
 from .outcome import ThreadCommittedEvent, ThreadRunOutcome
 from .records import CheckpointKind, Head, RunRowStatus, StateParts, ThreadRow
 from .request import RunHost, ThreadRunRequest
@@ -48,14 +50,6 @@ a whole response without ever waiting)."""
 
 _BEGIN_TRIES = 4
 """How often a request re-reads and decides again after its Begin lost a compare-and-set race."""
-
-
-class _Lost(Exception):
-    """The holder stopped: it lost its lease, or the store stayed down until the lease's expiry."""
-
-    def __init__(self, error: ThreadError) -> None:
-        super().__init__(error.message)
-        self.error = error
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +224,8 @@ class ThreadRun:
 
 
 class _Holder:
-    """The run of a thread whose lease this process holds: commits, renewals, the terminal commit."""
+    """The run of a thread whose lease this process holds: it drives the core run, commits at each barrier
+    and at the end through its `Committer`, and stops the run when its `LeaseKeeper` loses the lease."""
 
     def __init__(
         self,
@@ -245,15 +240,11 @@ class _Holder:
     ) -> None:
         self._host = host
         self._thread = thread
-        self._fence = thread.fence
-        self._revision = thread.revision
         self._start_head = head
-        self._base = head
-        self._accepted = thread.accepted
         self._tools = tuple(tools)
         self._stream = stream
-        self._expiry = sent + host.lease_ttl
-        self._lost: ThreadError | None = None
+        self._lease = LeaseKeeper(host, thread, sent, self.request_cancel, self._ids)
+        self._commits = Committer(host, thread, head, self._lease)
         self._normal_resume = normal_resume
         self._started_at = datetime.now(UTC)
         self._first_event = True
@@ -285,14 +276,14 @@ class _Holder:
             )
 
     async def _run(self) -> AsyncIterator[ThreadRunItem]:
-        renewer = asyncio.create_task(self._renew())
+        renewer = asyncio.create_task(self._lease.keep())
         stream = self._stream
         try:
             try:
                 async with stream:
                     async for item in stream:
-                        self._check_lease()
-                        if self._lost is not None:
+                        self._lease.check()
+                        if self._lease.lost is not None:
                             continue  # cancelled: let the stream close, commit nothing
                         if isinstance(item, HarnessCheckpointEvent):
                             for committed in await self._mid_run(item.state):
@@ -307,21 +298,21 @@ class _Holder:
                                 self._first_event = False
                                 self._started_at = getattr(item, "occurred_at", self._started_at)
                             yield item
-            except _Lost as lost:
-                self._lost = lost.error
+            except Lost as lost:
+                self._lease.lost = lost.error
             except HarnessError as error:
                 self._ended("error", error)
-                if self._lost is None:
+                if self._lease.lost is None:
                     await self._failed(error)
                 raise
             except Exception:
                 self._status = "internal_error"
-                if self._lost is None:
-                    await self._release("interrupted", None, pending=None, accepted=self._accepted)
+                if self._lease.lost is None:
+                    await self._release("interrupted", None, pending=None, accepted=self._commits.accepted)
                 raise
-            if self._lost is not None:
-                self._ended("error", self._lost)
-                raise self._lost
+            if self._lease.lost is not None:
+                self._ended("error", self._lease.lost)
+                raise self._lease.lost
         finally:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -336,122 +327,6 @@ class _Holder:
         if error is not None:
             self._reason = {"reason": error.code.value.upper()}
 
-    # -- the lease ------------------------------------------------------------------------------------
-
-    def _check_lease(self, cause: ThreadError | None = None) -> ThreadError | None:
-        """Once the holder's own clock is past its lease, the lease is lost (for `cause`, the store's
-        error, when that is why); returns the loss, or None while the lease holds."""
-        if time.monotonic() <= self._expiry:
-            return None
-        if self._lost is None:
-            self._lose(cause or lease_lost(self._thread.thread_id))
-        return self._lost
-
-    def _lose(self, error: ThreadError) -> None:
-        self._lost = error
-        self.request_cancel()
-
-    async def _renew(self) -> None:
-        ttl = self._host.lease_ttl
-        failed: ThreadError | None = None  # the store's error, while renewals fail
-        while self._lost is None:
-            due = self._expiry - ttl * 2 / 3
-            await asyncio.sleep(max(0.0, due - time.monotonic()))
-            late = time.monotonic() - due
-            if late > ttl / 3:
-                LOGGER.warning(
-                    "lease_renewal_late", extra={"fields": {**self._ids, "late_s": round(late, 3)}}
-                )
-            if self._check_lease(failed) is not None:  # a stall, or the store down: write nothing more
-                return
-            sent = time.monotonic()
-            try:
-                _expires, cancel = await self._host.store.renew(
-                    self._thread.thread_id, fence=self._fence, ttl=ttl
-                )
-            except ThreadError as error:
-                if error.code == ErrorCode.LEASE_LOST:
-                    self._lose(error)
-                    return
-                if time.monotonic() > self._expiry:
-                    self._lose(error)
-                    return
-                failed = error
-                await asyncio.sleep(min(0.5, ttl / 10))
-                continue
-            failed = None
-            self._expiry = sent + ttl
-            if cancel:
-                self.request_cancel()
-
-    # -- commits --------------------------------------------------------------------------------------
-
-    async def _commit(
-        self,
-        checkpoint: NewCheckpoint | None,
-        *,
-        accepted: DeferredToolResume | None,
-        finish: Finish | None = None,
-    ) -> None:
-        """A fenced commit, retried while the store is down until the lease's own expiry."""
-        store = self._host.store
-        delay = 0.05
-        while True:
-            if (lost := self._check_lease()) is not None:
-                raise _Lost(lost)
-            sent = time.monotonic()
-            try:
-                committed = await store.commit(
-                    self._thread.thread_id,
-                    fence=self._fence,
-                    revision=self._revision,
-                    checkpoint=checkpoint,
-                    base=self._base,
-                    accepted=accepted,
-                    finish=finish,
-                    ttl=None if finish is not None else self._host.lease_ttl,
-                )
-            except ThreadError as error:
-                if error.code == ErrorCode.LEASE_LOST:
-                    self._lose(error)
-                    raise _Lost(error) from None
-                if error.code != ErrorCode.STORE_UNAVAILABLE:
-                    raise
-                if await self._landed(checkpoint is not None, finish is not None):
-                    return
-                if time.monotonic() + delay > self._expiry:
-                    self._lose(error)
-                    raise _Lost(error) from None
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            self._revision = committed.revision
-            self._accepted = accepted
-            if checkpoint is not None and self._host.on_commit is not None:
-                self._host.on_commit()
-            if committed.head is not None:
-                self._base = committed.head
-            if committed.expires is not None:
-                self._expiry = sent + self._host.lease_ttl
-            return
-
-    async def _landed(self, with_checkpoint: bool, with_finish: bool) -> bool:
-        """Whether a commit whose outcome is unknown did commit: read the thread back."""
-        try:
-            thread = await self._host.store.thread(self._thread.thread_id)
-        except ThreadError:
-            return False
-        if thread is None or thread.fence != self._fence:
-            return False
-        moved = thread.revision == self._revision + (1 if with_checkpoint else 0)
-        if not moved or (with_finish and thread.lease is not None):
-            return False
-        # Landed without a head in hand: the next delta is based on the checkpoint as read back.
-        self._revision = thread.revision
-        if with_checkpoint:
-            self._base = await self._host.store.head(thread)
-        return True
-
     def _retained(self, remaining: DeferredToolResume | None) -> DeferredToolResume | None:
         """The accepted batch to keep with a commit: what the history has not incorporated yet.
 
@@ -463,10 +338,10 @@ class _Holder:
 
     async def barrier(self, state: HarnessState, pending_input: DeferredToolResume | None) -> None:
         """Before a model request (THREADS §4 step 2, LIVE §5.1): its tool results and input are
-        committed before it is sent. A lost lease cancels the run (`_lose`), so the request never goes."""
-        if self._check_lease() is not None or self._lost is not None:
+        committed before it is sent. A lost lease cancels the run (`LeaseKeeper.lose`), so the request never goes."""
+        if self._lease.check() is not None or self._lease.lost is not None:
             return
-        with contextlib.suppress(_Lost):
+        with contextlib.suppress(Lost):
             if await self._mid_run_commit(state_parts(state), pending_input):
                 self._unannounced.append(self._committed("mid_run"))
 
@@ -479,10 +354,10 @@ class _Holder:
 
     async def _mid_run_commit(self, parts: StateParts, pending_input: DeferredToolResume | None) -> bool:
         """Commit a `MID_RUN` checkpoint of `parts`, unless nothing moved since the head."""
-        if parts == self._base.parts:
+        if parts == self._commits.base.parts:
             return False
         accepted = self._retained(pending_input)
-        await self._commit(
+        await self._commits.commit(
             self._checkpoint("mid_run", parts, pending=None, remaining=accepted), accepted=accepted
         )
         return True
@@ -516,7 +391,7 @@ class _Holder:
         return ThreadCommittedEvent(
             thread_id=self._thread.thread_id,
             run_id=self._stream.run_id,
-            revision=self._revision,
+            revision=self._commits.revision,
             kind=kind,
             replayed=False,
             occurred_at=datetime.now(UTC),
@@ -530,7 +405,7 @@ class _Holder:
         outcome = ThreadRunOutcome.of(
             result,
             request_id=self._request_id,
-            revision=self._revision + (1 if state is not None else 0),
+            revision=self._commits.revision + (1 if state is not None else 0),
             committed=state is not None,
             started_at=self._started_at,
         )
@@ -540,10 +415,10 @@ class _Holder:
             else self._checkpoint(kind, state_parts(state), pending=pending, remaining=accepted)
         )
         finish = Finish(self._request_id, result.status, outcome, pending, accepted)
-        await self._commit(checkpoint, accepted=accepted, finish=finish)
+        await self._commits.commit(checkpoint, accepted=accepted, finish=finish)
         self._ended(result.status)
         if state is not None:
-            self._host.remember(self._thread, self._base, state)
+            self._host.remember(self._thread, self._commits.base, state)
             # The commit event and the result share the outcome's time, live and in a replay alike.
             yield dataclasses.replace(self._committed(kind), occurred_at=outcome.ended_at)
         yield outcome
@@ -557,7 +432,7 @@ class _Holder:
                     "error", error, pending=self._start_head.checkpoint.pending, accepted=None
                 )
             else:
-                await self._release("error", error, pending=None, accepted=self._accepted)
+                await self._release("error", error, pending=None, accepted=self._commits.accepted)
             return
         if (
             isinstance(error, RunCleanupError)
@@ -569,10 +444,10 @@ class _Holder:
                 "failed", state_parts(error.outcome.state), pending=None, remaining=accepted
             )
             finish = Finish(self._request_id, "error", error, None, accepted)
-            with contextlib.suppress(_Lost):
-                await self._commit(checkpoint, accepted=accepted, finish=finish)
+            with contextlib.suppress(Lost):
+                await self._commits.commit(checkpoint, accepted=accepted, finish=finish)
             return
-        await self._release("interrupted", None, pending=None, accepted=self._accepted)
+        await self._release("interrupted", None, pending=None, accepted=self._commits.accepted)
 
     async def _release(
         self,
@@ -584,5 +459,5 @@ class _Holder:
     ) -> None:
         """Release the lease without a checkpoint, closing the record as `status`."""
         finish = Finish(self._request_id, status, outcome, pending, accepted)
-        with contextlib.suppress(_Lost):
-            await self._commit(None, accepted=accepted, finish=finish)
+        with contextlib.suppress(Lost):
+            await self._commits.commit(None, accepted=accepted, finish=finish)
