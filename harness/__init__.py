@@ -48,6 +48,7 @@ from .events import (
 )
 from .json_text import JsonValue
 from .results import HarnessRunResult, RunStatus, SafeFailure
+from .run_request import RunRequest
 from .state import AgentContextStateSnapshot, CapabilityState, EnvironmentState, HarnessState, StoredRef
 
 __all__ = [
@@ -85,6 +86,7 @@ __all__ = [
     "RunCleanupError",
     "RunError",
     "RunItem",
+    "RunRequest",
     "RunStatus",
     "SafeFailure",
     "StateError",

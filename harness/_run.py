@@ -31,7 +31,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
 from pydantic_ai.tools import DeferredToolResults
-from pydantic_ai.usage import RunUsage, UsageLimits
+from pydantic_ai.usage import RunUsage
 from pydantic_graph import End
 
 from ._history_codec import EncodedHistory, HistoryEncoder
@@ -45,13 +45,13 @@ from ._prepare import (
     set_system_prompt,
     unknown_result,
 )
-from ._recovery_input import ToolRecovery, find_unresolved_calls
+from ._recovery_input import find_unresolved_calls
 from ._run_inputs import check_run_inputs
 from ._suspension import suspended_batch
 from ._tooling import INTERRUPTED_TOOL_RESULT, RunTooling
-from .barrier import RunBarrier, held_cancellation
+from .barrier import held_cancellation
 from .capability_state import CapabilityStateStore
-from .context import AgentContext, RunBindings
+from .context import AgentContext
 from .deferred import DeferredToolRequests, DeferredToolResume
 from .environment.run import RunEnvironment
 from .errors import ErrorCode, FailureCode, HarnessError, RunCleanupError, RunError, StateError
@@ -67,6 +67,7 @@ from .events import (
 )
 from .own_loop import OwnLoop, at_home
 from .results import HarnessRunResult, SafeFailure
+from .run_request import RunRequest
 from .state import HarnessState
 
 if TYPE_CHECKING:
@@ -97,28 +98,16 @@ class _Terminal:
 class HarnessRunStream(Generic[OutputT]):
     """A run as an async context manager and async iterator, used once (SPEC §2.3)."""
 
-    def __init__(
-        self,
-        executable: ExecutableAgent[OutputT],
-        input: str | Sequence[UserContent] | None = None,
-        *,
-        bindings: RunBindings | None = None,
-        previous_state: HarnessState | None = None,
-        tool_recovery: ToolRecovery = "declared",
-        deferred_resume: DeferredToolResume | None = None,
-        usage: RunUsage | None = None,
-        usage_limits: UsageLimits | None = None,
-        checkpoints: bool = False,
-        barrier: RunBarrier | None = None,
-    ) -> None:
+    def __init__(self, executable: ExecutableAgent[OutputT], request: RunRequest) -> None:
         inputs = check_run_inputs(
-            input,
-            bindings=bindings,
-            previous_state=previous_state,
-            tool_recovery=tool_recovery,
-            deferred_resume=deferred_resume,
-            checkpoints=checkpoints,
+            request.input,
+            bindings=request.bindings,
+            previous_state=request.previous_state,
+            tool_recovery=request.tool_recovery,
+            deferred_resume=request.deferred_resume,
+            checkpoints=request.checkpoints,
         )
+        barrier, usage, usage_limits = request.barrier, request.usage, request.usage_limits
         self._prompt = inputs.prompt
         delegation = executable.delegation
         if delegation is not None:

@@ -28,6 +28,7 @@ from .context import AgentContext, RunBindings
 from .deferred import DeferredToolResume
 from .errors import DefinitionError, ErrorCode
 from .results import HarnessRunResult
+from .run_request import RunRequest
 from .state import HarnessState
 
 __all__ = ("ExecutableAgent",)
@@ -152,8 +153,7 @@ class ExecutableAgent(Generic[OutputT]):
         and `model_request_completed` event (where `export_state()` moves, SPEC §2.3.4), and `barrier`:
         awaited before each model request with the state that ends with it (`harness.barrier`).
         """
-        return HarnessRunStream(
-            self,
+        request = RunRequest(
             input,
             bindings=bindings,
             previous_state=previous_state,
@@ -164,6 +164,7 @@ class ExecutableAgent(Generic[OutputT]):
             checkpoints=checkpoints,
             barrier=barrier,
         )
+        return HarnessRunStream(self, request)
 
     async def run(
         self,

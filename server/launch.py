@@ -13,18 +13,13 @@ from dataclasses import replace
 from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import UserContent
-from pydantic_ai.usage import UsageLimits
 
 from harness import (
     ClientTool,
-    DeferredToolResume,
     HarnessError,
     HarnessRunStream,
-    HarnessState,
-    RunBarrier,
     RunBindings,
-    ToolRecovery,
+    RunRequest,
     client_tools_capability,
 )
 from harness.children import ChildLineage, SubagentDefinition, child_identity, child_usage_limits
@@ -77,23 +72,17 @@ def client_tools_for(
 def start_stream(
     registry: AgentRegistry,
     agent_name: str,
+    run: RunRequest,
     *,
-    input: str | Sequence[UserContent] | None,
-    previous_state: HarnessState | None,
-    deferred_resume: DeferredToolResume | None,
-    tool_recovery: ToolRecovery,
     client_tools: Sequence[ClientTool],
-    usage_limits: UsageLimits | None,
-    checkpoints: bool,
     mounts: ServerMounts,
-    barrier: RunBarrier | None = None,
     state_field: str | None = "spec.previous_state",
     resume_field: str | None = None,
     lineage: ChildLineage | None = None,
     parent_agent: str = "",
     deferred_tools_supported: bool = True,
 ) -> HarnessRunStream[Any]:
-    """The core's stream for one run with bindings of its own (its client tools, its mounts), checked
+    """The core's stream for `run` with bindings of its own (its client tools, its mounts), checked
     at once.
 
     `state_field` names the request field `previous_state` came in (`None`: from the thread store),
@@ -103,6 +92,7 @@ def start_stream(
     agent = registry.get(agent_name)
     if agent is None:
         raise unknown_agent(registry, agent_name, field="spec.agent")
+    previous_state, usage_limits = run.previous_state, run.usage_limits
     served = agent_name or registry.default
     capability = client_tools_for(registry, mounts, agent_name, client_tools, field="spec.client_tools")
     if parent_agent:  # the lineage's shape first: a malformed edge name is not an unknown edge
@@ -129,16 +119,7 @@ def start_stream(
             bindings, instance=child_identity(bindings.instance, edge, agent_instance_id=uuid.uuid4().hex)
         )
     try:
-        return agent.stream(
-            input,
-            bindings=bindings,
-            previous_state=previous_state,
-            tool_recovery=tool_recovery,
-            deferred_resume=deferred_resume,
-            usage_limits=usage_limits,
-            checkpoints=checkpoints,
-            barrier=barrier,
-        )
+        return HarnessRunStream(agent, replace(run, bindings=bindings, usage_limits=usage_limits))
     except HarnessError as error:
         if resume_field is not None and error.code.family == "deferred":
             raise at_field(error, resume_field) from None
@@ -177,29 +158,14 @@ class ThreadLauncher:
         self._mounts = mounts
 
     def stream(
-        self,
-        agent: str,
-        *,
-        input: str | list[UserContent] | None,
-        previous_state: HarnessState,
-        deferred_resume: DeferredToolResume | None,
-        tool_recovery: ToolRecovery,
-        client_tools: list[ClientTool],
-        usage_limits: UsageLimits | None,
-        barrier: RunBarrier,
+        self, agent: str, run: RunRequest, *, client_tools: Sequence[ClientTool]
     ) -> HarnessRunStream[Any]:
         return start_stream(
             self._registry,
             agent,
-            input=input,
-            previous_state=previous_state,
-            deferred_resume=deferred_resume,
-            tool_recovery=tool_recovery,
+            replace(run, checkpoints=True),
             client_tools=client_tools,
-            usage_limits=usage_limits,
-            checkpoints=True,
             mounts=self._mounts,
-            barrier=barrier,
             state_field=None,
             resume_field="spec.answers",
         )

@@ -124,7 +124,7 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             await abort(context, refusal.error)
         deltas = (
             CheckpointDeltas(call.delta_base)
-            if call.checkpoints and call.checkpoint_form == "delta"
+            if call.run.checkpoints and call.checkpoint_form == "delta"
             else None
         )
         outbox: Outbox[RunItem[Any], harness_service_pb2.StreamRunResponse] = Outbox(
@@ -330,13 +330,8 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         return start_stream(
             self._registry,
             call.agent,
-            input=call.input,
-            previous_state=call.previous_state,
-            deferred_resume=call.deferred_resume,
-            tool_recovery=call.tool_recovery,
+            call.run,
             client_tools=call.client_tools,
-            usage_limits=call.usage_limits,
-            checkpoints=call.checkpoints,
             mounts=self._mounts,
             lineage=call.lineage,
             parent_agent=call.parent_agent,

@@ -570,27 +570,27 @@ def test_run_call_from_pb() -> None:
         request_id="req-1",
     )
     call = run_call_from_pb(spec)
-    assert call.agent == "demo" and call.request_id == "req-1" and call.checkpoints
-    assert call.input == [
+    assert call.agent == "demo" and call.request_id == "req-1" and call.run.checkpoints
+    assert call.run.input == [
         "look",
         BinaryContent(data=b"\x89PNG", media_type="image/png"),
         ImageUrl(url="https://x.test/a.png"),
         DocumentUrl(url="https://x.test/a", media_type="application/pdf"),
     ]
-    assert call.previous_state == sample_state()
-    assert call.tool_recovery == "never"
+    assert call.run.previous_state == sample_state()
+    assert call.run.tool_recovery == "never"
     assert call.client_tools[0].name == "weather"
-    assert call.usage_limits is not None
-    assert call.usage_limits.request_limit == 3 and call.usage_limits.total_tokens_limit == 0
-    assert call.usage_limits.tool_calls_limit is None
+    assert call.run.usage_limits is not None
+    assert call.run.usage_limits.request_limit == 3 and call.run.usage_limits.total_tokens_limit == 0
+    assert call.run.usage_limits.tool_calls_limit is None
 
 
 def test_run_call_defaults() -> None:
     call = run_call_from_pb(run_pb2.RunSpec())
-    assert call.input is None and call.previous_state is None and call.deferred_resume is None
-    assert call.tool_recovery == "declared" and call.usage_limits is None and call.client_tools == []
-    assert run_call_from_pb(run_pb2.RunSpec(text="")).input == ""
-    assert run_call_from_pb(run_pb2.RunSpec(parts=run_pb2.PromptParts())).input == []
+    assert call.run.input is None and call.run.previous_state is None and call.run.deferred_resume is None
+    assert call.run.tool_recovery == "declared" and call.run.usage_limits is None and call.client_tools == []
+    assert run_call_from_pb(run_pb2.RunSpec(text="")).run.input == ""
+    assert run_call_from_pb(run_pb2.RunSpec(parts=run_pb2.PromptParts())).run.input == []
 
 
 @pytest.mark.parametrize(

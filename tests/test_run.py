@@ -38,6 +38,7 @@ from harness import (
     InputError,
     RunBindings,
     RunError,
+    RunRequest,
     StateError,
 )
 from harness.testing import scripted_model
@@ -729,7 +730,7 @@ async def test_a_stream_ending_without_a_terminal_result_is_run_result_missing()
 
     class Agent(ExecutableAgent[str]):
         def stream(self, input: object = None, **kwargs: Any) -> HarnessRunStream[str]:
-            return EndsEarly(self, input, **kwargs)
+            return EndsEarly(self, RunRequest(input, **kwargs))
 
     with pytest.raises(RunError) as info:
         await Agent(scripted_model(echo_script)).run("hi")

@@ -6,7 +6,7 @@ neither module imports the other's internals: the run knows its host only as `Ru
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -17,9 +17,8 @@ from pydantic_ai.usage import UsageLimits
 
 from .._recovery_input import ToolRecovery
 from .._run import HarnessRunStream
-from ..barrier import RunBarrier
 from ..client_tools import ClientTool
-from ..deferred import DeferredToolResume
+from ..run_request import RunRequest
 from ..state import HarnessState
 from .digest import BusyStrategy, request_digest, same_request
 from .records import Head, ThreadRow
@@ -39,18 +38,10 @@ class Launcher(Protocol):
     """
 
     def stream(
-        self,
-        agent: str,
-        *,
-        input: str | list[UserContent] | None,
-        previous_state: HarnessState,
-        deferred_resume: DeferredToolResume | None,
-        tool_recovery: ToolRecovery,
-        client_tools: list[ClientTool],
-        usage_limits: UsageLimits | None,
-        barrier: RunBarrier,
+        self, agent: str, run: RunRequest, *, client_tools: Sequence[ClientTool]
     ) -> HarnessRunStream[Any]:
-        """The run's stream, with `barrier` awaited before each model request (its commit point)."""
+        """The stream of `run` (whose barrier is the commit point before each model request) for the
+        thread's `agent`, with the run's `client_tools`."""
         ...
 
     def admit(

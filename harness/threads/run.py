@@ -23,6 +23,7 @@ from ..deferred import DeferredToolRequests, DeferredToolResume
 from ..errors import ErrorCode, HarnessError, Refusal, RunCleanupError, ThreadError
 from ..events import HarnessCheckpointEvent, HarnessRunResultEvent
 from ..results import HarnessRunResult
+from ..run_request import RunRequest
 from ..state import HarnessState
 from .begin import Refuse, Replay, decide
 from .codec import state_parts
@@ -174,16 +175,15 @@ class ThreadRun:
                 return
             head, state = await host.head_state(thread)
             tools = list(head.checkpoint.client_tools if decision.head_tools else request.client_tools)
-            stream = host.launcher.stream(
-                thread.agent,
-                input=decision.input,
+            run = RunRequest(
+                decision.input,
                 previous_state=state,
                 deferred_resume=decision.resume,
                 tool_recovery=request.tool_recovery,
-                client_tools=tools,
                 usage_limits=request.usage_limits,
                 barrier=self,
             )
+            stream = host.launcher.stream(thread.agent, run, client_tools=tools)
             with host.launcher.admit(
                 stream, cancel=self.cancel, request_id=request.request_id, agent=thread.agent
             ) as begun:

@@ -17,7 +17,13 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 from threadline.v1 import run_pb2
 from threadline.v1.thread_service_pb2 import ThreadRunSpec
 
-from harness import ClientTool, DeferredToolResume, HarnessRunResult, HarnessState, InputError, ToolRecovery
+from harness import (
+    ClientTool,
+    HarnessRunResult,
+    InputError,
+    RunRequest,
+    ToolRecovery,
+)
 from harness.children import ChildLineage
 from harness.errors import ErrorCode
 from harness.json_text import canonical_json
@@ -49,20 +55,10 @@ class RunCall:
 
     agent: str
     """The agent's name; empty = the server's default agent (the service resolves it)."""
-    input: str | list[UserContent] | None
-    """The new user input; `None` = continue without one."""
-    previous_state: HarnessState | None
-    """The checkpoint to continue; `None` = a new thread."""
-    deferred_resume: DeferredToolResume | None
-    """Answers to the batch `previous_state` is suspended on."""
-    tool_recovery: ToolRecovery
-    """`"declared"`, `"never"` or `"always"`."""
+    run: RunRequest
+    """The run's inputs, without bindings (the service builds them: client tools, mounts, lineage)."""
     client_tools: list[ClientTool] = field(default_factory=list)
     """The host's tools for this run, unchecked (the core checks them when building bindings)."""
-    usage_limits: UsageLimits | None = None
-    """Exactly these limits, or `None` for the agent's own."""
-    checkpoints: bool = False
-    """Whether the stream carries checkpoint candidates."""
     checkpoint_form: CheckpointForm = "full"
     """How candidates carry their state: whole, or their history as a delta on the previous one."""
     request_id: str = ""
@@ -144,9 +140,8 @@ def run_call_from_pb(spec: run_pb2.RunSpec, *, pause: Callable[[], None] | None 
         )
     has_state = spec.HasField("previous_state")
     has_lineage = spec.HasField("lineage")
-    return RunCall(
-        agent=spec.agent,
-        input=input_from_pb(spec),
+    run = RunRequest(
+        input_from_pb(spec),
         previous_state=state_from_pb(spec.previous_state, field="spec.previous_state", pause=pause)
         if has_state
         else None,
@@ -154,9 +149,13 @@ def run_call_from_pb(spec: run_pb2.RunSpec, *, pause: Callable[[], None] | None 
         if spec.HasField("deferred_resume")
         else None,
         tool_recovery=recovery,
-        client_tools=client_tools_from_pb(spec.client_tools),
         usage_limits=limits_from_pb(spec.usage_limits) if spec.HasField("usage_limits") else None,
         checkpoints=spec.checkpoints,
+    )
+    return RunCall(
+        agent=spec.agent,
+        run=run,
+        client_tools=client_tools_from_pb(spec.client_tools),
         checkpoint_form=checkpoint_form,
         request_id=spec.request_id,
         # Copied only for the streams that edit it: a history can be most of a 64 MiB request.
