@@ -65,6 +65,9 @@ SERVICE = harness_service_pb2.DESCRIPTOR.services_by_name["HarnessService"]
 METHODS = {method.name: method for method in SERVICE.methods}
 DEADLINE_S = 20.0
 """Per call. The demo agent answers in milliseconds; a call that needs this long is a hang."""
+WORK_DEADLINES_S = {"prompt: 1 MB": 240.0}
+"""Cases whose answer is real work in proportion to the input, not a hang: the demo agent echoes a 1 MB
+prompt as 125 000 streamed text deltas (about 13 s on an idle 2-core machine, more under load)."""
 
 _DEFAULT_EXAMPLES = 100
 EXAMPLES = int(os.environ.get("THREADLINE_FUZZ_EXAMPLES", _DEFAULT_EXAMPLES))
@@ -138,14 +141,19 @@ def seeds(channel: grpc.Channel) -> Seeds:
 
 
 def raw(
-    channel: grpc.Channel, method: str, body: bytes, service: ServiceDescriptor = SERVICE
+    channel: grpc.Channel,
+    method: str,
+    body: bytes,
+    service: ServiceDescriptor = SERVICE,
+    *,
+    deadline: float = DEADLINE_S,
 ) -> list[bytes] | grpc.RpcError:
     """Send `body` to `method` unchanged; the response bodies, or the error the call ended with."""
     path = f"/{service.full_name}/{method}"
     try:
         if service.methods_by_name[method].server_streaming:
-            return list(channel.unary_stream(path)(body, timeout=DEADLINE_S))
-        return [channel.unary_unary(path)(body, timeout=DEADLINE_S)]
+            return list(channel.unary_stream(path)(body, timeout=deadline))
+        return [channel.unary_unary(path)(body, timeout=deadline)]
     except grpc.RpcError as error:
         return error
 
@@ -189,8 +197,17 @@ def _shorten(message: Message) -> None:
             setattr(message, field.name, value[:60] + (mark if isinstance(value, str) else mark.encode()))
 
 
-def send(channel: grpc.Channel, method: str, request: Message, service: ServiceDescriptor = SERVICE) -> None:
-    answer_is_typed(method, raw(channel, method, request.SerializeToString(), service), request)
+def send(
+    channel: grpc.Channel,
+    method: str,
+    request: Message,
+    service: ServiceDescriptor = SERVICE,
+    *,
+    deadline: float = DEADLINE_S,
+) -> None:
+    answer_is_typed(
+        method, raw(channel, method, request.SerializeToString(), service, deadline=deadline), request
+    )
 
 
 # --- hostile values ---------------------------------------------------------------------------------
@@ -880,7 +897,7 @@ HOSTILE_CASES = hostile_cases()
 @pytest.mark.parametrize("name", list(HOSTILE_CASES))
 def test_hostile_case(channel: grpc.Channel, seeds: Seeds, name: str) -> None:
     method, request = HOSTILE_CASES[name](seeds)
-    send(channel, method, request)
+    send(channel, method, request, deadline=WORK_DEADLINES_S.get(name, DEADLINE_S))
 
 
 # --- ThreadService: the same hostile input, on the durable threads' RPCs ----------------------------
