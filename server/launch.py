@@ -119,7 +119,17 @@ def start_stream(
             bindings, instance=child_identity(bindings.instance, edge, agent_instance_id=uuid.uuid4().hex)
         )
     try:
-        return HarnessRunStream(agent, replace(run, bindings=bindings, usage_limits=usage_limits))
+        return agent.stream(  # the agent's own `stream`: a served agent may be a subclass that wraps it
+            run.input,
+            bindings=bindings,
+            previous_state=run.previous_state,
+            tool_recovery=run.tool_recovery,
+            deferred_resume=run.deferred_resume,
+            usage=run.usage,
+            usage_limits=usage_limits,
+            checkpoints=run.checkpoints,
+            barrier=run.barrier,
+        )
     except HarnessError as error:
         if resume_field is not None and error.code.family == "deferred":
             raise at_field(error, resume_field) from None

@@ -677,11 +677,11 @@ async def test_results_map_and_resume_through_the_wire() -> None:
     )
     call = run_call_from_pb(spec)
     second = await agent.run(
-        call.input,
+        call.run.input,
         bindings=RunBindings.embedded(),
-        previous_state=call.previous_state,
-        deferred_resume=call.deferred_resume,
-        tool_recovery=call.tool_recovery,
+        previous_state=call.run.previous_state,
+        deferred_resume=call.run.deferred_resume,
+        tool_recovery=call.run.tool_recovery,
     )
     done = run_pb2.RunResult()
     fill_result(done, second, request_id="")
