@@ -15,12 +15,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from alembic import command
+from alembic.config import Config
 from conftest import PgStore
+from sqlalchemy import create_engine
 from sqlalchemy.exc import DataError, OperationalError
 
 from harness import HarnessState
 from harness.errors import ErrorCode, ThreadError
 from harness.threads import StoreKind, ThreadStore, open_database
+from harness.threads import database as database_module
 from harness.threads.codec import state_parts
 from harness.threads.pages import PageTokens
 from harness.threads.schema import SCHEMA_REVISION
@@ -29,6 +33,38 @@ from harness.threads.store import NewCheckpoint
 pytestmark = pytest.mark.anyio
 
 THOUSAND = {f"k{i}": "v" for i in range(1000)}
+
+
+def migrated_to(path: Path, revision: str) -> None:
+    """An SQLite file as an older server's migrations left it, at `revision`."""
+    config = Config()
+    config.set_main_option("script_location", str(Path(database_module.__file__).with_name("migrations")))
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, revision)
+    engine.dispose()
+
+
+async def test_a_0002_store_upgrades_in_place_and_its_threads_take_the_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "threads.db"
+    migrated_to(path, "0002")
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO threads (namespace, thread_id, incarnation, agent, labels, create_time, update_time,"
+            " revision, fence, cancel_requested) VALUES ('', 't', 'i', 'a', '{}', 1, 1, 1, 'f', 0)"
+        )
+    upgraded = await opened("sqlite", str(path))
+    try:
+        thread = await upgraded.thread("t")
+        assert thread is not None and thread.change_seq == 0
+    finally:
+        upgraded.close()
+        await upgraded.database.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(SCHEMA_REVISION,)]
+        assert db.execute("SELECT queue_length, sweep_after FROM threads").fetchall() == [(0, None)]
+        assert db.execute("SELECT count(*) FROM run_logs").fetchall() == [(0,)]
 
 
 async def opened(kind: StoreKind, location: str) -> ThreadStore:
@@ -151,12 +187,7 @@ async def test_the_page_token_key_is_the_store_s_and_survives_a_restart(tmp_path
 
 async def test_a_store_an_older_server_migrated_gets_its_key_on_upgrade(tmp_path: Path) -> None:
     path = tmp_path / "threads.db"
-    made = await opened("sqlite", str(path))
-    made.close()
-    await made.database.close()
-    with sqlite3.connect(path) as db:  # as revision 0001 left it: no settings table
-        db.execute("DROP TABLE store_settings")
-        db.execute("UPDATE alembic_version SET version_num = '0001'")
+    migrated_to(path, "0001")  # as revision 0001 left it: no settings table
     upgraded = await opened("sqlite", str(path))
     try:
         assert len(upgraded.database.page_key) == 32

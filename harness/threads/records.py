@@ -83,6 +83,8 @@ class ThreadRow:
     cancel_requested: bool
     last_request_id: str | None
     now: float
+    change_seq: int = 0
+    """Grows with every write that changes what `Thread` shows (`WatchThread` compares it)."""
 
     @property
     def live_lease(self) -> Lease | None:

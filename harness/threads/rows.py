@@ -79,7 +79,33 @@ def thread_values(thread: ThreadRow) -> dict[str, Any]:
         "lease_expires": None if lease is None else lease.expires,
         "cancel_requested": thread.cancel_requested,
         "last_request_id": thread.last_request_id,
+        "change_seq": thread.change_seq,
+        **_LATER_THREAD_COLUMNS,
     }
+
+
+_LATER_THREAD_COLUMNS: dict[str, Any] = {
+    "sweep_after": None,
+    "queue_length": 0,
+    "queue_next": 0,
+    "intents_fence": None,
+    "answered_request_id": None,
+    "answered_revision": None,
+    "answered_how": None,
+}
+"""LIVE §3-§5's columns of a new thread (migration 0003), at their defaults until those parts write them."""
+
+_LATER_RUN_COLUMNS: dict[str, Any] = {
+    "detached": False,
+    "spec": None,
+    "begin_revision": None,
+    "queue_seq": None,
+    "queue_kind": None,
+    "rollback_of": None,
+    "rolled_back": False,
+    "digest_parts": None,
+}
+"""LIVE §3-§5's columns of a new run record, at their defaults until those parts write them."""
 
 
 def thread_row(row: Any, now: float) -> ThreadRow:
@@ -104,6 +130,7 @@ def thread_row(row: Any, now: float) -> ThreadRow:
         cancel_requested=bool(row.cancel_requested),
         last_request_id=row.last_request_id,
         now=now,
+        change_seq=int(row.change_seq),
     )
 
 
@@ -169,6 +196,7 @@ def run_values(record: RunRow, *, thread_id: str, now: float) -> dict[str, Any]:
         "committed_revision": record.committed_revision,
         "create_time": now,
         "update_time": now,
+        **_LATER_RUN_COLUMNS,
     }
 
 

@@ -9,6 +9,7 @@ describes them for queries.
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Float,
@@ -27,14 +28,17 @@ __all__ = (
     "SCHEMA_REVISION",
     "blobs",
     "checkpoints",
+    "dispatch_intents",
     "labels",
     "metadata",
+    "run_events",
+    "run_logs",
     "runs",
     "settings",
     "threads",
 )
 
-SCHEMA_REVISION = "0002"
+SCHEMA_REVISION = "0003"
 """The Alembic revision these tables correspond to: a database at any other head refuses to serve."""
 
 metadata = MetaData()
@@ -62,7 +66,18 @@ threads = Table(
     Column("lease_expires", Float),
     Column("cancel_requested", Boolean, nullable=False),
     Column("last_request_id", String(256)),  # the run record a recovery looks at
+    # Grows with every write that changes what `Thread` shows (never a renewal): watchers compare it.
+    Column("change_seq", BigInteger, nullable=False, server_default="0"),
+    # The columns of LIVE §3-§5 (background runs, busy strategies, dispatch intents), made by 0003.
+    Column("sweep_after", Float),
+    Column("queue_length", Integer, nullable=False, server_default="0"),
+    Column("queue_next", BigInteger, nullable=False, server_default="0"),
+    Column("intents_fence", String(32)),
+    Column("answered_request_id", String(256)),
+    Column("answered_revision", Integer),
+    Column("answered_how", String(16)),
 )
+Index("threads_by_sweep", threads.c.namespace, threads.c.sweep_after)
 Index("threads_by_update", threads.c.namespace, threads.c.update_time, threads.c.thread_id)
 
 labels = Table(
@@ -127,8 +142,72 @@ runs = Table(
     Column("committed_revision", Integer, nullable=False),  # the last revision any attempt committed
     Column("create_time", Float, nullable=False),
     Column("update_time", Float, nullable=False),
+    Column("detached", Boolean, nullable=False, server_default="0"),
+    Column("spec", Text),
+    Column("begin_revision", Integer),
+    Column("queue_seq", BigInteger),
+    Column("queue_kind", String(16)),
+    Column("rollback_of", String(256)),
+    Column("rolled_back", Boolean, nullable=False, server_default="0"),
+    Column("digest_parts", Text),
 )
+Index("runs_by_queue", runs.c.namespace, runs.c.thread_id, runs.c.queue_seq)
 Index("runs_by_run_id", runs.c.namespace, runs.c.thread_id, runs.c.run_id)
+
+run_logs = Table(
+    "run_logs",
+    metadata,
+    Column("namespace", String(64), primary_key=True),
+    Column("thread_id", String(256), primary_key=True),
+    Column("run_id", String(64), primary_key=True),
+    Column("request_id", String(256), nullable=False),
+    Column("incarnation", String(32), nullable=False),
+    Column("status", String(8), nullable=False),  # open | ended | lost; leaves `open` once
+    Column("last_sequence", BigInteger, nullable=False),  # the last written event's; -1: none yet
+    Column("result_sequence", BigInteger),  # the `result`'s, built from the run record when read
+    Column("bytes", BigInteger, nullable=False),
+    Column("create_time", Float, nullable=False),
+    Column("end_time", Float),
+)
+"""One attempt's event log (LIVE §2): opened by the Begin that takes its lease."""
+Index("run_logs_by_end", run_logs.c.status, run_logs.c.end_time)
+Index("run_logs_by_create", run_logs.c.status, run_logs.c.create_time)
+
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("namespace", String(64), primary_key=True),
+    Column("thread_id", String(256), primary_key=True),
+    Column("run_id", String(64), primary_key=True),
+    Column("first_sequence", BigInteger, primary_key=True),
+    Column("last_sequence", BigInteger, nullable=False),
+    Column(
+        "data", LargeBinary, nullable=False
+    ),  # the write's events, each framed (`harness.threads.eventlog`)
+)
+"""The events of one log write, in order: many events are one row."""
+
+dispatch_intents = Table(
+    "dispatch_intents",
+    metadata,
+    Column("namespace", String(64), primary_key=True),
+    Column("thread_id", String(256), primary_key=True),
+    Column("call_id", String(256), primary_key=True),
+    Column("state", String(16), nullable=False),
+    Column("tool_name", String(256), nullable=False),
+    Column("retryable", Boolean, nullable=False),
+    Column("run_id", String(64), nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("create_time", Float, nullable=False),
+    Column("dispatch_time", Float),
+)
+"""LIVE §5.2 (made by 0003, written by the dispatch-intent work)."""
+Index(
+    "dispatch_intents_by_state",
+    dispatch_intents.c.namespace,
+    dispatch_intents.c.thread_id,
+    dispatch_intents.c.state,
+)
 
 settings = Table(
     "store_settings",

@@ -88,6 +88,42 @@ TOOL_OUTCOME_RETRIED: ToolOutcome.ValueType  # 5
 """The model is asked to call the tool again (e.g. invalid arguments)."""
 Global___ToolOutcome: _TypeAlias = ToolOutcome  # noqa: Y015
 
+class _OmissionReason:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _OmissionReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_OmissionReason.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    OMISSION_REASON_UNSPECIFIED: _OmissionReason.ValueType  # 0
+    """Never sent."""
+    OMISSION_REASON_DELTAS_COALESCED: _OmissionReason.ValueType  # 1
+    """Past a quarter of `ThreadStoreInfo.event_log_max_bytes`, text deltas are not recorded: each
+    part's `part_end` carries the whole part.
+    """
+    OMISSION_REASON_LOG_FULL: _OmissionReason.ValueType  # 2
+    """The log reached `ThreadStoreInfo.event_log_max_bytes`."""
+    OMISSION_REASON_EVENT_TOO_LARGE: _OmissionReason.ValueType  # 3
+    """One event over 1 MiB is never recorded."""
+    OMISSION_REASON_STORE_UNAVAILABLE: _OmissionReason.ValueType  # 4
+    """The store was unavailable while these events waited to be written."""
+
+class OmissionReason(_OmissionReason, metaclass=_OmissionReasonEnumTypeWrapper):
+    """Why a run's event log omitted events."""
+
+OMISSION_REASON_UNSPECIFIED: OmissionReason.ValueType  # 0
+"""Never sent."""
+OMISSION_REASON_DELTAS_COALESCED: OmissionReason.ValueType  # 1
+"""Past a quarter of `ThreadStoreInfo.event_log_max_bytes`, text deltas are not recorded: each
+part's `part_end` carries the whole part.
+"""
+OMISSION_REASON_LOG_FULL: OmissionReason.ValueType  # 2
+"""The log reached `ThreadStoreInfo.event_log_max_bytes`."""
+OMISSION_REASON_EVENT_TOO_LARGE: OmissionReason.ValueType  # 3
+"""One event over 1 MiB is never recorded."""
+OMISSION_REASON_STORE_UNAVAILABLE: OmissionReason.ValueType  # 4
+"""The store was unavailable while these events waited to be written."""
+Global___OmissionReason: _TypeAlias = OmissionReason  # noqa: Y015
+
 @_typing.final
 class RunEvent(_message.Message):
     """One event of a streamed run (`StreamRunResponse.event`, `StreamThreadRunResponse.event`).
@@ -121,6 +157,7 @@ class RunEvent(_message.Message):
     NATIVE_FIELD_NUMBER: _builtins.int
     THREAD_COMMITTED_FIELD_NUMBER: _builtins.int
     INLINE_DELEGATION_FIELD_NUMBER: _builtins.int
+    EVENTS_OMITTED_FIELD_NUMBER: _builtins.int
     ORIGIN_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
     """The thread's ID, the same on every event of the run."""
@@ -128,7 +165,12 @@ class RunEvent(_message.Message):
     """The run's ID, `run-<32 lowercase hex>`, the same on every event of the run."""
     sequence: _builtins.int
     """Position in the stream, numbered by the server over every event it sends (checkpoint
-    candidates and `thread_committed` included), starting at 0 with no gaps.
+    candidates and `thread_committed` included), starting at 0 with no gaps. In a thread run the
+    attempt numbers its events, so every stream of one attempt (the first call, an attached retry,
+    `JoinThreadRun`) carries the same numbers. A stream read from the run's event log may skip
+    numbers: each skipped range is ended by the `events_omitted` that covers it (`first_sequence`
+    to its own `sequence`). A join may end with an error status (ABORTED RUN_ATTEMPT_LOST, or the
+    run's own) and no `result`.
     """
     @_builtins.property
     def occurred_at(self) -> _timestamp_pb2.Timestamp:
@@ -196,6 +238,12 @@ class RunEvent(_message.Message):
         """
 
     @_builtins.property
+    def events_omitted(self) -> Global___EventsOmitted:
+        """Events of this attempt that its event log did not record (`JoinThreadRun` only): those
+        from `first_sequence` to this event's `sequence`, inclusive.
+        """
+
+    @_builtins.property
     def origin(self) -> Global___EventOrigin:
         """Not sent yet: reserved for events forwarded from an inline child run, which will name the
         child run they come from. The envelope's `sequence` stays the parent stream's.
@@ -221,13 +269,14 @@ class RunEvent(_message.Message):
         native: Global___Native | None = ...,
         thread_committed: Global___ThreadCommitted | None = ...,
         inline_delegation: Global___InlineDelegation | None = ...,
+        events_omitted: Global___EventsOmitted | None = ...,
         origin: Global___EventOrigin | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint_candidate", b"checkpoint_candidate", "event", b"event", "final_result", b"final_result", "inline_delegation", b"inline_delegation", "lifecycle", b"lifecycle", "native", b"native", "occurred_at", b"occurred_at", "origin", b"origin", "part_delta", b"part_delta", "part_end", b"part_end", "part_start", b"part_start", "result", b"result", "run_started", b"run_started", "thread_committed", b"thread_committed", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint_candidate", b"checkpoint_candidate", "event", b"event", "events_omitted", b"events_omitted", "final_result", b"final_result", "inline_delegation", b"inline_delegation", "lifecycle", b"lifecycle", "native", b"native", "occurred_at", b"occurred_at", "origin", b"origin", "part_delta", b"part_delta", "part_end", b"part_end", "part_start", b"part_start", "result", b"result", "run_started", b"run_started", "thread_committed", b"thread_committed", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_candidate", b"checkpoint_candidate", "event", b"event", "final_result", b"final_result", "inline_delegation", b"inline_delegation", "lifecycle", b"lifecycle", "native", b"native", "occurred_at", b"occurred_at", "origin", b"origin", "part_delta", b"part_delta", "part_end", b"part_end", "part_start", b"part_start", "result", b"result", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "thread_committed", b"thread_committed", "thread_id", b"thread_id", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_candidate", b"checkpoint_candidate", "event", b"event", "events_omitted", b"events_omitted", "final_result", b"final_result", "inline_delegation", b"inline_delegation", "lifecycle", b"lifecycle", "native", b"native", "occurred_at", b"occurred_at", "origin", b"origin", "part_delta", b"part_delta", "part_end", b"part_end", "part_start", b"part_start", "result", b"result", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "thread_committed", b"thread_committed", "thread_id", b"thread_id", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["run_started", "part_start", "part_delta", "part_end", "tool_call", "tool_result", "final_result", "checkpoint_candidate", "result", "lifecycle", "native", "thread_committed", "inline_delegation"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["run_started", "part_start", "part_delta", "part_end", "tool_call", "tool_result", "final_result", "checkpoint_candidate", "result", "lifecycle", "native", "thread_committed", "inline_delegation", "events_omitted"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
@@ -750,3 +799,29 @@ class Native(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Native: _TypeAlias = Native  # noqa: Y015
+
+@_typing.final
+class EventsOmitted(_message.Message):
+    """A range of events a run's event log did not record (see `RunEvent.sequence`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRST_SEQUENCE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    first_sequence: _builtins.int
+    """The first omitted event's sequence; the last is the envelope's `sequence`."""
+    reason: Global___OmissionReason.ValueType
+    """Why they were not recorded."""
+    def __init__(
+        self,
+        *,
+        first_sequence: _builtins.int = ...,
+        reason: Global___OmissionReason.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["first_sequence", b"first_sequence", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EventsOmitted: _TypeAlias = EventsOmitted  # noqa: Y015

@@ -592,23 +592,37 @@ class ThreadStoreInfo(_message.Message):
 
     KIND_FIELD_NUMBER: _builtins.int
     LEASE_TTL_FIELD_NUMBER: _builtins.int
+    EVENT_LOG_FIELD_NUMBER: _builtins.int
+    EVENT_RETENTION_FIELD_NUMBER: _builtins.int
+    EVENT_LOG_MAX_BYTES_FIELD_NUMBER: _builtins.int
     kind: Global___ThreadStoreKind.ValueType
     """The kind of store. Never THREAD_STORE_KIND_UNSPECIFIED in a message the server sent."""
+    event_log: _builtins.bool
+    """Whether this replica records each thread run's events for `JoinThreadRun` (`--event-log`)."""
+    event_log_max_bytes: _builtins.int
+    """The most bytes one attempt's event log holds (`--event-log-max-bytes`)."""
     @_builtins.property
     def lease_ttl(self) -> _duration_pb2.Duration:
         """How long a run's lease on its thread lasts without renewal (`--lease-ttl`): after a crash,
         the thread's next run waits at most this long before it can recover it.
         """
 
+    @_builtins.property
+    def event_retention(self) -> _duration_pb2.Duration:
+        """How long an ended run's events stay joinable (`--event-retention`)."""
+
     def __init__(
         self,
         *,
         kind: Global___ThreadStoreKind.ValueType = ...,
         lease_ttl: _duration_pb2.Duration | None = ...,
+        event_log: _builtins.bool = ...,
+        event_retention: _duration_pb2.Duration | None = ...,
+        event_log_max_bytes: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["lease_ttl", b"lease_ttl"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event_retention", b"event_retention", "lease_ttl", b"lease_ttl"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "lease_ttl", b"lease_ttl"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_log", b"event_log", "event_log_max_bytes", b"event_log_max_bytes", "event_retention", b"event_retention", "kind", b"kind", "lease_ttl", b"lease_ttl"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -57,7 +57,10 @@ class _BusyStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_BusyStra
     BUSY_STRATEGY_UNSPECIFIED: _BusyStrategy.ValueType  # 0
     """The default: BUSY_STRATEGY_REJECT."""
     BUSY_STRATEGY_REJECT: _BusyStrategy.ValueType  # 1
-    """Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow."""
+    """Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow. A
+    retry of the request that is running (its own `request_id`) is never refused: it attaches and
+    follows that run (`StreamThreadRun` from its first event, `RunThread` to its result).
+    """
 
 class BusyStrategy(_BusyStrategy, metaclass=_BusyStrategyEnumTypeWrapper):
     """What a request does when another run holds its thread."""
@@ -65,8 +68,55 @@ class BusyStrategy(_BusyStrategy, metaclass=_BusyStrategyEnumTypeWrapper):
 BUSY_STRATEGY_UNSPECIFIED: BusyStrategy.ValueType  # 0
 """The default: BUSY_STRATEGY_REJECT."""
 BUSY_STRATEGY_REJECT: BusyStrategy.ValueType  # 1
-"""Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow."""
+"""Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow. A
+retry of the request that is running (its own `request_id`) is never refused: it attaches and
+follows that run (`StreamThreadRun` from its first event, `RunThread` to its result).
+"""
 Global___BusyStrategy: _TypeAlias = BusyStrategy  # noqa: Y015
+
+class _ThreadChange:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ThreadChangeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ThreadChange.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    THREAD_CHANGE_UNSPECIFIED: _ThreadChange.ValueType  # 0
+    """Never sent."""
+    THREAD_CHANGE_SNAPSHOT: _ThreadChange.ValueType  # 1
+    """The first message of a watch: the thread as it is."""
+    THREAD_CHANGE_COMMITTED: _ThreadChange.ValueType  # 2
+    """A checkpoint was committed: the head revision grew."""
+    THREAD_CHANGE_RUN_STARTED: _ThreadChange.ValueType  # 3
+    """A run took the thread's lease."""
+    THREAD_CHANGE_RUN_ENDED: _ThreadChange.ValueType  # 4
+    """The run holding the lease released it."""
+    THREAD_CHANGE_ROLLED_BACK: _ThreadChange.ValueType  # 5
+    """The new head is a ROLLED_BACK checkpoint (instead of COMMITTED)."""
+    THREAD_CHANGE_QUEUE: _ThreadChange.ValueType  # 6
+    """The thread's queue of waiting requests changed."""
+    THREAD_CHANGE_LEASE_EXPIRED: _ThreadChange.ValueType  # 7
+    """The lease expired without a release (its server is gone): the status changed with no write."""
+
+class ThreadChange(_ThreadChange, metaclass=_ThreadChangeEnumTypeWrapper):
+    """What changed in a thread, as `WatchThread` reports it."""
+
+THREAD_CHANGE_UNSPECIFIED: ThreadChange.ValueType  # 0
+"""Never sent."""
+THREAD_CHANGE_SNAPSHOT: ThreadChange.ValueType  # 1
+"""The first message of a watch: the thread as it is."""
+THREAD_CHANGE_COMMITTED: ThreadChange.ValueType  # 2
+"""A checkpoint was committed: the head revision grew."""
+THREAD_CHANGE_RUN_STARTED: ThreadChange.ValueType  # 3
+"""A run took the thread's lease."""
+THREAD_CHANGE_RUN_ENDED: ThreadChange.ValueType  # 4
+"""The run holding the lease released it."""
+THREAD_CHANGE_ROLLED_BACK: ThreadChange.ValueType  # 5
+"""The new head is a ROLLED_BACK checkpoint (instead of COMMITTED)."""
+THREAD_CHANGE_QUEUE: ThreadChange.ValueType  # 6
+"""The thread's queue of waiting requests changed."""
+THREAD_CHANGE_LEASE_EXPIRED: ThreadChange.ValueType  # 7
+"""The lease expired without a release (its server is gone): the status changed with no write."""
+Global___ThreadChange: _TypeAlias = ThreadChange  # noqa: Y015
 
 @_typing.final
 class CreateThreadRequest(_message.Message):
@@ -860,3 +910,140 @@ class CancelThreadRunResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CancelThreadRunResponse: _TypeAlias = CancelThreadRunResponse  # noqa: Y015
+
+@_typing.final
+class JoinThreadRunRequest(_message.Message):
+    """Request of `JoinThreadRun`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREAD_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    AFTER_SEQUENCE_FIELD_NUMBER: _builtins.int
+    MAX_EVENTS_PER_MESSAGE_FIELD_NUMBER: _builtins.int
+    thread_id: _builtins.str
+    """The thread's ID. Required."""
+    run_id: _builtins.str
+    """The attempt to follow, by its run ID (any attempt's). Unset: `request_id`'s latest attempt,
+    else the attempt holding the thread's lease, else the thread's latest. A run the thread never
+    had fails NOT_FOUND RUN_NOT_FOUND.
+    """
+    request_id: _builtins.str
+    """The request whose latest attempt to follow. With `run_id`, both must name one request, else
+    INVALID_ARGUMENT INPUT_INVALID.
+    """
+    after_sequence: _builtins.int
+    """Send only events with a greater `sequence` (a reconnect passes the last one it received).
+    Unset: from the first event (sequence 0).
+    """
+    max_events_per_message: _builtins.int
+    """How many events one response may carry, as `StreamRunRequest.max_events_per_message`."""
+    def __init__(
+        self,
+        *,
+        thread_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        after_sequence: _builtins.int | None = ...,
+        max_events_per_message: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_after_sequence", b"_after_sequence", "after_sequence", b"after_sequence"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after_sequence", b"_after_sequence", "after_sequence", b"after_sequence", "max_events_per_message", b"max_events_per_message", "request_id", b"request_id", "run_id", b"run_id", "thread_id", b"thread_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__after_sequence: _TypeAlias = _typing.Literal["after_sequence"]  # noqa: Y015
+    _WhichOneofArgType__after_sequence: _TypeAlias = _typing.Literal["_after_sequence", b"_after_sequence"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__after_sequence) -> _WhichOneofReturnType__after_sequence | None: ...
+
+Global___JoinThreadRunRequest: _TypeAlias = JoinThreadRunRequest  # noqa: Y015
+
+@_typing.final
+class JoinThreadRunResponse(_message.Message):
+    """One message of the `JoinThreadRun` stream, packed as `StreamThreadRunResponse` is."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENT_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def event(self) -> _events_pb2.RunEvent:
+        """The next event, when the request's `max_events_per_message` is 0 or 1."""
+
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_events_pb2.RunEvent]:
+        """The next events, in order, when the request's `max_events_per_message` is above 1."""
+
+    def __init__(
+        self,
+        *,
+        event: _events_pb2.RunEvent | None = ...,
+        events: _abc.Iterable[_events_pb2.RunEvent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "events", b"events"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JoinThreadRunResponse: _TypeAlias = JoinThreadRunResponse  # noqa: Y015
+
+@_typing.final
+class WatchThreadRequest(_message.Message):
+    """Request of `WatchThread`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREAD_ID_FIELD_NUMBER: _builtins.int
+    thread_id: _builtins.str
+    """The thread's ID. Required."""
+    def __init__(
+        self,
+        *,
+        thread_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["thread_id", b"thread_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchThreadRequest: _TypeAlias = WatchThreadRequest  # noqa: Y015
+
+@_typing.final
+class WatchThreadResponse(_message.Message):
+    """One message of the `WatchThread` stream: the thread as it is now, and what changed since the
+    previous message.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREAD_FIELD_NUMBER: _builtins.int
+    CHANGE_SEQUENCE_FIELD_NUMBER: _builtins.int
+    CHANGES_FIELD_NUMBER: _builtins.int
+    change_sequence: _builtins.int
+    """Grows with every change of what `Thread` shows; never goes down on one thread."""
+    @_builtins.property
+    def thread(self) -> _thread_pb2.Thread:
+        """The thread in the BASIC view."""
+
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedScalarFieldContainer[Global___ThreadChange.ValueType]:
+        """What changed since the previous message (SNAPSHOT alone on the first). Several when changes
+        arrived while the watcher was still reading the previous message.
+        """
+
+    def __init__(
+        self,
+        *,
+        thread: _thread_pb2.Thread | None = ...,
+        change_sequence: _builtins.int = ...,
+        changes: _abc.Iterable[Global___ThreadChange.ValueType] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["thread", b"thread"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["change_sequence", b"change_sequence", "changes", b"changes", "thread", b"thread"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchThreadResponse: _TypeAlias = WatchThreadResponse  # noqa: Y015

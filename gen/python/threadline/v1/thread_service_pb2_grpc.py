@@ -102,6 +102,16 @@ class ThreadServiceStub:
                 request_serializer=threadline_dot_v1_dot_thread__service__pb2.CancelThreadRunRequest.SerializeToString,
                 response_deserializer=threadline_dot_v1_dot_thread__service__pb2.CancelThreadRunResponse.FromString,
                 _registered_method=True)
+        self.JoinThreadRun = channel.unary_stream(
+                '/threadline.v1.ThreadService/JoinThreadRun',
+                request_serializer=threadline_dot_v1_dot_thread__service__pb2.JoinThreadRunRequest.SerializeToString,
+                response_deserializer=threadline_dot_v1_dot_thread__service__pb2.JoinThreadRunResponse.FromString,
+                _registered_method=True)
+        self.WatchThread = channel.unary_stream(
+                '/threadline.v1.ThreadService/WatchThread',
+                request_serializer=threadline_dot_v1_dot_thread__service__pb2.WatchThreadRequest.SerializeToString,
+                response_deserializer=threadline_dot_v1_dot_thread__service__pb2.WatchThreadResponse.FromString,
+                _registered_method=True)
 
 
 class ThreadServiceServicer:
@@ -182,7 +192,9 @@ class ThreadServiceServicer:
         candidates, plus `thread_committed` after each commit, the terminal one immediately before
         `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
         call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
-        `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+        `request_id` to get its outcome: a retry while the run still goes on attaches to it and streams
+        the attempt from its first event (sequence 0; to reconnect mid-stream, `JoinThreadRun` with the
+        last sequence received). A retry of a request that had already finished runs nothing:
         its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
         the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
         run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
@@ -204,6 +216,33 @@ class ThreadServiceServicer:
     def CancelThreadRun(self, request, context):
         """Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
         once the cancellation is recorded, without waiting for the run to end.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def JoinThreadRun(self, request, context):
+        """Follows one attempt of a thread run from any replica: the events its log holds with a
+        `sequence` above `after_sequence` (unset: all of them), then each new one as it is written,
+        with no gap and no repeat, until the attempt ends. Sequence numbers are the attempt's own: every
+        stream of one attempt carries the same numbers, so a client whose stream broke after sequence k
+        continues with `after_sequence` k. A log may skip numbers, each skipped range ended by the
+        `events_omitted` that covers it. The stream ends as a retry of the request would (its `result`
+        and OK, or the run's own error status), or, once the attempt was lost (its server crashed, was
+        stopped past its lease, or was superseded), ABORTED RUN_ATTEMPT_LOST after its written events.
+        A finished attempt's log is kept for `ThreadStoreInfo.event_retention`; past that, or for an
+        attempt that recorded no log, FAILED_PRECONDITION RUN_EVENTS_EXPIRED (the result stays
+        readable by a retry of its request). A replica with the log off answers UNIMPLEMENTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchThread(self, request, context):
+        """Watches a thread: the first message is its current snapshot (SNAPSHOT), then one per change of
+        what `Thread` shows (a commit, a run starting or ending, a rollback, a lease expiring). A slow
+        watcher is sent fewer, newer snapshots, never a backlog: changes that arrive while one is unsent
+        merge into it. Ends NOT_FOUND THREAD_NOT_FOUND when the thread is deleted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -266,6 +305,16 @@ def add_ThreadServiceServicer_to_server(servicer, server):
                     servicer.CancelThreadRun,
                     request_deserializer=threadline_dot_v1_dot_thread__service__pb2.CancelThreadRunRequest.FromString,
                     response_serializer=threadline_dot_v1_dot_thread__service__pb2.CancelThreadRunResponse.SerializeToString,
+            ),
+            'JoinThreadRun': grpc.unary_stream_rpc_method_handler(
+                    servicer.JoinThreadRun,
+                    request_deserializer=threadline_dot_v1_dot_thread__service__pb2.JoinThreadRunRequest.FromString,
+                    response_serializer=threadline_dot_v1_dot_thread__service__pb2.JoinThreadRunResponse.SerializeToString,
+            ),
+            'WatchThread': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchThread,
+                    request_deserializer=threadline_dot_v1_dot_thread__service__pb2.WatchThreadRequest.FromString,
+                    response_serializer=threadline_dot_v1_dot_thread__service__pb2.WatchThreadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -578,6 +627,60 @@ class ThreadService:
             '/threadline.v1.ThreadService/CancelThreadRun',
             threadline_dot_v1_dot_thread__service__pb2.CancelThreadRunRequest.SerializeToString,
             threadline_dot_v1_dot_thread__service__pb2.CancelThreadRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JoinThreadRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/threadline.v1.ThreadService/JoinThreadRun',
+            threadline_dot_v1_dot_thread__service__pb2.JoinThreadRunRequest.SerializeToString,
+            threadline_dot_v1_dot_thread__service__pb2.JoinThreadRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/threadline.v1.ThreadService/WatchThread',
+            threadline_dot_v1_dot_thread__service__pb2.WatchThreadRequest.SerializeToString,
+            threadline_dot_v1_dot_thread__service__pb2.WatchThreadResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -69,7 +69,9 @@ class ThreadServiceStub:
     candidates, plus `thread_committed` after each commit, the terminal one immediately before
     `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
     call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
-    `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+    `request_id` to get its outcome: a retry while the run still goes on attaches to it and streams
+    the attempt from its first event (sequence 0; to reconnect mid-stream, `JoinThreadRun` with the
+    last sequence received). A retry of a request that had already finished runs nothing:
     its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
     the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
     run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
@@ -82,6 +84,25 @@ class ThreadServiceStub:
     CancelThreadRun: _grpc.UnaryUnaryMultiCallable[_thread_service_pb2.CancelThreadRunRequest, _thread_service_pb2.CancelThreadRunResponse]
     """Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
     once the cancellation is recorded, without waiting for the run to end.
+    """
+    JoinThreadRun: _grpc.UnaryStreamMultiCallable[_thread_service_pb2.JoinThreadRunRequest, _thread_service_pb2.JoinThreadRunResponse]
+    """Follows one attempt of a thread run from any replica: the events its log holds with a
+    `sequence` above `after_sequence` (unset: all of them), then each new one as it is written,
+    with no gap and no repeat, until the attempt ends. Sequence numbers are the attempt's own: every
+    stream of one attempt carries the same numbers, so a client whose stream broke after sequence k
+    continues with `after_sequence` k. A log may skip numbers, each skipped range ended by the
+    `events_omitted` that covers it. The stream ends as a retry of the request would (its `result`
+    and OK, or the run's own error status), or, once the attempt was lost (its server crashed, was
+    stopped past its lease, or was superseded), ABORTED RUN_ATTEMPT_LOST after its written events.
+    A finished attempt's log is kept for `ThreadStoreInfo.event_retention`; past that, or for an
+    attempt that recorded no log, FAILED_PRECONDITION RUN_EVENTS_EXPIRED (the result stays
+    readable by a retry of its request). A replica with the log off answers UNIMPLEMENTED.
+    """
+    WatchThread: _grpc.UnaryStreamMultiCallable[_thread_service_pb2.WatchThreadRequest, _thread_service_pb2.WatchThreadResponse]
+    """Watches a thread: the first message is its current snapshot (SNAPSHOT), then one per change of
+    what `Thread` shows (a commit, a run starting or ending, a rollback, a lease expiring). A slow
+    watcher is sent fewer, newer snapshots, never a backlog: changes that arrive while one is unsent
+    merge into it. Ends NOT_FOUND THREAD_NOT_FOUND when the thread is deleted.
     """
 
 @_typing.type_check_only
@@ -125,7 +146,9 @@ class ThreadServiceAsyncStub(ThreadServiceStub):
     candidates, plus `thread_committed` after each commit, the terminal one immediately before
     `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
     call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
-    `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+    `request_id` to get its outcome: a retry while the run still goes on attaches to it and streams
+    the attempt from its first event (sequence 0; to reconnect mid-stream, `JoinThreadRun` with the
+    last sequence received). A retry of a request that had already finished runs nothing:
     its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
     the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
     run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
@@ -138,6 +161,25 @@ class ThreadServiceAsyncStub(ThreadServiceStub):
     CancelThreadRun: _aio.UnaryUnaryMultiCallable[_thread_service_pb2.CancelThreadRunRequest, _thread_service_pb2.CancelThreadRunResponse]  # type: ignore[assignment]
     """Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
     once the cancellation is recorded, without waiting for the run to end.
+    """
+    JoinThreadRun: _aio.UnaryStreamMultiCallable[_thread_service_pb2.JoinThreadRunRequest, _thread_service_pb2.JoinThreadRunResponse]  # type: ignore[assignment]
+    """Follows one attempt of a thread run from any replica: the events its log holds with a
+    `sequence` above `after_sequence` (unset: all of them), then each new one as it is written,
+    with no gap and no repeat, until the attempt ends. Sequence numbers are the attempt's own: every
+    stream of one attempt carries the same numbers, so a client whose stream broke after sequence k
+    continues with `after_sequence` k. A log may skip numbers, each skipped range ended by the
+    `events_omitted` that covers it. The stream ends as a retry of the request would (its `result`
+    and OK, or the run's own error status), or, once the attempt was lost (its server crashed, was
+    stopped past its lease, or was superseded), ABORTED RUN_ATTEMPT_LOST after its written events.
+    A finished attempt's log is kept for `ThreadStoreInfo.event_retention`; past that, or for an
+    attempt that recorded no log, FAILED_PRECONDITION RUN_EVENTS_EXPIRED (the result stays
+    readable by a retry of its request). A replica with the log off answers UNIMPLEMENTED.
+    """
+    WatchThread: _aio.UnaryStreamMultiCallable[_thread_service_pb2.WatchThreadRequest, _thread_service_pb2.WatchThreadResponse]  # type: ignore[assignment]
+    """Watches a thread: the first message is its current snapshot (SNAPSHOT), then one per change of
+    what `Thread` shows (a commit, a run starting or ending, a rollback, a lease expiring). A slow
+    watcher is sent fewer, newer snapshots, never a backlog: changes that arrive while one is unsent
+    merge into it. Ends NOT_FOUND THREAD_NOT_FOUND when the thread is deleted.
     """
 
 class ThreadServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -232,7 +274,9 @@ class ThreadServiceServicer(metaclass=_abc_1.ABCMeta):
         candidates, plus `thread_committed` after each commit, the terminal one immediately before
         `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
         call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
-        `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+        `request_id` to get its outcome: a retry while the run still goes on attaches to it and streams
+        the attempt from its first event (sequence 0; to reconnect mid-stream, `JoinThreadRun` with the
+        last sequence received). A retry of a request that had already finished runs nothing:
         its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
         the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
         run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
@@ -257,6 +301,37 @@ class ThreadServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_thread_service_pb2.CancelThreadRunResponse, _abc.Awaitable[_thread_service_pb2.CancelThreadRunResponse]]:
         """Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
         once the cancellation is recorded, without waiting for the run to end.
+        """
+
+    @_abc_1.abstractmethod
+    def JoinThreadRun(
+        self,
+        request: _thread_service_pb2.JoinThreadRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_thread_service_pb2.JoinThreadRunResponse], _abc.AsyncIterator[_thread_service_pb2.JoinThreadRunResponse]]:
+        """Follows one attempt of a thread run from any replica: the events its log holds with a
+        `sequence` above `after_sequence` (unset: all of them), then each new one as it is written,
+        with no gap and no repeat, until the attempt ends. Sequence numbers are the attempt's own: every
+        stream of one attempt carries the same numbers, so a client whose stream broke after sequence k
+        continues with `after_sequence` k. A log may skip numbers, each skipped range ended by the
+        `events_omitted` that covers it. The stream ends as a retry of the request would (its `result`
+        and OK, or the run's own error status), or, once the attempt was lost (its server crashed, was
+        stopped past its lease, or was superseded), ABORTED RUN_ATTEMPT_LOST after its written events.
+        A finished attempt's log is kept for `ThreadStoreInfo.event_retention`; past that, or for an
+        attempt that recorded no log, FAILED_PRECONDITION RUN_EVENTS_EXPIRED (the result stays
+        readable by a retry of its request). A replica with the log off answers UNIMPLEMENTED.
+        """
+
+    @_abc_1.abstractmethod
+    def WatchThread(
+        self,
+        request: _thread_service_pb2.WatchThreadRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_thread_service_pb2.WatchThreadResponse], _abc.AsyncIterator[_thread_service_pb2.WatchThreadResponse]]:
+        """Watches a thread: the first message is its current snapshot (SNAPSHOT), then one per change of
+        what `Thread` shows (a commit, a run starting or ending, a rollback, a lease expiring). A slow
+        watcher is sent fewer, newer snapshots, never a backlog: changes that arrive while one is unsent
+        merge into it. Ends NOT_FOUND THREAD_NOT_FOUND when the thread is deleted.
         """
 
 def add_ThreadServiceServicer_to_server(servicer: ThreadServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -145,6 +145,68 @@ func (ToolOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_threadline_v1_events_proto_rawDescGZIP(), []int{1}
 }
 
+// Why a run's event log omitted events.
+type OmissionReason int32
+
+const (
+	// Never sent.
+	OmissionReason_OMISSION_REASON_UNSPECIFIED OmissionReason = 0
+	// Past a quarter of `ThreadStoreInfo.event_log_max_bytes`, text deltas are not recorded: each
+	// part's `part_end` carries the whole part.
+	OmissionReason_OMISSION_REASON_DELTAS_COALESCED OmissionReason = 1
+	// The log reached `ThreadStoreInfo.event_log_max_bytes`.
+	OmissionReason_OMISSION_REASON_LOG_FULL OmissionReason = 2
+	// One event over 1 MiB is never recorded.
+	OmissionReason_OMISSION_REASON_EVENT_TOO_LARGE OmissionReason = 3
+	// The store was unavailable while these events waited to be written.
+	OmissionReason_OMISSION_REASON_STORE_UNAVAILABLE OmissionReason = 4
+)
+
+// Enum value maps for OmissionReason.
+var (
+	OmissionReason_name = map[int32]string{
+		0: "OMISSION_REASON_UNSPECIFIED",
+		1: "OMISSION_REASON_DELTAS_COALESCED",
+		2: "OMISSION_REASON_LOG_FULL",
+		3: "OMISSION_REASON_EVENT_TOO_LARGE",
+		4: "OMISSION_REASON_STORE_UNAVAILABLE",
+	}
+	OmissionReason_value = map[string]int32{
+		"OMISSION_REASON_UNSPECIFIED":       0,
+		"OMISSION_REASON_DELTAS_COALESCED":  1,
+		"OMISSION_REASON_LOG_FULL":          2,
+		"OMISSION_REASON_EVENT_TOO_LARGE":   3,
+		"OMISSION_REASON_STORE_UNAVAILABLE": 4,
+	}
+)
+
+func (x OmissionReason) Enum() *OmissionReason {
+	p := new(OmissionReason)
+	*p = x
+	return p
+}
+
+func (x OmissionReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OmissionReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_threadline_v1_events_proto_enumTypes[2].Descriptor()
+}
+
+func (OmissionReason) Type() protoreflect.EnumType {
+	return &file_threadline_v1_events_proto_enumTypes[2]
+}
+
+func (x OmissionReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OmissionReason.Descriptor instead.
+func (OmissionReason) EnumDescriptor() ([]byte, []int) {
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
 // One event of a streamed run (`StreamRunResponse.event`, `StreamThreadRunResponse.event`).
 // Events arrive in order with a gap-free `sequence` from 0: `run_started` first, exactly one
 // `result` last. If the run's core fails after `run_started`, the stream instead ends with an
@@ -162,7 +224,12 @@ type RunEvent struct {
 	// The run's ID, `run-<32 lowercase hex>`, the same on every event of the run.
 	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Position in the stream, numbered by the server over every event it sends (checkpoint
-	// candidates and `thread_committed` included), starting at 0 with no gaps.
+	// candidates and `thread_committed` included), starting at 0 with no gaps. In a thread run the
+	// attempt numbers its events, so every stream of one attempt (the first call, an attached retry,
+	// `JoinThreadRun`) carries the same numbers. A stream read from the run's event log may skip
+	// numbers: each skipped range is ended by the `events_omitted` that covers it (`first_sequence`
+	// to its own `sequence`). A join may end with an error status (ABORTED RUN_ATTEMPT_LOST, or the
+	// run's own) and no `result`.
 	Sequence uint64 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// When the event happened, in UTC.
 	OccurredAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
@@ -183,6 +250,7 @@ type RunEvent struct {
 	//	*RunEvent_Native
 	//	*RunEvent_ThreadCommitted
 	//	*RunEvent_InlineDelegation
+	//	*RunEvent_EventsOmitted
 	Event isRunEvent_Event `protobuf_oneof:"event"`
 	// Not sent yet: reserved for events forwarded from an inline child run, which will name the
 	// child run they come from. The envelope's `sequence` stays the parent stream's.
@@ -373,6 +441,15 @@ func (x *RunEvent) GetInlineDelegation() *InlineDelegation {
 	return nil
 }
 
+func (x *RunEvent) GetEventsOmitted() *EventsOmitted {
+	if x != nil {
+		if x, ok := x.Event.(*RunEvent_EventsOmitted); ok {
+			return x.EventsOmitted
+		}
+	}
+	return nil
+}
+
 func (x *RunEvent) GetOrigin() *EventOrigin {
 	if x != nil {
 		return x.Origin
@@ -454,6 +531,12 @@ type RunEvent_InlineDelegation struct {
 	InlineDelegation *InlineDelegation `protobuf:"bytes,22,opt,name=inline_delegation,json=inlineDelegation,proto3,oneof"`
 }
 
+type RunEvent_EventsOmitted struct {
+	// Events of this attempt that its event log did not record (`JoinThreadRun` only): those
+	// from `first_sequence` to this event's `sequence`, inclusive.
+	EventsOmitted *EventsOmitted `protobuf:"bytes,24,opt,name=events_omitted,json=eventsOmitted,proto3,oneof"`
+}
+
 func (*RunEvent_RunStarted) isRunEvent_Event() {}
 
 func (*RunEvent_PartStart) isRunEvent_Event() {}
@@ -479,6 +562,8 @@ func (*RunEvent_Native) isRunEvent_Event() {}
 func (*RunEvent_ThreadCommitted) isRunEvent_Event() {}
 
 func (*RunEvent_InlineDelegation) isRunEvent_Event() {}
+
+func (*RunEvent_EventsOmitted) isRunEvent_Event() {}
 
 // The run started. The envelope's IDs identify the run.
 type RunStarted struct {
@@ -1517,11 +1602,66 @@ func (x *Native) GetJson() string {
 	return ""
 }
 
+// A range of events a run's event log did not record (see `RunEvent.sequence`).
+type EventsOmitted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The first omitted event's sequence; the last is the envelope's `sequence`.
+	FirstSequence uint64 `protobuf:"varint,1,opt,name=first_sequence,json=firstSequence,proto3" json:"first_sequence,omitempty"`
+	// Why they were not recorded.
+	Reason        OmissionReason `protobuf:"varint,2,opt,name=reason,proto3,enum=threadline.v1.OmissionReason" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsOmitted) Reset() {
+	*x = EventsOmitted{}
+	mi := &file_threadline_v1_events_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsOmitted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsOmitted) ProtoMessage() {}
+
+func (x *EventsOmitted) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_events_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsOmitted.ProtoReflect.Descriptor instead.
+func (*EventsOmitted) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_events_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *EventsOmitted) GetFirstSequence() uint64 {
+	if x != nil {
+		return x.FirstSequence
+	}
+	return 0
+}
+
+func (x *EventsOmitted) GetReason() OmissionReason {
+	if x != nil {
+		return x.Reason
+	}
+	return OmissionReason_OMISSION_REASON_UNSPECIFIED
+}
+
 var File_threadline_v1_events_proto protoreflect.FileDescriptor
 
 const file_threadline_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1athreadline/v1/events.proto\x12\rthreadline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\x1a\x1athreadline/v1/thread.proto\"\x89\b\n" +
+	"\x1athreadline/v1/events.proto\x12\rthreadline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\x1a\x1athreadline/v1/thread.proto\"\xd0\b\n" +
 	"\bRunEvent\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1a\n" +
@@ -1545,7 +1685,8 @@ const file_threadline_v1_events_proto_rawDesc = "" +
 	"\tlifecycle\x18\x13 \x01(\v2\x18.threadline.v1.LifecycleH\x00R\tlifecycle\x12/\n" +
 	"\x06native\x18\x14 \x01(\v2\x15.threadline.v1.NativeH\x00R\x06native\x12K\n" +
 	"\x10thread_committed\x18\x15 \x01(\v2\x1e.threadline.v1.ThreadCommittedH\x00R\x0fthreadCommitted\x12N\n" +
-	"\x11inline_delegation\x18\x16 \x01(\v2\x1f.threadline.v1.InlineDelegationH\x00R\x10inlineDelegation\x122\n" +
+	"\x11inline_delegation\x18\x16 \x01(\v2\x1f.threadline.v1.InlineDelegationH\x00R\x10inlineDelegation\x12E\n" +
+	"\x0eevents_omitted\x18\x18 \x01(\v2\x1c.threadline.v1.EventsOmittedH\x00R\reventsOmitted\x122\n" +
 	"\x06origin\x18\x17 \x01(\v2\x1a.threadline.v1.EventOriginR\x06originB\a\n" +
 	"\x05event\"C\n" +
 	"\n" +
@@ -1631,7 +1772,10 @@ const file_threadline_v1_events_proto_rawDesc = "" +
 	"\x06Native\x12\x1d\n" +
 	"\n" +
 	"event_kind\x18\x01 \x01(\tR\teventKind\x12\x12\n" +
-	"\x04json\x18\x02 \x01(\tR\x04json*j\n" +
+	"\x04json\x18\x02 \x01(\tR\x04json\"m\n" +
+	"\rEventsOmitted\x12%\n" +
+	"\x0efirst_sequence\x18\x01 \x01(\x04R\rfirstSequence\x125\n" +
+	"\x06reason\x18\x02 \x01(\x0e2\x1d.threadline.v1.OmissionReasonR\x06reason*j\n" +
 	"\bPartKind\x12\x19\n" +
 	"\x15PART_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0ePART_KIND_TEXT\x10\x01\x12\x16\n" +
@@ -1643,7 +1787,13 @@ const file_threadline_v1_events_proto_rawDesc = "" +
 	"\x13TOOL_OUTCOME_FAILED\x10\x02\x12\x17\n" +
 	"\x13TOOL_OUTCOME_DENIED\x10\x03\x12\x1c\n" +
 	"\x18TOOL_OUTCOME_INTERRUPTED\x10\x04\x12\x18\n" +
-	"\x14TOOL_OUTCOME_RETRIED\x10\x05B\xa9\x01\n" +
+	"\x14TOOL_OUTCOME_RETRIED\x10\x05*\xc1\x01\n" +
+	"\x0eOmissionReason\x12\x1f\n" +
+	"\x1bOMISSION_REASON_UNSPECIFIED\x10\x00\x12$\n" +
+	" OMISSION_REASON_DELTAS_COALESCED\x10\x01\x12\x1c\n" +
+	"\x18OMISSION_REASON_LOG_FULL\x10\x02\x12#\n" +
+	"\x1fOMISSION_REASON_EVENT_TOO_LARGE\x10\x03\x12%\n" +
+	"!OMISSION_REASON_STORE_UNAVAILABLE\x10\x04B\xa9\x01\n" +
 	"\x11dev.threadline.v1B\vEventsProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3"
 
 var (
@@ -1658,61 +1808,65 @@ func file_threadline_v1_events_proto_rawDescGZIP() []byte {
 	return file_threadline_v1_events_proto_rawDescData
 }
 
-var file_threadline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_threadline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_threadline_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_threadline_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_threadline_v1_events_proto_goTypes = []any{
 	(PartKind)(0),                 // 0: threadline.v1.PartKind
 	(ToolOutcome)(0),              // 1: threadline.v1.ToolOutcome
-	(*RunEvent)(nil),              // 2: threadline.v1.RunEvent
-	(*RunStarted)(nil),            // 3: threadline.v1.RunStarted
-	(*InlineDelegation)(nil),      // 4: threadline.v1.InlineDelegation
-	(*EventOrigin)(nil),           // 5: threadline.v1.EventOrigin
-	(*ThreadCommitted)(nil),       // 6: threadline.v1.ThreadCommitted
-	(*PartStart)(nil),             // 7: threadline.v1.PartStart
-	(*PartDelta)(nil),             // 8: threadline.v1.PartDelta
-	(*PartEnd)(nil),               // 9: threadline.v1.PartEnd
-	(*ToolCall)(nil),              // 10: threadline.v1.ToolCall
-	(*ToolResult)(nil),            // 11: threadline.v1.ToolResult
-	(*FinalResult)(nil),           // 12: threadline.v1.FinalResult
-	(*CheckpointCandidate)(nil),   // 13: threadline.v1.CheckpointCandidate
-	(*HistoryDelta)(nil),          // 14: threadline.v1.HistoryDelta
-	(*Lifecycle)(nil),             // 15: threadline.v1.Lifecycle
-	(*Native)(nil),                // 16: threadline.v1.Native
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*RunResult)(nil),             // 18: threadline.v1.RunResult
-	(*ChildLineage)(nil),          // 19: threadline.v1.ChildLineage
-	(CheckpointKind)(0),           // 20: threadline.v1.CheckpointKind
-	(*HarnessState)(nil),          // 21: threadline.v1.HarnessState
+	(OmissionReason)(0),           // 2: threadline.v1.OmissionReason
+	(*RunEvent)(nil),              // 3: threadline.v1.RunEvent
+	(*RunStarted)(nil),            // 4: threadline.v1.RunStarted
+	(*InlineDelegation)(nil),      // 5: threadline.v1.InlineDelegation
+	(*EventOrigin)(nil),           // 6: threadline.v1.EventOrigin
+	(*ThreadCommitted)(nil),       // 7: threadline.v1.ThreadCommitted
+	(*PartStart)(nil),             // 8: threadline.v1.PartStart
+	(*PartDelta)(nil),             // 9: threadline.v1.PartDelta
+	(*PartEnd)(nil),               // 10: threadline.v1.PartEnd
+	(*ToolCall)(nil),              // 11: threadline.v1.ToolCall
+	(*ToolResult)(nil),            // 12: threadline.v1.ToolResult
+	(*FinalResult)(nil),           // 13: threadline.v1.FinalResult
+	(*CheckpointCandidate)(nil),   // 14: threadline.v1.CheckpointCandidate
+	(*HistoryDelta)(nil),          // 15: threadline.v1.HistoryDelta
+	(*Lifecycle)(nil),             // 16: threadline.v1.Lifecycle
+	(*Native)(nil),                // 17: threadline.v1.Native
+	(*EventsOmitted)(nil),         // 18: threadline.v1.EventsOmitted
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*RunResult)(nil),             // 20: threadline.v1.RunResult
+	(*ChildLineage)(nil),          // 21: threadline.v1.ChildLineage
+	(CheckpointKind)(0),           // 22: threadline.v1.CheckpointKind
+	(*HarnessState)(nil),          // 23: threadline.v1.HarnessState
 }
 var file_threadline_v1_events_proto_depIdxs = []int32{
-	17, // 0: threadline.v1.RunEvent.occurred_at:type_name -> google.protobuf.Timestamp
-	3,  // 1: threadline.v1.RunEvent.run_started:type_name -> threadline.v1.RunStarted
-	7,  // 2: threadline.v1.RunEvent.part_start:type_name -> threadline.v1.PartStart
-	8,  // 3: threadline.v1.RunEvent.part_delta:type_name -> threadline.v1.PartDelta
-	9,  // 4: threadline.v1.RunEvent.part_end:type_name -> threadline.v1.PartEnd
-	10, // 5: threadline.v1.RunEvent.tool_call:type_name -> threadline.v1.ToolCall
-	11, // 6: threadline.v1.RunEvent.tool_result:type_name -> threadline.v1.ToolResult
-	12, // 7: threadline.v1.RunEvent.final_result:type_name -> threadline.v1.FinalResult
-	13, // 8: threadline.v1.RunEvent.checkpoint_candidate:type_name -> threadline.v1.CheckpointCandidate
-	18, // 9: threadline.v1.RunEvent.result:type_name -> threadline.v1.RunResult
-	15, // 10: threadline.v1.RunEvent.lifecycle:type_name -> threadline.v1.Lifecycle
-	16, // 11: threadline.v1.RunEvent.native:type_name -> threadline.v1.Native
-	6,  // 12: threadline.v1.RunEvent.thread_committed:type_name -> threadline.v1.ThreadCommitted
-	4,  // 13: threadline.v1.RunEvent.inline_delegation:type_name -> threadline.v1.InlineDelegation
-	5,  // 14: threadline.v1.RunEvent.origin:type_name -> threadline.v1.EventOrigin
-	19, // 15: threadline.v1.RunStarted.lineage:type_name -> threadline.v1.ChildLineage
-	20, // 16: threadline.v1.ThreadCommitted.kind:type_name -> threadline.v1.CheckpointKind
-	0,  // 17: threadline.v1.PartStart.kind:type_name -> threadline.v1.PartKind
-	0,  // 18: threadline.v1.PartDelta.kind:type_name -> threadline.v1.PartKind
-	0,  // 19: threadline.v1.PartEnd.kind:type_name -> threadline.v1.PartKind
-	1,  // 20: threadline.v1.ToolResult.outcome:type_name -> threadline.v1.ToolOutcome
-	21, // 21: threadline.v1.CheckpointCandidate.state:type_name -> threadline.v1.HarnessState
-	14, // 22: threadline.v1.CheckpointCandidate.history_delta:type_name -> threadline.v1.HistoryDelta
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	19, // 0: threadline.v1.RunEvent.occurred_at:type_name -> google.protobuf.Timestamp
+	4,  // 1: threadline.v1.RunEvent.run_started:type_name -> threadline.v1.RunStarted
+	8,  // 2: threadline.v1.RunEvent.part_start:type_name -> threadline.v1.PartStart
+	9,  // 3: threadline.v1.RunEvent.part_delta:type_name -> threadline.v1.PartDelta
+	10, // 4: threadline.v1.RunEvent.part_end:type_name -> threadline.v1.PartEnd
+	11, // 5: threadline.v1.RunEvent.tool_call:type_name -> threadline.v1.ToolCall
+	12, // 6: threadline.v1.RunEvent.tool_result:type_name -> threadline.v1.ToolResult
+	13, // 7: threadline.v1.RunEvent.final_result:type_name -> threadline.v1.FinalResult
+	14, // 8: threadline.v1.RunEvent.checkpoint_candidate:type_name -> threadline.v1.CheckpointCandidate
+	20, // 9: threadline.v1.RunEvent.result:type_name -> threadline.v1.RunResult
+	16, // 10: threadline.v1.RunEvent.lifecycle:type_name -> threadline.v1.Lifecycle
+	17, // 11: threadline.v1.RunEvent.native:type_name -> threadline.v1.Native
+	7,  // 12: threadline.v1.RunEvent.thread_committed:type_name -> threadline.v1.ThreadCommitted
+	5,  // 13: threadline.v1.RunEvent.inline_delegation:type_name -> threadline.v1.InlineDelegation
+	18, // 14: threadline.v1.RunEvent.events_omitted:type_name -> threadline.v1.EventsOmitted
+	6,  // 15: threadline.v1.RunEvent.origin:type_name -> threadline.v1.EventOrigin
+	21, // 16: threadline.v1.RunStarted.lineage:type_name -> threadline.v1.ChildLineage
+	22, // 17: threadline.v1.ThreadCommitted.kind:type_name -> threadline.v1.CheckpointKind
+	0,  // 18: threadline.v1.PartStart.kind:type_name -> threadline.v1.PartKind
+	0,  // 19: threadline.v1.PartDelta.kind:type_name -> threadline.v1.PartKind
+	0,  // 20: threadline.v1.PartEnd.kind:type_name -> threadline.v1.PartKind
+	1,  // 21: threadline.v1.ToolResult.outcome:type_name -> threadline.v1.ToolOutcome
+	23, // 22: threadline.v1.CheckpointCandidate.state:type_name -> threadline.v1.HarnessState
+	15, // 23: threadline.v1.CheckpointCandidate.history_delta:type_name -> threadline.v1.HistoryDelta
+	2,  // 24: threadline.v1.EventsOmitted.reason:type_name -> threadline.v1.OmissionReason
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_events_proto_init() }
@@ -1738,14 +1892,15 @@ func file_threadline_v1_events_proto_init() {
 		(*RunEvent_Native)(nil),
 		(*RunEvent_ThreadCommitted)(nil),
 		(*RunEvent_InlineDelegation)(nil),
+		(*RunEvent_EventsOmitted)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_threadline_v1_events_proto_rawDesc), len(file_threadline_v1_events_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   15,
+			NumEnums:      3,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1091,9 +1091,15 @@ type ThreadStoreInfo struct {
 	Kind ThreadStoreKind `protobuf:"varint,1,opt,name=kind,proto3,enum=threadline.v1.ThreadStoreKind" json:"kind,omitempty"`
 	// How long a run's lease on its thread lasts without renewal (`--lease-ttl`): after a crash,
 	// the thread's next run waits at most this long before it can recover it.
-	LeaseTtl      *durationpb.Duration `protobuf:"bytes,2,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaseTtl *durationpb.Duration `protobuf:"bytes,2,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
+	// Whether this replica records each thread run's events for `JoinThreadRun` (`--event-log`).
+	EventLog bool `protobuf:"varint,3,opt,name=event_log,json=eventLog,proto3" json:"event_log,omitempty"`
+	// How long an ended run's events stay joinable (`--event-retention`).
+	EventRetention *durationpb.Duration `protobuf:"bytes,4,opt,name=event_retention,json=eventRetention,proto3" json:"event_retention,omitempty"`
+	// The most bytes one attempt's event log holds (`--event-log-max-bytes`).
+	EventLogMaxBytes uint64 `protobuf:"varint,5,opt,name=event_log_max_bytes,json=eventLogMaxBytes,proto3" json:"event_log_max_bytes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ThreadStoreInfo) Reset() {
@@ -1138,6 +1144,27 @@ func (x *ThreadStoreInfo) GetLeaseTtl() *durationpb.Duration {
 		return x.LeaseTtl
 	}
 	return nil
+}
+
+func (x *ThreadStoreInfo) GetEventLog() bool {
+	if x != nil {
+		return x.EventLog
+	}
+	return false
+}
+
+func (x *ThreadStoreInfo) GetEventRetention() *durationpb.Duration {
+	if x != nil {
+		return x.EventRetention
+	}
+	return nil
+}
+
+func (x *ThreadStoreInfo) GetEventLogMaxBytes() uint64 {
+	if x != nil {
+		return x.EventLogMaxBytes
+	}
+	return 0
 }
 
 // A history format and the versions of it the server accepts.
@@ -1618,10 +1645,13 @@ const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\x15environment_providers\x18\b \x03(\v2&.threadline.v1.EnvironmentProviderInfoR\x14environmentProviders\"c\n" +
 	"\x17EnvironmentProviderInfo\x12!\n" +
 	"\fprovider_key\x18\x01 \x01(\tR\vproviderKey\x12%\n" +
-	"\x0estate_versions\x18\x02 \x03(\tR\rstateVersions\"}\n" +
+	"\x0estate_versions\x18\x02 \x03(\tR\rstateVersions\"\x8d\x02\n" +
 	"\x0fThreadStoreInfo\x122\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1e.threadline.v1.ThreadStoreKindR\x04kind\x126\n" +
-	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\"C\n" +
+	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x1b\n" +
+	"\tevent_log\x18\x03 \x01(\bR\beventLog\x12B\n" +
+	"\x0fevent_retention\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eeventRetention\x12-\n" +
+	"\x13event_log_max_bytes\x18\x05 \x01(\x04R\x10eventLogMaxBytes\"C\n" +
 	"\rHistoryFormat\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x1a\n" +
 	"\bversions\x18\x02 \x03(\tR\bversions\"\xbb\x01\n" +
@@ -1749,30 +1779,31 @@ var file_threadline_v1_harness_service_proto_depIdxs = []int32{
 	17, // 20: threadline.v1.GetServerInfoResponse.environment_providers:type_name -> threadline.v1.EnvironmentProviderInfo
 	0,  // 21: threadline.v1.ThreadStoreInfo.kind:type_name -> threadline.v1.ThreadStoreKind
 	33, // 22: threadline.v1.ThreadStoreInfo.lease_ttl:type_name -> google.protobuf.Duration
-	23, // 23: threadline.v1.AgentInfo.tools:type_name -> threadline.v1.ToolInfo
-	22, // 24: threadline.v1.AgentInfo.mounts:type_name -> threadline.v1.MountInfo
-	21, // 25: threadline.v1.AgentInfo.subagents:type_name -> threadline.v1.SubagentInfo
-	1,  // 26: threadline.v1.SubagentInfo.mode:type_name -> threadline.v1.SubagentMode
-	2,  // 27: threadline.v1.ToolInfo.category:type_name -> threadline.v1.ToolCategory
-	3,  // 28: threadline.v1.HarnessService.StreamRun:input_type -> threadline.v1.StreamRunRequest
-	5,  // 29: threadline.v1.HarnessService.Run:input_type -> threadline.v1.RunRequest
-	7,  // 30: threadline.v1.HarnessService.NewState:input_type -> threadline.v1.NewStateRequest
-	9,  // 31: threadline.v1.HarnessService.ForkState:input_type -> threadline.v1.ForkStateRequest
-	11, // 32: threadline.v1.HarnessService.ValidateState:input_type -> threadline.v1.ValidateStateRequest
-	13, // 33: threadline.v1.HarnessService.RemainingDeferred:input_type -> threadline.v1.RemainingDeferredRequest
-	15, // 34: threadline.v1.HarnessService.GetServerInfo:input_type -> threadline.v1.GetServerInfoRequest
-	4,  // 35: threadline.v1.HarnessService.StreamRun:output_type -> threadline.v1.StreamRunResponse
-	6,  // 36: threadline.v1.HarnessService.Run:output_type -> threadline.v1.RunResponse
-	8,  // 37: threadline.v1.HarnessService.NewState:output_type -> threadline.v1.NewStateResponse
-	10, // 38: threadline.v1.HarnessService.ForkState:output_type -> threadline.v1.ForkStateResponse
-	12, // 39: threadline.v1.HarnessService.ValidateState:output_type -> threadline.v1.ValidateStateResponse
-	14, // 40: threadline.v1.HarnessService.RemainingDeferred:output_type -> threadline.v1.RemainingDeferredResponse
-	16, // 41: threadline.v1.HarnessService.GetServerInfo:output_type -> threadline.v1.GetServerInfoResponse
-	35, // [35:42] is the sub-list for method output_type
-	28, // [28:35] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	33, // 23: threadline.v1.ThreadStoreInfo.event_retention:type_name -> google.protobuf.Duration
+	23, // 24: threadline.v1.AgentInfo.tools:type_name -> threadline.v1.ToolInfo
+	22, // 25: threadline.v1.AgentInfo.mounts:type_name -> threadline.v1.MountInfo
+	21, // 26: threadline.v1.AgentInfo.subagents:type_name -> threadline.v1.SubagentInfo
+	1,  // 27: threadline.v1.SubagentInfo.mode:type_name -> threadline.v1.SubagentMode
+	2,  // 28: threadline.v1.ToolInfo.category:type_name -> threadline.v1.ToolCategory
+	3,  // 29: threadline.v1.HarnessService.StreamRun:input_type -> threadline.v1.StreamRunRequest
+	5,  // 30: threadline.v1.HarnessService.Run:input_type -> threadline.v1.RunRequest
+	7,  // 31: threadline.v1.HarnessService.NewState:input_type -> threadline.v1.NewStateRequest
+	9,  // 32: threadline.v1.HarnessService.ForkState:input_type -> threadline.v1.ForkStateRequest
+	11, // 33: threadline.v1.HarnessService.ValidateState:input_type -> threadline.v1.ValidateStateRequest
+	13, // 34: threadline.v1.HarnessService.RemainingDeferred:input_type -> threadline.v1.RemainingDeferredRequest
+	15, // 35: threadline.v1.HarnessService.GetServerInfo:input_type -> threadline.v1.GetServerInfoRequest
+	4,  // 36: threadline.v1.HarnessService.StreamRun:output_type -> threadline.v1.StreamRunResponse
+	6,  // 37: threadline.v1.HarnessService.Run:output_type -> threadline.v1.RunResponse
+	8,  // 38: threadline.v1.HarnessService.NewState:output_type -> threadline.v1.NewStateResponse
+	10, // 39: threadline.v1.HarnessService.ForkState:output_type -> threadline.v1.ForkStateResponse
+	12, // 40: threadline.v1.HarnessService.ValidateState:output_type -> threadline.v1.ValidateStateResponse
+	14, // 41: threadline.v1.HarnessService.RemainingDeferred:output_type -> threadline.v1.RemainingDeferredResponse
+	16, // 42: threadline.v1.HarnessService.GetServerInfo:output_type -> threadline.v1.GetServerInfoResponse
+	36, // [36:43] is the sub-list for method output_type
+	29, // [29:36] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_harness_service_proto_init() }

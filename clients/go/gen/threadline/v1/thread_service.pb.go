@@ -81,7 +81,9 @@ type BusyStrategy int32
 const (
 	// The default: BUSY_STRATEGY_REJECT.
 	BusyStrategy_BUSY_STRATEGY_UNSPECIFIED BusyStrategy = 0
-	// Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow.
+	// Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow. A
+	// retry of the request that is running (its own `request_id`) is never refused: it attaches and
+	// follows that run (`StreamThreadRun` from its first event, `RunThread` to its result).
 	BusyStrategy_BUSY_STRATEGY_REJECT BusyStrategy = 1
 )
 
@@ -122,6 +124,79 @@ func (x BusyStrategy) Number() protoreflect.EnumNumber {
 // Deprecated: Use BusyStrategy.Descriptor instead.
 func (BusyStrategy) EnumDescriptor() ([]byte, []int) {
 	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{1}
+}
+
+// What changed in a thread, as `WatchThread` reports it.
+type ThreadChange int32
+
+const (
+	// Never sent.
+	ThreadChange_THREAD_CHANGE_UNSPECIFIED ThreadChange = 0
+	// The first message of a watch: the thread as it is.
+	ThreadChange_THREAD_CHANGE_SNAPSHOT ThreadChange = 1
+	// A checkpoint was committed: the head revision grew.
+	ThreadChange_THREAD_CHANGE_COMMITTED ThreadChange = 2
+	// A run took the thread's lease.
+	ThreadChange_THREAD_CHANGE_RUN_STARTED ThreadChange = 3
+	// The run holding the lease released it.
+	ThreadChange_THREAD_CHANGE_RUN_ENDED ThreadChange = 4
+	// The new head is a ROLLED_BACK checkpoint (instead of COMMITTED).
+	ThreadChange_THREAD_CHANGE_ROLLED_BACK ThreadChange = 5
+	// The thread's queue of waiting requests changed.
+	ThreadChange_THREAD_CHANGE_QUEUE ThreadChange = 6
+	// The lease expired without a release (its server is gone): the status changed with no write.
+	ThreadChange_THREAD_CHANGE_LEASE_EXPIRED ThreadChange = 7
+)
+
+// Enum value maps for ThreadChange.
+var (
+	ThreadChange_name = map[int32]string{
+		0: "THREAD_CHANGE_UNSPECIFIED",
+		1: "THREAD_CHANGE_SNAPSHOT",
+		2: "THREAD_CHANGE_COMMITTED",
+		3: "THREAD_CHANGE_RUN_STARTED",
+		4: "THREAD_CHANGE_RUN_ENDED",
+		5: "THREAD_CHANGE_ROLLED_BACK",
+		6: "THREAD_CHANGE_QUEUE",
+		7: "THREAD_CHANGE_LEASE_EXPIRED",
+	}
+	ThreadChange_value = map[string]int32{
+		"THREAD_CHANGE_UNSPECIFIED":   0,
+		"THREAD_CHANGE_SNAPSHOT":      1,
+		"THREAD_CHANGE_COMMITTED":     2,
+		"THREAD_CHANGE_RUN_STARTED":   3,
+		"THREAD_CHANGE_RUN_ENDED":     4,
+		"THREAD_CHANGE_ROLLED_BACK":   5,
+		"THREAD_CHANGE_QUEUE":         6,
+		"THREAD_CHANGE_LEASE_EXPIRED": 7,
+	}
+)
+
+func (x ThreadChange) Enum() *ThreadChange {
+	p := new(ThreadChange)
+	*p = x
+	return p
+}
+
+func (x ThreadChange) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ThreadChange) Descriptor() protoreflect.EnumDescriptor {
+	return file_threadline_v1_thread_service_proto_enumTypes[2].Descriptor()
+}
+
+func (ThreadChange) Type() protoreflect.EnumType {
+	return &file_threadline_v1_thread_service_proto_enumTypes[2]
+}
+
+func (x ThreadChange) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ThreadChange.Descriptor instead.
+func (ThreadChange) EnumDescriptor() ([]byte, []int) {
+	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{2}
 }
 
 // Request of `CreateThread`. Every field is optional.
@@ -1563,6 +1638,259 @@ func (x *CancelThreadRunResponse) GetStatus() ThreadRunStatus {
 	return ThreadRunStatus_THREAD_RUN_STATUS_UNSPECIFIED
 }
 
+// Request of `JoinThreadRun`.
+type JoinThreadRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The thread's ID. Required.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The attempt to follow, by its run ID (any attempt's). Unset: `request_id`'s latest attempt,
+	// else the attempt holding the thread's lease, else the thread's latest. A run the thread never
+	// had fails NOT_FOUND RUN_NOT_FOUND.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The request whose latest attempt to follow. With `run_id`, both must name one request, else
+	// INVALID_ARGUMENT INPUT_INVALID.
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Send only events with a greater `sequence` (a reconnect passes the last one it received).
+	// Unset: from the first event (sequence 0).
+	AfterSequence *uint64 `protobuf:"varint,4,opt,name=after_sequence,json=afterSequence,proto3,oneof" json:"after_sequence,omitempty"`
+	// How many events one response may carry, as `StreamRunRequest.max_events_per_message`.
+	MaxEventsPerMessage uint32 `protobuf:"varint,5,opt,name=max_events_per_message,json=maxEventsPerMessage,proto3" json:"max_events_per_message,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *JoinThreadRunRequest) Reset() {
+	*x = JoinThreadRunRequest{}
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinThreadRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinThreadRunRequest) ProtoMessage() {}
+
+func (x *JoinThreadRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinThreadRunRequest.ProtoReflect.Descriptor instead.
+func (*JoinThreadRunRequest) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *JoinThreadRunRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *JoinThreadRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *JoinThreadRunRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *JoinThreadRunRequest) GetAfterSequence() uint64 {
+	if x != nil && x.AfterSequence != nil {
+		return *x.AfterSequence
+	}
+	return 0
+}
+
+func (x *JoinThreadRunRequest) GetMaxEventsPerMessage() uint32 {
+	if x != nil {
+		return x.MaxEventsPerMessage
+	}
+	return 0
+}
+
+// One message of the `JoinThreadRun` stream, packed as `StreamThreadRunResponse` is.
+type JoinThreadRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next event, when the request's `max_events_per_message` is 0 or 1.
+	Event *RunEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// The next events, in order, when the request's `max_events_per_message` is above 1.
+	Events        []*RunEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinThreadRunResponse) Reset() {
+	*x = JoinThreadRunResponse{}
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinThreadRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinThreadRunResponse) ProtoMessage() {}
+
+func (x *JoinThreadRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinThreadRunResponse.ProtoReflect.Descriptor instead.
+func (*JoinThreadRunResponse) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *JoinThreadRunResponse) GetEvent() *RunEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *JoinThreadRunResponse) GetEvents() []*RunEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// Request of `WatchThread`.
+type WatchThreadRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The thread's ID. Required.
+	ThreadId      string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchThreadRequest) Reset() {
+	*x = WatchThreadRequest{}
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchThreadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchThreadRequest) ProtoMessage() {}
+
+func (x *WatchThreadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchThreadRequest.ProtoReflect.Descriptor instead.
+func (*WatchThreadRequest) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *WatchThreadRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+// One message of the `WatchThread` stream: the thread as it is now, and what changed since the
+// previous message.
+type WatchThreadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The thread in the BASIC view.
+	Thread *Thread `protobuf:"bytes,1,opt,name=thread,proto3" json:"thread,omitempty"`
+	// Grows with every change of what `Thread` shows; never goes down on one thread.
+	ChangeSequence uint64 `protobuf:"varint,2,opt,name=change_sequence,json=changeSequence,proto3" json:"change_sequence,omitempty"`
+	// What changed since the previous message (SNAPSHOT alone on the first). Several when changes
+	// arrived while the watcher was still reading the previous message.
+	Changes       []ThreadChange `protobuf:"varint,3,rep,packed,name=changes,proto3,enum=threadline.v1.ThreadChange" json:"changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchThreadResponse) Reset() {
+	*x = WatchThreadResponse{}
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchThreadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchThreadResponse) ProtoMessage() {}
+
+func (x *WatchThreadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchThreadResponse.ProtoReflect.Descriptor instead.
+func (*WatchThreadResponse) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *WatchThreadResponse) GetThread() *Thread {
+	if x != nil {
+		return x.Thread
+	}
+	return nil
+}
+
+func (x *WatchThreadResponse) GetChangeSequence() uint64 {
+	if x != nil {
+		return x.ChangeSequence
+	}
+	return 0
+}
+
+func (x *WatchThreadResponse) GetChanges() []ThreadChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
 var File_threadline_v1_thread_service_proto protoreflect.FileDescriptor
 
 const file_threadline_v1_thread_service_proto_rawDesc = "" +
@@ -1660,7 +1988,24 @@ const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\"Q\n" +
 	"\x17CancelThreadRunResponse\x126\n" +
-	"\x06status\x18\x01 \x01(\x0e2\x1e.threadline.v1.ThreadRunStatusR\x06status*V\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x1e.threadline.v1.ThreadRunStatusR\x06status\"\xdd\x01\n" +
+	"\x14JoinThreadRunRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12*\n" +
+	"\x0eafter_sequence\x18\x04 \x01(\x04H\x00R\rafterSequence\x88\x01\x01\x123\n" +
+	"\x16max_events_per_message\x18\x05 \x01(\rR\x13maxEventsPerMessageB\x11\n" +
+	"\x0f_after_sequence\"w\n" +
+	"\x15JoinThreadRunResponse\x12-\n" +
+	"\x05event\x18\x01 \x01(\v2\x17.threadline.v1.RunEventR\x05event\x12/\n" +
+	"\x06events\x18\x02 \x03(\v2\x17.threadline.v1.RunEventR\x06events\"1\n" +
+	"\x12WatchThreadRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\"\xa4\x01\n" +
+	"\x13WatchThreadResponse\x12-\n" +
+	"\x06thread\x18\x01 \x01(\v2\x15.threadline.v1.ThreadR\x06thread\x12'\n" +
+	"\x0fchange_sequence\x18\x02 \x01(\x04R\x0echangeSequence\x125\n" +
+	"\achanges\x18\x03 \x03(\x0e2\x1b.threadline.v1.ThreadChangeR\achanges*V\n" +
 	"\n" +
 	"ThreadView\x12\x1b\n" +
 	"\x17THREAD_VIEW_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -1668,7 +2013,16 @@ const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"\x10THREAD_VIEW_FULL\x10\x02*G\n" +
 	"\fBusyStrategy\x12\x1d\n" +
 	"\x19BUSY_STRATEGY_UNSPECIFIED\x10\x00\x12\x18\n" +
-	"\x14BUSY_STRATEGY_REJECT\x10\x012\xed\a\n" +
+	"\x14BUSY_STRATEGY_REJECT\x10\x01*\xfb\x01\n" +
+	"\fThreadChange\x12\x1d\n" +
+	"\x19THREAD_CHANGE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16THREAD_CHANGE_SNAPSHOT\x10\x01\x12\x1b\n" +
+	"\x17THREAD_CHANGE_COMMITTED\x10\x02\x12\x1d\n" +
+	"\x19THREAD_CHANGE_RUN_STARTED\x10\x03\x12\x1b\n" +
+	"\x17THREAD_CHANGE_RUN_ENDED\x10\x04\x12\x1d\n" +
+	"\x19THREAD_CHANGE_ROLLED_BACK\x10\x05\x12\x17\n" +
+	"\x13THREAD_CHANGE_QUEUE\x10\x06\x12\x1f\n" +
+	"\x1bTHREAD_CHANGE_LEASE_EXPIRED\x10\a2\xa3\t\n" +
 	"\rThreadService\x12W\n" +
 	"\fCreateThread\x12\".threadline.v1.CreateThreadRequest\x1a#.threadline.v1.CreateThreadResponse\x12N\n" +
 	"\tGetThread\x12\x1f.threadline.v1.GetThreadRequest\x1a .threadline.v1.GetThreadResponse\x12T\n" +
@@ -1681,7 +2035,9 @@ const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"\x0eRollbackThread\x12$.threadline.v1.RollbackThreadRequest\x1a%.threadline.v1.RollbackThreadResponse\x12b\n" +
 	"\x0fStreamThreadRun\x12%.threadline.v1.StreamThreadRunRequest\x1a&.threadline.v1.StreamThreadRunResponse0\x01\x12N\n" +
 	"\tRunThread\x12\x1f.threadline.v1.RunThreadRequest\x1a .threadline.v1.RunThreadResponse\x12`\n" +
-	"\x0fCancelThreadRun\x12%.threadline.v1.CancelThreadRunRequest\x1a&.threadline.v1.CancelThreadRunResponseB\xb0\x01\n" +
+	"\x0fCancelThreadRun\x12%.threadline.v1.CancelThreadRunRequest\x1a&.threadline.v1.CancelThreadRunResponse\x12\\\n" +
+	"\rJoinThreadRun\x12#.threadline.v1.JoinThreadRunRequest\x1a$.threadline.v1.JoinThreadRunResponse0\x01\x12V\n" +
+	"\vWatchThread\x12!.threadline.v1.WatchThreadRequest\x1a\".threadline.v1.WatchThreadResponse0\x01B\xb0\x01\n" +
 	"\x11dev.threadline.v1B\x12ThreadServiceProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3"
 
 var (
@@ -1696,106 +2052,119 @@ func file_threadline_v1_thread_service_proto_rawDescGZIP() []byte {
 	return file_threadline_v1_thread_service_proto_rawDescData
 }
 
-var file_threadline_v1_thread_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_threadline_v1_thread_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_threadline_v1_thread_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_threadline_v1_thread_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_threadline_v1_thread_service_proto_goTypes = []any{
 	(ThreadView)(0),                 // 0: threadline.v1.ThreadView
 	(BusyStrategy)(0),               // 1: threadline.v1.BusyStrategy
-	(*CreateThreadRequest)(nil),     // 2: threadline.v1.CreateThreadRequest
-	(*CreateThreadResponse)(nil),    // 3: threadline.v1.CreateThreadResponse
-	(*GetThreadRequest)(nil),        // 4: threadline.v1.GetThreadRequest
-	(*GetThreadResponse)(nil),       // 5: threadline.v1.GetThreadResponse
-	(*ListThreadsRequest)(nil),      // 6: threadline.v1.ListThreadsRequest
-	(*ListThreadsResponse)(nil),     // 7: threadline.v1.ListThreadsResponse
-	(*DeleteThreadRequest)(nil),     // 8: threadline.v1.DeleteThreadRequest
-	(*DeleteThreadResponse)(nil),    // 9: threadline.v1.DeleteThreadResponse
-	(*ListCheckpointsRequest)(nil),  // 10: threadline.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil), // 11: threadline.v1.ListCheckpointsResponse
-	(*GetCheckpointRequest)(nil),    // 12: threadline.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),   // 13: threadline.v1.GetCheckpointResponse
-	(*ForkThreadRequest)(nil),       // 14: threadline.v1.ForkThreadRequest
-	(*ForkThreadResponse)(nil),      // 15: threadline.v1.ForkThreadResponse
-	(*RollbackThreadRequest)(nil),   // 16: threadline.v1.RollbackThreadRequest
-	(*RollbackThreadResponse)(nil),  // 17: threadline.v1.RollbackThreadResponse
-	(*ThreadRunSpec)(nil),           // 18: threadline.v1.ThreadRunSpec
-	(*StreamThreadRunRequest)(nil),  // 19: threadline.v1.StreamThreadRunRequest
-	(*StreamThreadRunResponse)(nil), // 20: threadline.v1.StreamThreadRunResponse
-	(*RunThreadRequest)(nil),        // 21: threadline.v1.RunThreadRequest
-	(*RunThreadResponse)(nil),       // 22: threadline.v1.RunThreadResponse
-	(*CancelThreadRunRequest)(nil),  // 23: threadline.v1.CancelThreadRunRequest
-	(*CancelThreadRunResponse)(nil), // 24: threadline.v1.CancelThreadRunResponse
-	nil,                             // 25: threadline.v1.CreateThreadRequest.LabelsEntry
-	nil,                             // 26: threadline.v1.ForkThreadRequest.LabelsEntry
-	(*HarnessState)(nil),            // 27: threadline.v1.HarnessState
-	(*DeferredToolRequests)(nil),    // 28: threadline.v1.DeferredToolRequests
-	(*DeferredToolResume)(nil),      // 29: threadline.v1.DeferredToolResume
-	(*ClientTool)(nil),              // 30: threadline.v1.ClientTool
-	(*Thread)(nil),                  // 31: threadline.v1.Thread
-	(ThreadStatus)(0),               // 32: threadline.v1.ThreadStatus
-	(*Checkpoint)(nil),              // 33: threadline.v1.Checkpoint
-	(*PromptParts)(nil),             // 34: threadline.v1.PromptParts
-	(*DeferredToolResults)(nil),     // 35: threadline.v1.DeferredToolResults
-	(ToolRecovery)(0),               // 36: threadline.v1.ToolRecovery
-	(*UsageLimits)(nil),             // 37: threadline.v1.UsageLimits
-	(*RunEvent)(nil),                // 38: threadline.v1.RunEvent
-	(*RunResult)(nil),               // 39: threadline.v1.RunResult
-	(ThreadRunStatus)(0),            // 40: threadline.v1.ThreadRunStatus
+	(ThreadChange)(0),               // 2: threadline.v1.ThreadChange
+	(*CreateThreadRequest)(nil),     // 3: threadline.v1.CreateThreadRequest
+	(*CreateThreadResponse)(nil),    // 4: threadline.v1.CreateThreadResponse
+	(*GetThreadRequest)(nil),        // 5: threadline.v1.GetThreadRequest
+	(*GetThreadResponse)(nil),       // 6: threadline.v1.GetThreadResponse
+	(*ListThreadsRequest)(nil),      // 7: threadline.v1.ListThreadsRequest
+	(*ListThreadsResponse)(nil),     // 8: threadline.v1.ListThreadsResponse
+	(*DeleteThreadRequest)(nil),     // 9: threadline.v1.DeleteThreadRequest
+	(*DeleteThreadResponse)(nil),    // 10: threadline.v1.DeleteThreadResponse
+	(*ListCheckpointsRequest)(nil),  // 11: threadline.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil), // 12: threadline.v1.ListCheckpointsResponse
+	(*GetCheckpointRequest)(nil),    // 13: threadline.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),   // 14: threadline.v1.GetCheckpointResponse
+	(*ForkThreadRequest)(nil),       // 15: threadline.v1.ForkThreadRequest
+	(*ForkThreadResponse)(nil),      // 16: threadline.v1.ForkThreadResponse
+	(*RollbackThreadRequest)(nil),   // 17: threadline.v1.RollbackThreadRequest
+	(*RollbackThreadResponse)(nil),  // 18: threadline.v1.RollbackThreadResponse
+	(*ThreadRunSpec)(nil),           // 19: threadline.v1.ThreadRunSpec
+	(*StreamThreadRunRequest)(nil),  // 20: threadline.v1.StreamThreadRunRequest
+	(*StreamThreadRunResponse)(nil), // 21: threadline.v1.StreamThreadRunResponse
+	(*RunThreadRequest)(nil),        // 22: threadline.v1.RunThreadRequest
+	(*RunThreadResponse)(nil),       // 23: threadline.v1.RunThreadResponse
+	(*CancelThreadRunRequest)(nil),  // 24: threadline.v1.CancelThreadRunRequest
+	(*CancelThreadRunResponse)(nil), // 25: threadline.v1.CancelThreadRunResponse
+	(*JoinThreadRunRequest)(nil),    // 26: threadline.v1.JoinThreadRunRequest
+	(*JoinThreadRunResponse)(nil),   // 27: threadline.v1.JoinThreadRunResponse
+	(*WatchThreadRequest)(nil),      // 28: threadline.v1.WatchThreadRequest
+	(*WatchThreadResponse)(nil),     // 29: threadline.v1.WatchThreadResponse
+	nil,                             // 30: threadline.v1.CreateThreadRequest.LabelsEntry
+	nil,                             // 31: threadline.v1.ForkThreadRequest.LabelsEntry
+	(*HarnessState)(nil),            // 32: threadline.v1.HarnessState
+	(*DeferredToolRequests)(nil),    // 33: threadline.v1.DeferredToolRequests
+	(*DeferredToolResume)(nil),      // 34: threadline.v1.DeferredToolResume
+	(*ClientTool)(nil),              // 35: threadline.v1.ClientTool
+	(*Thread)(nil),                  // 36: threadline.v1.Thread
+	(ThreadStatus)(0),               // 37: threadline.v1.ThreadStatus
+	(*Checkpoint)(nil),              // 38: threadline.v1.Checkpoint
+	(*PromptParts)(nil),             // 39: threadline.v1.PromptParts
+	(*DeferredToolResults)(nil),     // 40: threadline.v1.DeferredToolResults
+	(ToolRecovery)(0),               // 41: threadline.v1.ToolRecovery
+	(*UsageLimits)(nil),             // 42: threadline.v1.UsageLimits
+	(*RunEvent)(nil),                // 43: threadline.v1.RunEvent
+	(*RunResult)(nil),               // 44: threadline.v1.RunResult
+	(ThreadRunStatus)(0),            // 45: threadline.v1.ThreadRunStatus
 }
 var file_threadline_v1_thread_service_proto_depIdxs = []int32{
-	25, // 0: threadline.v1.CreateThreadRequest.labels:type_name -> threadline.v1.CreateThreadRequest.LabelsEntry
-	27, // 1: threadline.v1.CreateThreadRequest.state:type_name -> threadline.v1.HarnessState
-	28, // 2: threadline.v1.CreateThreadRequest.pending:type_name -> threadline.v1.DeferredToolRequests
-	29, // 3: threadline.v1.CreateThreadRequest.accepted:type_name -> threadline.v1.DeferredToolResume
-	30, // 4: threadline.v1.CreateThreadRequest.client_tools:type_name -> threadline.v1.ClientTool
-	31, // 5: threadline.v1.CreateThreadResponse.thread:type_name -> threadline.v1.Thread
+	30, // 0: threadline.v1.CreateThreadRequest.labels:type_name -> threadline.v1.CreateThreadRequest.LabelsEntry
+	32, // 1: threadline.v1.CreateThreadRequest.state:type_name -> threadline.v1.HarnessState
+	33, // 2: threadline.v1.CreateThreadRequest.pending:type_name -> threadline.v1.DeferredToolRequests
+	34, // 3: threadline.v1.CreateThreadRequest.accepted:type_name -> threadline.v1.DeferredToolResume
+	35, // 4: threadline.v1.CreateThreadRequest.client_tools:type_name -> threadline.v1.ClientTool
+	36, // 5: threadline.v1.CreateThreadResponse.thread:type_name -> threadline.v1.Thread
 	0,  // 6: threadline.v1.GetThreadRequest.view:type_name -> threadline.v1.ThreadView
-	31, // 7: threadline.v1.GetThreadResponse.thread:type_name -> threadline.v1.Thread
-	32, // 8: threadline.v1.ListThreadsRequest.status:type_name -> threadline.v1.ThreadStatus
-	31, // 9: threadline.v1.ListThreadsResponse.threads:type_name -> threadline.v1.Thread
-	33, // 10: threadline.v1.ListCheckpointsResponse.checkpoints:type_name -> threadline.v1.Checkpoint
-	33, // 11: threadline.v1.GetCheckpointResponse.checkpoint:type_name -> threadline.v1.Checkpoint
-	26, // 12: threadline.v1.ForkThreadRequest.labels:type_name -> threadline.v1.ForkThreadRequest.LabelsEntry
-	31, // 13: threadline.v1.ForkThreadResponse.thread:type_name -> threadline.v1.Thread
-	31, // 14: threadline.v1.RollbackThreadResponse.thread:type_name -> threadline.v1.Thread
-	34, // 15: threadline.v1.ThreadRunSpec.parts:type_name -> threadline.v1.PromptParts
-	35, // 16: threadline.v1.ThreadRunSpec.answers:type_name -> threadline.v1.DeferredToolResults
-	36, // 17: threadline.v1.ThreadRunSpec.tool_recovery:type_name -> threadline.v1.ToolRecovery
-	30, // 18: threadline.v1.ThreadRunSpec.client_tools:type_name -> threadline.v1.ClientTool
-	37, // 19: threadline.v1.ThreadRunSpec.usage_limits:type_name -> threadline.v1.UsageLimits
+	36, // 7: threadline.v1.GetThreadResponse.thread:type_name -> threadline.v1.Thread
+	37, // 8: threadline.v1.ListThreadsRequest.status:type_name -> threadline.v1.ThreadStatus
+	36, // 9: threadline.v1.ListThreadsResponse.threads:type_name -> threadline.v1.Thread
+	38, // 10: threadline.v1.ListCheckpointsResponse.checkpoints:type_name -> threadline.v1.Checkpoint
+	38, // 11: threadline.v1.GetCheckpointResponse.checkpoint:type_name -> threadline.v1.Checkpoint
+	31, // 12: threadline.v1.ForkThreadRequest.labels:type_name -> threadline.v1.ForkThreadRequest.LabelsEntry
+	36, // 13: threadline.v1.ForkThreadResponse.thread:type_name -> threadline.v1.Thread
+	36, // 14: threadline.v1.RollbackThreadResponse.thread:type_name -> threadline.v1.Thread
+	39, // 15: threadline.v1.ThreadRunSpec.parts:type_name -> threadline.v1.PromptParts
+	40, // 16: threadline.v1.ThreadRunSpec.answers:type_name -> threadline.v1.DeferredToolResults
+	41, // 17: threadline.v1.ThreadRunSpec.tool_recovery:type_name -> threadline.v1.ToolRecovery
+	35, // 18: threadline.v1.ThreadRunSpec.client_tools:type_name -> threadline.v1.ClientTool
+	42, // 19: threadline.v1.ThreadRunSpec.usage_limits:type_name -> threadline.v1.UsageLimits
 	1,  // 20: threadline.v1.ThreadRunSpec.busy_strategy:type_name -> threadline.v1.BusyStrategy
-	18, // 21: threadline.v1.StreamThreadRunRequest.spec:type_name -> threadline.v1.ThreadRunSpec
-	38, // 22: threadline.v1.StreamThreadRunResponse.event:type_name -> threadline.v1.RunEvent
-	38, // 23: threadline.v1.StreamThreadRunResponse.events:type_name -> threadline.v1.RunEvent
-	18, // 24: threadline.v1.RunThreadRequest.spec:type_name -> threadline.v1.ThreadRunSpec
-	39, // 25: threadline.v1.RunThreadResponse.result:type_name -> threadline.v1.RunResult
-	40, // 26: threadline.v1.CancelThreadRunResponse.status:type_name -> threadline.v1.ThreadRunStatus
-	2,  // 27: threadline.v1.ThreadService.CreateThread:input_type -> threadline.v1.CreateThreadRequest
-	4,  // 28: threadline.v1.ThreadService.GetThread:input_type -> threadline.v1.GetThreadRequest
-	6,  // 29: threadline.v1.ThreadService.ListThreads:input_type -> threadline.v1.ListThreadsRequest
-	8,  // 30: threadline.v1.ThreadService.DeleteThread:input_type -> threadline.v1.DeleteThreadRequest
-	10, // 31: threadline.v1.ThreadService.ListCheckpoints:input_type -> threadline.v1.ListCheckpointsRequest
-	12, // 32: threadline.v1.ThreadService.GetCheckpoint:input_type -> threadline.v1.GetCheckpointRequest
-	14, // 33: threadline.v1.ThreadService.ForkThread:input_type -> threadline.v1.ForkThreadRequest
-	16, // 34: threadline.v1.ThreadService.RollbackThread:input_type -> threadline.v1.RollbackThreadRequest
-	19, // 35: threadline.v1.ThreadService.StreamThreadRun:input_type -> threadline.v1.StreamThreadRunRequest
-	21, // 36: threadline.v1.ThreadService.RunThread:input_type -> threadline.v1.RunThreadRequest
-	23, // 37: threadline.v1.ThreadService.CancelThreadRun:input_type -> threadline.v1.CancelThreadRunRequest
-	3,  // 38: threadline.v1.ThreadService.CreateThread:output_type -> threadline.v1.CreateThreadResponse
-	5,  // 39: threadline.v1.ThreadService.GetThread:output_type -> threadline.v1.GetThreadResponse
-	7,  // 40: threadline.v1.ThreadService.ListThreads:output_type -> threadline.v1.ListThreadsResponse
-	9,  // 41: threadline.v1.ThreadService.DeleteThread:output_type -> threadline.v1.DeleteThreadResponse
-	11, // 42: threadline.v1.ThreadService.ListCheckpoints:output_type -> threadline.v1.ListCheckpointsResponse
-	13, // 43: threadline.v1.ThreadService.GetCheckpoint:output_type -> threadline.v1.GetCheckpointResponse
-	15, // 44: threadline.v1.ThreadService.ForkThread:output_type -> threadline.v1.ForkThreadResponse
-	17, // 45: threadline.v1.ThreadService.RollbackThread:output_type -> threadline.v1.RollbackThreadResponse
-	20, // 46: threadline.v1.ThreadService.StreamThreadRun:output_type -> threadline.v1.StreamThreadRunResponse
-	22, // 47: threadline.v1.ThreadService.RunThread:output_type -> threadline.v1.RunThreadResponse
-	24, // 48: threadline.v1.ThreadService.CancelThreadRun:output_type -> threadline.v1.CancelThreadRunResponse
-	38, // [38:49] is the sub-list for method output_type
-	27, // [27:38] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	19, // 21: threadline.v1.StreamThreadRunRequest.spec:type_name -> threadline.v1.ThreadRunSpec
+	43, // 22: threadline.v1.StreamThreadRunResponse.event:type_name -> threadline.v1.RunEvent
+	43, // 23: threadline.v1.StreamThreadRunResponse.events:type_name -> threadline.v1.RunEvent
+	19, // 24: threadline.v1.RunThreadRequest.spec:type_name -> threadline.v1.ThreadRunSpec
+	44, // 25: threadline.v1.RunThreadResponse.result:type_name -> threadline.v1.RunResult
+	45, // 26: threadline.v1.CancelThreadRunResponse.status:type_name -> threadline.v1.ThreadRunStatus
+	43, // 27: threadline.v1.JoinThreadRunResponse.event:type_name -> threadline.v1.RunEvent
+	43, // 28: threadline.v1.JoinThreadRunResponse.events:type_name -> threadline.v1.RunEvent
+	36, // 29: threadline.v1.WatchThreadResponse.thread:type_name -> threadline.v1.Thread
+	2,  // 30: threadline.v1.WatchThreadResponse.changes:type_name -> threadline.v1.ThreadChange
+	3,  // 31: threadline.v1.ThreadService.CreateThread:input_type -> threadline.v1.CreateThreadRequest
+	5,  // 32: threadline.v1.ThreadService.GetThread:input_type -> threadline.v1.GetThreadRequest
+	7,  // 33: threadline.v1.ThreadService.ListThreads:input_type -> threadline.v1.ListThreadsRequest
+	9,  // 34: threadline.v1.ThreadService.DeleteThread:input_type -> threadline.v1.DeleteThreadRequest
+	11, // 35: threadline.v1.ThreadService.ListCheckpoints:input_type -> threadline.v1.ListCheckpointsRequest
+	13, // 36: threadline.v1.ThreadService.GetCheckpoint:input_type -> threadline.v1.GetCheckpointRequest
+	15, // 37: threadline.v1.ThreadService.ForkThread:input_type -> threadline.v1.ForkThreadRequest
+	17, // 38: threadline.v1.ThreadService.RollbackThread:input_type -> threadline.v1.RollbackThreadRequest
+	20, // 39: threadline.v1.ThreadService.StreamThreadRun:input_type -> threadline.v1.StreamThreadRunRequest
+	22, // 40: threadline.v1.ThreadService.RunThread:input_type -> threadline.v1.RunThreadRequest
+	24, // 41: threadline.v1.ThreadService.CancelThreadRun:input_type -> threadline.v1.CancelThreadRunRequest
+	26, // 42: threadline.v1.ThreadService.JoinThreadRun:input_type -> threadline.v1.JoinThreadRunRequest
+	28, // 43: threadline.v1.ThreadService.WatchThread:input_type -> threadline.v1.WatchThreadRequest
+	4,  // 44: threadline.v1.ThreadService.CreateThread:output_type -> threadline.v1.CreateThreadResponse
+	6,  // 45: threadline.v1.ThreadService.GetThread:output_type -> threadline.v1.GetThreadResponse
+	8,  // 46: threadline.v1.ThreadService.ListThreads:output_type -> threadline.v1.ListThreadsResponse
+	10, // 47: threadline.v1.ThreadService.DeleteThread:output_type -> threadline.v1.DeleteThreadResponse
+	12, // 48: threadline.v1.ThreadService.ListCheckpoints:output_type -> threadline.v1.ListCheckpointsResponse
+	14, // 49: threadline.v1.ThreadService.GetCheckpoint:output_type -> threadline.v1.GetCheckpointResponse
+	16, // 50: threadline.v1.ThreadService.ForkThread:output_type -> threadline.v1.ForkThreadResponse
+	18, // 51: threadline.v1.ThreadService.RollbackThread:output_type -> threadline.v1.RollbackThreadResponse
+	21, // 52: threadline.v1.ThreadService.StreamThreadRun:output_type -> threadline.v1.StreamThreadRunResponse
+	23, // 53: threadline.v1.ThreadService.RunThread:output_type -> threadline.v1.RunThreadResponse
+	25, // 54: threadline.v1.ThreadService.CancelThreadRun:output_type -> threadline.v1.CancelThreadRunResponse
+	27, // 55: threadline.v1.ThreadService.JoinThreadRun:output_type -> threadline.v1.JoinThreadRunResponse
+	29, // 56: threadline.v1.ThreadService.WatchThread:output_type -> threadline.v1.WatchThreadResponse
+	44, // [44:57] is the sub-list for method output_type
+	31, // [31:44] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_thread_service_proto_init() }
@@ -1812,13 +2181,14 @@ func file_threadline_v1_thread_service_proto_init() {
 		(*ThreadRunSpec_Text)(nil),
 		(*ThreadRunSpec_Parts)(nil),
 	}
+	file_threadline_v1_thread_service_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_threadline_v1_thread_service_proto_rawDesc), len(file_threadline_v1_thread_service_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   25,
+			NumEnums:      3,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

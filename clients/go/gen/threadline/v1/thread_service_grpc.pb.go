@@ -30,6 +30,8 @@ const (
 	ThreadService_StreamThreadRun_FullMethodName = "/threadline.v1.ThreadService/StreamThreadRun"
 	ThreadService_RunThread_FullMethodName       = "/threadline.v1.ThreadService/RunThread"
 	ThreadService_CancelThreadRun_FullMethodName = "/threadline.v1.ThreadService/CancelThreadRun"
+	ThreadService_JoinThreadRun_FullMethodName   = "/threadline.v1.ThreadService/JoinThreadRun"
+	ThreadService_WatchThread_FullMethodName     = "/threadline.v1.ThreadService/WatchThread"
 )
 
 // ThreadServiceClient is the client API for ThreadService service.
@@ -71,7 +73,9 @@ type ThreadServiceClient interface {
 	// candidates, plus `thread_committed` after each commit, the terminal one immediately before
 	// `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
 	// call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
-	// `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+	// `request_id` to get its outcome: a retry while the run still goes on attaches to it and streams
+	// the attempt from its first event (sequence 0; to reconnect mid-stream, `JoinThreadRun` with the
+	// last sequence received). A retry of a request that had already finished runs nothing:
 	// its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
 	// the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
 	// run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
@@ -84,6 +88,23 @@ type ThreadServiceClient interface {
 	// Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
 	// once the cancellation is recorded, without waiting for the run to end.
 	CancelThreadRun(ctx context.Context, in *CancelThreadRunRequest, opts ...grpc.CallOption) (*CancelThreadRunResponse, error)
+	// Follows one attempt of a thread run from any replica: the events its log holds with a
+	// `sequence` above `after_sequence` (unset: all of them), then each new one as it is written,
+	// with no gap and no repeat, until the attempt ends. Sequence numbers are the attempt's own: every
+	// stream of one attempt carries the same numbers, so a client whose stream broke after sequence k
+	// continues with `after_sequence` k. A log may skip numbers, each skipped range ended by the
+	// `events_omitted` that covers it. The stream ends as a retry of the request would (its `result`
+	// and OK, or the run's own error status), or, once the attempt was lost (its server crashed, was
+	// stopped past its lease, or was superseded), ABORTED RUN_ATTEMPT_LOST after its written events.
+	// A finished attempt's log is kept for `ThreadStoreInfo.event_retention`; past that, or for an
+	// attempt that recorded no log, FAILED_PRECONDITION RUN_EVENTS_EXPIRED (the result stays
+	// readable by a retry of its request). A replica with the log off answers UNIMPLEMENTED.
+	JoinThreadRun(ctx context.Context, in *JoinThreadRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[JoinThreadRunResponse], error)
+	// Watches a thread: the first message is its current snapshot (SNAPSHOT), then one per change of
+	// what `Thread` shows (a commit, a run starting or ending, a rollback, a lease expiring). A slow
+	// watcher is sent fewer, newer snapshots, never a backlog: changes that arrive while one is unsent
+	// merge into it. Ends NOT_FOUND THREAD_NOT_FOUND when the thread is deleted.
+	WatchThread(ctx context.Context, in *WatchThreadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchThreadResponse], error)
 }
 
 type threadServiceClient struct {
@@ -213,6 +234,44 @@ func (c *threadServiceClient) CancelThreadRun(ctx context.Context, in *CancelThr
 	return out, nil
 }
 
+func (c *threadServiceClient) JoinThreadRun(ctx context.Context, in *JoinThreadRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[JoinThreadRunResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ThreadService_ServiceDesc.Streams[1], ThreadService_JoinThreadRun_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[JoinThreadRunRequest, JoinThreadRunResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ThreadService_JoinThreadRunClient = grpc.ServerStreamingClient[JoinThreadRunResponse]
+
+func (c *threadServiceClient) WatchThread(ctx context.Context, in *WatchThreadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchThreadResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ThreadService_ServiceDesc.Streams[2], ThreadService_WatchThread_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchThreadRequest, WatchThreadResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ThreadService_WatchThreadClient = grpc.ServerStreamingClient[WatchThreadResponse]
+
 // ThreadServiceServer is the server API for ThreadService service.
 // All implementations must embed UnimplementedThreadServiceServer
 // for forward compatibility.
@@ -252,7 +311,9 @@ type ThreadServiceServer interface {
 	// candidates, plus `thread_committed` after each commit, the terminal one immediately before
 	// `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
 	// call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
-	// `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+	// `request_id` to get its outcome: a retry while the run still goes on attaches to it and streams
+	// the attempt from its first event (sequence 0; to reconnect mid-stream, `JoinThreadRun` with the
+	// last sequence received). A retry of a request that had already finished runs nothing:
 	// its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
 	// the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
 	// run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
@@ -265,6 +326,23 @@ type ThreadServiceServer interface {
 	// Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
 	// once the cancellation is recorded, without waiting for the run to end.
 	CancelThreadRun(context.Context, *CancelThreadRunRequest) (*CancelThreadRunResponse, error)
+	// Follows one attempt of a thread run from any replica: the events its log holds with a
+	// `sequence` above `after_sequence` (unset: all of them), then each new one as it is written,
+	// with no gap and no repeat, until the attempt ends. Sequence numbers are the attempt's own: every
+	// stream of one attempt carries the same numbers, so a client whose stream broke after sequence k
+	// continues with `after_sequence` k. A log may skip numbers, each skipped range ended by the
+	// `events_omitted` that covers it. The stream ends as a retry of the request would (its `result`
+	// and OK, or the run's own error status), or, once the attempt was lost (its server crashed, was
+	// stopped past its lease, or was superseded), ABORTED RUN_ATTEMPT_LOST after its written events.
+	// A finished attempt's log is kept for `ThreadStoreInfo.event_retention`; past that, or for an
+	// attempt that recorded no log, FAILED_PRECONDITION RUN_EVENTS_EXPIRED (the result stays
+	// readable by a retry of its request). A replica with the log off answers UNIMPLEMENTED.
+	JoinThreadRun(*JoinThreadRunRequest, grpc.ServerStreamingServer[JoinThreadRunResponse]) error
+	// Watches a thread: the first message is its current snapshot (SNAPSHOT), then one per change of
+	// what `Thread` shows (a commit, a run starting or ending, a rollback, a lease expiring). A slow
+	// watcher is sent fewer, newer snapshots, never a backlog: changes that arrive while one is unsent
+	// merge into it. Ends NOT_FOUND THREAD_NOT_FOUND when the thread is deleted.
+	WatchThread(*WatchThreadRequest, grpc.ServerStreamingServer[WatchThreadResponse]) error
 	mustEmbedUnimplementedThreadServiceServer()
 }
 
@@ -307,6 +385,12 @@ func (UnimplementedThreadServiceServer) RunThread(context.Context, *RunThreadReq
 }
 func (UnimplementedThreadServiceServer) CancelThreadRun(context.Context, *CancelThreadRunRequest) (*CancelThreadRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelThreadRun not implemented")
+}
+func (UnimplementedThreadServiceServer) JoinThreadRun(*JoinThreadRunRequest, grpc.ServerStreamingServer[JoinThreadRunResponse]) error {
+	return status.Error(codes.Unimplemented, "method JoinThreadRun not implemented")
+}
+func (UnimplementedThreadServiceServer) WatchThread(*WatchThreadRequest, grpc.ServerStreamingServer[WatchThreadResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchThread not implemented")
 }
 func (UnimplementedThreadServiceServer) mustEmbedUnimplementedThreadServiceServer() {}
 func (UnimplementedThreadServiceServer) testEmbeddedByValue()                       {}
@@ -520,6 +604,28 @@ func _ThreadService_CancelThreadRun_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ThreadService_JoinThreadRun_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(JoinThreadRunRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ThreadServiceServer).JoinThreadRun(m, &grpc.GenericServerStream[JoinThreadRunRequest, JoinThreadRunResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ThreadService_JoinThreadRunServer = grpc.ServerStreamingServer[JoinThreadRunResponse]
+
+func _ThreadService_WatchThread_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchThreadRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ThreadServiceServer).WatchThread(m, &grpc.GenericServerStream[WatchThreadRequest, WatchThreadResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ThreadService_WatchThreadServer = grpc.ServerStreamingServer[WatchThreadResponse]
+
 // ThreadService_ServiceDesc is the grpc.ServiceDesc for ThreadService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -572,6 +678,16 @@ var ThreadService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "StreamThreadRun",
 			Handler:       _ThreadService_StreamThreadRun_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "JoinThreadRun",
+			Handler:       _ThreadService_JoinThreadRun_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchThread",
+			Handler:       _ThreadService_WatchThread_Handler,
 			ServerStreams: true,
 		},
 	},

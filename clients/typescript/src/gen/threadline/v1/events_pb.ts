@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file threadline/v1/events.proto.
  */
 export const file_threadline_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("Chp0aHJlYWRsaW5lL3YxL2V2ZW50cy5wcm90bxINdGhyZWFkbGluZS52MSK5BgoIUnVuRXZlbnQSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBIvCgtvY2N1cnJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoLcnVuX3N0YXJ0ZWQYCiABKAsyGS50aHJlYWRsaW5lLnYxLlJ1blN0YXJ0ZWRIABIuCgpwYXJ0X3N0YXJ0GAsgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0U3RhcnRIABIuCgpwYXJ0X2RlbHRhGAwgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0RGVsdGFIABIqCghwYXJ0X2VuZBgNIAEoCzIWLnRocmVhZGxpbmUudjEuUGFydEVuZEgAEiwKCXRvb2xfY2FsbBgOIAEoCzIXLnRocmVhZGxpbmUudjEuVG9vbENhbGxIABIwCgt0b29sX3Jlc3VsdBgPIAEoCzIZLnRocmVhZGxpbmUudjEuVG9vbFJlc3VsdEgAEjIKDGZpbmFsX3Jlc3VsdBgQIAEoCzIaLnRocmVhZGxpbmUudjEuRmluYWxSZXN1bHRIABJCChRjaGVja3BvaW50X2NhbmRpZGF0ZRgRIAEoCzIiLnRocmVhZGxpbmUudjEuQ2hlY2twb2ludENhbmRpZGF0ZUgAEioKBnJlc3VsdBgSIAEoCzIYLnRocmVhZGxpbmUudjEuUnVuUmVzdWx0SAASLQoJbGlmZWN5Y2xlGBMgASgLMhgudGhyZWFkbGluZS52MS5MaWZlY3ljbGVIABInCgZuYXRpdmUYFCABKAsyFS50aHJlYWRsaW5lLnYxLk5hdGl2ZUgAEjoKEHRocmVhZF9jb21taXR0ZWQYFSABKAsyHi50aHJlYWRsaW5lLnYxLlRocmVhZENvbW1pdHRlZEgAEjwKEWlubGluZV9kZWxlZ2F0aW9uGBYgASgLMh8udGhyZWFkbGluZS52MS5JbmxpbmVEZWxlZ2F0aW9uSAASKgoGb3JpZ2luGBcgASgLMhoudGhyZWFkbGluZS52MS5FdmVudE9yaWdpbkIHCgVldmVudCI6CgpSdW5TdGFydGVkEiwKB2xpbmVhZ2UYASABKAsyGy50aHJlYWRsaW5lLnYxLkNoaWxkTGluZWFnZSLiAQoQSW5saW5lRGVsZWdhdGlvbhIVCg1pbnZvY2F0aW9uX2lkGAEgASgJEg4KBmFjdGlvbhgCIAEoCRIZChFjaGlsZF9pbnN0YW5jZV9pZBgDIAEoCRIQCghzdWJhZ2VudBgEIAEoCRIOCgZzdGF0dXMYBSABKAkSFQoNcGFyZW50X3J1bl9pZBgGIAEoCRIgChhwYXJlbnRfYWdlbnRfaW5zdGFuY2VfaWQYByABKAkSGwoTcGFyZW50X3Rvb2xfY2FsbF9pZBgIIAEoCRIUCgxjaGlsZF9ydW5faWQYCSABKAkiegoLRXZlbnRPcmlnaW4SEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBIZChFjaGlsZF9pbnN0YW5jZV9pZBgEIAEoCRIbChNwYXJlbnRfdG9vbF9jYWxsX2lkGAUgASgJImIKD1RocmVhZENvbW1pdHRlZBIQCghyZXZpc2lvbhgBIAEoAxIrCgRraW5kGAIgASgOMh0udGhyZWFkbGluZS52MS5DaGVja3BvaW50S2luZBIQCghyZXBsYXllZBgDIAEoCCKTAQoJUGFydFN0YXJ0EhIKCnBhcnRfaW5kZXgYASABKA0SJQoEa2luZBgCIAEoDjIXLnRocmVhZGxpbmUudjEuUGFydEtpbmQSDwoHY29udGVudBgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEhEKCWFyZ3NfanNvbhgGIAEoCSKgAQoJUGFydERlbHRhEhIKCnBhcnRfaW5kZXgYASABKA0SJQoEa2luZBgCIAEoDjIXLnRocmVhZGxpbmUudjEuUGFydEtpbmQSFQoNY29udGVudF9kZWx0YRgDIAEoCRIXCg90b29sX25hbWVfZGVsdGEYBCABKAkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEhIKCmFyZ3NfZGVsdGEYBiABKAkikQEKB1BhcnRFbmQSEgoKcGFydF9pbmRleBgBIAEoDRIlCgRraW5kGAIgASgOMhcudGhyZWFkbGluZS52MS5QYXJ0S2luZBIPCgdjb250ZW50GAMgASgJEhEKCXRvb2xfbmFtZRgEIAEoCRIUCgx0b29sX2NhbGxfaWQYBSABKAkSEQoJYXJnc19qc29uGAYgASgJIkYKCFRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSEQoJYXJnc19qc29uGAMgASgJIngKClRvb2xSZXN1bHQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRIrCgdvdXRjb21lGAMgASgOMhoudGhyZWFkbGluZS52MS5Ub29sT3V0Y29tZRIUCgxjb250ZW50X2pzb24YBCABKAkiNgoLRmluYWxSZXN1bHQSEQoJdG9vbF9uYW1lGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCSJ1ChNDaGVja3BvaW50Q2FuZGlkYXRlEioKBXN0YXRlGAEgASgLMhsudGhyZWFkbGluZS52MS5IYXJuZXNzU3RhdGUSMgoNaGlzdG9yeV9kZWx0YRgCIAEoCzIbLnRocmVhZGxpbmUudjEuSGlzdG9yeURlbHRhIjIKDEhpc3RvcnlEZWx0YRISCgprZWVwX2J5dGVzGAEgASgEEg4KBmFwcGVuZBgCIAEoCSJVCglMaWZlY3ljbGUSDAoEa2luZBgBIAEoCRIMCgR0eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEhQKDHBheWxvYWRfanNvbhgEIAEoCSIqCgZOYXRpdmUSEgoKZXZlbnRfa2luZBgBIAEoCRIMCgRqc29uGAIgASgJKmoKCFBhcnRLaW5kEhkKFVBBUlRfS0lORF9VTlNQRUNJRklFRBAAEhIKDlBBUlRfS0lORF9URVhUEAESFgoSUEFSVF9LSU5EX1RISU5LSU5HEAISFwoTUEFSVF9LSU5EX1RPT0xfQ0FMTBADKq8BCgtUb29sT3V0Y29tZRIcChhUT09MX09VVENPTUVfVU5TUEVDSUZJRUQQABIYChRUT09MX09VVENPTUVfU1VDQ0VTUxABEhcKE1RPT0xfT1VUQ09NRV9GQUlMRUQQAhIXChNUT09MX09VVENPTUVfREVOSUVEEAMSHAoYVE9PTF9PVVRDT01FX0lOVEVSUlVQVEVEEAQSGAoUVE9PTF9PVVRDT01FX1JFVFJJRUQQBUKpAQoRZGV2LnRocmVhZGxpbmUudjFCC0V2ZW50c1Byb3RvUAFaTmdpdGh1Yi5jb20vdGhyZWFkbGluZS1kZXYvdGhyZWFkbGluZS9jbGllbnRzL2dvL2dlbi90aHJlYWRsaW5lL3YxO3RocmVhZGxpbmV2MaICA1RMTqoCDVRocmVhZGxpbmUuVjHKAg1UaHJlYWRsaW5lXFYx6gIOVGhyZWFkbGluZTo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_threadline_v1_deferred, file_threadline_v1_run, file_threadline_v1_state, file_threadline_v1_thread]);
+  fileDesc("Chp0aHJlYWRsaW5lL3YxL2V2ZW50cy5wcm90bxINdGhyZWFkbGluZS52MSLxBgoIUnVuRXZlbnQSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBIvCgtvY2N1cnJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoLcnVuX3N0YXJ0ZWQYCiABKAsyGS50aHJlYWRsaW5lLnYxLlJ1blN0YXJ0ZWRIABIuCgpwYXJ0X3N0YXJ0GAsgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0U3RhcnRIABIuCgpwYXJ0X2RlbHRhGAwgASgLMhgudGhyZWFkbGluZS52MS5QYXJ0RGVsdGFIABIqCghwYXJ0X2VuZBgNIAEoCzIWLnRocmVhZGxpbmUudjEuUGFydEVuZEgAEiwKCXRvb2xfY2FsbBgOIAEoCzIXLnRocmVhZGxpbmUudjEuVG9vbENhbGxIABIwCgt0b29sX3Jlc3VsdBgPIAEoCzIZLnRocmVhZGxpbmUudjEuVG9vbFJlc3VsdEgAEjIKDGZpbmFsX3Jlc3VsdBgQIAEoCzIaLnRocmVhZGxpbmUudjEuRmluYWxSZXN1bHRIABJCChRjaGVja3BvaW50X2NhbmRpZGF0ZRgRIAEoCzIiLnRocmVhZGxpbmUudjEuQ2hlY2twb2ludENhbmRpZGF0ZUgAEioKBnJlc3VsdBgSIAEoCzIYLnRocmVhZGxpbmUudjEuUnVuUmVzdWx0SAASLQoJbGlmZWN5Y2xlGBMgASgLMhgudGhyZWFkbGluZS52MS5MaWZlY3ljbGVIABInCgZuYXRpdmUYFCABKAsyFS50aHJlYWRsaW5lLnYxLk5hdGl2ZUgAEjoKEHRocmVhZF9jb21taXR0ZWQYFSABKAsyHi50aHJlYWRsaW5lLnYxLlRocmVhZENvbW1pdHRlZEgAEjwKEWlubGluZV9kZWxlZ2F0aW9uGBYgASgLMh8udGhyZWFkbGluZS52MS5JbmxpbmVEZWxlZ2F0aW9uSAASNgoOZXZlbnRzX29taXR0ZWQYGCABKAsyHC50aHJlYWRsaW5lLnYxLkV2ZW50c09taXR0ZWRIABIqCgZvcmlnaW4YFyABKAsyGi50aHJlYWRsaW5lLnYxLkV2ZW50T3JpZ2luQgcKBWV2ZW50IjoKClJ1blN0YXJ0ZWQSLAoHbGluZWFnZRgBIAEoCzIbLnRocmVhZGxpbmUudjEuQ2hpbGRMaW5lYWdlIuIBChBJbmxpbmVEZWxlZ2F0aW9uEhUKDWludm9jYXRpb25faWQYASABKAkSDgoGYWN0aW9uGAIgASgJEhkKEWNoaWxkX2luc3RhbmNlX2lkGAMgASgJEhAKCHN1YmFnZW50GAQgASgJEg4KBnN0YXR1cxgFIAEoCRIVCg1wYXJlbnRfcnVuX2lkGAYgASgJEiAKGHBhcmVudF9hZ2VudF9pbnN0YW5jZV9pZBgHIAEoCRIbChNwYXJlbnRfdG9vbF9jYWxsX2lkGAggASgJEhQKDGNoaWxkX3J1bl9pZBgJIAEoCSJ6CgtFdmVudE9yaWdpbhIRCgl0aHJlYWRfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEhAKCHNlcXVlbmNlGAMgASgEEhkKEWNoaWxkX2luc3RhbmNlX2lkGAQgASgJEhsKE3BhcmVudF90b29sX2NhbGxfaWQYBSABKAkiYgoPVGhyZWFkQ29tbWl0dGVkEhAKCHJldmlzaW9uGAEgASgDEisKBGtpbmQYAiABKA4yHS50aHJlYWRsaW5lLnYxLkNoZWNrcG9pbnRLaW5kEhAKCHJlcGxheWVkGAMgASgIIpMBCglQYXJ0U3RhcnQSEgoKcGFydF9pbmRleBgBIAEoDRIlCgRraW5kGAIgASgOMhcudGhyZWFkbGluZS52MS5QYXJ0S2luZBIPCgdjb250ZW50GAMgASgJEhEKCXRvb2xfbmFtZRgEIAEoCRIUCgx0b29sX2NhbGxfaWQYBSABKAkSEQoJYXJnc19qc29uGAYgASgJIqABCglQYXJ0RGVsdGESEgoKcGFydF9pbmRleBgBIAEoDRIlCgRraW5kGAIgASgOMhcudGhyZWFkbGluZS52MS5QYXJ0S2luZBIVCg1jb250ZW50X2RlbHRhGAMgASgJEhcKD3Rvb2xfbmFtZV9kZWx0YRgEIAEoCRIUCgx0b29sX2NhbGxfaWQYBSABKAkSEgoKYXJnc19kZWx0YRgGIAEoCSKRAQoHUGFydEVuZBISCgpwYXJ0X2luZGV4GAEgASgNEiUKBGtpbmQYAiABKA4yFy50aHJlYWRsaW5lLnYxLlBhcnRLaW5kEg8KB2NvbnRlbnQYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIRCglhcmdzX2pzb24YBiABKAkiRgoIVG9vbENhbGwSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRIRCglhcmdzX2pzb24YAyABKAkieAoKVG9vbFJlc3VsdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEisKB291dGNvbWUYAyABKA4yGi50aHJlYWRsaW5lLnYxLlRvb2xPdXRjb21lEhQKDGNvbnRlbnRfanNvbhgEIAEoCSI2CgtGaW5hbFJlc3VsdBIRCgl0b29sX25hbWUYASABKAkSFAoMdG9vbF9jYWxsX2lkGAIgASgJInUKE0NoZWNrcG9pbnRDYW5kaWRhdGUSKgoFc3RhdGUYASABKAsyGy50aHJlYWRsaW5lLnYxLkhhcm5lc3NTdGF0ZRIyCg1oaXN0b3J5X2RlbHRhGAIgASgLMhsudGhyZWFkbGluZS52MS5IaXN0b3J5RGVsdGEiMgoMSGlzdG9yeURlbHRhEhIKCmtlZXBfYnl0ZXMYASABKAQSDgoGYXBwZW5kGAIgASgJIlUKCUxpZmVjeWNsZRIMCgRraW5kGAEgASgJEgwKBHR5cGUYAiABKAkSFgoOc2NoZW1hX3ZlcnNpb24YAyABKAkSFAoMcGF5bG9hZF9qc29uGAQgASgJIioKBk5hdGl2ZRISCgpldmVudF9raW5kGAEgASgJEgwKBGpzb24YAiABKAkiVgoNRXZlbnRzT21pdHRlZBIWCg5maXJzdF9zZXF1ZW5jZRgBIAEoBBItCgZyZWFzb24YAiABKA4yHS50aHJlYWRsaW5lLnYxLk9taXNzaW9uUmVhc29uKmoKCFBhcnRLaW5kEhkKFVBBUlRfS0lORF9VTlNQRUNJRklFRBAAEhIKDlBBUlRfS0lORF9URVhUEAESFgoSUEFSVF9LSU5EX1RISU5LSU5HEAISFwoTUEFSVF9LSU5EX1RPT0xfQ0FMTBADKq8BCgtUb29sT3V0Y29tZRIcChhUT09MX09VVENPTUVfVU5TUEVDSUZJRUQQABIYChRUT09MX09VVENPTUVfU1VDQ0VTUxABEhcKE1RPT0xfT1VUQ09NRV9GQUlMRUQQAhIXChNUT09MX09VVENPTUVfREVOSUVEEAMSHAoYVE9PTF9PVVRDT01FX0lOVEVSUlVQVEVEEAQSGAoUVE9PTF9PVVRDT01FX1JFVFJJRUQQBSrBAQoOT21pc3Npb25SZWFzb24SHwobT01JU1NJT05fUkVBU09OX1VOU1BFQ0lGSUVEEAASJAogT01JU1NJT05fUkVBU09OX0RFTFRBU19DT0FMRVNDRUQQARIcChhPTUlTU0lPTl9SRUFTT05fTE9HX0ZVTEwQAhIjCh9PTUlTU0lPTl9SRUFTT05fRVZFTlRfVE9PX0xBUkdFEAMSJQohT01JU1NJT05fUkVBU09OX1NUT1JFX1VOQVZBSUxBQkxFEARCqQEKEWRldi50aHJlYWRsaW5lLnYxQgtFdmVudHNQcm90b1ABWk5naXRodWIuY29tL3RocmVhZGxpbmUtZGV2L3RocmVhZGxpbmUvY2xpZW50cy9nby9nZW4vdGhyZWFkbGluZS92MTt0aHJlYWRsaW5ldjGiAgNUTE6qAg1UaHJlYWRsaW5lLlYxygINVGhyZWFkbGluZVxWMeoCDlRocmVhZGxpbmU6OlYxYgZwcm90bzM", [file_google_protobuf_timestamp, file_threadline_v1_deferred, file_threadline_v1_run, file_threadline_v1_state, file_threadline_v1_thread]);
 
 /**
  * One event of a streamed run (`StreamRunResponse.event`, `StreamThreadRunResponse.event`).
@@ -53,7 +53,12 @@ export type RunEvent = Message<"threadline.v1.RunEvent"> & {
 
   /**
    * Position in the stream, numbered by the server over every event it sends (checkpoint
-   * candidates and `thread_committed` included), starting at 0 with no gaps.
+   * candidates and `thread_committed` included), starting at 0 with no gaps. In a thread run the
+   * attempt numbers its events, so every stream of one attempt (the first call, an attached retry,
+   * `JoinThreadRun`) carries the same numbers. A stream read from the run's event log may skip
+   * numbers: each skipped range is ended by the `events_omitted` that covers it (`first_sequence`
+   * to its own `sequence`). A join may end with an error status (ABORTED RUN_ATTEMPT_LOST, or the
+   * run's own) and no `result`.
    *
    * @generated from field: uint64 sequence = 3;
    */
@@ -180,6 +185,15 @@ export type RunEvent = Message<"threadline.v1.RunEvent"> & {
      */
     value: InlineDelegation;
     case: "inlineDelegation";
+  } | {
+    /**
+     * Events of this attempt that its event log did not record (`JoinThreadRun` only): those
+     * from `first_sequence` to this event's `sequence`, inclusive.
+     *
+     * @generated from field: threadline.v1.EventsOmitted events_omitted = 24;
+     */
+    value: EventsOmitted;
+    case: "eventsOmitted";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -804,6 +818,34 @@ export const NativeSchema: GenMessage<Native> = /*@__PURE__*/
   messageDesc(file_threadline_v1_events, 14);
 
 /**
+ * A range of events a run's event log did not record (see `RunEvent.sequence`).
+ *
+ * @generated from message threadline.v1.EventsOmitted
+ */
+export type EventsOmitted = Message<"threadline.v1.EventsOmitted"> & {
+  /**
+   * The first omitted event's sequence; the last is the envelope's `sequence`.
+   *
+   * @generated from field: uint64 first_sequence = 1;
+   */
+  firstSequence: bigint;
+
+  /**
+   * Why they were not recorded.
+   *
+   * @generated from field: threadline.v1.OmissionReason reason = 2;
+   */
+  reason: OmissionReason;
+};
+
+/**
+ * Describes the message threadline.v1.EventsOmitted.
+ * Use `create(EventsOmittedSchema)` to create a new message.
+ */
+export const EventsOmittedSchema: GenMessage<EventsOmitted> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_events, 15);
+
+/**
  * The kind of a model response part that has a typed event. Parts of other kinds (built-in tool
  * calls and returns, files, speech, compaction) stream as `Native` events.
  *
@@ -899,4 +941,53 @@ export enum ToolOutcome {
  */
 export const ToolOutcomeSchema: GenEnum<ToolOutcome> = /*@__PURE__*/
   enumDesc(file_threadline_v1_events, 1);
+
+/**
+ * Why a run's event log omitted events.
+ *
+ * @generated from enum threadline.v1.OmissionReason
+ */
+export enum OmissionReason {
+  /**
+   * Never sent.
+   *
+   * @generated from enum value: OMISSION_REASON_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Past a quarter of `ThreadStoreInfo.event_log_max_bytes`, text deltas are not recorded: each
+   * part's `part_end` carries the whole part.
+   *
+   * @generated from enum value: OMISSION_REASON_DELTAS_COALESCED = 1;
+   */
+  DELTAS_COALESCED = 1,
+
+  /**
+   * The log reached `ThreadStoreInfo.event_log_max_bytes`.
+   *
+   * @generated from enum value: OMISSION_REASON_LOG_FULL = 2;
+   */
+  LOG_FULL = 2,
+
+  /**
+   * One event over 1 MiB is never recorded.
+   *
+   * @generated from enum value: OMISSION_REASON_EVENT_TOO_LARGE = 3;
+   */
+  EVENT_TOO_LARGE = 3,
+
+  /**
+   * The store was unavailable while these events waited to be written.
+   *
+   * @generated from enum value: OMISSION_REASON_STORE_UNAVAILABLE = 4;
+   */
+  STORE_UNAVAILABLE = 4,
+}
+
+/**
+ * Describes the enum threadline.v1.OmissionReason.
+ */
+export const OmissionReasonSchema: GenEnum<OmissionReason> = /*@__PURE__*/
+  enumDesc(file_threadline_v1_events, 2);
 

@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file threadline/v1/thread_service.proto.
  */
 export const file_threadline_v1_thread_service: GenFile = /*@__PURE__*/
-  fileDesc("CiJ0aHJlYWRsaW5lL3YxL3RocmVhZF9zZXJ2aWNlLnByb3RvEg10aHJlYWRsaW5lLnYxIu4CChNDcmVhdGVUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRINCgVhZ2VudBgCIAEoCRI+CgZsYWJlbHMYAyADKAsyLi50aHJlYWRsaW5lLnYxLkNyZWF0ZVRocmVhZFJlcXVlc3QuTGFiZWxzRW50cnkSKgoFc3RhdGUYBCABKAsyGy50aHJlYWRsaW5lLnYxLkhhcm5lc3NTdGF0ZRI0CgdwZW5kaW5nGAUgASgLMiMudGhyZWFkbGluZS52MS5EZWZlcnJlZFRvb2xSZXF1ZXN0cxIzCghhY2NlcHRlZBgGIAEoCzIhLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVzdW1lEi8KDGNsaWVudF90b29scxgHIAMoCzIZLnRocmVhZGxpbmUudjEuQ2xpZW50VG9vbBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIj0KFENyZWF0ZVRocmVhZFJlc3BvbnNlEiUKBnRocmVhZBgBIAEoCzIVLnRocmVhZGxpbmUudjEuVGhyZWFkIk4KEEdldFRocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEicKBHZpZXcYAiABKA4yGS50aHJlYWRsaW5lLnYxLlRocmVhZFZpZXciOgoRR2V0VGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUudGhyZWFkbGluZS52MS5UaHJlYWQieAoSTGlzdFRocmVhZHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEg4KBmxhYmVscxgDIAMoCRIrCgZzdGF0dXMYBCABKA4yGy50aHJlYWRsaW5lLnYxLlRocmVhZFN0YXR1cyJWChNMaXN0VGhyZWFkc1Jlc3BvbnNlEiYKB3RocmVhZHMYASADKAsyFS50aHJlYWRsaW5lLnYxLlRocmVhZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiQwoTRGVsZXRlVGhyZWFkUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSGQoRZXhwZWN0ZWRfcmV2aXNpb24YAiABKAMiFgoURGVsZXRlVGhyZWFkUmVzcG9uc2UiUgoWTGlzdENoZWNrcG9pbnRzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiYgoXTGlzdENoZWNrcG9pbnRzUmVzcG9uc2USLgoLY2hlY2twb2ludHMYASADKAsyGS50aHJlYWRsaW5lLnYxLkNoZWNrcG9pbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjsKFEdldENoZWNrcG9pbnRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIQCghyZXZpc2lvbhgCIAEoAyJGChVHZXRDaGVja3BvaW50UmVzcG9uc2USLQoKY2hlY2twb2ludBgBIAEoCzIZLnRocmVhZGxpbmUudjEuQ2hlY2twb2ludCK8AQoRRm9ya1RocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEhUKDW5ld190aHJlYWRfaWQYAyABKAkSPAoGbGFiZWxzGAQgAygLMiwudGhyZWFkbGluZS52MS5Gb3JrVGhyZWFkUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjsKEkZvcmtUaHJlYWRSZXNwb25zZRIlCgZ0aHJlYWQYASABKAsyFS50aHJlYWRsaW5lLnYxLlRocmVhZCJXChVSb2xsYmFja1RocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEhkKEWV4cGVjdGVkX3JldmlzaW9uGAMgASgDIj8KFlJvbGxiYWNrVGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUudGhyZWFkbGluZS52MS5UaHJlYWQimAMKDVRocmVhZFJ1blNwZWMSEQoJdGhyZWFkX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSGQoRZXhwZWN0ZWRfcmV2aXNpb24YAyABKAMSDgoEdGV4dBgEIAEoCUgAEisKBXBhcnRzGAUgASgLMhoudGhyZWFkbGluZS52MS5Qcm9tcHRQYXJ0c0gAEjMKB2Fuc3dlcnMYBiABKAsyIi50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VsdHMSMgoNdG9vbF9yZWNvdmVyeRgHIAEoDjIbLnRocmVhZGxpbmUudjEuVG9vbFJlY292ZXJ5Ei8KDGNsaWVudF90b29scxgIIAMoCzIZLnRocmVhZGxpbmUudjEuQ2xpZW50VG9vbBIwCgx1c2FnZV9saW1pdHMYCSABKAsyGi50aHJlYWRsaW5lLnYxLlVzYWdlTGltaXRzEjIKDWJ1c3lfc3RyYXRlZ3kYCiABKA4yGy50aHJlYWRsaW5lLnYxLkJ1c3lTdHJhdGVneUIICgZwcm9tcHQiZAoWU3RyZWFtVGhyZWFkUnVuUmVxdWVzdBIqCgRzcGVjGAEgASgLMhwudGhyZWFkbGluZS52MS5UaHJlYWRSdW5TcGVjEh4KFm1heF9ldmVudHNfcGVyX21lc3NhZ2UYAiABKA0iagoXU3RyZWFtVGhyZWFkUnVuUmVzcG9uc2USJgoFZXZlbnQYASABKAsyFy50aHJlYWRsaW5lLnYxLlJ1bkV2ZW50EicKBmV2ZW50cxgCIAMoCzIXLnRocmVhZGxpbmUudjEuUnVuRXZlbnQiPgoQUnVuVGhyZWFkUmVxdWVzdBIqCgRzcGVjGAEgASgLMhwudGhyZWFkbGluZS52MS5UaHJlYWRSdW5TcGVjImEKEVJ1blRocmVhZFJlc3BvbnNlEigKBnJlc3VsdBgBIAEoCzIYLnRocmVhZGxpbmUudjEuUnVuUmVzdWx0EhAKCHJldmlzaW9uGAIgASgDEhAKCHJlcGxheWVkGAMgASgIIjsKFkNhbmNlbFRocmVhZFJ1blJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCSJJChdDYW5jZWxUaHJlYWRSdW5SZXNwb25zZRIuCgZzdGF0dXMYASABKA4yHi50aHJlYWRsaW5lLnYxLlRocmVhZFJ1blN0YXR1cypWCgpUaHJlYWRWaWV3EhsKF1RIUkVBRF9WSUVXX1VOU1BFQ0lGSUVEEAASFQoRVEhSRUFEX1ZJRVdfQkFTSUMQARIUChBUSFJFQURfVklFV19GVUxMEAIqRwoMQnVzeVN0cmF0ZWd5Eh0KGUJVU1lfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIYChRCVVNZX1NUUkFURUdZX1JFSkVDVBABMu0HCg1UaHJlYWRTZXJ2aWNlElcKDENyZWF0ZVRocmVhZBIiLnRocmVhZGxpbmUudjEuQ3JlYXRlVGhyZWFkUmVxdWVzdBojLnRocmVhZGxpbmUudjEuQ3JlYXRlVGhyZWFkUmVzcG9uc2USTgoJR2V0VGhyZWFkEh8udGhyZWFkbGluZS52MS5HZXRUaHJlYWRSZXF1ZXN0GiAudGhyZWFkbGluZS52MS5HZXRUaHJlYWRSZXNwb25zZRJUCgtMaXN0VGhyZWFkcxIhLnRocmVhZGxpbmUudjEuTGlzdFRocmVhZHNSZXF1ZXN0GiIudGhyZWFkbGluZS52MS5MaXN0VGhyZWFkc1Jlc3BvbnNlElcKDERlbGV0ZVRocmVhZBIiLnRocmVhZGxpbmUudjEuRGVsZXRlVGhyZWFkUmVxdWVzdBojLnRocmVhZGxpbmUudjEuRGVsZXRlVGhyZWFkUmVzcG9uc2USYAoPTGlzdENoZWNrcG9pbnRzEiUudGhyZWFkbGluZS52MS5MaXN0Q2hlY2twb2ludHNSZXF1ZXN0GiYudGhyZWFkbGluZS52MS5MaXN0Q2hlY2twb2ludHNSZXNwb25zZRJaCg1HZXRDaGVja3BvaW50EiMudGhyZWFkbGluZS52MS5HZXRDaGVja3BvaW50UmVxdWVzdBokLnRocmVhZGxpbmUudjEuR2V0Q2hlY2twb2ludFJlc3BvbnNlElEKCkZvcmtUaHJlYWQSIC50aHJlYWRsaW5lLnYxLkZvcmtUaHJlYWRSZXF1ZXN0GiEudGhyZWFkbGluZS52MS5Gb3JrVGhyZWFkUmVzcG9uc2USXQoOUm9sbGJhY2tUaHJlYWQSJC50aHJlYWRsaW5lLnYxLlJvbGxiYWNrVGhyZWFkUmVxdWVzdBolLnRocmVhZGxpbmUudjEuUm9sbGJhY2tUaHJlYWRSZXNwb25zZRJiCg9TdHJlYW1UaHJlYWRSdW4SJS50aHJlYWRsaW5lLnYxLlN0cmVhbVRocmVhZFJ1blJlcXVlc3QaJi50aHJlYWRsaW5lLnYxLlN0cmVhbVRocmVhZFJ1blJlc3BvbnNlMAESTgoJUnVuVGhyZWFkEh8udGhyZWFkbGluZS52MS5SdW5UaHJlYWRSZXF1ZXN0GiAudGhyZWFkbGluZS52MS5SdW5UaHJlYWRSZXNwb25zZRJgCg9DYW5jZWxUaHJlYWRSdW4SJS50aHJlYWRsaW5lLnYxLkNhbmNlbFRocmVhZFJ1blJlcXVlc3QaJi50aHJlYWRsaW5lLnYxLkNhbmNlbFRocmVhZFJ1blJlc3BvbnNlQrABChFkZXYudGhyZWFkbGluZS52MUISVGhyZWFkU2VydmljZVByb3RvUAFaTmdpdGh1Yi5jb20vdGhyZWFkbGluZS1kZXYvdGhyZWFkbGluZS9jbGllbnRzL2dvL2dlbi90aHJlYWRsaW5lL3YxO3RocmVhZGxpbmV2MaICA1RMTqoCDVRocmVhZGxpbmUuVjHKAg1UaHJlYWRsaW5lXFYx6gIOVGhyZWFkbGluZTo6VjFiBnByb3RvMw", [file_google_rpc_error_details, file_threadline_v1_deferred, file_threadline_v1_events, file_threadline_v1_run, file_threadline_v1_state, file_threadline_v1_thread]);
+  fileDesc("CiJ0aHJlYWRsaW5lL3YxL3RocmVhZF9zZXJ2aWNlLnByb3RvEg10aHJlYWRsaW5lLnYxIu4CChNDcmVhdGVUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRINCgVhZ2VudBgCIAEoCRI+CgZsYWJlbHMYAyADKAsyLi50aHJlYWRsaW5lLnYxLkNyZWF0ZVRocmVhZFJlcXVlc3QuTGFiZWxzRW50cnkSKgoFc3RhdGUYBCABKAsyGy50aHJlYWRsaW5lLnYxLkhhcm5lc3NTdGF0ZRI0CgdwZW5kaW5nGAUgASgLMiMudGhyZWFkbGluZS52MS5EZWZlcnJlZFRvb2xSZXF1ZXN0cxIzCghhY2NlcHRlZBgGIAEoCzIhLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVzdW1lEi8KDGNsaWVudF90b29scxgHIAMoCzIZLnRocmVhZGxpbmUudjEuQ2xpZW50VG9vbBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIj0KFENyZWF0ZVRocmVhZFJlc3BvbnNlEiUKBnRocmVhZBgBIAEoCzIVLnRocmVhZGxpbmUudjEuVGhyZWFkIk4KEEdldFRocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEicKBHZpZXcYAiABKA4yGS50aHJlYWRsaW5lLnYxLlRocmVhZFZpZXciOgoRR2V0VGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUudGhyZWFkbGluZS52MS5UaHJlYWQieAoSTGlzdFRocmVhZHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEg4KBmxhYmVscxgDIAMoCRIrCgZzdGF0dXMYBCABKA4yGy50aHJlYWRsaW5lLnYxLlRocmVhZFN0YXR1cyJWChNMaXN0VGhyZWFkc1Jlc3BvbnNlEiYKB3RocmVhZHMYASADKAsyFS50aHJlYWRsaW5lLnYxLlRocmVhZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiQwoTRGVsZXRlVGhyZWFkUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSGQoRZXhwZWN0ZWRfcmV2aXNpb24YAiABKAMiFgoURGVsZXRlVGhyZWFkUmVzcG9uc2UiUgoWTGlzdENoZWNrcG9pbnRzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiYgoXTGlzdENoZWNrcG9pbnRzUmVzcG9uc2USLgoLY2hlY2twb2ludHMYASADKAsyGS50aHJlYWRsaW5lLnYxLkNoZWNrcG9pbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjsKFEdldENoZWNrcG9pbnRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIQCghyZXZpc2lvbhgCIAEoAyJGChVHZXRDaGVja3BvaW50UmVzcG9uc2USLQoKY2hlY2twb2ludBgBIAEoCzIZLnRocmVhZGxpbmUudjEuQ2hlY2twb2ludCK8AQoRRm9ya1RocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEhUKDW5ld190aHJlYWRfaWQYAyABKAkSPAoGbGFiZWxzGAQgAygLMiwudGhyZWFkbGluZS52MS5Gb3JrVGhyZWFkUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjsKEkZvcmtUaHJlYWRSZXNwb25zZRIlCgZ0aHJlYWQYASABKAsyFS50aHJlYWRsaW5lLnYxLlRocmVhZCJXChVSb2xsYmFja1RocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEhkKEWV4cGVjdGVkX3JldmlzaW9uGAMgASgDIj8KFlJvbGxiYWNrVGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUudGhyZWFkbGluZS52MS5UaHJlYWQimAMKDVRocmVhZFJ1blNwZWMSEQoJdGhyZWFkX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSGQoRZXhwZWN0ZWRfcmV2aXNpb24YAyABKAMSDgoEdGV4dBgEIAEoCUgAEisKBXBhcnRzGAUgASgLMhoudGhyZWFkbGluZS52MS5Qcm9tcHRQYXJ0c0gAEjMKB2Fuc3dlcnMYBiABKAsyIi50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VsdHMSMgoNdG9vbF9yZWNvdmVyeRgHIAEoDjIbLnRocmVhZGxpbmUudjEuVG9vbFJlY292ZXJ5Ei8KDGNsaWVudF90b29scxgIIAMoCzIZLnRocmVhZGxpbmUudjEuQ2xpZW50VG9vbBIwCgx1c2FnZV9saW1pdHMYCSABKAsyGi50aHJlYWRsaW5lLnYxLlVzYWdlTGltaXRzEjIKDWJ1c3lfc3RyYXRlZ3kYCiABKA4yGy50aHJlYWRsaW5lLnYxLkJ1c3lTdHJhdGVneUIICgZwcm9tcHQiZAoWU3RyZWFtVGhyZWFkUnVuUmVxdWVzdBIqCgRzcGVjGAEgASgLMhwudGhyZWFkbGluZS52MS5UaHJlYWRSdW5TcGVjEh4KFm1heF9ldmVudHNfcGVyX21lc3NhZ2UYAiABKA0iagoXU3RyZWFtVGhyZWFkUnVuUmVzcG9uc2USJgoFZXZlbnQYASABKAsyFy50aHJlYWRsaW5lLnYxLlJ1bkV2ZW50EicKBmV2ZW50cxgCIAMoCzIXLnRocmVhZGxpbmUudjEuUnVuRXZlbnQiPgoQUnVuVGhyZWFkUmVxdWVzdBIqCgRzcGVjGAEgASgLMhwudGhyZWFkbGluZS52MS5UaHJlYWRSdW5TcGVjImEKEVJ1blRocmVhZFJlc3BvbnNlEigKBnJlc3VsdBgBIAEoCzIYLnRocmVhZGxpbmUudjEuUnVuUmVzdWx0EhAKCHJldmlzaW9uGAIgASgDEhAKCHJlcGxheWVkGAMgASgIIjsKFkNhbmNlbFRocmVhZFJ1blJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCSJJChdDYW5jZWxUaHJlYWRSdW5SZXNwb25zZRIuCgZzdGF0dXMYASABKA4yHi50aHJlYWRsaW5lLnYxLlRocmVhZFJ1blN0YXR1cyKdAQoUSm9pblRocmVhZFJ1blJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEhsKDmFmdGVyX3NlcXVlbmNlGAQgASgESACIAQESHgoWbWF4X2V2ZW50c19wZXJfbWVzc2FnZRgFIAEoDUIRCg9fYWZ0ZXJfc2VxdWVuY2UiaAoVSm9pblRocmVhZFJ1blJlc3BvbnNlEiYKBWV2ZW50GAEgASgLMhcudGhyZWFkbGluZS52MS5SdW5FdmVudBInCgZldmVudHMYAiADKAsyFy50aHJlYWRsaW5lLnYxLlJ1bkV2ZW50IicKEldhdGNoVGhyZWFkUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkigwEKE1dhdGNoVGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUudGhyZWFkbGluZS52MS5UaHJlYWQSFwoPY2hhbmdlX3NlcXVlbmNlGAIgASgEEiwKB2NoYW5nZXMYAyADKA4yGy50aHJlYWRsaW5lLnYxLlRocmVhZENoYW5nZSpWCgpUaHJlYWRWaWV3EhsKF1RIUkVBRF9WSUVXX1VOU1BFQ0lGSUVEEAASFQoRVEhSRUFEX1ZJRVdfQkFTSUMQARIUChBUSFJFQURfVklFV19GVUxMEAIqRwoMQnVzeVN0cmF0ZWd5Eh0KGUJVU1lfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIYChRCVVNZX1NUUkFURUdZX1JFSkVDVBABKvsBCgxUaHJlYWRDaGFuZ2USHQoZVEhSRUFEX0NIQU5HRV9VTlNQRUNJRklFRBAAEhoKFlRIUkVBRF9DSEFOR0VfU05BUFNIT1QQARIbChdUSFJFQURfQ0hBTkdFX0NPTU1JVFRFRBACEh0KGVRIUkVBRF9DSEFOR0VfUlVOX1NUQVJURUQQAxIbChdUSFJFQURfQ0hBTkdFX1JVTl9FTkRFRBAEEh0KGVRIUkVBRF9DSEFOR0VfUk9MTEVEX0JBQ0sQBRIXChNUSFJFQURfQ0hBTkdFX1FVRVVFEAYSHwobVEhSRUFEX0NIQU5HRV9MRUFTRV9FWFBJUkVEEAcyowkKDVRocmVhZFNlcnZpY2USVwoMQ3JlYXRlVGhyZWFkEiIudGhyZWFkbGluZS52MS5DcmVhdGVUaHJlYWRSZXF1ZXN0GiMudGhyZWFkbGluZS52MS5DcmVhdGVUaHJlYWRSZXNwb25zZRJOCglHZXRUaHJlYWQSHy50aHJlYWRsaW5lLnYxLkdldFRocmVhZFJlcXVlc3QaIC50aHJlYWRsaW5lLnYxLkdldFRocmVhZFJlc3BvbnNlElQKC0xpc3RUaHJlYWRzEiEudGhyZWFkbGluZS52MS5MaXN0VGhyZWFkc1JlcXVlc3QaIi50aHJlYWRsaW5lLnYxLkxpc3RUaHJlYWRzUmVzcG9uc2USVwoMRGVsZXRlVGhyZWFkEiIudGhyZWFkbGluZS52MS5EZWxldGVUaHJlYWRSZXF1ZXN0GiMudGhyZWFkbGluZS52MS5EZWxldGVUaHJlYWRSZXNwb25zZRJgCg9MaXN0Q2hlY2twb2ludHMSJS50aHJlYWRsaW5lLnYxLkxpc3RDaGVja3BvaW50c1JlcXVlc3QaJi50aHJlYWRsaW5lLnYxLkxpc3RDaGVja3BvaW50c1Jlc3BvbnNlEloKDUdldENoZWNrcG9pbnQSIy50aHJlYWRsaW5lLnYxLkdldENoZWNrcG9pbnRSZXF1ZXN0GiQudGhyZWFkbGluZS52MS5HZXRDaGVja3BvaW50UmVzcG9uc2USUQoKRm9ya1RocmVhZBIgLnRocmVhZGxpbmUudjEuRm9ya1RocmVhZFJlcXVlc3QaIS50aHJlYWRsaW5lLnYxLkZvcmtUaHJlYWRSZXNwb25zZRJdCg5Sb2xsYmFja1RocmVhZBIkLnRocmVhZGxpbmUudjEuUm9sbGJhY2tUaHJlYWRSZXF1ZXN0GiUudGhyZWFkbGluZS52MS5Sb2xsYmFja1RocmVhZFJlc3BvbnNlEmIKD1N0cmVhbVRocmVhZFJ1bhIlLnRocmVhZGxpbmUudjEuU3RyZWFtVGhyZWFkUnVuUmVxdWVzdBomLnRocmVhZGxpbmUudjEuU3RyZWFtVGhyZWFkUnVuUmVzcG9uc2UwARJOCglSdW5UaHJlYWQSHy50aHJlYWRsaW5lLnYxLlJ1blRocmVhZFJlcXVlc3QaIC50aHJlYWRsaW5lLnYxLlJ1blRocmVhZFJlc3BvbnNlEmAKD0NhbmNlbFRocmVhZFJ1bhIlLnRocmVhZGxpbmUudjEuQ2FuY2VsVGhyZWFkUnVuUmVxdWVzdBomLnRocmVhZGxpbmUudjEuQ2FuY2VsVGhyZWFkUnVuUmVzcG9uc2USXAoNSm9pblRocmVhZFJ1bhIjLnRocmVhZGxpbmUudjEuSm9pblRocmVhZFJ1blJlcXVlc3QaJC50aHJlYWRsaW5lLnYxLkpvaW5UaHJlYWRSdW5SZXNwb25zZTABElYKC1dhdGNoVGhyZWFkEiEudGhyZWFkbGluZS52MS5XYXRjaFRocmVhZFJlcXVlc3QaIi50aHJlYWRsaW5lLnYxLldhdGNoVGhyZWFkUmVzcG9uc2UwAUKwAQoRZGV2LnRocmVhZGxpbmUudjFCElRocmVhZFNlcnZpY2VQcm90b1ABWk5naXRodWIuY29tL3RocmVhZGxpbmUtZGV2L3RocmVhZGxpbmUvY2xpZW50cy9nby9nZW4vdGhyZWFkbGluZS92MTt0aHJlYWRsaW5ldjGiAgNUTE6qAg1UaHJlYWRsaW5lLlYxygINVGhyZWFkbGluZVxWMeoCDlRocmVhZGxpbmU6OlYxYgZwcm90bzM", [file_google_rpc_error_details, file_threadline_v1_deferred, file_threadline_v1_events, file_threadline_v1_run, file_threadline_v1_state, file_threadline_v1_thread]);
 
 /**
  * Request of `CreateThread`. Every field is optional.
@@ -798,6 +798,145 @@ export const CancelThreadRunResponseSchema: GenMessage<CancelThreadRunResponse> 
   messageDesc(file_threadline_v1_thread_service, 22);
 
 /**
+ * Request of `JoinThreadRun`.
+ *
+ * @generated from message threadline.v1.JoinThreadRunRequest
+ */
+export type JoinThreadRunRequest = Message<"threadline.v1.JoinThreadRunRequest"> & {
+  /**
+   * The thread's ID. Required.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * The attempt to follow, by its run ID (any attempt's). Unset: `request_id`'s latest attempt,
+   * else the attempt holding the thread's lease, else the thread's latest. A run the thread never
+   * had fails NOT_FOUND RUN_NOT_FOUND.
+   *
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+
+  /**
+   * The request whose latest attempt to follow. With `run_id`, both must name one request, else
+   * INVALID_ARGUMENT INPUT_INVALID.
+   *
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
+
+  /**
+   * Send only events with a greater `sequence` (a reconnect passes the last one it received).
+   * Unset: from the first event (sequence 0).
+   *
+   * @generated from field: optional uint64 after_sequence = 4;
+   */
+  afterSequence?: bigint | undefined;
+
+  /**
+   * How many events one response may carry, as `StreamRunRequest.max_events_per_message`.
+   *
+   * @generated from field: uint32 max_events_per_message = 5;
+   */
+  maxEventsPerMessage: number;
+};
+
+/**
+ * Describes the message threadline.v1.JoinThreadRunRequest.
+ * Use `create(JoinThreadRunRequestSchema)` to create a new message.
+ */
+export const JoinThreadRunRequestSchema: GenMessage<JoinThreadRunRequest> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_thread_service, 23);
+
+/**
+ * One message of the `JoinThreadRun` stream, packed as `StreamThreadRunResponse` is.
+ *
+ * @generated from message threadline.v1.JoinThreadRunResponse
+ */
+export type JoinThreadRunResponse = Message<"threadline.v1.JoinThreadRunResponse"> & {
+  /**
+   * The next event, when the request's `max_events_per_message` is 0 or 1.
+   *
+   * @generated from field: threadline.v1.RunEvent event = 1;
+   */
+  event?: RunEvent | undefined;
+
+  /**
+   * The next events, in order, when the request's `max_events_per_message` is above 1.
+   *
+   * @generated from field: repeated threadline.v1.RunEvent events = 2;
+   */
+  events: RunEvent[];
+};
+
+/**
+ * Describes the message threadline.v1.JoinThreadRunResponse.
+ * Use `create(JoinThreadRunResponseSchema)` to create a new message.
+ */
+export const JoinThreadRunResponseSchema: GenMessage<JoinThreadRunResponse> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_thread_service, 24);
+
+/**
+ * Request of `WatchThread`.
+ *
+ * @generated from message threadline.v1.WatchThreadRequest
+ */
+export type WatchThreadRequest = Message<"threadline.v1.WatchThreadRequest"> & {
+  /**
+   * The thread's ID. Required.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+};
+
+/**
+ * Describes the message threadline.v1.WatchThreadRequest.
+ * Use `create(WatchThreadRequestSchema)` to create a new message.
+ */
+export const WatchThreadRequestSchema: GenMessage<WatchThreadRequest> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_thread_service, 25);
+
+/**
+ * One message of the `WatchThread` stream: the thread as it is now, and what changed since the
+ * previous message.
+ *
+ * @generated from message threadline.v1.WatchThreadResponse
+ */
+export type WatchThreadResponse = Message<"threadline.v1.WatchThreadResponse"> & {
+  /**
+   * The thread in the BASIC view.
+   *
+   * @generated from field: threadline.v1.Thread thread = 1;
+   */
+  thread?: Thread | undefined;
+
+  /**
+   * Grows with every change of what `Thread` shows; never goes down on one thread.
+   *
+   * @generated from field: uint64 change_sequence = 2;
+   */
+  changeSequence: bigint;
+
+  /**
+   * What changed since the previous message (SNAPSHOT alone on the first). Several when changes
+   * arrived while the watcher was still reading the previous message.
+   *
+   * @generated from field: repeated threadline.v1.ThreadChange changes = 3;
+   */
+  changes: ThreadChange[];
+};
+
+/**
+ * Describes the message threadline.v1.WatchThreadResponse.
+ * Use `create(WatchThreadResponseSchema)` to create a new message.
+ */
+export const WatchThreadResponseSchema: GenMessage<WatchThreadResponse> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_thread_service, 26);
+
+/**
  * How much of a thread `GetThread` returns.
  *
  * @generated from enum threadline.v1.ThreadView
@@ -845,7 +984,9 @@ export enum BusyStrategy {
   UNSPECIFIED = 0,
 
   /**
-   * Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow.
+   * Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow. A
+   * retry of the request that is running (its own `request_id`) is never refused: it attaches and
+   * follows that run (`StreamThreadRun` from its first event, `RunThread` to its result).
    *
    * @generated from enum value: BUSY_STRATEGY_REJECT = 1;
    */
@@ -857,6 +998,75 @@ export enum BusyStrategy {
  */
 export const BusyStrategySchema: GenEnum<BusyStrategy> = /*@__PURE__*/
   enumDesc(file_threadline_v1_thread_service, 1);
+
+/**
+ * What changed in a thread, as `WatchThread` reports it.
+ *
+ * @generated from enum threadline.v1.ThreadChange
+ */
+export enum ThreadChange {
+  /**
+   * Never sent.
+   *
+   * @generated from enum value: THREAD_CHANGE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The first message of a watch: the thread as it is.
+   *
+   * @generated from enum value: THREAD_CHANGE_SNAPSHOT = 1;
+   */
+  SNAPSHOT = 1,
+
+  /**
+   * A checkpoint was committed: the head revision grew.
+   *
+   * @generated from enum value: THREAD_CHANGE_COMMITTED = 2;
+   */
+  COMMITTED = 2,
+
+  /**
+   * A run took the thread's lease.
+   *
+   * @generated from enum value: THREAD_CHANGE_RUN_STARTED = 3;
+   */
+  RUN_STARTED = 3,
+
+  /**
+   * The run holding the lease released it.
+   *
+   * @generated from enum value: THREAD_CHANGE_RUN_ENDED = 4;
+   */
+  RUN_ENDED = 4,
+
+  /**
+   * The new head is a ROLLED_BACK checkpoint (instead of COMMITTED).
+   *
+   * @generated from enum value: THREAD_CHANGE_ROLLED_BACK = 5;
+   */
+  ROLLED_BACK = 5,
+
+  /**
+   * The thread's queue of waiting requests changed.
+   *
+   * @generated from enum value: THREAD_CHANGE_QUEUE = 6;
+   */
+  QUEUE = 6,
+
+  /**
+   * The lease expired without a release (its server is gone): the status changed with no write.
+   *
+   * @generated from enum value: THREAD_CHANGE_LEASE_EXPIRED = 7;
+   */
+  LEASE_EXPIRED = 7,
+}
+
+/**
+ * Describes the enum threadline.v1.ThreadChange.
+ */
+export const ThreadChangeSchema: GenEnum<ThreadChange> = /*@__PURE__*/
+  enumDesc(file_threadline_v1_thread_service, 2);
 
 /**
  * Keeps threads durably for a host: the server stores every checkpoint with its pending and
@@ -962,7 +1172,9 @@ export const ThreadService: GenService<{
    * candidates, plus `thread_committed` after each commit, the terminal one immediately before
    * `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
    * call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
-   * `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+   * `request_id` to get its outcome: a retry while the run still goes on attaches to it and streams
+   * the attempt from its first event (sequence 0; to reconnect mid-stream, `JoinThreadRun` with the
+   * last sequence received). A retry of a request that had already finished runs nothing:
    * its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
    * the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
    * run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
@@ -997,6 +1209,39 @@ export const ThreadService: GenService<{
     methodKind: "unary";
     input: typeof CancelThreadRunRequestSchema;
     output: typeof CancelThreadRunResponseSchema;
+  },
+  /**
+   * Follows one attempt of a thread run from any replica: the events its log holds with a
+   * `sequence` above `after_sequence` (unset: all of them), then each new one as it is written,
+   * with no gap and no repeat, until the attempt ends. Sequence numbers are the attempt's own: every
+   * stream of one attempt carries the same numbers, so a client whose stream broke after sequence k
+   * continues with `after_sequence` k. A log may skip numbers, each skipped range ended by the
+   * `events_omitted` that covers it. The stream ends as a retry of the request would (its `result`
+   * and OK, or the run's own error status), or, once the attempt was lost (its server crashed, was
+   * stopped past its lease, or was superseded), ABORTED RUN_ATTEMPT_LOST after its written events.
+   * A finished attempt's log is kept for `ThreadStoreInfo.event_retention`; past that, or for an
+   * attempt that recorded no log, FAILED_PRECONDITION RUN_EVENTS_EXPIRED (the result stays
+   * readable by a retry of its request). A replica with the log off answers UNIMPLEMENTED.
+   *
+   * @generated from rpc threadline.v1.ThreadService.JoinThreadRun
+   */
+  joinThreadRun: {
+    methodKind: "server_streaming";
+    input: typeof JoinThreadRunRequestSchema;
+    output: typeof JoinThreadRunResponseSchema;
+  },
+  /**
+   * Watches a thread: the first message is its current snapshot (SNAPSHOT), then one per change of
+   * what `Thread` shows (a commit, a run starting or ending, a rollback, a lease expiring). A slow
+   * watcher is sent fewer, newer snapshots, never a backlog: changes that arrive while one is unsent
+   * merge into it. Ends NOT_FOUND THREAD_NOT_FOUND when the thread is deleted.
+   *
+   * @generated from rpc threadline.v1.ThreadService.WatchThread
+   */
+  watchThread: {
+    methodKind: "server_streaming";
+    input: typeof WatchThreadRequestSchema;
+    output: typeof WatchThreadResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_threadline_v1_thread_service, 0);

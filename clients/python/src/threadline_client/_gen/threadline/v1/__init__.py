@@ -33,6 +33,7 @@ __all__ = (
     "EnvironmentProviderInfo",
     "EnvironmentState",
     "EventOrigin",
+    "EventsOmitted",
     "Failure",
     "FinalResult",
     "ForkStateRequest",
@@ -50,6 +51,8 @@ __all__ = (
     "HistoryDelta",
     "HistoryFormat",
     "InlineDelegation",
+    "JoinThreadRunRequest",
+    "JoinThreadRunResponse",
     "Lifecycle",
     "ListCheckpointsRequest",
     "ListCheckpointsResponse",
@@ -60,6 +63,7 @@ __all__ = (
     "Native",
     "NewStateRequest",
     "NewStateResponse",
+    "OmissionReason",
     "PartDelta",
     "PartEnd",
     "PartKind",
@@ -91,6 +95,7 @@ __all__ = (
     "SubagentMode",
     "SuspendReason",
     "Thread",
+    "ThreadChange",
     "ThreadCommitted",
     "ThreadLease",
     "ThreadRunSpec",
@@ -117,6 +122,8 @@ __all__ = (
     "UsageLimits",
     "ValidateStateRequest",
     "ValidateStateResponse",
+    "WatchThreadRequest",
+    "WatchThreadResponse",
 )
 
 import datetime
@@ -152,7 +159,9 @@ class BusyStrategy(betterproto2.Enum):
 
     REJECT = 1
     """
-    Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow.
+    Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow. A
+    retry of the request that is running (its own `request_id`) is never refused: it attaches and
+    follows that run (`StreamThreadRun` from its first event, `RunThread` to its result).
     """
 
     @classmethod
@@ -415,6 +424,58 @@ class DeferredToolsMode(betterproto2.Enum):
         }
 
 
+class OmissionReason(betterproto2.Enum):
+    """
+    Why a run's event log omitted events.
+    """
+
+    UNSPECIFIED = 0
+    """
+    Never sent.
+    """
+
+    DELTAS_COALESCED = 1
+    """
+    Past a quarter of `ThreadStoreInfo.event_log_max_bytes`, text deltas are not recorded: each
+    part's `part_end` carries the whole part.
+    """
+
+    LOG_FULL = 2
+    """
+    The log reached `ThreadStoreInfo.event_log_max_bytes`.
+    """
+
+    EVENT_TOO_LARGE = 3
+    """
+    One event over 1 MiB is never recorded.
+    """
+
+    STORE_UNAVAILABLE = 4
+    """
+    The store was unavailable while these events waited to be written.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "OMISSION_REASON_UNSPECIFIED",
+            1: "OMISSION_REASON_DELTAS_COALESCED",
+            2: "OMISSION_REASON_LOG_FULL",
+            3: "OMISSION_REASON_EVENT_TOO_LARGE",
+            4: "OMISSION_REASON_STORE_UNAVAILABLE",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "OMISSION_REASON_UNSPECIFIED": 0,
+            "OMISSION_REASON_DELTAS_COALESCED": 1,
+            "OMISSION_REASON_LOG_FULL": 2,
+            "OMISSION_REASON_EVENT_TOO_LARGE": 3,
+            "OMISSION_REASON_STORE_UNAVAILABLE": 4,
+        }
+
+
 class PartKind(betterproto2.Enum):
     """
     The kind of a model response part that has a typed event. Parts of other kinds (built-in tool
@@ -626,6 +687,78 @@ class SuspendReason(betterproto2.Enum):
         return {
             "SUSPEND_REASON_UNSPECIFIED": 0,
             "SUSPEND_REASON_DEFERRED": 1,
+        }
+
+
+class ThreadChange(betterproto2.Enum):
+    """
+    What changed in a thread, as `WatchThread` reports it.
+    """
+
+    UNSPECIFIED = 0
+    """
+    Never sent.
+    """
+
+    SNAPSHOT = 1
+    """
+    The first message of a watch: the thread as it is.
+    """
+
+    COMMITTED = 2
+    """
+    A checkpoint was committed: the head revision grew.
+    """
+
+    RUN_STARTED = 3
+    """
+    A run took the thread's lease.
+    """
+
+    RUN_ENDED = 4
+    """
+    The run holding the lease released it.
+    """
+
+    ROLLED_BACK = 5
+    """
+    The new head is a ROLLED_BACK checkpoint (instead of COMMITTED).
+    """
+
+    QUEUE = 6
+    """
+    The thread's queue of waiting requests changed.
+    """
+
+    LEASE_EXPIRED = 7
+    """
+    The lease expired without a release (its server is gone): the status changed with no write.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "THREAD_CHANGE_UNSPECIFIED",
+            1: "THREAD_CHANGE_SNAPSHOT",
+            2: "THREAD_CHANGE_COMMITTED",
+            3: "THREAD_CHANGE_RUN_STARTED",
+            4: "THREAD_CHANGE_RUN_ENDED",
+            5: "THREAD_CHANGE_ROLLED_BACK",
+            6: "THREAD_CHANGE_QUEUE",
+            7: "THREAD_CHANGE_LEASE_EXPIRED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "THREAD_CHANGE_UNSPECIFIED": 0,
+            "THREAD_CHANGE_SNAPSHOT": 1,
+            "THREAD_CHANGE_COMMITTED": 2,
+            "THREAD_CHANGE_RUN_STARTED": 3,
+            "THREAD_CHANGE_RUN_ENDED": 4,
+            "THREAD_CHANGE_ROLLED_BACK": 5,
+            "THREAD_CHANGE_QUEUE": 6,
+            "THREAD_CHANGE_LEASE_EXPIRED": 7,
         }
 
 
@@ -1948,6 +2081,30 @@ default_message_pool.register_message("threadline.v1", "EventOrigin", EventOrigi
 
 
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class EventsOmitted(betterproto2.Message):
+    """
+    A range of events a run's event log did not record (see `RunEvent.sequence`).
+    """
+
+    first_sequence: "typing.Annotated[int, pydantic.Field(ge=0, le=2**64 - 1)]" = betterproto2.field(
+        1, betterproto2.TYPE_UINT64
+    )
+    """
+    The first omitted event's sequence; the last is the envelope's `sequence`.
+    """
+
+    reason: "OmissionReason" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: OmissionReason(0)
+    )
+    """
+    Why they were not recorded.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "EventsOmitted", EventsOmitted)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
 class Failure(betterproto2.Message):
     """
     Why a run failed: data in a FAILED `RunResult`, not an error status.
@@ -2465,6 +2622,75 @@ class InlineDelegation(betterproto2.Message):
 
 
 default_message_pool.register_message("threadline.v1", "InlineDelegation", InlineDelegation)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class JoinThreadRunRequest(betterproto2.Message):
+    """
+    Request of `JoinThreadRun`.
+    """
+
+    thread_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(1, betterproto2.TYPE_STRING)
+    )
+    """
+    The thread's ID. Required.
+    """
+
+    run_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(2, betterproto2.TYPE_STRING)
+    )
+    """
+    The attempt to follow, by its run ID (any attempt's). Unset: `request_id`'s latest attempt,
+    else the attempt holding the thread's lease, else the thread's latest. A run the thread never
+    had fails NOT_FOUND RUN_NOT_FOUND.
+    """
+
+    request_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(3, betterproto2.TYPE_STRING)
+    )
+    """
+    The request whose latest attempt to follow. With `run_id`, both must name one request, else
+    INVALID_ARGUMENT INPUT_INVALID.
+    """
+
+    after_sequence: "typing.Annotated[int, pydantic.Field(ge=0, le=2**64 - 1)] | None" = betterproto2.field(
+        4, betterproto2.TYPE_UINT64, optional=True
+    )
+    """
+    Send only events with a greater `sequence` (a reconnect passes the last one it received).
+    Unset: from the first event (sequence 0).
+    """
+
+    max_events_per_message: "typing.Annotated[int, pydantic.Field(ge=0, le=2**32 - 1)]" = betterproto2.field(
+        5, betterproto2.TYPE_UINT32
+    )
+    """
+    How many events one response may carry, as `StreamRunRequest.max_events_per_message`.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "JoinThreadRunRequest", JoinThreadRunRequest)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class JoinThreadRunResponse(betterproto2.Message):
+    """
+    One message of the `JoinThreadRun` stream, packed as `StreamThreadRunResponse` is.
+    """
+
+    event: "RunEvent | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The next event, when the request's `max_events_per_message` is 0 or 1.
+    """
+
+    events: "list[RunEvent]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The next events, in order, when the request's `max_events_per_message` is above 1.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "JoinThreadRunResponse", JoinThreadRunResponse)
 
 
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
@@ -3130,7 +3356,12 @@ class RunEvent(betterproto2.Message):
     )
     """
     Position in the stream, numbered by the server over every event it sends (checkpoint
-    candidates and `thread_committed` included), starting at 0 with no gaps.
+    candidates and `thread_committed` included), starting at 0 with no gaps. In a thread run the
+    attempt numbers its events, so every stream of one attempt (the first call, an attached retry,
+    `JoinThreadRun`) carries the same numbers. A stream read from the run's event log may skip
+    numbers: each skipped range is ended by the `events_omitted` that covers it (`first_sequence`
+    to its own `sequence`). A join may end with an error status (ABORTED RUN_ATTEMPT_LOST, or the
+    run's own) and no `result`.
     """
 
     occurred_at: "datetime.datetime | None" = betterproto2.field(
@@ -3232,6 +3463,14 @@ class RunEvent(betterproto2.Message):
     """
     An inline child of this run started, completed or failed (the parent's `delegate` or
     `resume_subagent` ran it inside its tool call). Never sent as `lifecycle`.
+    """
+
+    events_omitted: "EventsOmitted | None" = betterproto2.field(
+        24, betterproto2.TYPE_MESSAGE, optional=True, group="event"
+    )
+    """
+    Events of this attempt that its event log did not record (`JoinThreadRun` only): those
+    from `first_sequence` to this event's `sequence`, inclusive.
     """
 
     origin: "EventOrigin | None" = betterproto2.field(23, betterproto2.TYPE_MESSAGE, optional=True)
@@ -4126,6 +4365,25 @@ class ThreadStoreInfo(betterproto2.Message):
     the thread's next run waits at most this long before it can recover it.
     """
 
+    event_log: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
+    """
+    Whether this replica records each thread run's events for `JoinThreadRun` (`--event-log`).
+    """
+
+    event_retention: "datetime.timedelta | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Duration, optional=True
+    )
+    """
+    How long an ended run's events stay joinable (`--event-retention`).
+    """
+
+    event_log_max_bytes: "typing.Annotated[int, pydantic.Field(ge=0, le=2**64 - 1)]" = betterproto2.field(
+        5, betterproto2.TYPE_UINT64
+    )
+    """
+    The most bytes one attempt's event log holds (`--event-log-max-bytes`).
+    """
+
 
 default_message_pool.register_message("threadline.v1", "ThreadStoreInfo", ThreadStoreInfo)
 
@@ -4512,6 +4770,52 @@ class ValidateStateResponse(betterproto2.Message):
 default_message_pool.register_message("threadline.v1", "ValidateStateResponse", ValidateStateResponse)
 
 
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class WatchThreadRequest(betterproto2.Message):
+    """
+    Request of `WatchThread`.
+    """
+
+    thread_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(1, betterproto2.TYPE_STRING)
+    )
+    """
+    The thread's ID. Required.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "WatchThreadRequest", WatchThreadRequest)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class WatchThreadResponse(betterproto2.Message):
+    """
+    One message of the `WatchThread` stream: the thread as it is now, and what changed since the
+    previous message.
+    """
+
+    thread: "Thread | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The thread in the BASIC view.
+    """
+
+    change_sequence: "typing.Annotated[int, pydantic.Field(ge=0, le=2**64 - 1)]" = betterproto2.field(
+        2, betterproto2.TYPE_UINT64
+    )
+    """
+    Grows with every change of what `Thread` shows; never goes down on one thread.
+    """
+
+    changes: "list[ThreadChange]" = betterproto2.field(3, betterproto2.TYPE_ENUM, repeated=True)
+    """
+    What changed since the previous message (SNAPSHOT alone on the first). Several when changes
+    arrived while the watcher was still reading the previous message.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "WatchThreadResponse", WatchThreadResponse)
+
+
 class HarnessServiceStub(betterproto2_grpclib.ServiceStub):
     """
     Runs Pydantic AI harness threads for a host. The server is stateless between runs: the host
@@ -4886,7 +5190,9 @@ class ThreadServiceStub(betterproto2_grpclib.ServiceStub):
         candidates, plus `thread_committed` after each commit, the terminal one immediately before
         `result` (whose `state` is unset: the state is that commit's checkpoint). The run outlives the
         call: a client that goes away does not cancel it (use `CancelThreadRun`); retry with the same
-        `request_id` to get its outcome. A retry of a request that had already finished runs nothing:
+        `request_id` to get its outcome: a retry while the run still goes on attaches to it and streams
+        the attempt from its first event (sequence 0; to reconnect mid-stream, `JoinThreadRun` with the
+        last sequence received). A retry of a request that had already finished runs nothing:
         its stream is only `run_started` (sequence 0), `thread_committed` with `replayed` true (1) and
         the stored `result` (2), with the original IDs and times; `thread_committed` is absent when the
         run made no terminal commit (one `CancelThreadRun` closed after its server was gone). A retry
@@ -4947,6 +5253,63 @@ class ThreadServiceStub(betterproto2_grpclib.ServiceStub):
             deadline=deadline,
             metadata=metadata,
         )
+
+    async def join_thread_run(
+        self,
+        message: "JoinThreadRunRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "AsyncIterator[JoinThreadRunResponse]":
+        """
+        Follows one attempt of a thread run from any replica: the events its log holds with a
+        `sequence` above `after_sequence` (unset: all of them), then each new one as it is written,
+        with no gap and no repeat, until the attempt ends. Sequence numbers are the attempt's own: every
+        stream of one attempt carries the same numbers, so a client whose stream broke after sequence k
+        continues with `after_sequence` k. A log may skip numbers, each skipped range ended by the
+        `events_omitted` that covers it. The stream ends as a retry of the request would (its `result`
+        and OK, or the run's own error status), or, once the attempt was lost (its server crashed, was
+        stopped past its lease, or was superseded), ABORTED RUN_ATTEMPT_LOST after its written events.
+        A finished attempt's log is kept for `ThreadStoreInfo.event_retention`; past that, or for an
+        attempt that recorded no log, FAILED_PRECONDITION RUN_EVENTS_EXPIRED (the result stays
+        readable by a retry of its request). A replica with the log off answers UNIMPLEMENTED.
+        """
+
+        async for response in self._unary_stream(
+            "/threadline.v1.ThreadService/JoinThreadRun",
+            message,
+            JoinThreadRunResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        ):
+            yield response
+
+    async def watch_thread(
+        self,
+        message: "WatchThreadRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "AsyncIterator[WatchThreadResponse]":
+        """
+        Watches a thread: the first message is its current snapshot (SNAPSHOT), then one per change of
+        what `Thread` shows (a commit, a run starting or ending, a rollback, a lease expiring). A slow
+        watcher is sent fewer, newer snapshots, never a backlog: changes that arrive while one is unsent
+        merge into it. Ends NOT_FOUND THREAD_NOT_FOUND when the thread is deleted.
+        """
+
+        async for response in self._unary_stream(
+            "/threadline.v1.ThreadService/WatchThread",
+            message,
+            WatchThreadResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        ):
+            yield response
 
 
 from ...google import protobuf as __google__protobuf__
