@@ -125,6 +125,8 @@ class ErrorCode(StrEnum):
     LEASE_LOST = "lease_lost"
     STORE_UNAVAILABLE = "store_unavailable"
     LISTENER_TOO_SLOW = "listener_too_slow"
+    RUN_ATTEMPT_LOST = "run_attempt_lost"
+    RUN_EVENTS_EXPIRED = "run_events_expired"
 
 
 ErrorFamily = Literal[
@@ -215,6 +217,8 @@ _FAMILIES: dict[ErrorFamily, tuple[ErrorCode, ...]] = {
         ErrorCode.LEASE_LOST,
         ErrorCode.STORE_UNAVAILABLE,
         ErrorCode.LISTENER_TOO_SLOW,
+        ErrorCode.RUN_ATTEMPT_LOST,
+        ErrorCode.RUN_EVENTS_EXPIRED,
     ),
 }
 _FAMILY_OF: dict[ErrorCode, ErrorFamily] = {

@@ -23,6 +23,7 @@ from threadline.v1 import harness_service_pb2, thread_service_pb2
 
 from harness.threads import Database, DurableHost, SchemaTooNew, ThreadStore, open_database
 from harness.threads.database import password_of, redacted
+from harness.threads.eventlog import LogSettings
 
 from .agents import AgentRegistry
 from .config import CheckedMounts, ConfigError, ServerConfig
@@ -37,7 +38,7 @@ from .reflection import add_reflection
 from .runlog import log_run
 from .runs import ActiveRuns
 from .service import HarnessService
-from .threads import ThreadService
+from .threads import ThreadService, encode_event
 from .tracing import CURRENT as TRACING
 from .tracing import tracing_from
 
@@ -141,6 +142,10 @@ class ThreadlineServer:
         """Prometheus metrics (`--metrics-port`), or `None`: then nothing is counted."""
         store_info = harness_service_pb2.ThreadStoreInfo(kind=STORE_KIND_PB[self._store_kind])
         store_info.lease_ttl.FromTimedelta(timedelta(seconds=config.lease_ttl_s))
+        if self._store_kind != "none":
+            store_info.event_log = config.event_log == "on"
+            store_info.event_retention.FromTimedelta(timedelta(seconds=config.event_retention_s))
+            store_info.event_log_max_bytes = config.event_log_max_bytes
         service = HarnessService(
             registry,
             self.runs,
@@ -154,6 +159,7 @@ class ThreadlineServer:
         self._registry = registry
         self._database: Database | None = None
         self.threads: DurableHost | None = None
+        self._sweeper: asyncio.Future[None] | None = None
         """The durable host behind ThreadService, once started (None with `--store none`)."""
         self._thread_service: ThreadService | None = None
         self._health_tasks: set[asyncio.Future[None]] = set()
@@ -164,6 +170,7 @@ class ThreadlineServer:
                 max_message_bytes=config.max_message_bytes,
                 pack_window_s=config.pack_window_ms / 1000,
                 mounts=self.mounts,
+                max_followers=config.max_followers,
             )
             add_service(self._server, self._thread_service, THREAD_SERVICE_NAME)
         self._health = health_aio.HealthServicer()
@@ -211,12 +218,28 @@ class ThreadlineServer:
         log_run("thread_store_opened", kind=kind, path=where)
         store = ThreadStore(self._database, replica=uuid.uuid4().hex[:12])
         store.on_health = self._store_health
+        config = self.config
         self.threads = DurableHost(
-            store, ThreadLauncher(self._registry, self.runs, self.mounts), lease_ttl=self.config.lease_ttl_s
+            store,
+            ThreadLauncher(self._registry, self.runs, self.mounts),
+            lease_ttl=config.lease_ttl_s,
+            encode=encode_event,
+            log_settings=LogSettings(
+                enabled=config.event_log == "on",
+                window_s=config.event_log_window_ms / 1000,
+                max_bytes=config.event_log_max_bytes,
+                retention_s=config.event_retention_s,
+                max_followers=config.max_followers,
+            ),
         )
+        self.threads.follower_slot = self._thread_service.follower_slot
+        self._sweeper = asyncio.ensure_future(self.threads.sweep(config.sweep_interval_s))
         self._thread_service.host = self.threads
         if self.metrics is not None:
-            self.threads.on_commit = self.metrics.thread_commits.inc
+            metrics = self.metrics
+            self.threads.on_commit = metrics.thread_commits.inc
+            self.threads.on_log = metrics.logged
+            metrics.followers = lambda: self._thread_service.followers if self._thread_service else 0
 
     def _store_health(self, healthy: bool) -> None:
         """ThreadService is NOT_SERVING while its store is unreachable; HarnessService is unaffected."""
@@ -300,6 +323,9 @@ class ThreadlineServer:
             await self.tracing.close()  # the last spans are exported before the process goes
 
     async def _close_store(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         if self.threads is not None:
             self.threads.store.close()
         if self._database is not None:

@@ -184,6 +184,49 @@ class ServerConfig:
         metavar="SECONDS",
     )
     """How long a thread run's lease lasts without renewal (renewed every third of it)."""
+    event_log: str = _setting(
+        "on",
+        "--event-log",
+        "on: record every thread run's events so JoinThreadRun can follow it from any replica and a retry "
+        "of a running request attaches to it; off: record nothing (JoinThreadRun answers UNIMPLEMENTED)",
+        metavar="on|off",
+    )
+    """Whether this replica records thread runs' events (LIVE §2)."""
+    event_log_window_ms: float = _setting(
+        100.0,
+        "--event-log-window-ms",
+        "how long a run's events may wait before they are written for its followers (between commits)",
+        metavar="MS",
+    )
+    """How long a run's newest events may wait before an append writes them (followers lag about this)."""
+    event_log_max_bytes: int = _setting(
+        32 * 1024 * 1024,
+        "--event-log-max-bytes",
+        "the most bytes one run attempt's event log holds; past a quarter of it text deltas are left out "
+        "(part_end carries each whole part), past it everything but commits (events_omitted says so)",
+    )
+    """The cap of one attempt's log (LIVE §2.3)."""
+    event_retention_s: float = _setting(
+        86400.0,
+        "--event-retention",
+        "how long an ended run's events stay joinable",
+        metavar="SECONDS",
+    )
+    """How long an ended attempt's log is kept."""
+    max_followers: int = _setting(
+        1024,
+        "--max-followers",
+        "JoinThreadRun calls, attached retries and WatchThread calls open at once on this replica; beyond "
+        "it one fails with RESOURCE_EXHAUSTED FOLLOWER_LIMIT_REACHED",
+    )
+    """Joins, attached retries and watches at once."""
+    sweep_interval_s: float = _setting(
+        1.0,
+        "--sweep-interval",
+        "how often this replica's sweeper deletes expired event logs and marks abandoned ones lost",
+        metavar="SECONDS",
+    )
+    """The sweeper's period (LIVE §3.2; today it keeps the event logs, §2.3)."""
 
     mounts: tuple[str, ...] = _setting(
         (),
@@ -315,6 +358,7 @@ class ServerConfig:
             raise ConfigError(str(error)) from None
         if not 0.5 <= self.lease_ttl_s <= 3600:
             raise ConfigError("--lease-ttl must be between 0.5 and 3600 seconds.", field="lease_ttl_s")
+        self._check_event_log()
         self.store_location()
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("--tls-cert and --tls-key must be given together.", field="tls_cert")
@@ -328,6 +372,15 @@ class ServerConfig:
                 field="host",
             )
         return self.checked_mounts()
+
+    def _check_event_log(self) -> None:
+        if self.event_log not in ("on", "off"):
+            raise ConfigError("--event-log must be on or off.", field="event_log")
+        _between(self.event_log_window_ms, 1, 10_000, "--event-log-window-ms", "event_log_window_ms")
+        _between(self.event_log_max_bytes, 1 << 20, 1 << 34, "--event-log-max-bytes", "event_log_max_bytes")
+        _between(self.event_retention_s, 1, 365 * 86400, "--event-retention", "event_retention_s", " seconds")
+        _between(self.max_followers, 1, 1_000_000, "--max-followers", "max_followers")
+        _between(self.sweep_interval_s, 0.05, 3600, "--sweep-interval", "sweep_interval_s", " seconds")
 
     def tls_pair(self) -> tuple[bytes, bytes] | None:
         """The PEM key and certificate chain (`--tls-key`, `--tls-cert`), read and checked to be a
@@ -487,6 +540,11 @@ def setting_kind(name: str) -> type:
     if hint is bool or get_origin(hint) is tuple:
         return bool if hint is bool else tuple
     return next(t for t in (Path, int, float, str) if t is hint or t in get_args(hint))
+
+
+def _between(value: float, low: float, high: float, flag: str, field: str, unit: str = "") -> None:
+    if not low <= value <= high:
+        raise ConfigError(f"{flag} must be between {low:g} and {high:g}{unit}, not {value:g}.", field=field)
 
 
 def flag_settings() -> tuple[Field[Any], ...]:

@@ -124,7 +124,16 @@ def _handler(
                 await refuse(request, context)
             await behaviour(request, context)
 
-    return grpc.unary_stream_rpc_method_handler(stream, deserialize, serialize)
+    return grpc.unary_stream_rpc_method_handler(stream, deserialize, _passing(serialize))
+
+
+def _passing(serialize: Callable[[Message], bytes]) -> Callable[[Message | bytes], bytes]:
+    """A stream's serializer that sends a response already encoded (`server.outbox`) as it is."""
+
+    def serialized(response: Message | bytes) -> bytes:
+        return response if type(response) is bytes else serialize(response)  # type: ignore[arg-type]
+
+    return serialized
 
 
 def service_handlers(

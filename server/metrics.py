@@ -85,6 +85,21 @@ class Metrics:
         self.thread_commits = Counter(
             "threadline_thread_commits", "Checkpoints thread runs committed to the store.", registry=r
         )
+        self.thread_joins = Counter(
+            "threadline_thread_joins", "JoinThreadRun calls that found their attempt.", registry=r
+        )
+        followers = Gauge(
+            "threadline_thread_followers", "Joins, attached retries and watches open now.", registry=r
+        )
+        followers.set_function(lambda: float(self.followers()))
+        self.followers: Callable[[], int] = lambda: 0
+        """Set by the server: how many follower slots are taken."""
+        self.log_bytes = Counter(
+            "threadline_event_log_bytes", "Bytes of run events written to event logs.", registry=r
+        )
+        self.events_omitted = Counter(
+            "threadline_events_omitted", "Run events their event log left out (events_omitted).", registry=r
+        )
         self._http = MetricsHttp(self.registry)
 
     async def serve(self, host: str, port: int) -> int:
@@ -97,6 +112,12 @@ class Metrics:
 
     async def close(self) -> None:
         await self._http.close()
+
+    def logged(self, written: int, omitted: int) -> None:
+        """A run's event log write: `written` bytes, `omitted` events left out since its last one."""
+        self.log_bytes.inc(written)
+        if omitted:
+            self.events_omitted.inc(omitted)
 
     def run_started(self, service: Service, agent: str) -> None:
         self.runs_started.labels(service, agent).inc()

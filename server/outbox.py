@@ -12,6 +12,11 @@ while it is *hot* (its previous response went out less than `window` ago) the ne
 out the rest of that window, and events produced meanwhile join it. A stream that was quiet for
 `window` sends its next event at once: an event waits at most `window`, and only in a burst.
 
+Events travel encoded (`RunEvent` bytes): a thread run's attempt encodes each event once, for its log and
+every stream alike, and a response is framed around those bytes, never re-encoded (the handlers pass
+bytes through, `server.handlers`). `StreamRunResponse` and `StreamThreadRunResponse` (and
+`JoinThreadRunResponse`) share their shape: field 1 one `event`, field 2 the packed `events`.
+
 No response may exceed the server's `--max-message-bytes` (grpc would fail the whole stream with an
 untyped RESOURCE_EXHAUSTED after the run): packed responses stay within half of it, and an event that
 alone would not fit raises `ResponseTooLarge` from `add`, which the run's task turns into a typed status.
@@ -24,9 +29,19 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from threadline.v1 import events_pb2, harness_service_pb2, thread_service_pb2
+from threadline.v1 import events_pb2
 
-__all__ = ("AHEAD", "MAX_EVENTS_PER_MESSAGE", "MESSAGE_EVENT_BYTES", "Outbox", "ResponseTooLarge", "wait_out")
+__all__ = (
+    "AHEAD",
+    "MAX_EVENTS_PER_MESSAGE",
+    "MESSAGE_EVENT_BYTES",
+    "Encode",
+    "Fill",
+    "Outbox",
+    "ResponseTooLarge",
+    "encoded",
+    "wait_out",
+)
 
 AHEAD = 16
 """How many responses a streamed run may produce before the stream has taken them."""
@@ -39,6 +54,9 @@ MESSAGE_EVENT_BYTES = 256 * 1024
 
 ENVELOPE_BYTES = 64
 """What a `StreamRunResponse` adds around its events (tags and lengths), generously."""
+
+_SINGLE, _PACKED = b"\x0a", b"\x12"
+"""The tags of field 1 (`event`) and field 2 (`events`), length-delimited."""
 
 ItemT = TypeVar("ItemT")
 
@@ -55,33 +73,46 @@ class ResponseTooLarge(Exception):
 Fill = Callable[[events_pb2.RunEvent, ItemT, int], None]
 """Writes an item into an empty `RunEvent` as the stream's event number `sequence`."""
 
-
-StreamResponse = harness_service_pb2.StreamRunResponse | thread_service_pb2.StreamThreadRunResponse
-"""The two stream responses: the same shape (`event`, or `events` when packed)."""
-ResponseT = TypeVar(
-    "ResponseT", harness_service_pb2.StreamRunResponse, thread_service_pb2.StreamThreadRunResponse
-)
+Encode = Callable[[ItemT, int], bytes]
+"""An item as the stream's event number `sequence`, encoded (`RunEvent` bytes)."""
 
 
-class Outbox(Generic[ItemT, ResponseT]):
+def encoded(fill: Fill[ItemT]) -> Encode[ItemT]:
+    """The `Encode` of a `Fill`."""
+
+    def encode(item: ItemT, sequence: int) -> bytes:
+        event = events_pb2.RunEvent()
+        fill(event, item, sequence)
+        return event.SerializeToString()
+
+    return encode
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def frame(events: list[bytes], *, packed: bool) -> bytes:
+    """A stream response holding `events`: one `event`, or `events` when the stream packs."""
+    tag = _PACKED if packed else _SINGLE
+    return b"".join(tag + _varint(len(data)) + data for data in events)
+
+
+class Outbox(Generic[ItemT]):
     """One streamed run's responses: the run's task `add`s items, the stream `take`s responses."""
 
-    def __init__(
-        self,
-        fill: Fill[ItemT],
-        *,
-        per_message: int,
-        window_s: float,
-        max_bytes: int,
-        response_type: type[ResponseT],
-    ) -> None:
-        self._fill = fill
-        self._response_type: type[ResponseT] = response_type
+    def __init__(self, encode: Encode[ItemT], *, per_message: int, window_s: float, max_bytes: int) -> None:
+        self._encode = encode
         self._max_bytes = max_bytes
         self._pack_bytes = min(MESSAGE_EVENT_BYTES, max_bytes // 2)
         self._per_message = min(per_message, MAX_EVENTS_PER_MESSAGE)
         self._window_s = window_s if self._per_message > 1 else 0.0
-        self._responses: deque[ResponseT] = deque()
+        self._responses: deque[list[bytes]] = deque()
         self._newest_bytes = 0  # of the events in `_responses[-1]`
         self._room = asyncio.Semaphore(AHEAD)
         self._changed = asyncio.Event()
@@ -95,48 +126,31 @@ class Outbox(Generic[ItemT, ResponseT]):
         """Write `item` as the stream's next event; waits while `AHEAD` responses are untaken."""
         sequence = self._sequence
         self._sequence += 1
-        response = self._response_type()
-        if self._per_message <= 1:
-            self._fits(response.event, item, sequence)
-        elif self._responses and self._joins():
-            newest = self._responses[-1]
-            event = newest.events.add()
-            try:
-                size = self._fits(event, item, sequence)
-            except ResponseTooLarge:
-                del newest.events[-1]  # the queued response must not carry it
-                raise
-            if self._newest_bytes + size <= self._pack_bytes:
-                self._newest_bytes += size
-                return
-            response.events.add().CopyFrom(event)  # too large to join: it travels on its own
-            del newest.events[-1]
-            self._newest_bytes = size
-        else:
-            self._newest_bytes = self._fits(response.events.add(), item, sequence)
-        await self._room.acquire()
-        self._responses.append(response)
-        self._changed.set()
-
-    def _fits(self, event: events_pb2.RunEvent, item: ItemT, sequence: int) -> int:
-        """Fill `event`; its size, or `ResponseTooLarge` when it could not be sent at all."""
-        self._fill(event, item, sequence)
-        size = event.ByteSize()
+        data = self._encode(item, sequence)
+        size = len(data)
         if size + ENVELOPE_BYTES > self._max_bytes:
             raise ResponseTooLarge(size + ENVELOPE_BYTES, self._max_bytes)
-        return size
+        if self._per_message > 1 and self._responses and self._joins(size):
+            self._responses[-1].append(data)
+            self._newest_bytes += size
+            return
+        self._newest_bytes = size
+        await self._room.acquire()
+        self._responses.append([data])
+        self._changed.set()
 
-    def _joins(self) -> bool:
+    def _joins(self, size: int) -> bool:
         newest = self._responses[-1]
-        return len(newest.events) < self._per_message and self._newest_bytes < self._pack_bytes
+        return len(newest) < self._per_message and self._newest_bytes + size <= self._pack_bytes
 
     def end(self, error: BaseException | None = None) -> None:
         """No more items: the stream ends after the responses already added, with `error` if given."""
         self._ended, self._error = True, error
         self._changed.set()
 
-    async def take(self) -> ResponseT | None:
-        """The next response to send, or `None` once the run ended well (else its error is raised)."""
+    async def take(self) -> tuple[bytes, int] | None:
+        """The next response to send (encoded) and how many events it holds, or `None` once the run ended
+        well (else its error is raised)."""
         while not self._responses:
             if self._ended:
                 if self._error is not None:
@@ -148,7 +162,8 @@ class Outbox(Generic[ItemT, ResponseT]):
         if wait > 0:
             await asyncio.sleep(wait)
         self._room.release()
-        return self._responses.popleft()
+        events = self._responses.popleft()
+        return frame(events, packed=self._per_message > 1), len(events)
 
     def sent(self) -> None:
         """The stream wrote the response it took last: it stays hot for `window_s`."""

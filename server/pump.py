@@ -27,7 +27,7 @@ from harness import HarnessError
 from .errors import ServerError, ServerReason
 from .mapping.errors import abort
 from .metrics import CURRENT, Service
-from .outbox import Outbox, ResponseT, ResponseTooLarge, wait_out
+from .outbox import Outbox, ResponseTooLarge, wait_out
 from .runlog import LOGGER
 
 __all__ = ("Refused", "crashed", "internal_error", "pump")
@@ -66,21 +66,23 @@ def crashed(error: BaseException, **fields: str) -> Refused:
 async def pump(
     context: Context,
     items: AsyncGenerator[ItemT, None],
-    outbox: Outbox[ItemT, ResponseT],
+    outbox: Outbox[ItemT],
     *,
     service: Service,
     fields: Callable[[], Mapping[str, str]],
-) -> AsyncGenerator[ResponseT, None]:
-    """Send `items` through `outbox` as the RPC's responses, then end the RPC as the module says;
-    `fields()` names the request in a `request_crashed` line."""
+) -> AsyncGenerator[bytes, None]:
+    """Send `items` through `outbox` as the RPC's responses (encoded: `server.handlers` passes bytes
+    through), then end the RPC as the module says; `fields()` names the request in a `request_crashed`
+    line."""
     producer = asyncio.create_task(_produce(items, outbox))
     metrics = CURRENT.get()
     try:
-        while (response := await outbox.take()) is not None:
+        while (taken := await outbox.take()) is not None:
+            response, count = taken
             yield response
             outbox.sent()
             if metrics is not None:
-                metrics.streamed(service, len(response.events) or 1)
+                metrics.streamed(service, count)
     except Refused as refused:
         await abort(context, refused.error)
     except (HarnessError, ServerError) as error:
@@ -97,7 +99,7 @@ async def pump(
         await wait_out(producer)
 
 
-async def _produce(items: AsyncGenerator[ItemT, None], outbox: Outbox[ItemT, ResponseT]) -> None:
+async def _produce(items: AsyncGenerator[ItemT, None], outbox: Outbox[ItemT]) -> None:
     """Add every item to `outbox`, then end it (with the error that stopped them, if any)."""
     try:
         # `aclosing`: when the stream is cancelled, the items are closed here and now, not whenever the

@@ -59,7 +59,7 @@ from .mapping.state import (
 from .metrics import CURRENT
 from .mounts import ServerMounts
 from .offloop import in_call, own_loop_if_long
-from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge
+from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge, encoded
 from .pump import Refused, crashed, internal_error, pump
 from .runlog import LOGGER, RunLog
 from .runs import ActiveRuns
@@ -115,9 +115,9 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
         self._pack_window_s = pack_window_s
 
     # -- runs -----------------------------------------------------------------------------------------
-    async def StreamRun(
+    async def StreamRun(  # type: ignore[override]
         self, request: harness_service_pb2.StreamRunRequest, context: Context
-    ) -> AsyncIterator[harness_service_pb2.StreamRunResponse]:
+    ) -> AsyncIterator[bytes]:  # encoded responses (`server.outbox`)
         try:
             call = await self._decode(request.spec, context)
         except Refused as refusal:
@@ -127,12 +127,11 @@ class HarnessService(harness_service_pb2_grpc.HarnessServiceServicer):
             if call.run.checkpoints and call.checkpoint_form == "delta"
             else None
         )
-        outbox: Outbox[RunItem[Any], harness_service_pb2.StreamRunResponse] = Outbox(
-            functools.partial(self._fill, call=call, deltas=deltas),
+        outbox: Outbox[RunItem[Any]] = Outbox(
+            encoded(functools.partial(self._fill, call=call, deltas=deltas)),
             per_message=request.max_events_per_message,
             window_s=self._pack_window_s,
             max_bytes=self._max_message_bytes,
-            response_type=harness_service_pb2.StreamRunResponse,
         )
         # The client went away, or the stream ended: the run is closed here and now.
         responses = pump(

@@ -9,8 +9,9 @@ are statuses with ErrorInfo; anything unexpected is logged with the request's id
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import aclosing
 from typing import Any, TypeVar
 
@@ -29,6 +30,8 @@ from harness.threads import (
     ThreadRunOutcome,
     check_storable,
 )
+from harness.threads.eventlog import EventsOmitted, Numbered
+from harness.threads.join import ChangeKind
 
 from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field, at_named_field
@@ -46,8 +49,9 @@ from .mapping.threads import (
     fill_thread,
     run_request_from_pb,
 )
+from .metrics import CURRENT
 from .mounts import ServerMounts
-from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge
+from .outbox import ENVELOPE_BYTES, Outbox, ResponseTooLarge, encoded
 from .pump import Refused, crashed, internal_error, pump
 from .runlog import LOGGER
 
@@ -108,8 +112,10 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
         max_message_bytes: int,
         pack_window_s: float,
         mounts: ServerMounts,
+        max_followers: int = 1024,
     ) -> None:
         self.host = host
+        self._followers = Followers(max_followers)
         """Set once the store is open (`ThreadlineServer.start`), before the server takes calls."""
         self._registry = registry
         self._mounts = mounts
@@ -343,6 +349,80 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
 
     # -- runs ---------------------------------------------------------------------------------------
 
+    @property
+    def followers(self) -> int:
+        """Follower slots taken now."""
+        return self._followers.active
+
+    def follower_slot(self) -> contextlib.AbstractContextManager[None]:
+        """One of `--max-followers` (a join, an attached retry, a watch), held while it follows."""
+        return self._followers.slot()
+
+    async def JoinThreadRun(  # type: ignore[override]
+        self, request: thread_service_pb2.JoinThreadRunRequest, context: Context
+    ) -> AsyncIterator[bytes]:  # encoded responses (`server.outbox`)
+        if not self._h.log_settings.enabled:
+            await context.abort(
+                grpc.StatusCode.UNIMPLEMENTED, "This server keeps no run event log (--event-log off)."
+            )
+        try:
+            thread_id = _required_id(request.thread_id)
+            run_id = _required_id(request.run_id, "run_id") if request.run_id else ""
+            request_id = _required_id(request.request_id, "request_id") if request.request_id else ""
+            after = request.after_sequence if request.HasField("after_sequence") else -1
+            slot = self.follower_slot()
+            slot.__enter__()
+        except (HarnessError, ServerError) as error:
+            await abort(context, error)
+        ids = {"thread_id": thread_id, "run_id": run_id, "request_id": request_id}
+        try:
+            try:
+                run_id, request_id, events = await self._h.join(
+                    thread_id, run_id=run_id, request_id=request_id, after=after
+                )
+            except InputError as error:
+                await abort(context, at_named_field(error))
+            except (HarnessError, ServerError) as error:
+                await abort(context, error)
+            ids.update(run_id=run_id, request_id=request_id)
+            if (metrics := CURRENT.get()) is not None:
+                metrics.thread_joins.inc()
+            outbox: Outbox[Numbered] = Outbox(
+                _sent_as_is,
+                per_message=request.max_events_per_message,
+                window_s=self._pack_window_s,
+                max_bytes=self._max_message_bytes,
+            )
+            responses = pump(
+                context, events, outbox, service="threads", fields=lambda: {"method": "JoinThreadRun", **ids}
+            )
+            async with aclosing(responses):
+                async for response in responses:
+                    yield response
+        finally:
+            slot.__exit__(None, None, None)
+
+    async def WatchThread(
+        self, request: thread_service_pb2.WatchThreadRequest, context: Context
+    ) -> AsyncIterator[thread_service_pb2.WatchThreadResponse]:
+        try:
+            thread_id = _required_id(request.thread_id)
+            with self.follower_slot():
+                async with aclosing(self._h.watch(thread_id)) as changes:
+                    async for row, kinds in changes:
+                        response = thread_service_pb2.WatchThreadResponse(
+                            change_sequence=row.change_seq, changes=[_CHANGE_PB[kind] for kind in kinds]
+                        )
+                        fill_thread(response.thread, row, await self._h.head_checkpoint(row))
+                        yield response
+        except (HarnessError, ServerError) as error:
+            await abort(context, error)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:
+            LOGGER.error("request_crashed", exc_info=error, extra={"fields": {"method": "WatchThread"}})
+            await abort(context, internal_error(thread_id=request.thread_id[:256]))
+
     def _start(self, spec: thread_service_pb2.ThreadRunSpec) -> ThreadRun:
         return self._h.run(run_request_from_pb(spec))
 
@@ -356,8 +436,8 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
         response = thread_service_pb2.RunThreadResponse()
         try:
             async with aclosing(_listened(run)) as items:
-                async for item in items:
-                    if isinstance(item, ThreadRunOutcome):
+                async for numbered in items:
+                    if isinstance(item := numbered.item, ThreadRunOutcome):
                         fill_outcome(response.result, item)
                         response.revision = item.revision
                         response.replayed = item.replayed
@@ -370,19 +450,18 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
         await self._fits(context, response, ran=True)
         return response
 
-    async def StreamThreadRun(
+    async def StreamThreadRun(  # type: ignore[override]
         self, request: thread_service_pb2.StreamThreadRunRequest, context: Context
-    ) -> AsyncIterator[thread_service_pb2.StreamThreadRunResponse]:
+    ) -> AsyncIterator[bytes]:  # encoded responses (`server.outbox`)
         try:
             run = self._start(request.spec)
         except (HarnessError, ServerError) as error:
             await abort(context, error)
-        outbox: Outbox[ThreadRunItem, thread_service_pb2.StreamThreadRunResponse] = Outbox(
-            _fill,
+        outbox: Outbox[Numbered] = Outbox(
+            _sent_as_is,
             per_message=request.max_events_per_message,
             window_s=self._pack_window_s,
             max_bytes=self._max_message_bytes,
-            response_type=thread_service_pb2.StreamThreadRunResponse,
         )
         responses = pump(
             context,
@@ -396,7 +475,7 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
                 yield response
 
 
-async def _listened(run: ThreadRun) -> AsyncGenerator[ThreadRunItem, None]:
+async def _listened(run: ThreadRun) -> AsyncGenerator[Numbered, None]:
     """`run.items()` for one call, which stops listening once the call ends: the run goes on by itself.
 
     In a stream (`server.pump`), an item too large to send ends the call `RESPONSE_TOO_LARGE`, logged
@@ -417,8 +496,9 @@ async def _listened(run: ThreadRun) -> AsyncGenerator[ThreadRunItem, None]:
         run.detach()
 
 
-def _undelivered(run: ThreadRun, item: ThreadRunItem, error: ResponseTooLarge) -> ServerError:
-    """`RESPONSE_TOO_LARGE` for an item of `run` its stream could not send, logged with the run's ids."""
+def _undelivered(run: ThreadRun, event: Numbered, error: ResponseTooLarge) -> ServerError:
+    """`RESPONSE_TOO_LARGE` for an event of `run` its stream could not send, logged with the run's ids."""
+    item = event.item
     status = item.status if isinstance(item, ThreadRunOutcome) else "running"
     ids = _ids(run)
     LOGGER.warning(
@@ -447,9 +527,20 @@ def _ids(run: ThreadRun) -> dict[str, str]:
     return {"thread_id": run.request.thread_id, "run_id": run.run_id, "request_id": run.request.request_id}
 
 
-def _fill(event: events_pb2.RunEvent, item: ThreadRunItem, sequence: int) -> None:
-    """Write `item` into the empty `event` as the stream's `sequence`-th event."""
-    if isinstance(item, HarnessEvent):
+def _sent_as_is(event: Numbered, _sequence: int) -> bytes:
+    """A thread run's event as its attempt encoded and numbered it (`encode_event`)."""
+    assert event.data is not None  # the server's host encodes every event
+    return event.data
+
+
+def _fill(event: events_pb2.RunEvent, item: ThreadRunItem | EventsOmitted, sequence: int) -> None:
+    """Write `item` into the empty `event` as the attempt's `sequence`-th event."""
+    if isinstance(item, EventsOmitted):
+        event.thread_id, event.run_id, event.sequence = item.thread_id, item.run_id, sequence
+        fill_timestamp(event.occurred_at, item.occurred_at)
+        event.events_omitted.first_sequence = item.first_sequence
+        event.events_omitted.reason = _OMISSION_PB[item.reason]
+    elif isinstance(item, HarnessEvent):
         fill_event(event, item, sequence=sequence)
     elif isinstance(item, ThreadCommittedEvent):
         fill_committed(event, item, sequence=sequence)
@@ -461,3 +552,52 @@ def _fill(event: events_pb2.RunEvent, item: ThreadRunItem, sequence: int) -> Non
         event.thread_id, event.run_id, event.sequence = item.thread_id, item.run_id, sequence
         fill_timestamp(event.occurred_at, item.occurred_at)
         event.run_started.SetInParent()
+
+
+encode_event = encoded(_fill)
+"""The wire form of a thread run's events (`DurableHost.encode`): made once, in the run's task."""
+
+_OMISSION_PB = {
+    "deltas_coalesced": events_pb2.OMISSION_REASON_DELTAS_COALESCED,
+    "log_full": events_pb2.OMISSION_REASON_LOG_FULL,
+    "event_too_large": events_pb2.OMISSION_REASON_EVENT_TOO_LARGE,
+    "store_unavailable": events_pb2.OMISSION_REASON_STORE_UNAVAILABLE,
+}
+
+_CHANGE_PB: dict[ChangeKind, thread_service_pb2.ThreadChange.ValueType] = {
+    "snapshot": thread_service_pb2.THREAD_CHANGE_SNAPSHOT,
+    "committed": thread_service_pb2.THREAD_CHANGE_COMMITTED,
+    "run_started": thread_service_pb2.THREAD_CHANGE_RUN_STARTED,
+    "run_ended": thread_service_pb2.THREAD_CHANGE_RUN_ENDED,
+    "rolled_back": thread_service_pb2.THREAD_CHANGE_ROLLED_BACK,
+    "queue": thread_service_pb2.THREAD_CHANGE_QUEUE,
+    "lease_expired": thread_service_pb2.THREAD_CHANGE_LEASE_EXPIRED,
+}
+
+
+class Followers:
+    """The `--max-followers` slots of one replica (LIVE §2.4): taken before anything is written."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.active = 0
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold one slot for the block.
+
+        Raises:
+            ServerError: `FOLLOWER_LIMIT_REACHED` when every slot is taken.
+        """
+        if self.active >= self.limit:
+            raise ServerError(
+                ServerReason.FOLLOWER_LIMIT_REACHED,
+                f"This server already has {self.limit} joins, attached retries and watches open; retry "
+                "later or on another replica.",
+                details={"limit": self.limit},
+            )
+        self.active += 1
+        try:
+            yield
+        finally:
+            self.active -= 1

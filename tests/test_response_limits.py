@@ -186,26 +186,22 @@ async def test_an_event_too_large_to_send_never_joins_a_queued_response() -> Non
     """The outbox refuses it before grpc would, and the response already queued stays sendable."""
     from threadline.v1 import events_pb2
 
-    from server.outbox import Outbox, ResponseTooLarge
+    from server.outbox import Outbox, ResponseTooLarge, encoded
 
     def fill(event: events_pb2.RunEvent, item: str, sequence: int) -> None:
         event.sequence = sequence
         event.lifecycle.payload_json = item
 
-    outbox: Outbox[str, harness_service_pb2.StreamRunResponse] = Outbox(
-        fill,
-        per_message=64,
-        window_s=0.0,
-        max_bytes=4096,
-        response_type=harness_service_pb2.StreamRunResponse,
-    )
+    outbox: Outbox[str] = Outbox(encoded(fill), per_message=64, window_s=0.0, max_bytes=4096)
     await outbox.add("{}")  # queued, not taken: the next event would join it
     with pytest.raises(ResponseTooLarge) as caught:
         await outbox.add('"' + "x" * 5000 + '"')
     assert caught.value.size > 4096 and caught.value.limit == 4096
     outbox.end()
-    queued = await outbox.take()
-    assert queued is not None and [e.lifecycle.payload_json for e in queued.events] == ["{}"]
+    taken = await outbox.take()
+    assert taken is not None
+    queued = harness_service_pb2.StreamRunResponse.FromString(taken[0])
+    assert [e.lifecycle.payload_json for e in queued.events] == ["{}"] and taken[1] == 1
     assert queued.ByteSize() < 4096
 
 

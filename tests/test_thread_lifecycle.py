@@ -225,42 +225,55 @@ async def test_a_rollback_after_a_crashed_resume_drops_its_retained_batch(store:
     assert not thread.head.HasField("remaining")
 
 
-async def test_a_caller_that_stops_reading_is_dropped_and_the_run_commits(store: Store) -> None:
-    """The run never waits for its caller: one that falls `LISTENER_BACKLOG` events behind gets the events
-    already on their way, then RESOURCE_EXHAUSTED LISTENER_TOO_SLOW; the run completes as before."""
-    stub = await store.start()
+@pytest.mark.parametrize("event_log", ["on", "off"])
+async def test_a_caller_that_stops_reading_never_holds_the_run_back(store: Store, event_log: str) -> None:
+    """The run never waits for its caller. One that falls `LISTENER_BACKLOG` events behind reads on from
+    the attempt's event log (LIVE §2.6): every event, in order, then the result. Without a log it gets the
+    events already on their way, then RESOURCE_EXHAUSTED LISTENER_TOO_SLOW. The run completes either way."""
+    stub = await store.start("--event-log", event_log)
     assert store.server is not None
-    await stub.CreateThread(thread_service_pb2.CreateThreadRequest(thread_id="thread_slow"))
+    thread_id = f"thread_slow{event_log}"
+    await stub.CreateThread(thread_service_pb2.CreateThreadRequest(thread_id=thread_id))
     # Echoed back in 8-character deltas: thousands of events more than the run keeps for its caller and
     # the stream's own buffers hold, since without BDP probing the client's receive window stays small.
     prompt = "x" * 8 * (LISTENER_BACKLOG + 4000)
     options = [("grpc.http2.bdp_probe", 0)]
     async with grpc.aio.insecure_channel(store.server.address, options=options) as channel:
         call = ThreadServiceStub(channel).StreamThreadRun(
-            thread_service_pb2.StreamThreadRunRequest(spec=spec("thread_slow", "slow", text=prompt)),
+            thread_service_pb2.StreamThreadRunRequest(spec=spec(thread_id, "slow", text=prompt)),
             timeout=DEADLINE,
         )
         first = await call.read()  # the run began; from here on its caller reads nothing
         assert isinstance(first, thread_service_pb2.StreamThreadRunResponse)
         deadline = time.monotonic() + DEADLINE
-        while (thread := await thread_of(stub, "thread_slow")).status != thread_pb2.THREAD_STATUS_IDLE:
+        while (thread := await thread_of(stub, thread_id)).status != thread_pb2.THREAD_STATUS_IDLE:
             assert time.monotonic() < deadline, "the run waited for its caller"
             await asyncio.sleep(0.1)
         assert thread.head.kind == thread_pb2.CHECKPOINT_KIND_COMPLETED
         received = [first.event]
-        with pytest.raises(grpc.aio.AioRpcError) as dropped:
+        dropped: grpc.aio.AioRpcError | None = None
+        try:
             while (response := await call.read()) is not grpc.aio.EOF:
                 assert isinstance(response, thread_service_pb2.StreamThreadRunResponse)
                 received.append(response.event)
-    code, reason, metadata = refusal(dropped.value)
-    assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "LISTENER_TOO_SLOW")
-    assert (metadata["thread_id"], metadata["run_id"]) == ("thread_slow", first.event.run_id)
-    assert (metadata["request_id"], metadata["backlog"]) == ("slow", str(LISTENER_BACKLOG))
-    assert [event.sequence for event in received] == list(range(len(received))), "a prefix, in order"
+        except grpc.aio.AioRpcError as error:
+            dropped = error
+    assert [event.sequence for event in received] == list(range(len(received))), "in order, no gap"
     assert received[0].WhichOneof("event") == "run_started"
-    assert "result" not in {event.WhichOneof("event") for event in received}
+    kinds = [event.WhichOneof("event") for event in received]
+    if event_log == "on":
+        assert dropped is None and kinds[-1] == "result" and kinds[-2] == "thread_committed"
+        assert received[-1].result.status == run_pb2.RUN_STATUS_COMPLETED
+        assert kinds.count("part_delta") > LISTENER_BACKLOG, "every delta, none omitted"
+    else:
+        assert dropped is not None
+        code, reason, metadata = refusal(dropped)
+        assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "LISTENER_TOO_SLOW")
+        assert (metadata["thread_id"], metadata["run_id"]) == (thread_id, first.event.run_id)
+        assert (metadata["request_id"], metadata["backlog"]) == ("slow", str(LISTENER_BACKLOG))
+        assert "result" not in kinds
     # The outcome is durable: a retry of the request replays it.
-    replay = await run(stub, spec("thread_slow", "slow", text=prompt))
+    replay = await run(stub, spec(thread_id, "slow", text=prompt))
     assert replay.replayed and replay.revision == thread.revision
     assert completed_output(replay.result) == "You said: " + prompt
 

@@ -1,6 +1,6 @@
 """Begin's decision (THREADS §4 step 1): what a request does, from the thread and its run record alone.
 
-Replay a finished request, refuse one (a reused ID, an interrupted request, a busy thread, a stale
+Replay a finished request, attach to one that is running now (LIVE §2.5), refuse one (a reused ID, an interrupted request, a busy thread, a stale
 revision, answers with nothing to answer), or run an attempt: the first of a new request, or the next
 attempt of one whose earlier attempt did not finish (which then recovers from the head). Pure: no store,
 no clock but the row's own `now`, so each case is a row of a table (`tests/test_thread_begin.py`);
@@ -20,7 +20,7 @@ from .records import THREAD_STATUS_NAMES, RunRow, ThreadRow
 from .request import ThreadRunRequest
 from .store import busy, conflict
 
-__all__ = ("Decision", "Refuse", "Replay", "RunAttempt", "decide")
+__all__ = ("Attach", "Decision", "Refuse", "Replay", "RunAttempt", "decide")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,14 @@ class RunAttempt:
     """Whether the run takes the head's client tools: it resumes or recovers and the request named none."""
 
 
-Decision = Replay | Refuse | RunAttempt
+@dataclass(frozen=True, slots=True)
+class Attach:
+    """The request is running now (a retry while its attempt holds the lease): follow that attempt."""
+
+    run_id: str
+
+
+Decision = Replay | Refuse | Attach | RunAttempt
 
 
 def decide(thread: ThreadRow, record: RunRow | None, request: ThreadRunRequest) -> Decision:
@@ -84,6 +91,8 @@ def decide(thread: ThreadRow, record: RunRow | None, request: ThreadRunRequest) 
         return Refuse(conflict(thread))
     lease = thread.live_lease
     if lease is not None:
+        if record is not None and lease.request_id == request.request_id:
+            return Attach(lease.run_id)  # its answers and revision are not checked again (LIVE §2.5)
         return Refuse(busy(thread, lease))
     if record is None and request.answers is not None and thread.pending is None:
         return Refuse(

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 from ..deferred import DeferredToolResume
 from ..errors import ErrorCode, ThreadError
+from .eventlog import AttemptLog, LogWrite
 from .lease import LeaseKeeper, Lost
+from .logstore import LogMoved, LogRow
 from .records import Head, ThreadRow
 from .request import RunHost
-from .store import Finish, NewCheckpoint
+from .store import Finish, NewCheckpoint, lease_lost
 
 __all__ = ("Committer",)
 
@@ -19,10 +22,13 @@ class Committer:
     """The holder's fenced commits: each retried while the store is down until the lease's expiry, and
     read back when its outcome is unknown. Keeps the revision, the delta base and the retained batch."""
 
-    def __init__(self, host: RunHost, thread: ThreadRow, head: Head, lease: LeaseKeeper) -> None:
+    def __init__(
+        self, host: RunHost, thread: ThreadRow, head: Head, lease: LeaseKeeper, log: AttemptLog
+    ) -> None:
         self._host = host
         self._thread_id = thread.thread_id
         self._lease = lease
+        self._log = log
         self.revision = thread.revision
         self.base = head
         self.accepted = thread.accepted
@@ -33,18 +39,32 @@ class Committer:
         *,
         accepted: DeferredToolResume | None,
         finish: Finish | None = None,
+        result_sequence: int | None = None,
     ) -> None:
-        """A fenced commit, retried while the store is down until the lease's own expiry.
+        """A fenced commit, retried while the store is down until the lease's own expiry; it writes the
+        attempt's buffered events too (and with `finish`, ends its log at `result_sequence`).
 
         Raises:
             Lost: the lease is lost (before, or in answer to, the commit).
             ThreadError: the store refused the commit otherwise.
         """
+        async with self._log.turn:
+            await self._commit(checkpoint, accepted=accepted, finish=finish, result_sequence=result_sequence)
+
+    async def _commit(
+        self,
+        checkpoint: NewCheckpoint | None,
+        *,
+        accepted: DeferredToolResume | None,
+        finish: Finish | None,
+        result_sequence: int | None,
+    ) -> None:
         store, lease = self._host.store, self._lease
         delay = 0.05
         while True:
             if (lost := lease.check()) is not None:
                 raise Lost(lost)
+            write = self._log.take(end=finish is not None, result_sequence=result_sequence)
             sent = time.monotonic()
             try:
                 committed = await store.commit(
@@ -56,7 +76,11 @@ class Committer:
                     accepted=accepted,
                     finish=finish,
                     ttl=None if finish is not None else self._host.lease_ttl,
+                    log=write,
                 )
+            except LogMoved as moved:
+                settle(self._log, moved.row, self._lease, self._thread_id)
+                continue
             except ThreadError as error:
                 if error.code == ErrorCode.LEASE_LOST:
                     lease.lose(error)
@@ -64,6 +88,8 @@ class Committer:
                 if error.code != ErrorCode.STORE_UNAVAILABLE:
                     raise
                 if await self._landed(checkpoint is not None, finish is not None):
+                    if write is not None:
+                        self._log.wrote(write)
                     return
                 if time.monotonic() + delay > lease.expiry:
                     lease.lose(error)
@@ -71,6 +97,8 @@ class Committer:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
+            if write is not None:
+                self._log.wrote(write)
             self.revision = committed.revision
             self.accepted = accepted
             if checkpoint is not None and self._host.on_commit is not None:
@@ -97,3 +125,52 @@ class Committer:
         if with_checkpoint:
             self.base = await self._host.store.head(thread)
         return True
+
+
+def settle(log: AttemptLog, row: LogRow | None, lease: LeaseKeeper, thread_id: str) -> None:
+    """A log write's compare-and-set failed and the row reads `row`: carry on from what it holds, or,
+    once the log left `open` (a takeover, a follower that found the lease expired), lose the lease.
+
+    Raises:
+        Lost: the log is no longer this attempt's to write.
+    """
+    if row is None or row.status != "open":
+        error = lease_lost(thread_id)
+        lease.lose(error)
+        raise Lost(error)
+    if row.last_sequence > log.written:
+        log.landed_through(row.last_sequence)  # a write whose answer was lost did land
+    else:
+        log.rewind(row.last_sequence)  # a database crash took back relaxed appends
+
+
+async def append(host: RunHost, log: AttemptLog, lease: LeaseKeeper, thread_id: str, stop: object) -> None:
+    """The attempt's appends (LIVE §2.2 b): the buffer once its oldest event is a window old or it holds
+    64 KiB, one write in flight, until cancelled; a cancel asked of the run (read in each append) stops
+    the run as a renewal's would."""
+    delay = 0.05
+    while lease.lost is None:
+        await log.pending.wait()
+        await asyncio.sleep(log.due_in())
+        async with log.turn:
+            if not log.pending.is_set() or log.due_in() > 0:
+                continue  # a commit took the buffer meanwhile
+            write: LogWrite | None = log.take()
+            if write is None:
+                return
+            try:
+                cancel = await host.store.logs.append(thread_id, write)
+            except LogMoved as moved:
+                with contextlib.suppress(Lost):
+                    settle(log, moved.row, lease, thread_id)
+                continue
+            except ThreadError as error:
+                if error.code != ErrorCode.STORE_UNAVAILABLE:
+                    raise
+                await asyncio.sleep(delay)  # unknown outcome: the next write's compare-and-set settles it
+                delay = min(delay * 2, 1.0)
+                continue
+            delay = 0.05
+            log.wrote(write)
+        if cancel and callable(stop):
+            stop()

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,12 +25,16 @@ from ..errors import ErrorCode, InputError, StateError, ThreadError
 from ..state import HarnessState
 from .cache import CachedHead, HeadCache
 from .codec import state_parts
+from .eventlog import Encoder, LogSettings, Numbered
+from .join import ChangeKind, attempt_of, follow, watch
 from .outcome import ThreadRunOutcome
 from .pages import PageTokens
 from .records import CheckpointKind, CheckpointRow, Head, RunRowStatus, ThreadRow, ThreadStatus
 from .request import Launcher, ThreadRunRequest
 from .run import ThreadRun
 from .store import NewCheckpoint, ThreadStore, busy, conflict, not_found
+
+LOGGER = logging.getLogger("threadline.threads")
 
 __all__ = ("MAX_LABEL_FILTERS", "DurableHost", "check_labels", "check_storable")
 
@@ -92,10 +97,20 @@ class DurableHost:
         *,
         lease_ttl: float,
         cache_bytes: int = 256 * 1024 * 1024,
+        encode: Encoder | None = None,
+        log_settings: LogSettings | None = None,
     ) -> None:
         self.store = store
         self.launcher = launcher
         self.lease_ttl = lease_ttl
+        self.encode = encode
+        """The wire form of every event a run streams (the server's `RunEvent` bytes); with none, events
+        are not encoded and no event log is kept."""
+        self.log_settings = log_settings or LogSettings()
+        self.follower_slot: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+        """Taken by an attached retry while it follows (a server bounds them with `--max-followers`)."""
+        self.on_log: Callable[[int, int], None] | None = None
+        """Told of each event log write: its bytes and the events left out since (a server counts them)."""
         self.cache = HeadCache(cache_bytes)
         self.pages = PageTokens(store.database.page_key)
         """The page tokens of this store's listings (every replica's host makes the same)."""
@@ -370,6 +385,46 @@ class DurableHost:
         local = self._running.get((thread_id, run_id))
         if local is not None:
             local.cancel()
+
+    # -- following --------------------------------------------------------------------------------------
+
+    async def join(
+        self, thread_id: str, *, run_id: str = "", request_id: str = "", after: int = -1
+    ) -> tuple[str, str, AsyncGenerator[Numbered, None]]:
+        """`JoinThreadRun` (LIVE §2.4): the attempt followed (`run_id`, `request_id`) and its events
+        after `after`. The events raise how the attempt ended (`follow`).
+
+        Raises:
+            ThreadError: `thread_not_found`, `run_not_found`; InputError: ids naming two requests.
+        """
+        thread = await self.thread(thread_id)
+        run_id, request_id = await attempt_of(self.store, thread, run_id=run_id, request_id=request_id)
+        events = follow(
+            self.store,
+            thread_id=thread_id,
+            run_id=run_id,
+            after=after,
+            ttl=self.lease_ttl,
+            retention=self.log_settings.retention_s,
+            encode=self.encode,
+        )
+        return run_id, request_id, events
+
+    def watch(self, thread_id: str) -> AsyncGenerator[tuple[ThreadRow, tuple[ChangeKind, ...]], None]:
+        """`WatchThread` (LIVE §2.7): the thread's snapshot, then one per change."""
+        return watch(self.store, thread_id)
+
+    async def sweep(self, interval: float) -> None:
+        """Every `interval` seconds until cancelled: delete event logs past their retention and mark lost
+        the open logs whose holder is gone (LIVE §2.3), so a log nobody follows or takes over expires too."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.store.logs.sweep(retention=self.log_settings.retention_s, grace=self.lease_ttl / 3)
+            except ThreadError:
+                pass  # the store is down: the next pass tries again
+            except Exception as error:  # a bug: logged, and the sweeper goes on
+                LOGGER.error("sweep_failed", exc_info=error)
 
     async def drain(self, grace: float) -> None:
         """Wait up to `grace` seconds for the runs to end (the caller cancelled their streams)."""

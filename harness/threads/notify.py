@@ -17,9 +17,12 @@ from collections.abc import Callable
 
 import psycopg
 
-__all__ = ("CHANNEL", "CancelListener", "payload")
+__all__ = ("CHANNEL", "THREAD_CHANNEL", "CancelListener", "payload")
 
 LOGGER = logging.getLogger("threadline.threads")
+
+THREAD_CHANNEL = "threadline_thread"
+"""Events written, a thread changed, work due (LIVE §2.6): heard by followers and watchers."""
 
 CHANNEL = "threadline_cancel"
 """The notification channel; its payload is `payload(thread_id, run_id)`."""
@@ -39,11 +42,17 @@ class CancelListener:
     """A thread of its own, on a connection of its own, handing each request to `deliver` on `loop`."""
 
     def __init__(
-        self, conninfo: str, loop: asyncio.AbstractEventLoop, deliver: Callable[[str, str], None]
+        self,
+        conninfo: str,
+        loop: asyncio.AbstractEventLoop,
+        deliver: Callable[[str, str], None],
+        changed: Callable[[str, str], None] | None = None,
     ) -> None:
         self._conninfo = conninfo
         self._loop = loop
         self._deliver = deliver
+        self._changed = changed
+        """Called (from the listening thread) for each `threadline_thread` note: thread id, run id."""
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="threadline-cancels", daemon=True)
         self._thread.start()
@@ -58,15 +67,30 @@ class CancelListener:
             try:
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    conn.execute(f"LISTEN {THREAD_CHANNEL}")
                     failures = 0
                     while not self._closed.is_set():
                         for note in conn.notifies(timeout=_POLL_S):
-                            self._hand_over(note.payload)
+                            if note.channel == THREAD_CHANNEL:
+                                self._thread_changed(note.payload)
+                            else:
+                                self._hand_over(note.payload)
             except psycopg.Error as error:
                 if failures == 0:
                     LOGGER.warning("cancel_listener_lost", extra={"fields": {"error": type(error).__name__}})
                 self._closed.wait(_RECONNECT_S[min(failures, len(_RECONNECT_S) - 1)])
                 failures += 1
+
+    def _thread_changed(self, text: str) -> None:
+        """A `threadline_thread` note: `[thread_id, change_seq, run_id, last_sequence]` (LIVE §2.6)."""
+        if self._changed is None:
+            return
+        try:
+            thread_id, _change, run_id, _last = json.loads(text)
+        except (ValueError, TypeError):
+            return
+        if isinstance(thread_id, str) and isinstance(run_id, str):
+            self._changed(thread_id, run_id)  # thread-safe: it only schedules a wake-up on the loop
 
     def _hand_over(self, text: str) -> None:
         try:

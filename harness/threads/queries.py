@@ -66,6 +66,11 @@ def _set(names: tuple[str, ...]) -> dict[str, Any]:
     return {name: bindparam(name) for name in names}
 
 
+def _update(names: tuple[str, ...]) -> dict[str, Any]:
+    """An update of a thread's columns `names`, each from its parameter; `change_seq` grows by one."""
+    return {name: threads.c.change_seq + 1 if name == "change_seq" else bindparam(name) for name in names}
+
+
 NOW = {
     "sqlite": Statement(text("SELECT (julianday('now') - 2440587.5) * 86400.0")),
     "postgresql": Statement(text("SELECT extract(epoch from clock_timestamp())::float8")),
@@ -99,7 +104,7 @@ TAKE_THREAD = StatementFamily[tuple[str, ...]](
             threads.c.fence == bindparam("expected_fence"),
             or_(threads.c.lease_expires.is_(None), threads.c.lease_expires <= bindparam("now")),
         )
-        .values(_set(names))
+        .values(_update(names))
         .returning(*threads.c)
     )
 )
@@ -113,7 +118,7 @@ COMMIT_HEAD = StatementFamily[tuple[str, ...]](
             threads.c.fence == bindparam("expected_fence"),
             threads.c.revision == bindparam("expected_revision"),
         )
-        .values(_set(names))
+        .values(_update(names))
         .returning(threads.c.incarnation)
     )
 )
@@ -130,7 +135,7 @@ RENEW_LEASE = Statement(
     .returning(threads.c.cancel_requested)
 )
 UPDATE_THREAD = StatementFamily[tuple[str, ...]](
-    lambda names: update(threads).where(*_keyed(threads)).values(_set(names))
+    lambda names: update(threads).where(*_keyed(threads)).values(_update(names))
 )
 """Sets the columns `names` of a thread this transaction locked (`LOCK_THREAD`)."""
 NOTIFY_CANCEL = Statement(text("SELECT pg_notify(:channel, :payload)"))

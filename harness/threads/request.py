@@ -21,6 +21,7 @@ from ..client_tools import ClientTool
 from ..run_request import RunRequest
 from ..state import HarnessState
 from .digest import BusyStrategy, request_digest, same_request
+from .eventlog import Encoder, LogSettings
 from .records import Head, ThreadRow
 from .store import ThreadStore
 
@@ -66,6 +67,12 @@ class RunHost(Protocol):
     launcher: Launcher
     lease_ttl: float
     on_commit: Callable[[], None] | None
+    encode: Encoder | None
+    """The wire form of each event (the server's); `None`: events are not encoded, and no log is kept."""
+    log_settings: LogSettings
+    follower_slot: Callable[[], AbstractContextManager[None]]
+    on_log: Callable[[int, int], None] | None
+    """Told of each log write: its bytes and the events left out since the last one (a server counts them)."""
 
     async def thread(self, thread_id: str) -> ThreadRow:
         """The thread, or `THREAD_NOT_FOUND`."""

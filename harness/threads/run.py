@@ -25,16 +25,18 @@ from ..events import HarnessCheckpointEvent, HarnessRunResultEvent
 from ..results import HarnessRunResult
 from ..run_request import RunRequest
 from ..state import HarnessState
-from .begin import Refuse, Replay, decide
+from .begin import Attach, Refuse, Replay, decide
 from .codec import state_parts
-from .commits import Committer
+from .commits import Committer, append
+from .eventlog import AttemptLog, Numbered
 from .items import TERMINAL_KIND as _KIND
-from .items import ThreadRunItem, replay
+from .items import replay
+from .join import follow
 from .lease import LeaseKeeper, Lost
 from .outcome import ThreadCommittedEvent, ThreadRunOutcome
 from .records import CheckpointKind, Head, RunRowStatus, StateParts, ThreadRow
 from .request import RunHost, ThreadRunRequest
-from .store import Finish, NewCheckpoint, lease_lost
+from .store import Finish, NewCheckpoint, busy, lease_lost
 
 __all__ = ("LISTENER_BACKLOG", "ThreadRun")
 
@@ -71,7 +73,9 @@ class ThreadRun:
     def __init__(self, host: RunHost, request: ThreadRunRequest) -> None:
         self._host = host
         self.request = request
-        self._queue: asyncio.Queue[ThreadRunItem | _End] = asyncio.Queue(LISTENER_BACKLOG + 1)  # + its end
+        self._queue: asyncio.Queue[Numbered | _End] = asyncio.Queue(LISTENER_BACKLOG + 1)  # + its end
+        self._recorded = False
+        """Whether the attempt this call follows keeps a log (a listener that falls behind reads on from it)."""
         self._listening = True
         self._holder: _Holder | None = None
         self._cancel_asked = False
@@ -97,14 +101,25 @@ class ThreadRun:
         while not self._queue.empty():
             self._queue.get_nowait()
 
-    async def items(self) -> AsyncIterator[ThreadRunItem]:
-        """The run's items in order; raises the error the run ended with, or `LISTENER_TOO_SLOW`."""
-        while not isinstance(entry := await self._queue.get(), _End):
-            yield entry
-        if entry.error is not None:
-            raise entry.error
+    async def items(self) -> AsyncIterator[Numbered]:
+        """The run's events in order, numbered by the attempt; raises the error the run ended with.
 
-    async def _offer(self, item: ThreadRunItem) -> None:
+        A listener that falls `LISTENER_BACKLOG` events behind reads on from the attempt's log (LIVE §2.6),
+        where the attempt keeps one; else it gets `LISTENER_TOO_SLOW`.
+        """
+        last = -1
+        while not isinstance(entry := await self._queue.get(), _End):
+            last = entry.sequence
+            yield entry
+        error = entry.error
+        if isinstance(error, ThreadError) and error.code == ErrorCode.LISTENER_TOO_SLOW and self._recorded:
+            async for event in self._follow(self.request.thread_id, self.run_id, after=last):
+                yield event
+            return
+        if error is not None:
+            raise error
+
+    async def _offer(self, item: Numbered) -> None:
         """Queue `item` for the listener, unless it left or fell `LISTENER_BACKLOG` items behind."""
         if not self._listening:
             return
@@ -160,7 +175,7 @@ class ThreadRun:
 
     # -- Begin ----------------------------------------------------------------------------------------
 
-    async def _execute(self) -> AsyncGenerator[ThreadRunItem, None]:
+    async def _execute(self) -> AsyncGenerator[Numbered, None]:
         host, request = self._host, self.request
         store = host.store
         for attempt in range(_BEGIN_TRIES):
@@ -170,8 +185,13 @@ class ThreadRun:
             if isinstance(decision, Refuse):
                 raise decision.error
             if isinstance(decision, Replay):
-                for replayed in replay(decision.outcome):
-                    yield replayed
+                encode = host.encode
+                for sequence, replayed in enumerate(replay(decision.outcome)):
+                    yield Numbered(sequence, replayed, None if encode is None else encode(replayed, sequence))
+                return
+            if isinstance(decision, Attach):
+                async for event in self._attach(thread, decision.run_id):
+                    yield event
                 return
             head, state = await host.head_state(thread)
             tools = list(head.checkpoint.client_tools if decision.head_tools else request.client_tools)
@@ -184,6 +204,7 @@ class ThreadRun:
                 barrier=self,
             )
             stream = host.launcher.stream(thread.agent, run, client_tools=tools)
+            recorded = host.log_settings.enabled and host.encode is not None
             with host.launcher.admit(
                 stream, cancel=self.cancel, request_id=request.request_id, agent=thread.agent
             ) as begun:
@@ -200,6 +221,7 @@ class ThreadRun:
                         prompt=request.input,
                         client_tools=tools,
                         accepted=decision.accepted,
+                        log=recorded,
                     )
                 except ThreadError as error:
                     if (
@@ -212,7 +234,17 @@ class ThreadRun:
                     raise lease_lost(thread.thread_id)
                 begun()
                 self.run_id = stream.run_id
-                holder = _Holder(host, taken, head, tools, stream, sent, normal_resume=decision.normal_resume)
+                self._recorded = recorded
+                holder = _Holder(
+                    host,
+                    taken,
+                    head,
+                    tools,
+                    stream,
+                    sent,
+                    normal_resume=decision.normal_resume,
+                    recorded=recorded,
+                )
                 self._holder = holder
                 if self._cancel_asked:
                     holder.request_cancel()
@@ -221,6 +253,32 @@ class ThreadRun:
                         yield item
                 return
         raise AssertionError("unreachable: the last Begin try raises")  # pragma: no cover
+
+    async def _attach(self, thread: ThreadRow, run_id: str) -> AsyncIterator[Numbered]:
+        """Follow the request's running attempt from its first event (LIVE §2.5); an attempt that keeps
+        no log (its holder has the log off) answers `THREAD_BUSY` as before."""
+        host = self._host
+        log = await host.store.logs.log(thread.thread_id, run_id)
+        lease = thread.live_lease
+        if log is None:
+            assert lease is not None
+            raise busy(thread, lease)
+        self.run_id, self._recorded = run_id, True
+        with host.follower_slot():
+            async for event in self._follow(thread.thread_id, run_id, after=-1):
+                yield event
+
+    def _follow(self, thread_id: str, run_id: str, *, after: int) -> AsyncIterator[Numbered]:
+        host = self._host
+        return follow(
+            host.store,
+            thread_id=thread_id,
+            run_id=run_id,
+            after=after,
+            ttl=host.lease_ttl,
+            retention=host.log_settings.retention_s,
+            encode=host.encode,
+        )
 
 
 class _Holder:
@@ -237,6 +295,7 @@ class _Holder:
         sent: float,
         *,
         normal_resume: bool,
+        recorded: bool,
     ) -> None:
         self._host = host
         self._thread = thread
@@ -244,7 +303,14 @@ class _Holder:
         self._tools = tuple(tools)
         self._stream = stream
         self._lease = LeaseKeeper(host, thread, sent, self.request_cancel, self._ids)
-        self._commits = Committer(host, thread, head, self._lease)
+        self._log = AttemptLog(
+            host.log_settings,
+            host.encode,
+            thread_id=thread.thread_id,
+            run_id=stream.run_id,
+            recorded=recorded,
+        )
+        self._commits = Committer(host, thread, head, self._lease, self._log)
         self._normal_resume = normal_resume
         self._started_at = datetime.now(UTC)
         self._first_event = True
@@ -258,7 +324,7 @@ class _Holder:
     def _ids(self) -> dict[str, str]:
         return {"thread_id": self._thread.thread_id, "run_id": self._stream.run_id}
 
-    async def run(self) -> AsyncIterator[ThreadRunItem]:
+    async def run(self) -> AsyncIterator[Numbered]:
         started = time.monotonic()
         lease = self._thread.lease
         ids = {**self._ids, "request_id": lease.request_id if lease is not None else ""}
@@ -275,8 +341,16 @@ class _Holder:
                 extra={"fields": {"status": self._status, "duration_ms": duration_ms, **self._reason, **ids}},
             )
 
-    async def _run(self) -> AsyncIterator[ThreadRunItem]:
+    async def _run(self) -> AsyncIterator[Numbered]:
         renewer = asyncio.create_task(self._lease.keep())
+        appender = (
+            asyncio.create_task(
+                append(self._host, self._log, self._lease, self._thread.thread_id, self.request_cancel)
+            )
+            if self._log.recorded
+            else None
+        )
+        number = self._log.number
         stream = self._stream
         try:
             try:
@@ -287,7 +361,7 @@ class _Holder:
                             continue  # cancelled: let the stream close, commit nothing
                         if isinstance(item, HarnessCheckpointEvent):
                             for committed in await self._mid_run(item.state):
-                                yield committed
+                                yield number(committed)
                         elif isinstance(item, HarnessRunResultEvent):
                             renewer.cancel()
                             async for end in self._finish(item.result):
@@ -297,7 +371,7 @@ class _Holder:
                                 # `run_started`: its time is what a replay reports as the run's start.
                                 self._first_event = False
                                 self._started_at = getattr(item, "occurred_at", self._started_at)
-                            yield item
+                            yield number(item)
             except Lost as lost:
                 self._lease.lost = lost.error
             except HarnessError as error:
@@ -315,8 +389,12 @@ class _Holder:
                 raise self._lease.lost
         finally:
             renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await renewer
+            if appender is not None:
+                appender.cancel()
+            for task in (renewer, appender):
+                if task is not None:
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
 
     def request_cancel(self) -> None:
         """Stop the run; the core delivers it at the holder's next wait on the stream, never in a commit."""
@@ -397,7 +475,7 @@ class _Holder:
             occurred_at=datetime.now(UTC),
         )
 
-    async def _finish(self, result: HarnessRunResult[Any]) -> AsyncIterator[ThreadRunItem]:
+    async def _finish(self, result: HarnessRunResult[Any]) -> AsyncIterator[Numbered]:
         state = result.state
         accepted = self._retained(self._stream.pending_deferred_input)
         pending = result.deferred
@@ -415,13 +493,23 @@ class _Holder:
             else self._checkpoint(kind, state_parts(state), pending=pending, remaining=accepted)
         )
         finish = Finish(self._request_id, result.status, outcome, pending, accepted)
-        await self._commits.commit(checkpoint, accepted=accepted, finish=finish)
+        # Numbered before the commit, which writes the `thread_committed` into the log (LIVE §2.1); the
+        # commit event and the result share the outcome's time, live and in a replay alike.
+        ending: list[Numbered] = []
+        if state is not None:
+            committed = dataclasses.replace(
+                self._committed(kind), revision=outcome.revision, occurred_at=outcome.ended_at
+            )
+            ending.append(self._log.number(committed))
+        ending.append(self._log.number(outcome))
+        await self._commits.commit(
+            checkpoint, accepted=accepted, finish=finish, result_sequence=ending[-1].sequence
+        )
         self._ended(result.status)
         if state is not None:
             self._host.remember(self._thread, self._commits.base, state)
-            # The commit event and the result share the outcome's time, live and in a replay alike.
-            yield dataclasses.replace(self._committed(kind), occurred_at=outcome.ended_at)
-        yield outcome
+        for event in ending:
+            yield event
 
     async def _failed(self, error: HarnessError) -> None:
         """The core raised after the run started (THREADS §4 step 3)."""

@@ -29,6 +29,9 @@ from ..deferred import DeferredToolRequests, DeferredToolResume
 from ..errors import ErrorCode, ThreadError
 from .blobstore import collect_blobs, read_blob, write_blob
 from .database import Database
+from .eventlog import LogWrite
+from .follow import Hub
+from .logstore import LogStore, delete_logs, lose_logs, notify_thread, open_log, write_log
 from .notify import CHANNEL, CancelListener, payload
 from .outcome import ThreadRunOutcome
 from .queries import (
@@ -136,6 +139,11 @@ class ThreadStore:
         self.database = database
         self.replica = replica
         self.worker = StoreWorker(database, replica=replica)
+        poll = {"sqlite": 0.25, "postgresql": 1.0}.get(database.kind)
+        self.hub = Hub(asyncio.get_running_loop(), poll_s=poll, positions=self._positions)
+        """Wakes this replica's followers and watchers after each write (`harness.threads.follow`)."""
+        self.logs = LogStore(self.worker, self.hub)
+        """The run event logs' own transactions (appends, followers, the sweeper)."""
         self._listener: CancelListener | None = None
 
     @property
@@ -152,18 +160,26 @@ class ThreadStore:
     def on_health(self, listener: Callable[[bool], None] | None) -> None:
         self.worker.on_health = listener
 
+    async def _positions(
+        self, attempts: list[tuple[str, str]], thread_ids: list[str]
+    ) -> tuple[dict[tuple[str, str], tuple[str, int]], dict[str, int]]:
+        return await self.logs.positions(attempts, thread_ids)
+
     def listen_for_cancels(self, deliver: Callable[[str, str], None]) -> None:
         """Call `deliver(thread_id, run_id)` on this loop when another replica asks to cancel a run.
 
         PostgreSQL only (LISTEN/NOTIFY); elsewhere the holder reads the request at its next renewal.
         """
         if self.database.conninfo is not None and self._listener is None:
-            self._listener = CancelListener(self.database.conninfo, asyncio.get_running_loop(), deliver)
+            self._listener = CancelListener(
+                self.database.conninfo, asyncio.get_running_loop(), deliver, self.hub.poke
+            )
 
     def close(self) -> None:
         """Let the store's threads go once their transactions ended (the database is closed apart)."""
         if self._listener is not None:
             self._listener.close()
+        self.hub.close()
         self.worker.close()
 
     # -- reads --------------------------------------------------------------------------------------
@@ -225,6 +241,12 @@ class ThreadStore:
         with self.worker.transaction(read=True) as (conn, now):
             rows = listing.run(conn, params if status is None else {**params, "now": now})
         return [(thread_row(row, now), checkpoint_row(row, "head_")) for row in rows]
+
+    @offloaded(read=True)
+    def run_of(self, thread_id: str, run_id: str) -> RunRow | None:
+        """The record of the request `run_id` was an attempt of."""
+        with self.worker.transaction(read=True) as (conn, _now):
+            return _run_of(conn, thread_id, run_id)
 
     @offloaded(read=True)
     def run_record(self, thread_id: str, request_id: str) -> RunRow | None:
@@ -303,13 +325,17 @@ class ThreadStore:
                 revision=revision,
                 pending=requests_json(source.pending),
                 accepted=resume_json(source.remaining),
+                change_seq=None,
                 **LEASE_RELEASED,
             )
+            lose_logs(conn, thread.thread_id, now)
             copy = dataclasses.replace(
                 source, revision=revision, kind="rolled_back", run_id="", request_id="", create_time=now
             )
             INSERT_CHECKPOINT.run(conn, checkpoint_values(copy))
             _close_unfinished(conn, thread, now, status="interrupted")
+            notify_thread(conn, thread.thread_id)
+        self.hub.poke(thread.thread_id)
         return rolled
 
     @offloaded(read=False)
@@ -317,9 +343,12 @@ class ThreadStore:
         """Delete the thread read as `thread` (compare-and-set), its checkpoints, records and own data."""
         with self.worker.transaction() as (conn, now):
             _take(conn, thread, now)
+            delete_logs(conn, thread.thread_id)
             for statement in DELETE_THREAD:
                 statement.run(conn, key(thread.thread_id))
+            notify_thread(conn, thread.thread_id)
             collect_blobs(conn, replica=self.replica)
+        self.hub.poke(thread.thread_id)
 
     # -- the run protocol (THREADS §4) ------------------------------------------------------------------
 
@@ -336,13 +365,15 @@ class ThreadStore:
         prompt: Prompt | None,
         client_tools: Sequence[ClientTool],
         accepted: DeferredToolResume | None,
+        log: bool = False,
     ) -> tuple[ThreadRow, RunRow]:
         """Take the lease of `thread` as read (compare-and-set) and write the run's record.
 
         `record` is the request's existing unfinished record (a next attempt), else a new one is
         inserted with `prompt`; a superseded unfinished record of another request is closed
         `interrupted`. The attempt is recorded with its `client_tools`. `accepted` is the batch to retain
-        (the request's answers, or the retained one). `pending` is cleared.
+        (the request's answers, or the retained one). `pending` is cleared. The thread's open event log
+        (an earlier attempt's) is marked lost, and with `log` this attempt's is opened.
 
         Raises:
             ThreadError: `thread_busy` / `revision_conflict` when the thread changed since it was read
@@ -361,7 +392,19 @@ class ThreadStore:
                 lease_expires=now + ttl,
                 cancel_requested=False,
                 last_request_id=request_id,
+                change_seq=None,
             )
+            lose_logs(conn, thread.thread_id, now)
+            if log:
+                open_log(
+                    conn,
+                    thread.thread_id,
+                    run_id=run_id,
+                    request_id=request_id,
+                    incarnation=taken.incarnation,
+                    now=now,
+                )
+            notify_thread(conn, thread.thread_id)
             if thread.last_request_id != request_id:
                 _close_unfinished(conn, thread, now, status="interrupted")
             attempt = Attempt(run_id, self.replica, taken.fence, now, tuple(client_tools))
@@ -391,6 +434,7 @@ class ThreadStore:
                         "update_time": now,
                     },
                 )
+        self.hub.poke(thread.thread_id)
         return taken, taken_record
 
     @offloaded(read=False)
@@ -405,19 +449,24 @@ class ThreadStore:
         accepted: DeferredToolResume | None,
         finish: Finish | None = None,
         ttl: float | None = None,
+        log: LogWrite | None = None,
     ) -> Committed:
         """A fenced commit of the holder of `fence`: a checkpoint after `revision` (or none), the
         retained batch, and with `finish` the run record's outcome, `pending`, and the lease released.
-        `ttl` extends the lease as a renewal would.
+        `ttl` extends the lease as a renewal would. `log` is the attempt's event log write, made after
+        the thread row.
 
         Raises:
             ThreadError: `lease_lost` when the fence is no longer the thread's.
+            LogMoved: the attempt's log is not as its holder last wrote it (nothing was written).
         """
         with self.worker.transaction() as (conn, now):
             head = revision + (1 if checkpoint is not None else 0)
             values: dict[str, Any] = {"revision": head, "accepted": resume_json(accepted)}
             if checkpoint is not None:
                 values["update_time"] = now
+            if checkpoint is not None or finish is not None:
+                values["change_seq"] = None
             expires: float | None = None
             if finish is not None:
                 values.update(pending=requests_json(finish.pending), update_time=now, **LEASE_RELEASED)
@@ -429,6 +478,8 @@ class ThreadStore:
             )
             if written_row is None:
                 raise lease_lost(thread_id)
+            if log is not None:
+                write_log(conn, thread_id, log, now)
             written: Head | None = None
             if checkpoint is not None:
                 owner = written_row.incarnation
@@ -441,6 +492,15 @@ class ThreadStore:
                     record.update(status=finish.status, outcome=end_json(finish.outcome))
                 request_id = finish.request_id if finish is not None else checkpoint.request_id  # type: ignore[union-attr]
                 UPDATE_RUN[tuple(record)].run(conn, {**key(thread_id), "request_id": request_id, **record})
+            if checkpoint is not None or finish is not None or (log is not None and log.count):
+                notify_thread(
+                    conn,
+                    thread_id,
+                    run_id="" if log is None else log.run_id,
+                    last_sequence=-1 if log is None else log.last,
+                )
+        if checkpoint is not None or finish is not None or (log is not None and log.count):
+            self.hub.poke(thread_id, "" if log is None else log.run_id)
         return Committed(head, expires, written)
 
     @offloaded(read=False)
@@ -502,9 +562,12 @@ class ThreadStore:
                 },
             )
             if thread.lease is not None and thread.lease.request_id == record.request_id:
-                released = {"fence": _fence(), **LEASE_RELEASED}
+                released = {"fence": _fence(), "change_seq": None, **LEASE_RELEASED}
                 UPDATE_THREAD[tuple(released)].run(conn, {**key(thread_id), **released})
-            return "cancelled", False
+                lose_logs(conn, thread_id, now)
+                notify_thread(conn, thread_id)
+        self.hub.poke(thread_id)
+        return "cancelled", False
 
 
 # -- within a transaction ---------------------------------------------------------------------------------
