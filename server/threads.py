@@ -369,7 +369,8 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             thread_id = _required_id(request.thread_id)
             run_id = _required_id(request.run_id, "run_id") if request.run_id else ""
             request_id = _required_id(request.request_id, "request_id") if request.request_id else ""
-            after = request.after_sequence if request.HasField("after_sequence") else -1
+            # Past any sequence a log can hold (and within a database's signed 64-bit integers).
+            after = min(request.after_sequence, 2**62) if request.HasField("after_sequence") else -1
             slot = self.follower_slot()
             slot.__enter__()
         except (HarnessError, ServerError) as error:

@@ -151,6 +151,11 @@ def raw(
     """Send `body` to `method` unchanged; the response bodies, or the error the call ended with."""
     path = f"/{service.full_name}/{method}"
     try:
+        if method == "WatchThread":  # never ends by itself: its first message (the snapshot) answers it
+            call = channel.unary_stream(path)(body, timeout=deadline)
+            first = next(call, None)
+            call.cancel()
+            return [] if first is None else [first]
         if service.methods_by_name[method].server_streaming:
             return list(channel.unary_stream(path)(body, timeout=deadline))
         return [channel.unary_unary(path)(body, timeout=deadline)]
@@ -1024,6 +1029,13 @@ def working_thread_requests(
             ]
         case "CancelThreadRun":
             return [ts.CancelThreadRunRequest(thread_id=threads.idle, run_id=threads.run_id)]
+        case "JoinThreadRun":
+            return [
+                ts.JoinThreadRunRequest(thread_id=threads.idle, run_id=threads.run_id),
+                ts.JoinThreadRunRequest(thread_id=threads.idle, after_sequence=1, max_events_per_message=4),
+            ]
+        case "WatchThread":
+            return [ts.WatchThreadRequest(thread_id=threads.idle)]
     raise AssertionError(method)
 
 
@@ -1267,6 +1279,18 @@ def thread_hostile_cases() -> dict[str, Callable[[grpc.Channel, Seeds], tuple[st
                 thread_id=new_thread(channel), text="client:weather " + DEEP_OBJECT, client_tools=[WEATHER]
             )
         ),
+    )
+    cases["join: the largest after_sequence"] = lambda channel, seeds: (
+        "JoinThreadRun",
+        ts.JoinThreadRunRequest(thread_id=new_thread(channel), after_sequence=2**64 - 1),
+    )
+    cases["join: run_id and request_id of 100 000 characters"] = lambda channel, seeds: (
+        "JoinThreadRun",
+        ts.JoinThreadRunRequest(thread_id=new_thread(channel), run_id="r" * 100_000, request_id="\x00" * 10),
+    )
+    cases["watch: a NUL thread_id"] = lambda channel, seeds: (
+        "WatchThread",
+        ts.WatchThreadRequest(thread_id="\x00" * 300),
     )
     cases["run_id: NULs"] = lambda channel, seeds: (
         "CancelThreadRun",

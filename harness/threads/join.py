@@ -98,7 +98,9 @@ async def follow(
             if position < row.last_sequence:
                 continue  # more than one read holds
             if row.status == "ended":
-                yield await _result(store, row, encode)
+                result = await _result(store, row, encode)
+                if result.sequence > after:  # a reconnect after the result has nothing left to get
+                    yield result
                 return
             if row.status == "lost":
                 raise await _lost(store, row)
