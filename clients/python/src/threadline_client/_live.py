@@ -155,6 +155,8 @@ class FollowedRun(EventStream):
         """How many times the stream continued on a new call (a reconnect, or a next attempt)."""
         self._run_id = ""  # the attempt followed, once known
         self._after: int | None = None  # the last sequence received of that attempt
+        self._received = False  # any event yielded
+        self._ended = False  # the last event received was a result
 
     @property
     def request_id(self) -> str:
@@ -172,6 +174,7 @@ class FollowedRun(EventStream):
         return self._after if self._run_id else None
 
     async def _accept(self, event: RunEvent) -> None:
+        self._received = True
         committed = event.thread_committed
         if committed is not None:
             self.revision = committed.revision
@@ -206,6 +209,7 @@ class FollowedRun(EventStream):
                         failures = 0
                         for event in _events(response):
                             self._run_id, self._after = event.run_id or self._run_id, event.sequence
+                            self._ended = event.result is not None
                         yield response
                     return
                 except Exception as exc:
@@ -213,6 +217,8 @@ class FollowedRun(EventStream):
                     if error is None or self._link is None:
                         raise
                     await _close(call)
+                    if self._ended and error.status == StatusCode.UNAVAILABLE:
+                        return  # the result arrived, only the call's end did not
                     if error.status == StatusCode.UNAVAILABLE:
                         failures += 1
                         if failures > RECONNECTS or not await self._link.pause(failures):
@@ -275,6 +281,11 @@ class JoinedRun(FollowedRun):
         self._by_request: Final = request_id
         self._run_id, self._after = run_id, after_sequence
         self._waits = 0  # asks about a lost attempt that names no next one yet
+        self._from = after_sequence
+
+    def _result_due(self) -> bool:
+        # A join after the attempt's last sequence has nothing to send, the result included.
+        return self._received or self._from is None
 
     def _reconnect(self) -> AsyncIterator[EventResponse]:
         assert self._link is not None
