@@ -36,7 +36,13 @@ THREAD_ERRORS: list[tuple[type[tl.ThreadlineError], str, grpclib.const.Status]] 
     (tl.LeaseLost, "LEASE_LOST", grpclib.const.Status.ABORTED),
     (tl.StoreUnavailable, "STORE_UNAVAILABLE", grpclib.const.Status.UNAVAILABLE),
     (tl.ListenerTooSlow, "LISTENER_TOO_SLOW", grpclib.const.Status.RESOURCE_EXHAUSTED),
+    (tl.RunAttemptLost, "RUN_ATTEMPT_LOST", grpclib.const.Status.ABORTED),
+    (tl.RunEventsExpired, "RUN_EVENTS_EXPIRED", grpclib.const.Status.FAILED_PRECONDITION),
 ]
+SERVER_ERRORS: list[tuple[type[tl.ThreadlineError], str, grpclib.const.Status]] = [
+    (tl.FollowerLimitReached, "FOLLOWER_LIMIT_REACHED", grpclib.const.Status.RESOURCE_EXHAUSTED),
+]
+"""The server's own reasons ("(server)" in the catalogue) that have a class: those of following a run."""
 
 
 def grpc_error(
@@ -49,7 +55,11 @@ def grpc_error(
     return grpclib.exceptions.GRPCError(status, f"{reason.lower()} happened", [info])
 
 
-@pytest.mark.parametrize(("cls", "reason", "status"), THREAD_ERRORS, ids=[r for _, r, _ in THREAD_ERRORS])
+@pytest.mark.parametrize(
+    ("cls", "reason", "status"),
+    THREAD_ERRORS + SERVER_ERRORS,
+    ids=[r for _, r, _ in THREAD_ERRORS + SERVER_ERRORS],
+)
 def test_each_thread_reason_is_its_own_class(
     cls: type[tl.ThreadlineError], reason: str, status: grpclib.const.Status
 ) -> None:
@@ -74,6 +84,11 @@ def test_the_classes_cover_exactly_the_threads_reasons() -> None:
     # A reason the server adds to the catalogue fails here until it has its class.
     rows = re.findall(r"^\| `([A-Z_]+)` \(threads\) \| ([A-Z_]+) \|", CATALOGUE.read_text("utf-8"), re.M)
     assert [(reason, status.name) for _, reason, status in THREAD_ERRORS] == rows
+    server = dict(
+        re.findall(r"^\| `([A-Z_]+)` \(server\) \| ([A-Z_]+) \|", CATALOGUE.read_text("utf-8"), re.M)
+    )
+    assert {cls.__name__ for cls, _, _ in SERVER_ERRORS} <= set(tl.__all__)
+    assert all(server.get(reason) == status.name for _, reason, status in SERVER_ERRORS), server
 
 
 def test_metadata_becomes_typed_attributes() -> None:
