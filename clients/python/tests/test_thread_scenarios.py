@@ -13,8 +13,10 @@ import contextlib
 import datetime
 import struct
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
 import threadline_client as tl
@@ -520,8 +522,7 @@ class Forwarder:
     """
 
     def __init__(self, upstream: str) -> None:
-        host, _, port = upstream.rpartition(":")
-        self._upstream = (host.strip("[]"), int(port))
+        self.point_to(upstream)
         self._live: set[asyncio.StreamWriter] = set()
         self._down_until = 0.0
         self.accepted = 0
@@ -550,6 +551,11 @@ class Forwarder:
             )
         finally:
             self._live -= pair
+
+    def point_to(self, upstream: str) -> None:
+        """Forward the connections accepted from now on to `upstream` (`host:port`)."""
+        host, _, port = upstream.rpartition(":")
+        self._upstream = (host.strip("[]"), int(port))
 
     def cut(self, down_for: float = 0.5) -> None:
         self.cuts += 1
@@ -757,3 +763,46 @@ async def test_a_cut_watch_reconnects_to_a_new_snapshot(
     assert first.changes == again.changes == (tl.ThreadChange.SNAPSHOT,)
     assert watch.reconnects >= 1 and again.change_sequence > first.change_sequence
     assert again.thread.revision == moved.revision
+
+
+async def test_a_lost_attempt_is_followed_into_the_next_one(
+    serve_with: Callable[..., AbstractContextManager[Any]], tmp_path: Path
+) -> None:
+    """Two servers on one SQLite file; the one running the turn is killed (-9) mid-run.
+
+    The host's stream (through a forwarder, then pointed at the other server) reconnects by joining
+    the run there, hears RUN_ATTEMPT_LOST once the dead server's lease is over, and sends its request
+    again, which becomes the next attempt; a join by request on the other server follows it too.
+    """
+    store = ("--store", f"sqlite:{tmp_path / 'threads.db'}", "--lease-ttl", "2")
+    with serve_with(*store) as first, serve_with(*store) as second:
+        async with (
+            tl.Client(second.addr, timeout=60.0) as other,
+            forwarder(first.addr) as relay,
+            tl.Client(relay.addr, timeout=60.0) as host,
+        ):
+            thread = await other.threads.create()
+            stream = host.threads.stream(thread.thread_id, text="sleep 3")
+            joined = other.threads.join_run(thread.thread_id, request_id=stream.request_id)
+            async with stream, joined:
+                received: list[tl.RunEvent] = []
+                async for event in stream:
+                    received.append(event)
+                    if event.tool_call is not None:
+                        break  # inside the 3 s sleep
+                lost_run = received[0].run_id
+                relay.point_to(second.addr)
+                first.process.kill()  # kill -9 of the run's server
+                received += [event async for event in stream]
+                followed = [event async for event in joined]
+
+        starts = [i for i, event in enumerate(received) if event.run_started is not None]
+        assert len(starts) == 2 and stream.reconnects >= 2, "joined, lost, then the request again"
+        nxt = received[starts[1] :]
+        assert nxt[0].run_id != lost_run and [e.sequence for e in nxt] == list(range(len(nxt)))
+        assert [e.sequence for e in received[: starts[1]]] == list(range(starts[1])), "no gap, no repeat"
+        # The join by request: the lost attempt's written events, then the next attempt whole.
+        assert followed[-len(nxt) :] == nxt and joined.reconnects >= 1
+        assert [e.run_id for e in followed[: -len(nxt)]] == [lost_run] * (len(followed) - len(nxt))
+        assert followed[: -len(nxt)] == received[: len(followed) - len(nxt)]
+        assert stream.outcome == joined.outcome and stream.outcome is not None
