@@ -560,6 +560,9 @@ class Forwarder:
     def cut(self, down_for: float = 0.5) -> None:
         self.cuts += 1
         self._down_until = asyncio.get_running_loop().time() + down_for
+        self.close()
+
+    def close(self) -> None:
         for writer in list(self._live):
             writer.transport.abort()
 
@@ -573,7 +576,7 @@ async def forwarder(upstream: str) -> AsyncIterator[Forwarder]:
         yield relay
     finally:
         listener.close()
-        relay.cut(0)
+        relay.close()
 
 
 async def streamed(
@@ -693,12 +696,16 @@ async def test_a_retry_of_a_running_request_attaches_from_its_first_event(client
             if event.tool_call is not None:
                 break  # the run is inside its 3 s sleep
 
-        # The same request again (same ID, same body): no THREAD_BUSY, the attempt from sequence 0.
+        # The same request again (same ID, same body): no THREAD_BUSY, the attempt from sequence 0;
+        # and RunThread waits for its result.
+        waiting = asyncio.ensure_future(
+            client.threads.run(thread.thread_id, text="sleep 3", request_id=stream.request_id)
+        )
         async with client.threads.stream(
             thread.thread_id, text="sleep 3", request_id=stream.request_id
         ) as again:
             attached = [event async for event in again]
-        waited = await client.threads.run(thread.thread_id, text="sleep 3", request_id=stream.request_id)
+        waited = await waiting
         first += [event async for event in stream]
 
     assert attached == first and [e.sequence for e in attached] == list(range(len(attached)))
