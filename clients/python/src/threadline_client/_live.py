@@ -27,6 +27,7 @@ from ._errors import RunAttemptLost, StatusCode, ThreadlineError, translate
 from ._gen.threadline.v1 import (
     JoinThreadRunRequest,
     JoinThreadRunResponse,
+    ListCheckpointsRequest,
     RunEvent,
     RunResult,
     StreamThreadRunRequest,
@@ -54,6 +55,8 @@ RECONNECTS: Final = 5
 _BACKOFF: Final = 0.2
 """Seconds before the first reconnect; doubled before each next one, up to `_BACKOFF_MAX`."""
 _BACKOFF_MAX: Final = 2.0
+_LATER_RUN_PAGE: Final = 16
+"""Checkpoints a join reads, newest first, to find the attempt a lost one's request ended in."""
 LOST_RETRIES: Final = 3
 """How many lost attempts in a row `Threads.stream` follows with a retry of its request."""
 
@@ -86,6 +89,18 @@ class Link:
         return self.stub().watch_thread(
             WatchThreadRequest(thread_id=thread_id), deadline=self.deadline, metadata=self.metadata
         )
+
+    async def later_run(self, thread_id: str, request_id: str, lost_run_id: str) -> str:
+        """The run of the newest checkpoint `request_id` committed in an attempt after `lost_run_id`; "" if none."""
+        request = ListCheckpointsRequest(thread_id=thread_id, page_size=_LATER_RUN_PAGE)
+        try:
+            page = await self.stub().list_checkpoints(request, deadline=self.deadline, metadata=self.metadata)
+        except Exception:
+            return ""  # the lost attempt's error says more than this one would
+        for checkpoint in page.checkpoints:
+            if checkpoint.request_id == request_id:
+                return checkpoint.run_id if checkpoint.run_id != lost_run_id else ""
+        return ""
 
     async def pause(self, failures: int) -> bool:
         """Wait before reconnect number `failures` (1, 2, ...); False when that would pass the deadline."""
@@ -260,7 +275,8 @@ class JoinedRun(FollowedRun):
 
     It reconnects by itself after a transport failure, from the last sequence it received. Joined
     by `request_id`, it follows the request's next attempt when one was lost (from that attempt's
-    first event, `run_started` with a new `run_id`), once one runs; joined by `run_id` alone, a lost
+    first event, `run_started` with a new `run_id`), once one runs, or the attempt the request ended
+    in (its terminal checkpoint names it) if that one ran and ended meanwhile; joined by `run_id` alone, a lost
     attempt raises `RunAttemptLost`. It ends as a retry of the request would: after the `result`,
     or with the run's own error.
 
@@ -302,7 +318,15 @@ class JoinedRun(FollowedRun):
             self._waits = 0
             return self._link.join(self.thread_id, run_id=self._run_id, request_id=self._by_request)
         if not _still_pending(lost.request_status):
-            return None
+            # It ended, maybe in a next attempt that ran and finished while this one was read: its
+            # terminal checkpoint names it.
+            ended_in = await self._link.later_run(
+                self.thread_id, self._by_request, lost.run_id or self._run_id
+            )
+            if not ended_in:
+                return None
+            self._follow_attempt(ended_in)
+            return self._link.join(self.thread_id, run_id=ended_in, request_id=self._by_request)
         # No next attempt yet: ask about the lost one again, which names the next once it runs.
         self._waits += 1
         if not await self._link.pause(self._waits):
