@@ -61,6 +61,8 @@ def test_the_doc_has_every_walkthrough_step() -> None:
         assert needle in codes
     for needle in ("StreamThreadRun", "answers:", "ListCheckpoints", "ForkThread", "RollbackThread"):
         assert needle in codes
+    for needle in ("JoinThreadRun", "after_sequence", "WatchThread", "DeleteThread"):
+        assert needle in codes
     # The refused steps: a future schema version, and a thread turn against a stale revision.
     assert sum(step.should_fail for step in steps()) == 2
     assert "shell-bg" in codes and "shell-wait 8" in codes

@@ -8,6 +8,8 @@
 
     python host.py --thread thread_mine "delete notes.txt"       # the server keeps the thread
     python host.py --thread thread_mine "count"                  # same thread, by its ID only
+    python host.py --thread thread_mine --watch                  # print each change of the thread
+    python host.py --thread thread_mine --join run-...           # print a run's events, live or done
 
 With `--state` (HarnessService) the host owns the thread: after every run it writes the state
 envelope to the file (proto3 JSON when the name ends in `.json`, binary protobuf otherwise) and,
@@ -17,6 +19,11 @@ session can be answered later by running the script again without a prompt.
 With `--thread` (ThreadService) the host keeps nothing: the server stores the thread under that ID
 (created on first use) with its pending batch, so a later session, from anywhere, answers what is
 pending by running the script again without a prompt.
+
+With `--thread`, `--watch` prints the thread's snapshot and then each change (a run starting, a
+commit, a run ending, ...) until the thread is deleted or the host is stopped, and `--join RUN`
+prints the events of one run (`--after SEQ`: only those after that sequence) as it goes on, or as
+it went if it finished; both reconnect by themselves when the connection breaks.
 
 Either way, approvals are asked on the terminal; calls of the host's own client tools
 (`local_time`, `word_count`) are executed here and their results sent back. With `--state`, a
@@ -323,6 +330,69 @@ async def thread_session(args: argparse.Namespace) -> int:
     return report(outcome.result)
 
 
+# --- following a thread the server keeps (--join, --watch) ---------------------------------------
+
+
+async def join_session(args: argparse.Namespace) -> int:
+    """Print the events of one run of the thread, from `--after` on, until it ends."""
+    async with (
+        tl.Client(args.server, token=args.token, timeout=args.timeout) as client,
+        client.threads.join_run(args.thread, run_id=args.join, after_sequence=args.after) as joined,
+    ):
+        async for event in joined:
+            print(f"{event.sequence} {tl.event_case(event) or '?'}{describe(event)}", flush=True)
+    if joined.reconnects:
+        print(f"[host] reconnected {joined.reconnects} time(s)", file=sys.stderr)
+    outcome = joined.outcome
+    if outcome is None:
+        print(f"[host] nothing after sequence {args.after}", file=sys.stderr)
+        return 0
+    print(f"[host] {args.thread} is at revision {outcome.revision}", file=sys.stderr)
+    return report(outcome.result)
+
+
+def describe(event: tl.RunEvent) -> str:
+    """A few words on what an event says, for `--join`."""
+    match tl.event_case(event):
+        case "part_delta" if event.part_delta:
+            return f" {event.part_delta.content_delta!r}"
+        case "tool_call" if event.tool_call:
+            return f" {event.tool_call.tool_name}({event.tool_call.args_json})"
+        case "tool_result" if event.tool_result:
+            return f" {event.tool_result.tool_name}"
+        case "thread_committed" if event.thread_committed:
+            return f" revision {event.thread_committed.revision} {event.thread_committed.kind!s}"
+        case "events_omitted" if event.events_omitted:
+            return f" from {event.events_omitted.first_sequence} ({event.events_omitted.reason!s})"
+        case "result" if event.result:
+            return f" {event.result.status!s}"
+        case _:
+            return ""
+
+
+async def watch_session(args: argparse.Namespace) -> int:
+    """Print the thread's snapshot, then each change, until the thread is deleted."""
+    seen = False
+    async with (
+        tl.Client(args.server, token=args.token, timeout=args.timeout) as client,
+        client.threads.watch_thread(args.thread) as watch,
+    ):
+        try:
+            async for thread, change_sequence, changes in watch:
+                seen = True
+                kinds = ",".join(change.name or str(change.value) for change in changes)
+                run = f" run {thread.lease.run_id}" if thread.lease is not None else ""
+                print(
+                    f"{change_sequence} {kinds} {thread.status!s} revision {thread.revision}{run}",
+                    flush=True,
+                )
+        except tl.ThreadNotFound:
+            if not seen:
+                raise
+            print(f"[host] {args.thread} was deleted", file=sys.stderr)
+    return 0
+
+
 # --- how it ended ----------------------------------------------------------------------------------
 
 
@@ -355,6 +425,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--agent", default="", help="with --state: the served agent to run (default: the server's default)"
     )
+    follow = parser.add_mutually_exclusive_group()
+    follow.add_argument(
+        "--join", metavar="RUN", help="with --thread: print the events of this run (live or finished)"
+    )
+    follow.add_argument("--watch", action="store_true", help="with --thread: print each change of the thread")
+    parser.add_argument(
+        "--after", metavar="SEQ", type=int, default=None, help="with --join: only events after this sequence"
+    )
     parser.add_argument("--server", default=tl.DEFAULT_TARGET, help="host:port of `threadline serve`")
     parser.add_argument("--token", default=None, help="bearer token, for a server started with --token")
     parser.add_argument("--timeout", type=float, default=120.0, help="deadline of each call, in seconds")
@@ -363,8 +441,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--fork needs --state")
     if args.agent and not args.state:
         parser.error("--agent needs --state (a server-kept thread has its agent already)")
+    if (args.join or args.watch) and not args.thread:
+        parser.error("--join and --watch need --thread")
+    if (args.join or args.watch) and args.prompt:
+        parser.error("--join and --watch run no prompt")
+    if args.after is not None and not args.join:
+        parser.error("--after needs --join")
+    if args.join:
+        session = join_session(args)
+    elif args.watch:
+        session = watch_session(args)
+    else:
+        session = thread_session(args) if args.thread else file_session(args)
     try:
-        return asyncio.run(thread_session(args) if args.thread else file_session(args))
+        return asyncio.run(session)
     except tl.ThreadlineError as exc:
         print(f"[host] error: {exc}", file=sys.stderr)
         if exc.reason:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -161,3 +162,63 @@ def test_thread_mode_without_a_prompt_or_anything_pending(host: Host) -> None:
     idle = host("--thread", f"thread_host{uuid.uuid4().hex[:12]}")
     assert idle.returncode == 2
     assert "nothing is pending" in idle.stderr
+
+
+# --- --join and --watch: following a thread the server keeps --------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_host_prints_a_joined_run(host: Host, client: tl.Client) -> None:
+    thread = await client.threads.create()
+    async with client.threads.stream(thread.thread_id, text="lookup threadline") as stream:
+        events = [event async for event in stream]
+    run_id = events[0].run_id
+
+    joined = host("--thread", thread.thread_id, "--join", run_id)
+
+    assert joined.returncode == 0, joined.stderr
+    lines = joined.stdout.splitlines()
+    assert [line.split()[:2] for line in lines] == [[str(e.sequence), tl.event_case(e)] for e in events]
+    assert lines[-1] == f"{events[-1].sequence} result COMPLETED"
+    assert f"[host] {thread.thread_id} is at revision {stream.revision}" in joined.stderr
+    after = host("--thread", thread.thread_id, "--join", run_id, "--after", "2")
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.splitlines() == lines[3:]
+
+
+@pytest.mark.anyio
+async def test_the_host_watches_a_thread_until_it_is_deleted(
+    server_addr: str, server_token: str | None, client: tl.Client
+) -> None:
+    thread = await client.threads.create()
+    watcher = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-W",
+        "error",
+        str(HOST),
+        "--server",
+        server_addr,
+        *(["--token", server_token] if server_token else []),
+        "--thread",
+        thread.thread_id,
+        "--watch",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert watcher.stdout is not None
+        snapshot = (await asyncio.wait_for(watcher.stdout.readline(), 60)).decode()
+        assert snapshot.split()[1:] == ["SNAPSHOT", "IDLE", "revision", str(thread.revision)]
+        outcome = await client.threads.run(thread.thread_id, text="hello")
+        await client.threads.delete(thread.thread_id)
+        out, err = await asyncio.wait_for(watcher.communicate(), 60)
+    finally:
+        if watcher.returncode is None:
+            watcher.kill()
+            await watcher.wait()
+    assert watcher.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    kinds = {kind for line in lines for kind in line.split()[1].split(",")}
+    assert {"RUN_STARTED", "COMMITTED", "RUN_ENDED"} <= kinds
+    assert lines[-1].split()[2:] == ["IDLE", "revision", str(outcome.revision)]
+    assert f"[host] {thread.thread_id} was deleted" in err.decode()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import itertools
 import pickle
 import re
 import time
@@ -20,6 +21,7 @@ import threadline_client as tl
 from google.rpc import error_details_pb2
 from threadline_client import v1
 from threadline_client._errors import translate
+from threadline_client._live import RECONNECTS
 
 THREAD_ERRORS: list[tuple[type[tl.ThreadlineError], str, grpclib.const.Status]] = [
     (tl.ThreadNotFound, "THREAD_NOT_FOUND", grpclib.const.Status.NOT_FOUND),
@@ -34,7 +36,13 @@ THREAD_ERRORS: list[tuple[type[tl.ThreadlineError], str, grpclib.const.Status]] 
     (tl.LeaseLost, "LEASE_LOST", grpclib.const.Status.ABORTED),
     (tl.StoreUnavailable, "STORE_UNAVAILABLE", grpclib.const.Status.UNAVAILABLE),
     (tl.ListenerTooSlow, "LISTENER_TOO_SLOW", grpclib.const.Status.RESOURCE_EXHAUSTED),
+    (tl.RunAttemptLost, "RUN_ATTEMPT_LOST", grpclib.const.Status.ABORTED),
+    (tl.RunEventsExpired, "RUN_EVENTS_EXPIRED", grpclib.const.Status.FAILED_PRECONDITION),
 ]
+SERVER_ERRORS: list[tuple[type[tl.ThreadlineError], str, grpclib.const.Status]] = [
+    (tl.FollowerLimitReached, "FOLLOWER_LIMIT_REACHED", grpclib.const.Status.RESOURCE_EXHAUSTED),
+]
+"""The server's own reasons ("(server)" in the catalogue) that have a class: those of following a run."""
 
 
 def grpc_error(
@@ -47,7 +55,11 @@ def grpc_error(
     return grpclib.exceptions.GRPCError(status, f"{reason.lower()} happened", [info])
 
 
-@pytest.mark.parametrize(("cls", "reason", "status"), THREAD_ERRORS, ids=[r for _, r, _ in THREAD_ERRORS])
+@pytest.mark.parametrize(
+    ("cls", "reason", "status"),
+    THREAD_ERRORS + SERVER_ERRORS,
+    ids=[r for _, r, _ in THREAD_ERRORS + SERVER_ERRORS],
+)
 def test_each_thread_reason_is_its_own_class(
     cls: type[tl.ThreadlineError], reason: str, status: grpclib.const.Status
 ) -> None:
@@ -72,6 +84,11 @@ def test_the_classes_cover_exactly_the_threads_reasons() -> None:
     # A reason the server adds to the catalogue fails here until it has its class.
     rows = re.findall(r"^\| `([A-Z_]+)` \(threads\) \| ([A-Z_]+) \|", CATALOGUE.read_text("utf-8"), re.M)
     assert [(reason, status.name) for _, reason, status in THREAD_ERRORS] == rows
+    server = dict(
+        re.findall(r"^\| `([A-Z_]+)` \(server\) \| ([A-Z_]+) \|", CATALOGUE.read_text("utf-8"), re.M)
+    )
+    assert {cls.__name__ for cls, _, _ in SERVER_ERRORS} <= set(tl.__all__)
+    assert all(server.get(reason) == status.name for _, reason, status in SERVER_ERRORS), server
 
 
 def test_metadata_becomes_typed_attributes() -> None:
@@ -113,6 +130,54 @@ def test_metadata_becomes_typed_attributes() -> None:
     assert isinstance(slow, tl.ListenerTooSlow)
     assert (slow.thread_id, slow.run_id, slow.request_id, slow.backlog) == ("t-1", "run-3", "req-3", 8192)
 
+    lost = translate(
+        grpc_error(
+            grpclib.const.Status.ABORTED,
+            "RUN_ATTEMPT_LOST",
+            {
+                "run_id": "run-4",
+                "request_id": "req-4",
+                "last_sequence": "17",
+                "request_status": "running",
+                "next_run_id": "run-5",
+            },
+        )
+    )
+    assert isinstance(lost, tl.RunAttemptLost)
+    assert (lost.run_id, lost.request_id, lost.last_sequence, lost.request_status, lost.next_run_id) == (
+        "run-4",
+        "req-4",
+        17,
+        "running",
+        "run-5",
+    )
+    expired = translate(
+        grpc_error(
+            grpclib.const.Status.FAILED_PRECONDITION,
+            "RUN_EVENTS_EXPIRED",
+            {
+                "run_id": "run-6",
+                "request_id": "req-6",
+                "request_status": "completed",
+                "revision": "9",
+                "why": "retention",
+            },
+        )
+    )
+    assert isinstance(expired, tl.RunEventsExpired)
+    assert (expired.run_id, expired.request_id, expired.request_status, expired.revision, expired.why) == (
+        "run-6",
+        "req-6",
+        "completed",
+        9,
+        "retention",
+    )
+    full = translate(
+        grpc_error(grpclib.const.Status.RESOURCE_EXHAUSTED, "FOLLOWER_LIMIT_REACHED", {"limit": "1024"})
+    )
+    assert isinstance(full, tl.FollowerLimitReached) and full.limit == 1024
+    assert pickle.loads(pickle.dumps(full)).limit == 1024
+
 
 def test_missing_or_malformed_metadata_reads_as_empty() -> None:
     busy = translate(grpc_error(grpclib.const.Status.ABORTED, "THREAD_BUSY", {"lease_expires_at": "soon"}))
@@ -127,6 +192,9 @@ def test_missing_or_malformed_metadata_reads_as_empty() -> None:
     )
     assert isinstance(slow, tl.ListenerTooSlow)
     assert (slow.thread_id, slow.run_id, slow.request_id, slow.backlog) == ("", "", "", 0)
+    lost = translate(grpc_error(grpclib.const.Status.ABORTED, "RUN_ATTEMPT_LOST", {"last_sequence": "?"}))
+    assert isinstance(lost, tl.RunAttemptLost)
+    assert (lost.run_id, lost.last_sequence, lost.next_run_id) == ("", 0, "")
 
 
 def test_other_reasons_and_domains_stay_plain_threadline_errors() -> None:
@@ -320,10 +388,46 @@ async def test_run_retries_only_within_its_deadline() -> None:
 
 
 @pytest.mark.anyio
-async def test_stream_does_not_retry() -> None:
+async def test_a_stream_that_never_connects_tries_again_then_raises_unavailable() -> None:
     async with dropping_listener() as (addr, accepted), tl.Client(addr, timeout=30.0) as client:
         stream = client.threads.stream("thread_t", text="hi")
         with pytest.raises(tl.ThreadlineError) as caught:
             await stream.collect()
+    # Nothing received: the request is sent again (same request ID), RECONNECTS times, then it gives up.
     assert caught.value.status == tl.StatusCode.UNAVAILABLE
-    assert len(accepted) == 1
+    assert len(accepted) == 1 + RECONNECTS and stream.reconnects == RECONNECTS
+    gaps = [b - a for a, b in itertools.pairwise(accepted)]
+    assert all(gap >= backoff for gap, backoff in zip(gaps, (0.2, 0.4, 0.8, 1.6, 2.0), strict=True)), gaps
+
+
+@pytest.mark.anyio
+async def test_without_reconnect_a_stream_does_not_retry() -> None:
+    async with dropping_listener() as (addr, accepted), tl.Client(addr, timeout=30.0) as client:
+        stream = client.threads.stream("thread_t", text="hi", reconnect=False)
+        with pytest.raises(tl.ThreadlineError) as caught:
+            await stream.collect()
+        joined = client.threads.join_run("thread_t", run_id="run-1", reconnect=False)
+        with pytest.raises(tl.ThreadlineError) as join_caught:
+            await joined.collect()
+        watch = client.threads.watch_thread("thread_t", reconnect=False)
+        with pytest.raises(tl.ThreadlineError) as watch_caught:
+            await anext(watch)
+    assert caught.value.status == join_caught.value.status == watch_caught.value.status
+    assert caught.value.status == tl.StatusCode.UNAVAILABLE
+    assert len(accepted) == 3 and stream.reconnects == joined.reconnects == watch.reconnects == 0
+
+
+@pytest.mark.anyio
+async def test_a_join_and_a_watch_reconnect_within_their_deadline() -> None:
+    async with dropping_listener() as (addr, accepted), tl.Client(addr) as client:
+        joined = client.threads.join_run("thread_t", run_id="run-1", timeout=0.5)
+        with pytest.raises(tl.ThreadlineError) as caught:
+            await joined.collect()
+        assert caught.value.status == tl.StatusCode.UNAVAILABLE
+        # As run(): after the reconnect at 0.2 s, the next pause (0.4 s) no longer fits.
+        assert len(accepted) == 2 and joined.reconnects == 1
+        async with client.threads.watch_thread("thread_t", timeout=0.5) as watch:
+            with pytest.raises(tl.ThreadlineError) as watch_caught:
+                await anext(watch)
+        assert watch_caught.value.status == tl.StatusCode.UNAVAILABLE
+        assert len(accepted) == 4 and watch.reconnects == 1

@@ -13,8 +13,10 @@ import contextlib
 import datetime
 import struct
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
 import threadline_client as tl
@@ -356,10 +358,9 @@ async def test_a_second_run_while_one_runs_is_busy(client: tl.Client) -> None:
         assert running.status == tl.ThreadStatus.RUNNING and running.lease is not None
         assert (running.lease.run_id, running.lease.request_id) == (run_id, stream.request_id)
 
+        # (A retry of the running request itself is not busy: it attaches to the run, see below.)
         for busy_call in (
             client.threads.run(thread.thread_id, text="hello"),
-            # A retry of the running request itself: busy too, with its own request ID.
-            client.threads.run(thread.thread_id, text="sleep 30", request_id=stream.request_id),
             client.threads.delete(thread.thread_id),
         ):
             with pytest.raises(tl.ThreadBusy) as busy:
@@ -508,3 +509,307 @@ async def test_run_retries_a_lost_answer_with_the_same_request_id(
     assert after.revision == outcome.revision
     runs = {c.run_id async for c in client.threads.checkpoints(thread.thread_id) if c.run_id}
     assert runs == {outcome.result.run_id}
+
+
+# --- live runs: join, attach, reconnect, watch (LIVE §2) -----------------------------------------
+
+
+class Forwarder:
+    """A loopback TCP forwarder to `upstream` that can cut every connection it carries.
+
+    `cut(down_for)` closes each connection at once (both sides, as a network failure would) and,
+    for `down_for` seconds, closes every new one as soon as it is accepted; then it forwards again.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        self.point_to(upstream)
+        self._live: set[asyncio.StreamWriter] = set()
+        self._down_until = 0.0
+        self.accepted = 0
+        """Connections accepted, refused ones included."""
+        self.cuts = 0
+        self.addr = ""
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.transport.abort()
+
+    async def _handle(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        if asyncio.get_running_loop().time() < self._down_until:
+            client_writer.transport.abort()
+            return
+        server_reader, server_writer = await asyncio.open_connection(*self._upstream)
+        pair = {client_writer, server_writer}
+        self._live |= pair
+        try:
+            await asyncio.gather(
+                self._pipe(client_reader, server_writer), self._pipe(server_reader, client_writer)
+            )
+        finally:
+            self._live -= pair
+
+    def point_to(self, upstream: str) -> None:
+        """Forward the connections accepted from now on to `upstream` (`host:port`)."""
+        host, _, port = upstream.rpartition(":")
+        self._upstream = (host.strip("[]"), int(port))
+
+    def cut(self, down_for: float = 0.5) -> None:
+        self.cuts += 1
+        self._down_until = asyncio.get_running_loop().time() + down_for
+        self.close()
+
+    def close(self) -> None:
+        for writer in list(self._live):
+            writer.transport.abort()
+
+
+@asynccontextmanager
+async def forwarder(upstream: str) -> AsyncIterator[Forwarder]:
+    relay = Forwarder(upstream)
+    listener = await asyncio.start_server(relay._handle, "127.0.0.1", 0)
+    relay.addr = f"127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+    try:
+        yield relay
+    finally:
+        listener.close()
+        relay.close()
+
+
+async def streamed(
+    client: tl.Client, thread_id: str, text: str
+) -> tuple[list[tl.RunEvent], tl.ThreadRunStream]:
+    async with client.threads.stream(thread_id, text=text) as stream:
+        events = [event async for event in stream]
+    return events, stream
+
+
+async def test_a_finished_run_joined_from_the_start_is_its_stream_again(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    events, stream = await streamed(client, thread.thread_id, "lookup threadline")
+    run_id = events[0].run_id
+
+    async with client.threads.join_run(thread.thread_id, run_id=run_id) as joined:
+        again = [event async for event in joined]
+
+    # The same attempt: the same sequence numbers and the same content, the result included.
+    assert [e.sequence for e in again] == [e.sequence for e in events] == list(range(len(events)))
+    assert again == events
+    assert joined.outcome == stream.outcome and joined.reconnects == 0
+    assert (joined.run_id, joined.last_sequence, joined.request_id) == (
+        run_id,
+        events[-1].sequence,
+        stream.request_id,
+    )
+    # Named by its request, or as the thread's latest run, it is the same attempt.
+    by_request = await client.threads.join_run(thread.thread_id, request_id=stream.request_id).collect()
+    latest = client.threads.join_run(thread.thread_id)
+    assert [e async for e in latest] == events and by_request == stream.outcome
+
+    with pytest.raises(tl.RunNotFound):
+        await client.threads.join_run(thread.thread_id, run_id=f"run-{uuid.uuid4().hex}").collect()
+    with pytest.raises(tl.ThreadNotFound):
+        await client.threads.join_run(fresh_id("missing"), run_id=run_id).collect()
+
+
+async def test_a_join_after_a_sequence_sends_exactly_the_events_after_it(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    events, _ = await streamed(client, thread.thread_id, "lookup threadline")
+    run_id, last = events[0].run_id, events[-1].sequence
+
+    for after in (0, 1, len(events) // 2, last - 1):
+        async with client.threads.join_run(thread.thread_id, run_id=run_id, after_sequence=after) as joined:
+            assert [e async for e in joined] == events[after + 1 :], after
+    # After the last one there is nothing left to send, and that is no error.
+    nothing = client.threads.join_run(thread.thread_id, run_id=run_id, after_sequence=last)
+    assert [e async for e in nothing] == [] and nothing.outcome is None
+
+
+async def test_a_stream_cut_mid_run_is_resumed_without_a_gap_or_a_repeat(
+    client: tl.Client, server_addr: str, server_token: str | None
+) -> None:
+    thread = await client.threads.create()
+
+    async with (
+        forwarder(server_addr) as relay,
+        tl.Client(relay.addr, token=server_token, timeout=60.0) as cut,
+    ):
+        received: list[tl.RunEvent] = []
+        async with cut.threads.stream(thread.thread_id, text="sleep 3") as stream:
+            async for event in stream:
+                received.append(event)
+                if event.tool_call is not None and not relay.cuts:
+                    relay.cut(down_for=0.5)  # mid-run: the sleep has 3 s to go
+        outcome = stream.outcome
+
+    assert relay.cuts == 1 and stream.reconnects >= 1 and relay.accepted >= 3, "cut, refused, then joined"
+    assert outcome is not None and outcome.result.status == tl.RunStatus.COMPLETED
+    assert [e.sequence for e in received] == list(range(len(received))), "no event twice, none lost"
+    # Exactly the uncut stream: what a join from the start reads once the run is over.
+    whole = [e async for e in client.threads.join_run(thread.thread_id, run_id=received[0].run_id)]
+    assert received == whole
+    assert cases(received).count("tool_call") == 1 and cases(received)[-1] == "result"
+    assert (await client.threads.get(thread.thread_id)).revision == outcome.revision
+
+
+async def test_a_join_cut_mid_run_reconnects_from_its_last_sequence(
+    client: tl.Client, server_addr: str, server_token: str | None
+) -> None:
+    thread = await client.threads.create()
+    stream, run_id = await sleeping_briefly(client, thread.thread_id)
+    async with (
+        stream,
+        forwarder(server_addr) as relay,
+        tl.Client(relay.addr, token=server_token, timeout=60.0) as cut,
+    ):
+        received: list[tl.RunEvent] = []
+        async with cut.threads.join_run(thread.thread_id, run_id=run_id) as joined:
+            async for event in joined:
+                received.append(event)
+                if event.tool_call is not None and not relay.cuts:
+                    relay.cut(down_for=0.5)
+        first = [e async for e in stream]
+
+    assert relay.cuts == 1 and joined.reconnects >= 1
+    assert [e.sequence for e in received] == list(range(len(received)))
+    assert received[-len(first) :] == first and cases(received)[-1] == "result"
+
+
+async def sleeping_briefly(client: tl.Client, thread_id: str) -> tuple[tl.ThreadRunStream, str]:
+    """A stream of a `sleep 3` run, read up to its `run_started`; and the run's ID."""
+    stream = client.threads.stream(thread_id, text="sleep 3")
+    first = await anext(stream)
+    assert tl.event_case(first) == "run_started"
+    return stream, first.run_id
+
+
+async def test_a_retry_of_a_running_request_attaches_from_its_first_event(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    stream = client.threads.stream(thread.thread_id, text="sleep 3")
+    async with stream:
+        first: list[tl.RunEvent] = []
+        async for event in stream:
+            first.append(event)
+            if event.tool_call is not None:
+                break  # the run is inside its 3 s sleep
+
+        # The same request again (same ID, same body): no THREAD_BUSY, the attempt from sequence 0;
+        # and RunThread waits for its result.
+        waiting = asyncio.ensure_future(
+            client.threads.run(thread.thread_id, text="sleep 3", request_id=stream.request_id)
+        )
+        async with client.threads.stream(
+            thread.thread_id, text="sleep 3", request_id=stream.request_id
+        ) as again:
+            attached = [event async for event in again]
+        waited = await waiting
+        first += [event async for event in stream]
+
+    assert attached == first and [e.sequence for e in attached] == list(range(len(attached)))
+    assert again.outcome == stream.outcome and not again.replayed
+    assert waited.result == attached[-1].result and not waited.replayed
+    assert waited.result.status == tl.RunStatus.COMPLETED and waited.revision == again.revision
+    runs = {
+        c.run_id
+        async for c in client.threads.checkpoints(thread.thread_id)
+        if c.request_id == stream.request_id
+    }
+    assert runs == {first[0].run_id}, "one run"
+
+
+async def test_a_watch_sees_a_run_start_commit_and_end(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    updates: list[tl.ThreadUpdate] = []
+    async with client.threads.watch_thread(thread.thread_id, timeout=60) as watch:
+        snapshot = await anext(watch)
+        assert snapshot.changes == (tl.ThreadChange.SNAPSHOT,)
+        assert (snapshot.thread.thread_id, snapshot.thread.revision) == (thread.thread_id, thread.revision)
+        assert snapshot.thread.status == tl.ThreadStatus.IDLE
+        run = asyncio.ensure_future(client.threads.run(thread.thread_id, text="lookup threadline"))
+        async for update in watch:
+            updates.append(update)
+            if tl.ThreadChange.RUN_ENDED in update.changes:
+                break
+        outcome = await run
+
+        await client.threads.delete(thread.thread_id)
+        with pytest.raises(tl.ThreadNotFound):
+            await anext(watch)
+
+    seen = [kind for update in updates for kind in update.changes]
+    assert {tl.ThreadChange.RUN_STARTED, tl.ThreadChange.COMMITTED, tl.ThreadChange.RUN_ENDED} <= set(seen)
+    assert tl.ThreadChange.SNAPSHOT not in seen
+    assert seen.index(tl.ThreadChange.RUN_STARTED) <= seen.index(tl.ThreadChange.COMMITTED)
+    assert seen.index(tl.ThreadChange.COMMITTED) <= seen.index(tl.ThreadChange.RUN_ENDED)
+    sequences = [snapshot.change_sequence] + [u.change_sequence for u in updates]
+    assert sequences == sorted(set(sequences)), "each update newer than the last"
+    started = next(u for u in updates if tl.ThreadChange.RUN_STARTED in u.changes)
+    assert started.thread.status == tl.ThreadStatus.RUNNING and started.thread.lease is not None
+    assert started.thread.lease.run_id == outcome.result.run_id
+    ended = updates[-1].thread
+    assert (ended.status, ended.lease, ended.revision) == (tl.ThreadStatus.IDLE, None, outcome.revision)
+
+
+async def test_a_cut_watch_reconnects_to_a_new_snapshot(
+    client: tl.Client, server_addr: str, server_token: str | None
+) -> None:
+    thread = await client.threads.create()
+    async with (
+        forwarder(server_addr) as relay,
+        tl.Client(relay.addr, token=server_token, timeout=60.0) as cut,
+        cut.threads.watch_thread(thread.thread_id, timeout=60) as watch,
+    ):
+        first = await anext(watch)
+        relay.cut(down_for=0.5)
+        moved = await client.threads.run(thread.thread_id, text="hello")  # while it is cut
+        again = await anext(watch)
+
+    assert first.changes == again.changes == (tl.ThreadChange.SNAPSHOT,)
+    assert watch.reconnects >= 1 and again.change_sequence > first.change_sequence
+    assert again.thread.revision == moved.revision
+
+
+async def test_a_lost_attempt_is_followed_into_the_next_one(
+    serve_with: Callable[..., AbstractContextManager[Any]], tmp_path: Path
+) -> None:
+    """Two servers on one SQLite file; the one running the turn is killed (-9) mid-run.
+
+    The host's stream (through a forwarder, then pointed at the other server) reconnects by joining
+    the run there, hears RUN_ATTEMPT_LOST once the dead server's lease is over, and sends its request
+    again, which becomes the next attempt; a join by request on the other server follows it too.
+    """
+    store = ("--store", f"sqlite:{tmp_path / 'threads.db'}", "--lease-ttl", "2")
+    with serve_with(*store) as first, serve_with(*store) as second:
+        async with (
+            tl.Client(second.addr, timeout=60.0) as other,
+            forwarder(first.addr) as relay,
+            tl.Client(relay.addr, timeout=60.0) as host,
+        ):
+            thread = await other.threads.create()
+            stream = host.threads.stream(thread.thread_id, text="sleep 3")
+            joined = other.threads.join_run(thread.thread_id, request_id=stream.request_id)
+            async with stream, joined:
+                received: list[tl.RunEvent] = []
+                async for event in stream:
+                    received.append(event)
+                    if event.tool_call is not None:
+                        break  # inside the 3 s sleep
+                lost_run = received[0].run_id
+                relay.point_to(second.addr)
+                first.process.kill()  # kill -9 of the run's server
+                received += [event async for event in stream]
+                followed = [event async for event in joined]
+
+        starts = [i for i, event in enumerate(received) if event.run_started is not None]
+        assert len(starts) == 2 and stream.reconnects >= 2, "joined, lost, then the request again"
+        nxt = received[starts[1] :]
+        assert nxt[0].run_id != lost_run and [e.sequence for e in nxt] == list(range(len(nxt)))
+        assert [e.sequence for e in received[: starts[1]]] == list(range(starts[1])), "no gap, no repeat"
+        # The join by request: the lost attempt's written events, then the next attempt whole.
+        assert followed[-len(nxt) :] == nxt and joined.reconnects >= 1
+        assert [e.run_id for e in followed[: -len(nxt)]] == [lost_run] * (len(followed) - len(nxt))
+        assert followed[: -len(nxt)] == received[: len(followed) - len(nxt)]
+        assert stream.outcome == joined.outcome and stream.outcome is not None

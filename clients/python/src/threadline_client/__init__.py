@@ -46,12 +46,15 @@ from ._deferred import (
 )
 from ._errors import (
     CheckpointNotFound,
+    FollowerLimitReached,
     LeaseLost,
     ListenerTooSlow,
     ProtocolError,
     RequestIdReused,
     RequestInterrupted,
     RevisionConflict,
+    RunAttemptLost,
+    RunEventsExpired,
     RunNotFound,
     StatusCode,
     StoreUnavailable,
@@ -80,9 +83,11 @@ from ._gen.threadline.v1 import (
     RunSpec,
     RunStatus,
     Thread,
+    ThreadChange,
     ThreadRunStatus,
     ThreadStatus,
 )
+from ._live import JoinedRun, ThreadUpdate, ThreadWatch
 from ._protojson import message_from_dict, message_from_json, message_to_dict, message_to_json
 from ._runs import client_tool, event_case, output
 from ._state import StateFormat, dump_state, load_state
@@ -106,14 +111,18 @@ __all__ = (
     "DeferredToolResults",
     "DeferredToolResume",
     "DeferredToolsMode",
+    "FollowerLimitReached",
     "HarnessState",
+    "JoinedRun",
     "LeaseLost",
     "ListenerTooSlow",
     "ProtocolError",
     "RequestIdReused",
     "RequestInterrupted",
     "RevisionConflict",
+    "RunAttemptLost",
     "RunEvent",
+    "RunEventsExpired",
     "RunNotFound",
     "RunResult",
     "RunSpec",
@@ -124,6 +133,7 @@ __all__ = (
     "StoreUnavailable",
     "Thread",
     "ThreadBusy",
+    "ThreadChange",
     "ThreadExists",
     "ThreadNotFound",
     "ThreadNotSuspended",
@@ -131,6 +141,8 @@ __all__ = (
     "ThreadRunStatus",
     "ThreadRunStream",
     "ThreadStatus",
+    "ThreadUpdate",
+    "ThreadWatch",
     "ThreadlineError",
     "Threads",
     "ValidatedState",

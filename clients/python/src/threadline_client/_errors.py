@@ -21,7 +21,13 @@ Exception
        ├── RevisionConflict        ABORTED              .current_revision
        ├── LeaseLost               ABORTED
        ├── StoreUnavailable        UNAVAILABLE
-       └── ListenerTooSlow         RESOURCE_EXHAUSTED   .thread_id .run_id .request_id .backlog
+       ├── ListenerTooSlow         RESOURCE_EXHAUSTED   .thread_id .run_id .request_id .backlog
+       ├── RunAttemptLost          ABORTED              .run_id .request_id .last_sequence
+       │                                                .request_status .next_run_id
+       ├── RunEventsExpired        FAILED_PRECONDITION  .run_id .request_id .request_status
+       │                                                .revision .why
+       │   and one server reason of following a run (a join, a watch, an attached retry):
+       └── FollowerLimitReached    RESOURCE_EXHAUSTED   .limit
 ```
 
 `translate` picks the class by the ErrorInfo reason (domain "threadline"); every other reason stays
@@ -58,12 +64,15 @@ from google.rpc import error_details_pb2
 
 __all__ = (
     "CheckpointNotFound",
+    "FollowerLimitReached",
     "LeaseLost",
     "ListenerTooSlow",
     "ProtocolError",
     "RequestIdReused",
     "RequestInterrupted",
     "RevisionConflict",
+    "RunAttemptLost",
+    "RunEventsExpired",
     "RunNotFound",
     "StatusCode",
     "StoreUnavailable",
@@ -371,6 +380,94 @@ class ListenerTooSlow(_ReasonError):
         return self._int("backlog")
 
 
+class RunAttemptLost(_ReasonError):
+    """ABORTED: the attempt a stream followed was lost (`RUN_ATTEMPT_LOST`).
+
+    Its server crashed, was stopped past its lease, or the attempt was superseded; the stream had
+    every event the attempt wrote, up to `last_sequence`. The request may go on in a next attempt
+    (`next_run_id`, once one runs): `join_run` joined by request and `Threads.stream` follow it
+    themselves; a retry of the request (same `request_id`) attaches to it, or becomes it.
+    """
+
+    REASON = "RUN_ATTEMPT_LOST"
+
+    @property
+    def run_id(self) -> str:
+        """The lost attempt."""
+        return self.metadata.get("run_id", "")
+
+    @property
+    def request_id(self) -> str:
+        """The request the attempt served."""
+        return self.metadata.get("request_id", "")
+
+    @property
+    def last_sequence(self) -> int:
+        """The sequence of the attempt's last written event."""
+        return self._int("last_sequence")
+
+    @property
+    def request_status(self) -> str:
+        """The request's status when the server answered, as it spells it."""
+        return self.metadata.get("request_status", "")
+
+    @property
+    def next_run_id(self) -> str:
+        """The request's next attempt, once one runs; empty before."""
+        return self.metadata.get("next_run_id", "")
+
+
+class RunEventsExpired(_ReasonError):
+    """FAILED_PRECONDITION: the attempt's events are no longer kept, or were never (`RUN_EVENTS_EXPIRED`).
+
+    `why` is `retention` (its log outlived `ThreadStoreInfo.event_retention`) or `not_recorded` (its
+    server kept no log). The result stays readable: a retry of `request_id` replays it, and
+    `checkpoint(thread_id, revision)` has its state.
+    """
+
+    REASON = "RUN_EVENTS_EXPIRED"
+
+    @property
+    def run_id(self) -> str:
+        """The attempt asked for."""
+        return self.metadata.get("run_id", "")
+
+    @property
+    def request_id(self) -> str:
+        """The request it served: a retry with this ID replays its result."""
+        return self.metadata.get("request_id", "")
+
+    @property
+    def request_status(self) -> str:
+        """The request's status, as the server spells it."""
+        return self.metadata.get("request_status", "")
+
+    @property
+    def revision(self) -> int:
+        """The request's last committed checkpoint; 0 when none."""
+        return self._int("revision")
+
+    @property
+    def why(self) -> str:
+        """`retention` or `not_recorded`."""
+        return self.metadata.get("why", "")
+
+
+class FollowerLimitReached(_ReasonError):
+    """RESOURCE_EXHAUSTED: the server follows as many runs and threads as it may (`FOLLOWER_LIMIT_REACHED`).
+
+    Joins, watches and attached retries take one of `limit` places on the replica asked (its
+    `--max-followers`); try later or another replica.
+    """
+
+    REASON = "FOLLOWER_LIMIT_REACHED"
+
+    @property
+    def limit(self) -> int:
+        """The replica's limit of followers."""
+        return self._int("limit")
+
+
 _BY_REASON: dict[str, type[ThreadlineError]] = {
     cls.REASON: cls
     for cls in (
@@ -386,6 +483,9 @@ _BY_REASON: dict[str, type[ThreadlineError]] = {
         LeaseLost,
         StoreUnavailable,
         ListenerTooSlow,
+        RunAttemptLost,
+        RunEventsExpired,
+        FollowerLimitReached,
     )
 }
 

@@ -7,8 +7,8 @@ thread and the host sends only what is new: a prompt, or its answers to `Thread.
 - Every run request carries a `request_id`, fresh (`req-<32 hex>`) unless the caller gives one. The
   server answers a request ID once: a retry gets the stored outcome (`replayed`), never a second run.
   So `run()` retries UNAVAILABLE (a transport failure, a store outage) with the same ID, up to
-  `RUN_RETRIES` times within its deadline; `stream()` does not retry, but exposes its `request_id`
-  so a host can.
+  `RUN_RETRIES` times within its deadline; `stream()` continues a broken stream by joining its run
+  from the last sequence it received (`_live.py`), and exposes its `request_id` so a host can retry.
 - A thread run outlives its RPC: leaving a stream early, a deadline or a dropped connection stops
   the events, not the run, which goes on to commit. Stop a run with `cancel(thread_id, run_id)`.
 - A thread run's `RunResult` has no `state`; the state is the checkpoint at the outcome's
@@ -20,13 +20,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypedDict, TypeVar
 
 from grpclib.metadata import Deadline
 
-from ._calls import UNSET, EventStream, Timeout, missing, raise_translated
-from ._errors import StatusCode, translate
+from ._calls import UNSET, EventResponse, Timeout, missing, raise_translated
+from ._errors import RunAttemptLost, StatusCode, translate
 from ._gen.threadline.v1 import (
     CancelThreadRunRequest,
     Checkpoint,
@@ -45,8 +44,6 @@ from ._gen.threadline.v1 import (
     ListThreadsResponse,
     PromptParts,
     RollbackThreadRequest,
-    RunEvent,
-    RunResult,
     RunThreadRequest,
     StreamThreadRunRequest,
     StreamThreadRunResponse,
@@ -59,6 +56,7 @@ from ._gen.threadline.v1 import (
     ToolRecovery,
     UsageLimits,
 )
+from ._live import LOST_RETRIES, FollowedRun, JoinedRun, Link, ThreadRunOutcome, ThreadWatch
 from ._tracing import Metadata
 
 if TYPE_CHECKING:
@@ -86,71 +84,63 @@ def new_request_id() -> str:
     return f"req-{uuid.uuid4().hex}"
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadRunOutcome:
-    """How a thread run ended: `Threads.run`, or `ThreadRunStream.collect()`."""
-
-    result: RunResult
-    """The terminal result; `state` is unset (it is the checkpoint at `revision`)."""
-    revision: int
-    """The revision of the run's terminal checkpoint, the thread's head after it. 0 when the run
-    committed nothing (a run `cancel` closed after its server was gone)."""
-    replayed: bool
-    """True when the server answered an already finished request again: nothing ran this time."""
-
-
-class ThreadRunStream(EventStream):
+class ThreadRunStream(FollowedRun):
     """The events of one `StreamThreadRun` call; iterate it once.
 
     The events are those of `Client.stream_run` without checkpoint candidates, plus a
     `thread_committed` event after each checkpoint the run commits; the terminal commit's comes
     right before `result`. Packed responses are unpacked as `RunStream` does.
 
+    A stream that breaks (UNAVAILABLE: a lost connection, a server draining) continues by itself
+    with `JoinThreadRun` from the last sequence it received, so no event comes twice and none is
+    lost; before its first event it sends the request again (same `request_id`). When the attempt
+    is lost (`RunAttemptLost`: its server crashed or stopped past its lease), it sends its request
+    again, which runs the request's next attempt or attaches to it: the events go on with that
+    attempt's `run_started` (a new `run_id`, sequences from 0). `reconnects` counts both.
+    `Threads.stream(..., reconnect=False)` turns that off.
+
     Leaving the stream (`aclose`, the end of `async with`, a deadline) ends the call, not the run:
     the run goes on to its terminal commit on the server. To learn its outcome, send the same
-    request again with `request_id=stream.request_id`; to stop it, `Threads.cancel`.
+    request again with `request_id=stream.request_id`, or `Threads.join_run(thread_id, run_id=...)`;
+    to stop it, `Threads.cancel`.
 
     Args:
         responses: The call's responses (`ThreadServiceStub.stream_thread_run`).
         thread_id: The thread the request runs.
         request_id: The request ID the request carries.
+        request: The request sent, to send again; with `link`, for reconnects.
+        link: How to make the calls a reconnect takes; None = no reconnect.
     """
 
     def __init__(
-        self, responses: AsyncIterator[StreamThreadRunResponse], *, thread_id: str, request_id: str
+        self,
+        responses: AsyncIterator[StreamThreadRunResponse],
+        *,
+        thread_id: str,
+        request_id: str,
+        request: StreamThreadRunRequest | None = None,
+        link: Link | None = None,
     ) -> None:
-        super().__init__(responses)
-        self.thread_id: Final = thread_id
-        """The thread the request runs."""
-        self.request_id: Final = request_id
-        """The request's ID: send it again (same body) to retry without running twice."""
-        self.revision = 0
-        """The revision of the latest checkpoint the stream reported committed; 0 before any."""
-        self.replayed = False
-        """True once the stream showed that it replays an already finished request."""
+        super().__init__(
+            responses, thread_id=thread_id, request_id=request_id, link=link if request is not None else None
+        )
+        self._request = request
+        self._lost = 0
 
-    async def _accept(self, event: RunEvent) -> None:
-        committed = event.thread_committed
-        if committed is not None:
-            self.revision = committed.revision
-            self.replayed = self.replayed or committed.replayed
+    def _reconnect(self) -> AsyncIterator[EventResponse]:
+        if self._run_id:
+            return super()._reconnect()
+        # Nothing received: whether or not the request started, sending it again is safe.
+        assert self._link is not None and self._request is not None
+        return self._link.stream(self._request)
 
-    @property
-    def outcome(self) -> ThreadRunOutcome | None:
-        """The run's outcome once its `result` event has been read; None before."""
-        if self.result is None:
+    async def _next_attempt(self, lost: RunAttemptLost) -> AsyncIterator[EventResponse] | None:
+        assert self._link is not None and self._request is not None
+        self._lost += 1
+        if self._lost > LOST_RETRIES:
             return None
-        return ThreadRunOutcome(result=self.result, revision=self.revision, replayed=self.replayed)
-
-    async def collect(self) -> ThreadRunOutcome:
-        """Read the remaining events and return the run's outcome.
-
-        Raises:
-            ThreadlineError: As iterating does (`ProtocolError` when the stream ends without a result).
-            RuntimeError: The stream was closed, or an error ended it, before its result.
-        """
-        result = await self._drain()
-        return ThreadRunOutcome(result=result, revision=self.revision, replayed=self.replayed)
+        self._follow_attempt("")
+        return self._link.stream(self._request)
 
     async def aclose(self) -> None:
         """Stop reading and close the call; the run itself goes on on the server. Idempotent."""
@@ -447,6 +437,7 @@ class Threads:
         tool_recovery: ToolRecovery | None = None,
         client_tools: Sequence[ClientTool] = (),
         usage_limits: UsageLimits | None = None,
+        reconnect: bool = True,
         timeout: Timeout = UNSET,
     ) -> ThreadRunStream:
         """Run the thread's next turn and stream its events, `thread_committed` then `result` last.
@@ -458,8 +449,11 @@ class Threads:
         outcome = stream.outcome  # result, revision, replayed
         ```
 
-        Nothing is retried: on a transport error, send the same request again with
-        `request_id=stream.request_id` (a finished run is replayed, a running one is `ThreadBusy`).
+        A broken stream continues by itself (see `ThreadRunStream`): it joins its run from the last
+        sequence it received, and sends its request again (same `request_id`) when the attempt was
+        lost, so the host sees every event of the run once. With `reconnect=False` a transport error
+        ends the stream instead; sending the same request again with `request_id=stream.request_id`
+        then attaches to the running request from its first event, or replays a finished one.
 
         Args:
             thread_id: The thread.
@@ -472,7 +466,8 @@ class Threads:
             client_tools: The host's tools for this run; none on a resume or recovery = the head
                 checkpoint's.
             usage_limits: Limits on the run's model usage; None = the agent's own.
-            timeout: Deadline of the call (not of the run); default the client's.
+            reconnect: False = a transport failure or a lost attempt ends the stream.
+            timeout: Deadline of the call (not of the run), reconnects included; default the client's.
 
         Raises:
             ValueError: Both `text` and `parts`.
@@ -494,8 +489,90 @@ class Threads:
         request = StreamThreadRunRequest(
             spec=spec, max_events_per_message=self._client._max_events_per_message
         )
-        responses = self._stub().stream_thread_run(request, **self._options(timeout))
-        return ThreadRunStream(responses, thread_id=thread_id, request_id=spec.request_id)
+        link = self._link(timeout)
+        return ThreadRunStream(
+            link.stream(request),
+            thread_id=thread_id,
+            request_id=spec.request_id,
+            request=request,
+            link=link if reconnect else None,
+        )
+
+    def join_run(
+        self,
+        thread_id: str,
+        *,
+        run_id: str | None = None,
+        request_id: str | None = None,
+        after_sequence: int | None = None,
+        reconnect: bool = True,
+        timeout: Timeout = UNSET,
+    ) -> JoinedRun:
+        """Follow a run of the thread from any replica (`JoinThreadRun`): its events, then live ones.
+
+        ```python
+        async with client.threads.join_run(thread_id, run_id=run_id, after_sequence=k) as joined:
+            async for event in joined:
+                ...  # every event with a sequence above k, each once, the result last
+        outcome = joined.outcome
+        ```
+
+        The events are the attempt's own, with the sequence numbers and content its first stream
+        had (a log may skip numbers: each skipped range ends with an `events_omitted` event). It
+        reconnects by itself after a transport failure, from the last sequence it received. Joined
+        by `request_id`, a lost attempt is followed into the request's next attempt once one runs
+        (its events from `run_started`, under a new `run_id`); otherwise `RunAttemptLost` ends it.
+
+        Args:
+            thread_id: The thread.
+            run_id: The attempt to follow (any attempt's run ID). None: `request_id`'s latest,
+                else the one holding the thread, else the thread's latest.
+            request_id: The request whose latest attempt to follow.
+            after_sequence: Only events with a greater sequence (the last one a host received);
+                None = from the first (`run_started`, sequence 0).
+            reconnect: False = a transport failure or a lost attempt ends the stream.
+            timeout: Deadline of the whole join, reconnects included; default the client's.
+
+        Raises:
+            ThreadlineError: While iterating: `ThreadNotFound`, `RunNotFound`; the run's own error
+                status; `RunAttemptLost`; `RunEventsExpired` (past retention, or never recorded: a
+                retry of the request replays its result); `FollowerLimitReached`; UNIMPLEMENTED
+                from a server with its event log off.
+        """
+        link = self._link(timeout)
+        run, request = run_id or "", request_id or ""
+        return JoinedRun(
+            link.join(thread_id, run_id=run, request_id=request, after_sequence=after_sequence),
+            thread_id=thread_id,
+            run_id=run,
+            request_id=request,
+            after_sequence=after_sequence,
+            link=link if reconnect else None,
+        )
+
+    def watch_thread(self, thread_id: str, *, reconnect: bool = True, timeout: Timeout = None) -> ThreadWatch:
+        """Watch a thread's changes (`WatchThread`): its snapshot, then one update per change.
+
+        ```python
+        async with client.threads.watch_thread(thread_id) as watch:
+            async for thread, change_sequence, changes in watch:
+                if tl.ThreadChange.RUN_ENDED in changes:
+                    ...
+        ```
+
+        A slow reader gets fewer, newer updates, never a backlog (changes merge while one is unread).
+        After a transport failure it reconnects and yields a new snapshot.
+
+        Args:
+            thread_id: The thread.
+            reconnect: False = a transport failure ends the watch.
+            timeout: Deadline of the whole watch; default none (a watch lasts as long as it is read).
+
+        Raises:
+            ThreadNotFound: While iterating: no such thread, or it was deleted.
+            FollowerLimitReached: The server follows as many as it may.
+        """
+        return ThreadWatch(self._link(timeout), thread_id, reconnect=reconnect)
 
     async def run(
         self,
@@ -593,6 +670,16 @@ class Threads:
 
     def _stub(self) -> ThreadServiceStub:
         return self._client._connect_threads()
+
+    def _link(self, timeout: Timeout) -> Link:
+        """One deadline and one metadata (the trace context now) for a stream and its reconnects."""
+        seconds = self._client._deadline(timeout)
+        return Link(
+            stub=self._stub,
+            metadata=self._client._call_metadata(),
+            deadline=Deadline.from_timeout(seconds) if seconds is not None else None,
+            max_events_per_message=self._client._max_events_per_message,
+        )
 
     def _options(self, timeout: Timeout) -> _CallOptions:
         return {"timeout": self._client._deadline(timeout), "metadata": self._client._call_metadata()}
