@@ -360,7 +360,7 @@ func TestRunRetriesOnlyWithinItsDeadline(t *testing.T) {
 	}
 }
 
-func TestStreamDoesNotRetry(t *testing.T) {
+func TestStreamSendsItsRequestAgainBeforeItsFirstEventUnlessNoReconnect(t *testing.T) {
 	var seen calls
 	c, err := threadline.Dial(droppingListener(t), seen.options())
 	if err != nil {
@@ -368,14 +368,23 @@ func TestStreamDoesNotRetry(t *testing.T) {
 	}
 	defer c.Close()
 
-	s := c.Threads().Stream(t.Context(), "thread_t", &threadline.ThreadRun{Text: "hi"})
+	s := c.Threads().Stream(t.Context(), "thread_t", &threadline.ThreadRun{Text: "hi", NoReconnect: true})
 	_, err = s.Collect()
-
 	if threadline.CodeOf(err) != codes.Unavailable || len(seen.times) != 1 {
-		t.Errorf("error %v after %d attempts, want unavailable after 1", err, len(seen.times))
+		t.Errorf("NoReconnect: error %v after %d attempts, want unavailable after 1", err, len(seen.times))
 	}
 	if s.RequestID() == "" {
 		t.Error("the stream has no request ID to retry with")
+	}
+
+	seen = calls{}
+	started := time.Now()
+	_, err = c.Threads().Stream(t.Context(), "thread_t", &threadline.ThreadRun{Text: "hi"}).Collect()
+	if threadline.CodeOf(err) != codes.Unavailable || len(seen.times) != 1+threadline.ReconnectRetries {
+		t.Errorf("error %v after %d attempts, want unavailable after %d", err, len(seen.times), 1+threadline.ReconnectRetries)
+	}
+	if waited := time.Since(started); waited < (200+400+800+1600+3200)*time.Millisecond {
+		t.Errorf("%d attempts in %v: want 0.2 s before the first retry, doubling", len(seen.times), waited)
 	}
 }
 
