@@ -11,6 +11,8 @@ import (
 	"io"
 	"maps"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -1113,7 +1115,10 @@ func (f *forwarder) serve() {
 			_ = client.Close()
 			continue
 		}
-		server, err := net.Dial("tcp", f.upstream)
+		f.mu.Lock()
+		upstream := f.upstream
+		f.mu.Unlock()
+		server, err := net.Dial("tcp", upstream)
 		if err != nil {
 			_ = client.Close()
 			continue
@@ -1136,6 +1141,13 @@ func (f *forwarder) cut(refuse time.Duration) {
 		_ = c.Close()
 	}
 	f.conns = nil
+}
+
+// retarget sends the connections accepted from now on to upstream.
+func (f *forwarder) retarget(upstream string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.upstream = upstream
 }
 
 func (f *forwarder) connections() int {
@@ -1296,5 +1308,64 @@ func TestThreadARetryOfARunningRequestAttachesFromTheFirstEvent(t *testing.T) {
 	// Once it ended, the same request is a replay, as before.
 	if again := mustRun(t, th, ctx, id, run); !again.Replayed {
 		t.Error("a retry after the end ran again")
+	}
+}
+
+func TestThreadAStreamWhoseServerDiesFollowsTheNextAttemptOnAnother(t *testing.T) {
+	if os.Getenv("THREADLINE_ADDR") != "" {
+		t.Skip("needs two servers of its own on one SQLite file")
+	}
+	store := "sqlite:" + filepath.Join(t.TempDir(), "threads.sqlite3")
+	stopA, killA, addrA, err := startKillable("--store", store, "--lease-ttl", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopA()
+	stopB, addrB, err := startServer("--store", store, "--lease-ttl", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopB()
+	fwd := newForwarder(t, addrA)
+	c, ctx := dialAt(t, fwd.addr())
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+
+	s := th.Stream(ctx, id, &threadline.ThreadRun{Text: "sleep 3"})
+	first := untilToolCall(t, s)
+	lostRun := first[0].GetRunId()
+	// The holder crashes; the stream's connection now leads to the other replica.
+	fwd.retarget(addrB)
+	killA()
+	fwd.cut(0)
+	rest, outcome := drain(t, s)
+
+	// The lost attempt's written events that the stream had not handed out, then (once the
+	// attempt was lost and the stream sent its request again) the next attempt's, from sequence 0.
+	next := slices.IndexFunc(rest, func(ev *threadline.RunEvent) bool { return ev.GetRunId() != lostRun })
+	if next < 0 || caseOf(rest[next]) != "run_started" || rest[next].GetSequence() != 0 {
+		t.Fatalf("no next attempt from its run_started: %v", caseNames(rest))
+	}
+	last := first[len(first)-1].GetSequence()
+	for _, ev := range rest[:next] {
+		if ev.GetSequence() <= last {
+			t.Errorf("event %d of the lost attempt again", ev.GetSequence())
+		}
+		last = ev.GetSequence()
+	}
+	if outcome.Result.GetRunId() != rest[next].GetRunId() || outcome.Result.GetRequestId() != s.RequestID() {
+		t.Errorf("outcome of run %s request %s", outcome.Result.GetRunId(), outcome.Result.GetRequestId())
+	}
+	// The next attempt's events are what a join of the request yields.
+	joined, _ := drain(t, th.JoinRun(ctx, id, threadline.JoinRun{RequestID: s.RequestID()}))
+	sameEvents(t, "the next attempt vs a join of its request", rest[next:], joined)
+	// A join of the lost attempt ends with its typed error, its metadata naming the next one.
+	_, err = drain2(th.JoinRun(ctx, id, threadline.JoinRun{RunID: lostRun}))
+	lost := asErr[*threadline.RunAttemptLostError](t, err, codes.Aborted, threadline.ReasonRunAttemptLost)
+	// (Its last written event may come before the last one the stream had: a crash loses what
+	// the holder had not written yet, at most one window.)
+	if lost.RunID != lostRun || lost.RequestID != s.RequestID() || lost.LastSequence == 0 ||
+		(lost.NextRunID != "" && lost.NextRunID != outcome.Result.GetRunId()) {
+		t.Errorf("lost: run %s request %s last %d next %q", lost.RunID, lost.RequestID, lost.LastSequence, lost.NextRunID)
 	}
 }
