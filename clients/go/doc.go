@@ -29,6 +29,10 @@
 //		outcome, err = th.Run(ctx, thread.GetThreadId(), &threadline.ThreadRun{Answers: answers.Results()})
 //	}
 //
+// [Threads.JoinRun] follows a run the host did not start, live or finished, from any replica: the
+// same events [Threads.Stream] hands out, with the same sequences. Both reconnect a broken stream
+// from the last sequence they handed out; [Threads.WatchThread] yields a thread's changes.
+//
 // A parent that delegates to a Host-managed child suspends with a child request
 // (DeferredToolCall.Child, listed by [ChildRequests]); [Client.RunChild] runs the child on a
 // thread of its own, [ForChild] makes any later run of it (a resume, a recovery) a child run, and

@@ -67,6 +67,9 @@ const (
 	ReasonDeferredRequestsTooLarge = "DEFERRED_REQUESTS_TOO_LARGE"
 	ReasonRunLimitReached          = "RUN_LIMIT_REACHED"
 	ReasonResponseTooLarge         = "RESPONSE_TOO_LARGE"
+	// --max-followers joins, attached retries and watches already follow runs on this replica
+	// (metadata "limit"); a server reason, typed *FollowerLimitReachedError.
+	ReasonFollowerLimitReached = "FOLLOWER_LIMIT_REACHED"
 
 	// UNAVAILABLE
 	ReasonServerShuttingDown = "SERVER_SHUTTING_DOWN"
@@ -84,6 +87,8 @@ const (
 	ReasonLeaseLost          = "LEASE_LOST"
 	ReasonStoreUnavailable   = "STORE_UNAVAILABLE"
 	ReasonListenerTooSlow    = "LISTENER_TOO_SLOW"
+	ReasonRunAttemptLost     = "RUN_ATTEMPT_LOST"
+	ReasonRunEventsExpired   = "RUN_EVENTS_EXPIRED"
 
 	// UNAUTHENTICATED
 	ReasonTokenMissing = "TOKEN_MISSING"

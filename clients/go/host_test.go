@@ -1,12 +1,14 @@
 package threadline_test
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	threadline "github.com/threadline-dev/threadline/clients/go"
 )
@@ -176,5 +178,74 @@ func TestExampleHostChild(t *testing.T) {
 	parent := savedState(t, state)
 	if parent.GetThreadId() == child.GetThreadId() || !strings.Contains(out, "(thread "+parent.GetThreadId()+" saved to "+state+")") {
 		t.Errorf("parent state %v:\n%s", parent.GetThreadId(), out)
+	}
+}
+
+// TestExampleHostJoinAndWatch drives examples/host -join (the events of a run, live or finished)
+// and -watch (the thread's changes, until interrupted).
+func TestExampleHostJoinAndWatch(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	bin := buildHost(t, t.TempDir())
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+
+	watch := exec.Command(bin, "-addr", serverAddr, "-thread", id, "-watch")
+	watch.Env = append(os.Environ(), "THREADLINE_TOKEN=")
+	stdout, err := watch.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = watch.Process.Kill(); _ = watch.Wait() }()
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		for r := bufio.NewScanner(stdout); r.Scan(); {
+			lines <- r.Text()
+		}
+	}()
+	var printed []string
+	until := func(want string) {
+		t.Helper()
+		for {
+			select {
+			case line, ok := <-lines:
+				if !ok {
+					t.Fatalf("-watch ended before %q:\n%s", want, strings.Join(printed, "\n"))
+				}
+				printed = append(printed, line)
+				if strings.Contains(line, want) {
+					return
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("-watch printed no %q in 20 s:\n%s", want, strings.Join(printed, "\n"))
+			}
+		}
+	}
+	until(" SNAPSHOT: IDLE at revision ")
+
+	outcome := mustRun(t, th, ctx, id, &threadline.ThreadRun{Text: "lookup grpc"})
+	until("RUN_ENDED")
+	if all := strings.Join(printed, "\n"); !strings.Contains(all, "RUN_STARTED") || !strings.Contains(all, "COMMITTED") {
+		t.Errorf("-watch printed:\n%s", all)
+	}
+	_ = watch.Process.Signal(os.Interrupt)
+	for range lines {
+	}
+	if err := watch.Wait(); err != nil {
+		t.Errorf("-watch after Ctrl-C: %v", err)
+	}
+
+	out := runHost(t, bin, "", "", "-thread", id, "-join", outcome.Result.GetRunId())
+	for _, want := range []string{"   0 run_started " + outcome.Result.GetRunId(), " tool_call lookup(", " thread_committed revision ", " result COMPLETED",
+		fmt.Sprintf("(run %s: revision %d)", outcome.Result.GetRunId(), outcome.Revision)} {
+		if !strings.Contains(out, want) {
+			t.Errorf("-join output lacks %q:\n%s", want, out)
+		}
+	}
+	if latest := runHost(t, bin, "", "", "-thread", id, "-join", "latest"); latest != out {
+		t.Errorf("-join latest:\n%s\nwant\n%s", latest, out)
 	}
 }

@@ -48,21 +48,37 @@ func startServer(args ...string) (stop func(), addr string, err error) {
 // startServerEnv is startServer with env added to the server's environment; it also returns
 // the file that collects the server's stderr (its logs), removed by stop.
 func startServerEnv(env []string, args ...string) (stop func(), addr, logPath string, err error) {
+	_, stop, addr, logPath, err = startServerCmd(env, args...)
+	return stop, addr, logPath, err
+}
+
+// startKillable is startServer that also returns kill, which ends the server with SIGKILL: a
+// crash (stop still cleans up after it).
+func startKillable(args ...string) (stop, kill func(), addr string, err error) {
+	cmd, stop, addr, _, err := startServerCmd(nil, args...)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return stop, func() { _ = cmd.Process.Kill() }, addr, nil
+}
+
+// startServerCmd is startServerEnv, with the server's process.
+func startServerCmd(env []string, args ...string) (cmd *exec.Cmd, stop func(), addr, logPath string, err error) {
 	root, err := repoRoot()
 	if err != nil {
-		return nil, "", "", err
+		return nil, nil, "", "", err
 	}
 	bin := filepath.Join(root, ".venv", "bin", "threadline")
 	logs, err := os.CreateTemp("", "threadline-server-*.log")
 	if err != nil {
-		return nil, "", "", err
+		return nil, nil, "", "", err
 	}
 	// Every server of the suite keeps its threads in memory unless the caller names a store.
 	base := []string{"serve", "--port", "0"}
 	if !slices.Contains(args, "--store") {
 		base = append(base, "--store", "memory")
 	}
-	cmd := exec.Command(bin, append(base, args...)...)
+	cmd = exec.Command(bin, append(base, args...)...)
 	cmd.Dir = root
 	// The server reads its token from THREADLINE_TOKEN when --token is not given: only the
 	// arguments decide here.
@@ -75,10 +91,10 @@ func startServerEnv(env []string, args ...string) (stop func(), addr, logPath st
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, "", "", err
+		return nil, nil, "", "", err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, "", "", fmt.Errorf("start %s (set THREADLINE_ADDR to use a running server): %w", bin, err)
+		return nil, nil, "", "", fmt.Errorf("start %s (set THREADLINE_ADDR to use a running server): %w", bin, err)
 	}
 	var logTail string
 	stop = func() {
@@ -108,13 +124,13 @@ func startServerEnv(env []string, args ...string) (stop func(), addr, logPath st
 	select {
 	case line := <-lines:
 		if addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on "); ok {
-			return stop, addr, logs.Name(), nil
+			return cmd, stop, addr, logs.Name(), nil
 		}
 		stop()
-		return nil, "", "", fmt.Errorf("server's first line is %q, not \"listening on <host>:<port>\"; its log:\n%s", line, logTail)
+		return nil, nil, "", "", fmt.Errorf("server's first line is %q, not \"listening on <host>:<port>\"; its log:\n%s", line, logTail)
 	case <-time.After(60 * time.Second):
 		stop()
-		return nil, "", "", fmt.Errorf("server did not print its address within 60s; its log:\n%s", logTail)
+		return nil, nil, "", "", fmt.Errorf("server did not print its address within 60s; its log:\n%s", logTail)
 	}
 }
 

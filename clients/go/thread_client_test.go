@@ -57,8 +57,14 @@ func TestEachThreadReasonIsItsOwnType(t *testing.T) {
 		{threadline.ReasonLeaseLost, codes.Aborted, is(new(*threadline.LeaseLostError))},
 		{threadline.ReasonStoreUnavailable, codes.Unavailable, is(new(*threadline.StoreUnavailableError))},
 		{threadline.ReasonListenerTooSlow, codes.ResourceExhausted, is(new(*threadline.ListenerTooSlowError))},
+		{threadline.ReasonRunAttemptLost, codes.Aborted, is(new(*threadline.RunAttemptLostError))},
+		{threadline.ReasonRunEventsExpired, codes.FailedPrecondition, is(new(*threadline.RunEventsExpiredError))},
+		// A server reason (not "(threads)" in the catalogue), typed for the live runs' calls.
+		{threadline.ReasonFollowerLimitReached, codes.ResourceExhausted, is(new(*threadline.FollowerLimitReachedError))},
 	} {
-		listed = append(listed, tc.reason+" "+tc.code.String())
+		if tc.reason != threadline.ReasonFollowerLimitReached {
+			listed = append(listed, tc.reason+" "+tc.code.String())
+		}
 		t.Run(tc.reason, func(t *testing.T) {
 			err := threadline.ThreadErr(statusErr(t, tc.code, tc.reason, threadline.Domain, map[string]string{"k": "v"}))
 			if !tc.is(err) {
@@ -86,14 +92,17 @@ func TestEachThreadReasonIsItsOwnType(t *testing.T) {
 		})
 	}
 	// A reason the server adds to its catalogue fails here until it has its type.
-	if catalogue := threadReasonsOfCatalogue(t); !slices.Equal(listed, catalogue) {
+	if catalogue := reasonsOfCatalogue(t, "threads"); !slices.Equal(listed, catalogue) {
 		t.Errorf("typed reasons %q, the catalogue's (threads) rows %q", listed, catalogue)
+	}
+	if want := threadline.ReasonFollowerLimitReached + " ResourceExhausted"; !slices.Contains(reasonsOfCatalogue(t, "server"), want) {
+		t.Errorf("the catalogue's (server) rows lack %q", want)
 	}
 }
 
-// threadReasonsOfCatalogue returns the rows of the server's error catalogue (docs/errors.md)
-// marked "(threads)", ThreadService's reasons, as "REASON Code" in the catalogue's order.
-func threadReasonsOfCatalogue(t *testing.T) []string {
+// reasonsOfCatalogue returns the rows of the server's error catalogue (docs/errors.md) marked
+// "(tag)", e.g. "(threads)" for ThreadService's reasons, as "REASON Code" in the catalogue's order.
+func reasonsOfCatalogue(t *testing.T, tag string) []string {
 	t.Helper()
 	root, err := repoRoot()
 	if err != nil {
@@ -104,7 +113,7 @@ func threadReasonsOfCatalogue(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	var rows []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z_]+)` \\(threads\\) \\| ([A-Z_]+) \\|").FindAllStringSubmatch(string(text), -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z_]+)` \\("+tag+"\\) \\| ([A-Z_]+) \\|").FindAllStringSubmatch(string(text), -1) {
 		code := ""
 		for _, word := range strings.Split(m[2], "_") {
 			code += word[:1] + strings.ToLower(word[1:])
@@ -147,6 +156,35 @@ func TestThreadErrorMetadataBecomesFields(t *testing.T) {
 	}))
 	if !errors.As(err, &slow) || slow.ThreadID != "t-1" || slow.RunID != "run-3" || slow.RequestID != "req-3" || slow.Backlog != 8192 {
 		t.Errorf("slow %v", err)
+	}
+}
+
+func TestLiveRunErrorMetadataBecomesFields(t *testing.T) {
+	var lost *threadline.RunAttemptLostError
+	err := threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonRunAttemptLost, threadline.Domain, map[string]string{
+		"run_id": "run-1", "request_id": "req-1", "last_sequence": "41", "request_status": "THREAD_RUN_STATUS_RUNNING", "next_run_id": "run-2",
+	}))
+	if !errors.As(err, &lost) || lost.RunID != "run-1" || lost.RequestID != "req-1" || lost.LastSequence != 41 ||
+		lost.RequestStatus != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_RUNNING || lost.NextRunID != "run-2" {
+		t.Errorf("lost %+v", lost)
+	}
+	var expired *threadline.RunEventsExpiredError
+	err = threadline.ThreadErr(statusErr(t, codes.FailedPrecondition, threadline.ReasonRunEventsExpired, threadline.Domain, map[string]string{
+		"run_id": "run-3", "request_id": "req-3", "request_status": "completed", "revision": "9", "why": "retention",
+	}))
+	if !errors.As(err, &expired) || expired.RunID != "run-3" || expired.RequestID != "req-3" || expired.Revision != 9 ||
+		expired.RequestStatus != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_COMPLETED || expired.Why != "retention" {
+		t.Errorf("expired %+v", expired)
+	}
+	var full *threadline.FollowerLimitReachedError
+	err = threadline.ThreadErr(statusErr(t, codes.ResourceExhausted, threadline.ReasonFollowerLimitReached, threadline.Domain, map[string]string{"limit": "1024"}))
+	if !errors.As(err, &full) || full.Limit != 1024 {
+		t.Errorf("full %+v", full)
+	}
+	// Missing or malformed metadata reads as zero.
+	err = threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonRunAttemptLost, threadline.Domain, map[string]string{"last_sequence": "-1", "request_status": "later"}))
+	if !errors.As(err, &lost) || lost.LastSequence != 0 || lost.RequestStatus != 0 || lost.NextRunID != "" {
+		t.Errorf("lost %+v", lost)
 	}
 }
 
@@ -322,7 +360,7 @@ func TestRunRetriesOnlyWithinItsDeadline(t *testing.T) {
 	}
 }
 
-func TestStreamDoesNotRetry(t *testing.T) {
+func TestStreamSendsItsRequestAgainBeforeItsFirstEventUnlessNoReconnect(t *testing.T) {
 	var seen calls
 	c, err := threadline.Dial(droppingListener(t), seen.options())
 	if err != nil {
@@ -330,14 +368,23 @@ func TestStreamDoesNotRetry(t *testing.T) {
 	}
 	defer c.Close()
 
-	s := c.Threads().Stream(t.Context(), "thread_t", &threadline.ThreadRun{Text: "hi"})
+	s := c.Threads().Stream(t.Context(), "thread_t", &threadline.ThreadRun{Text: "hi", NoReconnect: true})
 	_, err = s.Collect()
-
 	if threadline.CodeOf(err) != codes.Unavailable || len(seen.times) != 1 {
-		t.Errorf("error %v after %d attempts, want unavailable after 1", err, len(seen.times))
+		t.Errorf("NoReconnect: error %v after %d attempts, want unavailable after 1", err, len(seen.times))
 	}
 	if s.RequestID() == "" {
 		t.Error("the stream has no request ID to retry with")
+	}
+
+	seen = calls{}
+	started := time.Now()
+	_, err = c.Threads().Stream(t.Context(), "thread_t", &threadline.ThreadRun{Text: "hi"}).Collect()
+	if threadline.CodeOf(err) != codes.Unavailable || len(seen.times) != 1+threadline.ReconnectRetries {
+		t.Errorf("error %v after %d attempts, want unavailable after %d", err, len(seen.times), 1+threadline.ReconnectRetries)
+	}
+	if waited := time.Since(started); waited < (200+400+800+1600+3200)*time.Millisecond {
+		t.Errorf("%d attempts in %v: want 0.2 s before the first retry, doubling", len(seen.times), waited)
 	}
 }
 

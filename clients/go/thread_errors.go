@@ -2,10 +2,13 @@ package threadline
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	threadlinev1 "github.com/threadline-dev/threadline/clients/go/gen/threadline/v1"
 )
 
 // The threads' reasons (THREADS §3) each have an error type of their own, carrying the reason's
@@ -124,6 +127,52 @@ type ListenerTooSlowError struct {
 	Backlog int64
 }
 
+// RunAttemptLostError is ABORTED RUN_ATTEMPT_LOST: the attempt a join (or an attached retry)
+// followed was lost (its server crashed, was stopped past its lease, or a later request superseded
+// it) after the events it had written, which the stream delivered. It is final for that attempt:
+// Threads.Stream retries its request and a JoinRun by request ID follows the next attempt, unless
+// reconnecting is turned off.
+type RunAttemptLostError struct {
+	threadError
+	// RunID is the lost attempt.
+	RunID string
+	// RequestID is the request it served.
+	RequestID string
+	// LastSequence is the sequence of the attempt's last written event.
+	LastSequence uint64
+	// RequestStatus is the request's status now (RUNNING when a next attempt runs it); unspecified
+	// when not sent.
+	RequestStatus ThreadRunStatus
+	// NextRunID is the request's next attempt, once one runs; empty until then.
+	NextRunID string
+}
+
+// RunEventsExpiredError is FAILED_PRECONDITION RUN_EVENTS_EXPIRED: the attempt's event log is past
+// its retention, or was never recorded (its server had the log off). The result stays readable:
+// a retry of RequestID replays it, and Threads.Checkpoint(Revision) has its state.
+type RunEventsExpiredError struct {
+	threadError
+	// RunID is the attempt joined.
+	RunID string
+	// RequestID is the request it served.
+	RequestID string
+	// RequestStatus is the request's status; unspecified when not sent.
+	RequestStatus ThreadRunStatus
+	// Revision is the last checkpoint the request committed; 0 when none.
+	Revision int64
+	// Why is "retention" (the log expired) or "not_recorded" (it was never kept).
+	Why string
+}
+
+// FollowerLimitReachedError is RESOURCE_EXHAUSTED FOLLOWER_LIMIT_REACHED: the replica already
+// serves its --max-followers joins, attached retries and watches. Nothing was started: try again
+// later or on another replica.
+type FollowerLimitReachedError struct {
+	threadError
+	// Limit is the replica's --max-followers; 0 when not sent.
+	Limit int64
+}
+
 // threadErr returns err as the typed error of its reason when it is one of the threads' reasons
 // (domain Domain), else as an *Error; nil stays nil.
 func threadErr(err error) error {
@@ -172,8 +221,49 @@ func threadErr(err error) error {
 			RequestID:   md["request_id"],
 			Backlog:     metaInt(md["backlog"]),
 		}
+	case ReasonRunAttemptLost:
+		return &RunAttemptLostError{
+			threadError:   base,
+			RunID:         md["run_id"],
+			RequestID:     md["request_id"],
+			LastSequence:  metaUint(md["last_sequence"]),
+			RequestStatus: metaRunStatus(md["request_status"]),
+			NextRunID:     md["next_run_id"],
+		}
+	case ReasonRunEventsExpired:
+		return &RunEventsExpiredError{
+			threadError:   base,
+			RunID:         md["run_id"],
+			RequestID:     md["request_id"],
+			RequestStatus: metaRunStatus(md["request_status"]),
+			Revision:      metaInt(md["revision"]),
+			Why:           md["why"],
+		}
+	case ReasonFollowerLimitReached:
+		return &FollowerLimitReachedError{threadError: base, Limit: metaInt(md["limit"])}
 	}
 	return e
+}
+
+// metaUint reads an unsigned metadata value; 0 when missing or not a number.
+func metaUint(s string) uint64 {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// metaRunStatus reads a ThreadRunStatus named as the enum names it ("THREAD_RUN_STATUS_RUNNING",
+// or without the prefix); unspecified when missing or unknown.
+func metaRunStatus(s string) ThreadRunStatus {
+	if v, ok := threadlinev1.ThreadRunStatus_value[s]; ok {
+		return ThreadRunStatus(v)
+	}
+	if v, ok := threadlinev1.ThreadRunStatus_value["THREAD_RUN_STATUS_"+strings.ToUpper(s)]; ok {
+		return ThreadRunStatus(v)
+	}
+	return 0
 }
 
 // metaInt reads a numeric metadata value; 0 when missing or not a number.

@@ -7,9 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +20,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	threadline "github.com/threadline-dev/threadline/clients/go"
 	threadlinev1 "github.com/threadline-dev/threadline/clients/go/gen/threadline/v1"
@@ -712,11 +716,7 @@ func TestThreadASecondRunWhileOneRunsIsBusy(t *testing.T) {
 			_, err := th.Run(ctx, id, &threadline.ThreadRun{Text: "hello"})
 			return err
 		},
-		// A retry of the running request itself: busy too, with its own request ID.
-		"a retry": func() error {
-			_, err := th.Run(ctx, id, &threadline.ThreadRun{Text: "sleep 30", RequestID: s.RequestID()})
-			return err
-		},
+		// (A retry of the running request itself attaches to it instead: LIVE §2.5, below.)
 		"a delete": func() error { return th.Delete(ctx, id, 0) },
 	}
 	for name, call := range busyCalls {
@@ -954,5 +954,418 @@ func TestThreadRunRetriesALostAnswerWithTheSameRequestID(t *testing.T) {
 	}
 	if !maps.Equal(runs, map[string]bool{outcome.Result.GetRunId(): true}) {
 		t.Errorf("runs %v, want only %q", runs, outcome.Result.GetRunId())
+	}
+}
+
+// --- live runs: join, reconnect, watch, attach (LIVE §2) -------------------------------------------
+
+// drain reads a thread run stream to its end and returns its events and outcome.
+func drain(t *testing.T, s *threadline.ThreadRunStream) ([]*threadline.RunEvent, *threadline.ThreadRunOutcome) {
+	t.Helper()
+	defer s.Close()
+	var events []*threadline.RunEvent
+	for s.Receive() {
+		events = append(events, s.Msg())
+	}
+	outcome, err := s.Collect()
+	if err != nil {
+		t.Fatalf("stream ended with %v after %v", err, caseNames(events))
+	}
+	return events, outcome
+}
+
+// sameEvents fails the test unless got and want are the same events: the same sequences, the
+// same contents (what the server encoded once).
+func sameEvents(t *testing.T, what string, got, want []*threadline.RunEvent) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d events %v, want %d %v", what, len(got), caseNames(got), len(want), caseNames(want))
+	}
+	for i := range want {
+		if !proto.Equal(got[i], want[i]) {
+			t.Fatalf("%s: event %d is\n%v\nwant\n%v", what, i, got[i], want[i])
+		}
+	}
+}
+
+// sequences returns the events' sequence numbers.
+func sequences(events []*threadline.RunEvent) []uint64 {
+	out := make([]uint64, len(events))
+	for i, ev := range events {
+		out[i] = ev.GetSequence()
+	}
+	return out
+}
+
+// untilToolCall reads s until its first tool_call event and returns the events so far.
+func untilToolCall(t *testing.T, s *threadline.ThreadRunStream) []*threadline.RunEvent {
+	t.Helper()
+	var events []*threadline.RunEvent
+	for s.Receive() {
+		events = append(events, s.Msg())
+		if s.Msg().GetToolCall() != nil {
+			return events
+		}
+	}
+	t.Fatalf("the stream ended before a tool call: %v after %v", s.Err(), caseNames(events))
+	return nil
+}
+
+func TestThreadJoinAFinishedRunYieldsTheEventsOfItsStream(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made := mustCreate(t, th, ctx, nil)
+	id := made.GetThreadId()
+	streamed, outcome := drain(t, th.Stream(ctx, id, &threadline.ThreadRun{Text: "lookup grpc"}))
+	runID := outcome.Result.GetRunId()
+	if !slices.Contains(caseNames(streamed), "tool_call") || caseOf(streamed[len(streamed)-1]) != "result" {
+		t.Fatalf("streamed %v", caseNames(streamed))
+	}
+
+	joined, again := drain(t, th.JoinRun(ctx, id, threadline.JoinRun{RunID: runID}))
+	sameEvents(t, "join by run ID", joined, streamed)
+	if again.Revision != outcome.Revision || again.Replayed || !proto.Equal(again.Result, outcome.Result) {
+		t.Errorf("join's outcome %+v, want %+v", again, outcome)
+	}
+	// Its request names the same attempt; no name at all, the thread's latest.
+	s := th.Stream(ctx, id, &threadline.ThreadRun{Text: "hello"})
+	_, _ = drain(t, s)
+	first, _ := drain(t, th.JoinRun(ctx, id, threadline.JoinRun{RequestID: s.RequestID()}))
+	latest, _ := drain(t, th.JoinRun(ctx, id, threadline.JoinRun{}))
+	sameEvents(t, "join by request ID vs the latest", first, latest)
+	if first[0].GetRunId() == runID {
+		t.Errorf("the latest run is still %s", runID)
+	}
+
+	_, err := drain2(th.JoinRun(ctx, id, threadline.JoinRun{RunID: "run-" + randomHex()}))
+	asErr[*threadline.RunNotFoundError](t, err, codes.NotFound, threadline.ReasonRunNotFound)
+	_, err = drain2(th.JoinRun(ctx, freshID("missing"), threadline.JoinRun{}))
+	asErr[*threadline.ThreadNotFoundError](t, err, codes.NotFound, threadline.ReasonThreadNotFound)
+}
+
+// drain2 reads a stream to its end and returns its events and error.
+func drain2(s *threadline.ThreadRunStream) ([]*threadline.RunEvent, error) {
+	defer s.Close()
+	var events []*threadline.RunEvent
+	for s.Receive() {
+		events = append(events, s.Msg())
+	}
+	return events, s.Err()
+}
+
+func TestThreadJoinAfterASequenceYieldsExactlyTheEventsAfterIt(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	streamed, outcome := drain(t, th.Stream(ctx, id, &threadline.ThreadRun{Text: "lookup grpc"}))
+	for _, k := range []uint64{0, streamed[len(streamed)/2].GetSequence(), streamed[len(streamed)-2].GetSequence()} {
+		var want []*threadline.RunEvent
+		for _, ev := range streamed {
+			if ev.GetSequence() > k {
+				want = append(want, ev)
+			}
+		}
+		joined, _ := drain(t, th.JoinRun(ctx, id, threadline.JoinRun{RunID: outcome.Result.GetRunId(), AfterSequence: &k}))
+		sameEvents(t, fmt.Sprintf("after %d", k), joined, want)
+	}
+}
+
+// forwarder is a loopback TCP forwarder to upstream whose connections the test can cut at once.
+type forwarder struct {
+	ln       net.Listener
+	upstream string
+	mu       sync.Mutex
+	conns    []net.Conn
+	accepted int
+	refuse   time.Time // until then, accepted connections are closed at once
+	wg       sync.WaitGroup
+}
+
+func newForwarder(t *testing.T, upstream string) *forwarder {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &forwarder{ln: ln, upstream: upstream}
+	f.wg.Add(1)
+	go f.serve()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		f.cut(0)
+		f.wg.Wait()
+	})
+	return f
+}
+
+func (f *forwarder) addr() string { return f.ln.Addr().String() }
+
+func (f *forwarder) serve() {
+	defer f.wg.Done()
+	for {
+		client, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		f.accepted++
+		refusing := time.Now().Before(f.refuse)
+		f.mu.Unlock()
+		if refusing {
+			_ = client.Close()
+			continue
+		}
+		f.mu.Lock()
+		upstream := f.upstream
+		f.mu.Unlock()
+		server, err := net.Dial("tcp", upstream)
+		if err != nil {
+			_ = client.Close()
+			continue
+		}
+		f.mu.Lock()
+		f.conns = append(f.conns, client, server)
+		f.mu.Unlock()
+		f.wg.Add(2)
+		go func() { defer f.wg.Done(); _, _ = io.Copy(server, client); _ = server.Close() }()
+		go func() { defer f.wg.Done(); _, _ = io.Copy(client, server); _ = client.Close() }()
+	}
+}
+
+// cut closes every open connection, and refuses new ones for the next refuse.
+func (f *forwarder) cut(refuse time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refuse = time.Now().Add(refuse)
+	for _, c := range f.conns {
+		_ = c.Close()
+	}
+	f.conns = nil
+}
+
+// retarget sends the connections accepted from now on to upstream.
+func (f *forwarder) retarget(upstream string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.upstream = upstream
+}
+
+func (f *forwarder) connections() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.accepted
+}
+
+func TestThreadAStreamCutMidRunIsResumedWithNoEventLostOrRepeated(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	fwd := newForwarder(t, serverAddr)
+	cutClient, _ := dialAt(t, fwd.addr())
+
+	s := cutClient.Threads().Stream(ctx, id, &threadline.ThreadRun{Text: "sleep 3"})
+	got := untilToolCall(t, s)
+	fwd.cut(300 * time.Millisecond)
+	rest, outcome := drain(t, s)
+	got = append(got, rest...)
+	if fwd.connections() < 2 {
+		t.Errorf("%d connections: the stream did not reconnect", fwd.connections())
+	}
+	if outcome.Result.GetStatus() != threadline.StatusCompleted {
+		t.Errorf("status %v", outcome.Result.GetStatus())
+	}
+	// Exactly the uncut stream: what a join from the first event gets once the run ended.
+	uncut, _ := drain(t, th.JoinRun(ctx, id, threadline.JoinRun{RunID: outcome.Result.GetRunId()}))
+	sameEvents(t, "the resumed stream vs the uncut", got, uncut)
+	if want := sequences(uncut); !slices.Equal(sequences(got), want) {
+		t.Errorf("sequences %v, want %v", sequences(got), want)
+	}
+
+	// A join is resumed the same way.
+	s = cutClient.Threads().Stream(ctx, id, &threadline.ThreadRun{Text: "sleep 3"})
+	first := untilToolCall(t, s)
+	join := cutClient.Threads().JoinRun(ctx, id, threadline.JoinRun{RunID: first[0].GetRunId()})
+	joined := untilToolCall(t, join)
+	fwd.cut(300 * time.Millisecond)
+	rest, _ = drain(t, join)
+	joined = append(joined, rest...)
+	streamed, _ := drain(t, s)
+	sameEvents(t, "the resumed join vs the resumed stream", joined, append(first, streamed...))
+
+	// Opted out, the cut ends the stream UNAVAILABLE, as before; the run goes on and commits.
+	s = cutClient.Threads().Stream(ctx, id, &threadline.ThreadRun{Text: "sleep 3", NoReconnect: true})
+	before := untilToolCall(t, s)
+	fwd.cut(0)
+	if _, err := drain2(s); threadline.CodeOf(err) != codes.Unavailable {
+		t.Fatalf("opted out: %v, want UNAVAILABLE", err)
+	}
+	last, _ := s.LastSequence()
+	after, outcome := drain(t, th.JoinRun(ctx, id, threadline.JoinRun{RunID: s.RunID(), AfterSequence: &last}))
+	if outcome.Result.GetStatus() != threadline.StatusCompleted || after[0].GetSequence() != before[len(before)-1].GetSequence()+1 {
+		t.Errorf("the opted-out run's rest %v ended %v", sequences(after), outcome.Result.GetStatus())
+	}
+}
+
+func TestThreadWatchSeesARunStartCommitAndEnd(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	updates := make(chan *threadline.ThreadUpdate, 64)
+	errs := make(chan error, 1)
+	go func() {
+		defer close(updates)
+		for u, err := range th.WatchThread(watchCtx, id) {
+			if err != nil {
+				errs <- err
+				return
+			}
+			updates <- u
+		}
+	}()
+	next := func() *threadline.ThreadUpdate {
+		t.Helper()
+		select {
+		case u, ok := <-updates:
+			if !ok {
+				t.Fatalf("the watch ended: %v", <-errs)
+			}
+			return u
+		case <-time.After(20 * time.Second):
+			t.Fatal("no update within 20 s")
+			return nil
+		}
+	}
+	snapshot := next()
+	if !slices.Equal(snapshot.GetChanges(), []threadline.ThreadChange{threadline.ChangeSnapshot}) || snapshot.GetThread().GetThreadId() != id {
+		t.Fatalf("first update %v", snapshot)
+	}
+
+	outcome := mustRun(t, th, ctx, id, &threadline.ThreadRun{Text: "hello"})
+	at := map[threadline.ThreadChange]int{}
+	seq := snapshot.GetChangeSequence()
+	for i := 1; at[threadline.ChangeRunEnded] == 0; i++ {
+		u := next()
+		if u.GetChangeSequence() <= seq {
+			t.Errorf("change_sequence %d after %d", u.GetChangeSequence(), seq)
+		}
+		seq = u.GetChangeSequence()
+		for _, kind := range u.GetChanges() {
+			if at[kind] == 0 {
+				at[kind] = i
+			}
+		}
+		if at[threadline.ChangeRunEnded] != 0 && (u.GetThread().GetStatus() != threadline.ThreadIdle || u.GetThread().GetRevision() != outcome.Revision) {
+			t.Errorf("after the run: %v at revision %d, want IDLE at %d", u.GetThread().GetStatus(), u.GetThread().GetRevision(), outcome.Revision)
+		}
+	}
+	started, committed, ended := at[threadline.ChangeRunStarted], at[threadline.ChangeCommitted], at[threadline.ChangeRunEnded]
+	if started == 0 || committed == 0 || !(started <= committed && committed <= ended) {
+		t.Errorf("RUN_STARTED at %d, COMMITTED at %d, RUN_ENDED at %d: want all three in that order", started, committed, ended)
+	}
+	if at[threadline.ChangeSnapshot] != 0 {
+		t.Errorf("a second SNAPSHOT at %d", at[threadline.ChangeSnapshot])
+	}
+
+	// Deleting the thread ends the watch NOT_FOUND.
+	if err := th.Delete(ctx, id, 0); err != nil {
+		t.Fatal(err)
+	}
+	for range updates {
+	}
+	asErr[*threadline.ThreadNotFoundError](t, <-errs, codes.NotFound, threadline.ReasonThreadNotFound)
+}
+
+func TestThreadARetryOfARunningRequestAttachesFromTheFirstEvent(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	run := &threadline.ThreadRun{Text: "sleep 3", RequestID: "req-" + randomHex()}
+	s := th.Stream(ctx, id, run)
+	first := untilToolCall(t, s)
+
+	// Another caller sends the same request while it runs: it attaches, from sequence 0, and
+	// RunThread waits for the same result instead of failing THREAD_BUSY.
+	other, _ := newClient(t)
+	ran := make(chan *threadline.ThreadRunOutcome, 1)
+	go func() {
+		outcome, err := other.Threads().Run(ctx, id, run)
+		if err != nil {
+			t.Errorf("attached Run: %v", err)
+		}
+		ran <- outcome
+	}()
+	attached, outcome := drain(t, other.Threads().Stream(ctx, id, run))
+	rest, mine := drain(t, s)
+	sameEvents(t, "the attached retry vs the first call", attached, append(first, rest...))
+	if attached[0].GetSequence() != 0 || outcome.Replayed || !proto.Equal(outcome.Result, mine.Result) {
+		t.Errorf("attached from %d, replayed %v", attached[0].GetSequence(), outcome.Replayed)
+	}
+	if waited := <-ran; waited == nil || waited.Replayed || waited.Result.GetRunId() != mine.Result.GetRunId() || waited.Revision != mine.Revision {
+		t.Errorf("attached Run %+v, want run %s at %d", waited, mine.Result.GetRunId(), mine.Revision)
+	}
+	// Once it ended, the same request is a replay, as before.
+	if again := mustRun(t, th, ctx, id, run); !again.Replayed {
+		t.Error("a retry after the end ran again")
+	}
+}
+
+func TestThreadAStreamWhoseServerDiesFollowsTheNextAttemptOnAnother(t *testing.T) {
+	if os.Getenv("THREADLINE_ADDR") != "" {
+		t.Skip("needs two servers of its own on one SQLite file")
+	}
+	store := "sqlite:" + filepath.Join(t.TempDir(), "threads.sqlite3")
+	stopA, killA, addrA, err := startKillable("--store", store, "--lease-ttl", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopA()
+	stopB, addrB, err := startServer("--store", store, "--lease-ttl", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopB()
+	fwd := newForwarder(t, addrA)
+	c, ctx := dialAt(t, fwd.addr())
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+
+	s := th.Stream(ctx, id, &threadline.ThreadRun{Text: "sleep 3"})
+	first := untilToolCall(t, s)
+	lostRun := first[0].GetRunId()
+	// The holder crashes; the stream's connection now leads to the other replica.
+	fwd.retarget(addrB)
+	killA()
+	fwd.cut(0)
+	rest, outcome := drain(t, s)
+
+	// The lost attempt's written events that the stream had not handed out, then (once the
+	// attempt was lost and the stream sent its request again) the next attempt's, from sequence 0.
+	next := slices.IndexFunc(rest, func(ev *threadline.RunEvent) bool { return ev.GetRunId() != lostRun })
+	if next < 0 || caseOf(rest[next]) != "run_started" || rest[next].GetSequence() != 0 {
+		t.Fatalf("no next attempt from its run_started: %v", caseNames(rest))
+	}
+	last := first[len(first)-1].GetSequence()
+	for _, ev := range rest[:next] {
+		if ev.GetSequence() <= last {
+			t.Errorf("event %d of the lost attempt again", ev.GetSequence())
+		}
+		last = ev.GetSequence()
+	}
+	if outcome.Result.GetRunId() != rest[next].GetRunId() || outcome.Result.GetRequestId() != s.RequestID() {
+		t.Errorf("outcome of run %s request %s", outcome.Result.GetRunId(), outcome.Result.GetRequestId())
+	}
+	// The next attempt's events are what a join of the request yields.
+	joined, _ := drain(t, th.JoinRun(ctx, id, threadline.JoinRun{RequestID: s.RequestID()}))
+	sameEvents(t, "the next attempt vs a join of its request", rest[next:], joined)
+	// A join of the lost attempt ends with its typed error, its metadata naming the next one.
+	_, err = drain2(th.JoinRun(ctx, id, threadline.JoinRun{RunID: lostRun}))
+	lost := asErr[*threadline.RunAttemptLostError](t, err, codes.Aborted, threadline.ReasonRunAttemptLost)
+	// (Its last written event may come before the last one the stream had: a crash loses what
+	// the holder had not written yet, at most one window.)
+	if lost.RunID != lostRun || lost.RequestID != s.RequestID() || lost.LastSequence == 0 ||
+		(lost.NextRunID != "" && lost.NextRunID != outcome.Result.GetRunId()) {
+		t.Errorf("lost: run %s request %s last %d next %q", lost.RunID, lost.RequestID, lost.LastSequence, lost.NextRunID)
 	}
 }

@@ -22,8 +22,8 @@ import (
 //
 //   - Every run request carries a request ID, fresh (NewRequestID) unless the caller gives one.
 //     The server answers a request ID once: a retry gets the stored outcome (Replayed), never a
-//     second run. So Run retries UNAVAILABLE with the same ID; Stream does not retry, but exposes
-//     its RequestID so a host can.
+//     second run (a retry while it runs attaches to it). So Run retries UNAVAILABLE with the same
+//     ID, and Stream reconnects by joining its run from the last sequence it handed out (live.go).
 //   - A thread run outlives its RPC: closing a stream early, a deadline or a dropped connection
 //     stops the events, not the run, which goes on to commit. Stop a run with Cancel.
 //   - A thread run's RunResult has no state; the state is the checkpoint at the outcome's
@@ -280,6 +280,9 @@ type ThreadRun struct {
 	ClientTools []*ClientTool
 	// UsageLimits limits the run's model usage; nil = the agent's own.
 	UsageLimits *UsageLimits
+	// NoReconnect keeps Stream from reconnecting (joining its run again after a transport failure,
+	// sending its request again after RUN_ATTEMPT_LOST): the first error ends it. Run ignores it.
+	NoReconnect bool
 }
 
 // ErrPromptAmbiguous is what errors.Is matches when a ThreadRun has both Text and Parts.
@@ -329,13 +332,21 @@ type ThreadRunOutcome struct {
 // Stream runs the thread's next turn and returns its events: those of Client.StreamRun without
 // checkpoint candidates, plus a thread_committed event after each checkpoint the run commits;
 // the terminal commit's comes right before the result. WithRunTimeout bounds the call (not the
-// run).
+// run), reconnects included.
 //
-// Nothing is retried: after a transport error, send the same run again with RequestID set to
-// the stream's RequestID (a finished run is replayed, a running one is a *ThreadBusyError).
-// Errors, e.g. *ThreadBusyError, *RevisionConflictError, *ThreadNotSuspendedError,
-// *RequestIDReusedError or ReasonDeferredResultsIncomplete, end the stream and are its Err; a
-// reader that falls too far behind the run gets a *ListenerTooSlowError while the run goes on.
+// The stream reconnects by itself unless run.NoReconnect: after a transport failure (UNAVAILABLE,
+// a broken connection) it joins its run (JoinThreadRun with the run ID and the last sequence it
+// handed out), so the host sees every event of the attempt once, in order; before the first event
+// it sends the request again with the same RequestID, which attaches to a run that started. When
+// the attempt is lost (its server crashed or was stopped past its lease; RUN_ATTEMPT_LOST) it
+// sends its request again (same RequestID): the next attempt's events follow, from its
+// run_started. Giving up, it ends with the last error, such as a *RunAttemptLostError.
+//
+// With NoReconnect nothing is retried: after a transport error, send the same run again with
+// RequestID set to the stream's RequestID (a finished run is replayed, a running one attached to
+// from its first event), or JoinRun its RunID from its LastSequence. Errors, e.g.
+// *ThreadBusyError, *RevisionConflictError, *ThreadNotSuspendedError, *RequestIDReusedError or
+// ReasonDeferredResultsIncomplete, end the stream and are its Err.
 func (t *Threads) Stream(ctx context.Context, threadID string, run *ThreadRun) *ThreadRunStream {
 	spec, err := run.spec(threadID)
 	if err != nil {
@@ -344,16 +355,22 @@ func (t *Threads) Stream(ctx context.Context, threadID string, run *ThreadRun) *
 		return s
 	}
 	ctx, cancel := withDefaultTimeout(ctx, t.c.runTimeout)
-	stream, err := t.svc.StreamThreadRun(ctx, &threadlinev1.StreamThreadRunRequest{Spec: spec, MaxEventsPerMessage: t.c.maxEvents})
-	s := &ThreadRunStream{
-		cancel:    cancel,
-		events:    newEventReader(stream, "StreamThreadRunResponse", threadErr),
-		threadID:  threadID,
-		requestID: spec.GetRequestId(),
+	s := &ThreadRunStream{ctx: ctx, cancel: cancel, threads: t, threadID: threadID, requestID: spec.GetRequestId()}
+	send := func() *eventReader {
+		stream, err := t.svc.StreamThreadRun(ctx, &threadlinev1.StreamThreadRunRequest{Spec: spec, MaxEventsPerMessage: t.c.maxEvents})
+		return openedReader(stream, "StreamThreadRunResponse", err)
 	}
-	if err != nil {
-		s.finish(threadErr(err))
+	if run == nil || !run.NoReconnect {
+		s.reopen = func(lost *RunAttemptLostError) (*eventReader, bool) {
+			if lost == nil {
+				if events, ok := s.rejoin(); ok {
+					return events, true
+				}
+			}
+			return send(), true
+		}
 	}
+	s.events = send()
 	return s
 }
 

@@ -8,10 +8,14 @@
  *
  *   npm run host -- --thread thread_mine "delete notes.txt" # the server keeps the thread
  *   npm run host -- --thread thread_mine "count"            # same thread, by its ID only
+ *   npm run host -- --thread thread_mine --join run-…       # print a run's events (live or finished)
+ *   npm run host -- --thread thread_mine --watch            # print the thread's changes until Ctrl-C
  *
  * Options: `--addr host:port` (default $THREADLINE_ADDR or 127.0.0.1:50051), `--token`
  * (default $THREADLINE_TOKEN), `--state FILE` (default thread.json), `--thread ID` (instead of
- * `--state`), `--agent NAME` (default: the server's), `--timeout SECONDS`.
+ * `--state`), `--agent NAME` (default: the server's), `--timeout SECONDS`; with `--thread`,
+ * `--join RUN` (a run ID, or `latest`: the running one, else the last) or `--watch` instead of a
+ * prompt.
  *
  * With `--state` (HarnessService) the host owns the thread. What it does, in order: load the
  * stored envelope (and the deferred batch it waits on, if the last run suspended); stream a run
@@ -26,7 +30,9 @@
  * thread under that ID (created on first use) with every turn and its pending batch, so a later
  * session, from anywhere, answers what is pending by running the host again without a prompt. The
  * answers are the same; they go back by call ID, without the batch. Ctrl-C stops this host, not
- * the run: a thread run outlives its call and commits on the server.
+ * the run: a thread run outlives its call and commits on the server. `--join` follows one of its
+ * runs from another terminal or machine, every event with its sequence (the SDK reconnects a
+ * broken stream from the last one), and `--watch` prints each change of the thread.
  */
 
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
@@ -39,6 +45,7 @@ import {
   type Thread,
   type ThreadRunInput,
   type ThreadRunOutcome,
+  ThreadChange,
   ThreadNotFound,
   ThreadStatus,
   type ThreadlineClient,
@@ -125,6 +132,8 @@ async function main(): Promise<void> {
       thread: { type: "string" },
       agent: { type: "string" },
       timeout: { type: "string", default: "600" },
+      join: { type: "string" },
+      watch: { type: "boolean", default: false },
     },
     allowPositionals: true,
   });
@@ -140,6 +149,15 @@ async function main(): Promise<void> {
   process.once("SIGINT", () => abort.abort());
 
   try {
+    if (values.join !== undefined || values.watch) {
+      if (values.thread === undefined || prompt !== "" || (values.join !== undefined && values.watch)) {
+        throw new Error("--join RUN and --watch take --thread ID and no prompt, one of them");
+      }
+      process.exitCode = values.watch
+        ? await watch(client, values.thread, abort.signal)
+        : await join(client, values.thread, values.join ?? "", abort.signal);
+      return;
+    }
     if (values.thread !== undefined) {
       process.exitCode = await threadSession(client, values.thread, prompt, terminal, abort.signal, agent);
       return;
@@ -245,6 +263,52 @@ async function driveThread(
     }
     input = { answers: answers(...(await answer(client, result.deferred, terminal))) };
   }
+}
+
+/** `--join`: print every event of one run of the thread, as it is written, then how it ended. */
+async function join(client: ThreadlineClient, threadId: string, runId: string, signal: AbortSignal): Promise<number> {
+  const events = client.threads.joinRun(threadId, { runId: runId === "latest" ? "" : runId, signal });
+  for await (const event of events) {
+    console.log(`${String(event.sequence).padStart(4)} ${event.event.case ?? "?"}${detail(event)}`);
+  }
+  const outcome = events.outcome!;
+  console.log(`(run ${events.runId}: revision ${outcome.revision})`);
+  report(outcome.result);
+  return outcome.result.status === RunStatus.COMPLETED ? 0 : 1;
+}
+
+/** What `--join` prints after an event's case. */
+function detail({ runId, sequence, event }: RunEvent): string {
+  switch (event.case) {
+    case "runStarted":
+      return ` ${runId}`;
+    case "toolCall":
+      return ` ${event.value.toolName}(${event.value.argsJson})`;
+    case "toolResult":
+      return ` ${event.value.toolName}: ${event.value.contentJson}`;
+    case "threadCommitted":
+      return ` revision ${event.value.revision}`;
+    case "eventsOmitted":
+      return ` ${event.value.firstSequence}..${sequence}`;
+    case "result":
+      return ` ${RunStatus[event.value.status]}`;
+    default:
+      return "";
+  }
+}
+
+/** `--watch`: print the thread's snapshot, then each change, until Ctrl-C or its deletion. */
+async function watch(client: ThreadlineClient, threadId: string, signal: AbortSignal): Promise<number> {
+  try {
+    for await (const { thread, changeSequence, changes } of client.threads.watchThread(threadId, { signal })) {
+      const kinds = changes.map((change) => ThreadChange[change]).join(",");
+      const lease = thread?.lease === undefined ? "" : `, run ${thread.lease.runId}`;
+      console.log(`${changeSequence} ${kinds}: ${ThreadStatus[thread?.status ?? ThreadStatus.UNSPECIFIED]} at revision ${thread?.revision ?? 0n}${lease}`);
+    }
+  } catch (err) {
+    if (!signal.aborted) throw err;
+  }
+  return 0;
 }
 
 /**

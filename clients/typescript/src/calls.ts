@@ -147,3 +147,57 @@ export async function* streamEvents(
     }
   }
 }
+
+/**
+ * The messages of a server-streaming call, in order, its errors as `ThreadlineError`s; leaving the
+ * loop early cancels the call (as `streamEvents` does).
+ *
+ * @param open - Start the call with the given options (whose signal is ours, following the caller's).
+ * @param options - The call's Connect options; its `signal` is followed, not passed on.
+ */
+export async function* serverStream<T>(
+  open: (options: ConnectCallOptions) => AsyncIterable<T>,
+  options: ConnectCallOptions,
+): AsyncGenerator<T, void, undefined> {
+  const controller = new AbortController();
+  const { signal } = options;
+  const forward = () => controller.abort(signal?.reason);
+  if (signal?.aborted) {
+    forward();
+  } else {
+    signal?.addEventListener("abort", forward, { once: true });
+  }
+  const responses = open({ ...options, signal: controller.signal })[Symbol.asyncIterator]();
+  let finished = false;
+  try {
+    for (;;) {
+      let next: IteratorResult<T>;
+      try {
+        next = await responses.next();
+      } catch (err) {
+        finished = true;
+        throw ThreadlineError.from(err);
+      }
+      if (next.done === true) {
+        finished = true;
+        return;
+      }
+      if (controller.signal.aborted) {
+        throw ThreadlineError.from(ConnectError.from(controller.signal.reason, Code.Canceled));
+      }
+      yield next.value;
+    }
+  } finally {
+    signal?.removeEventListener("abort", forward);
+    if (!finished) {
+      controller.abort();
+      try {
+        while ((await responses.next()).done !== true) {
+          // Discard what was already in flight.
+        }
+      } catch {
+        // The cancellation we just caused.
+      }
+    }
+  }
+}

@@ -31,7 +31,10 @@
  *  ├── RevisionConflict    ABORTED              .currentRevision
  *  ├── LeaseLost           ABORTED
  *  ├── StoreUnavailable    UNAVAILABLE
- *  └── ListenerTooSlow     RESOURCE_EXHAUSTED   .threadId .runId .requestId .backlog
+ *  ├── ListenerTooSlow     RESOURCE_EXHAUSTED   .threadId .runId .requestId .backlog
+ *  ├── RunAttemptLost      ABORTED              .runId .requestId .lastSequence .requestStatus .nextRunId
+ *  ├── RunEventsExpired    FAILED_PRECONDITION  .runId .requestId .requestStatus .revision .why
+ *  └── FollowerLimitReached RESOURCE_EXHAUSTED  .limit   (a server reason, for the live runs' calls)
  * ```
  *
  * Failures after a run has started are not errors: they arrive as a FAILED `RunResult`.
@@ -41,6 +44,7 @@
 
 import { Code, ConnectError } from "@connectrpc/connect";
 
+import { ThreadRunStatus } from "./gen/threadline/v1/thread_pb.js";
 import { BadRequestSchema, ErrorInfoSchema } from "./googleapis/google/rpc/error_details_pb.js";
 
 export { Code };
@@ -332,6 +336,94 @@ export class ListenerTooSlow extends ReasonError {
   }
 }
 
+/**
+ * A run status in the metadata, named as the enum names it (`THREAD_RUN_STATUS_RUNNING`, or
+ * without the prefix); UNSPECIFIED when the server sent none (or an unknown one).
+ */
+function runStatusEntry(metadata: Readonly<Record<string, string>>, key: string): ThreadRunStatus {
+  const name = (metadata[key] ?? "").toUpperCase().replace(/^THREAD_RUN_STATUS_/, "");
+  const value = (ThreadRunStatus as unknown as Record<string, unknown>)[name];
+  return typeof value === "number" ? (value as ThreadRunStatus) : ThreadRunStatus.UNSPECIFIED;
+}
+
+/**
+ * ABORTED: the attempt a join (or an attached retry) followed was lost (`RUN_ATTEMPT_LOST`): its
+ * server crashed, was stopped past its lease, or a later request superseded it, after the events
+ * it had written, which the stream delivered. Final for that attempt: `threads.stream` sends its
+ * request again and `joinRun` by `requestId` follows the next attempt, unless `reconnect: false`.
+ */
+export class RunAttemptLost extends ReasonError {
+  override name = "RunAttemptLost";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "RUN_ATTEMPT_LOST";
+  /** The lost attempt; "" when the server sent none. */
+  get runId(): string {
+    return this.metadata["run_id"] ?? "";
+  }
+  /** The request it served. */
+  get requestId(): string {
+    return this.metadata["request_id"] ?? "";
+  }
+  /** The sequence of the attempt's last written event; 0n when not sent. */
+  get lastSequence(): bigint {
+    return bigintEntry(this.metadata, "last_sequence");
+  }
+  /** The request's status now (RUNNING when a next attempt runs it); UNSPECIFIED when not sent. */
+  get requestStatus(): ThreadRunStatus {
+    return runStatusEntry(this.metadata, "request_status");
+  }
+  /** The request's next attempt, once one runs; "" until then. */
+  get nextRunId(): string {
+    return this.metadata["next_run_id"] ?? "";
+  }
+}
+
+/**
+ * FAILED_PRECONDITION: the attempt's event log is past its retention, or was never recorded (its
+ * server had the log off) (`RUN_EVENTS_EXPIRED`). The result stays readable: a retry of
+ * `requestId` replays it, and `threads.checkpoint(threadId, revision)` has its state.
+ */
+export class RunEventsExpired extends ReasonError {
+  override name = "RunEventsExpired";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "RUN_EVENTS_EXPIRED";
+  /** The attempt joined; "" when the server sent none. */
+  get runId(): string {
+    return this.metadata["run_id"] ?? "";
+  }
+  /** The request it served. */
+  get requestId(): string {
+    return this.metadata["request_id"] ?? "";
+  }
+  /** The request's status; UNSPECIFIED when not sent. */
+  get requestStatus(): ThreadRunStatus {
+    return runStatusEntry(this.metadata, "request_status");
+  }
+  /** The last checkpoint the request committed; 0n when none. */
+  get revision(): bigint {
+    return bigintEntry(this.metadata, "revision");
+  }
+  /** `retention` (the log expired) or `not_recorded` (it was never kept); "" when not sent. */
+  get why(): string {
+    return this.metadata["why"] ?? "";
+  }
+}
+
+/**
+ * RESOURCE_EXHAUSTED: the replica already serves its `--max-followers` joins, attached retries and
+ * watches (`FOLLOWER_LIMIT_REACHED`, a server reason). Nothing was started: try again later or on
+ * another replica.
+ */
+export class FollowerLimitReached extends ReasonError {
+  override name = "FollowerLimitReached";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "FOLLOWER_LIMIT_REACHED";
+  /** The replica's `--max-followers`; 0 when not sent. */
+  get limit(): number {
+    return numberEntry(this.metadata, "limit");
+  }
+}
+
 /** The class of each of `ThreadService`'s reasons, for `ThreadlineError.from`. */
 const BY_REASON: ReadonlyMap<string, new (cause: ConnectError) => ThreadlineError> = new Map(
   [
@@ -347,5 +439,8 @@ const BY_REASON: ReadonlyMap<string, new (cause: ConnectError) => ThreadlineErro
     LeaseLost,
     StoreUnavailable,
     ListenerTooSlow,
+    RunAttemptLost,
+    RunEventsExpired,
+    FollowerLimitReached,
   ].map((kind) => [kind.REASON, kind] as const),
 );

@@ -37,19 +37,22 @@ export { childAnswer, childRunning, pendingChildren } from "./children.js";
 export type { ChildRunInput, PendingChild } from "./children.js";
 export { decodeMessage, decodeState, encodeMessage, encodeState } from "./codec.js";
 export type { Format } from "./codec.js";
-export { RUN_RETRIES, ThreadRunStream, Threads, newRequestId } from "./threads.js";
+export { RECONNECT_RETRIES, RUN_RETRIES, ThreadRunStream, Threads, newRequestId } from "./threads.js";
 export type {
   ClientToolInput,
   CreateThreadOptions,
   ExpectedRevisionOptions,
   ForkThreadOptions,
   GetThreadOptions,
+  JoinRunOptions,
   ListCheckpointsOptions,
   ListThreadsOptions,
   ListThreadsPageOptions,
   Revision,
   ThreadRunInput,
   ThreadRunOutcome,
+  ThreadUpdate,
+  WatchThreadOptions,
 } from "./threads.js";
 export {
   answers,
@@ -66,12 +69,15 @@ export type { Answer, AnswerOptions, ApproveOptions, CallRef, PendingCall } from
 export {
   CheckpointNotFound,
   Code,
+  FollowerLimitReached,
   LeaseLost,
   ListenerTooSlow,
   ProtocolError,
   RequestIdReused,
   RequestInterrupted,
   RevisionConflict,
+  RunAttemptLost,
+  RunEventsExpired,
   RunNotFound,
   StoreUnavailable,
   THREADLINE_ERROR_DOMAIN,

@@ -7,9 +7,9 @@
  *
  * - Every run request carries a `requestId`, fresh (`req-<32 hex>`) unless the caller gives one.
  *   The server answers a request ID once: a retry gets the stored outcome (`replayed`), never a
- *   second run. So `run` retries UNAVAILABLE and transport failures with the same ID, up to
- *   `RUN_RETRIES` times within its deadline; `stream` does not retry, but exposes its `requestId`
- *   so a host can.
+ *   second run (a retry while it runs attaches to it). So `run` retries UNAVAILABLE and transport
+ *   failures with the same ID, up to `RUN_RETRIES` times within its deadline, and `stream`
+ *   reconnects a broken stream by joining its run from the last sequence it yielded.
  * - A thread run outlives its RPC: leaving a stream early, a deadline or a dropped connection
  *   stops the events, not the run, which goes on to commit. Stop a run with `cancel`.
  * - A thread run's `RunResult` has no `state`; the state is the checkpoint at the outcome's
@@ -33,10 +33,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
-import type { Client } from "@connectrpc/connect";
+import type { Client, CallOptions as ConnectCallOptions } from "@connectrpc/connect";
 
-import { type CallOptions, call, connectOptions, required, streamEvents } from "./calls.js";
-import { ThreadlineError } from "./errors.js";
+import { type CallOptions, type PackedEvents, call, connectOptions, required, serverStream, streamEvents } from "./calls.js";
+import { ListenerTooSlow, RunAttemptLost, ThreadlineError } from "./errors.js";
 import type {
   DeferredToolRequests,
   DeferredToolResultsSchema,
@@ -54,17 +54,28 @@ import type { HarnessState } from "./gen/threadline/v1/state_pb.js";
 import type { Checkpoint, Thread, ThreadRunStatus } from "./gen/threadline/v1/thread_pb.js";
 import { ThreadStatus } from "./gen/threadline/v1/thread_pb.js";
 import {
+  type JoinThreadRunRequest,
   type ListThreadsResponse,
   ThreadRunSpecSchema,
   type ThreadRunSpec,
   type ThreadService,
   ThreadView,
+  type WatchThreadResponse,
 } from "./gen/threadline/v1/thread_service_pb.js";
 
 /** How many times `Threads.run` sends a request again after UNAVAILABLE, with the same request ID. */
 export const RUN_RETRIES = 3;
 /** Milliseconds before the first retry of `Threads.run`; doubled before each next one. */
 const RETRY_BACKOFF_MS = 200;
+/**
+ * How many times in a row a thread run stream (`stream`, `joinRun`) or `watchThread` reconnects
+ * after a transport failure without receiving anything in between, 200 ms apart and doubling; also
+ * how many times a stream follows a lost attempt's next one.
+ */
+export const RECONNECT_RETRIES = 5;
+
+/** One message of `watchThread`: the thread (BASIC view) now, its `changeSequence`, and the `changes` since the last. */
+export type ThreadUpdate = WatchThreadResponse;
 
 /** A fresh request ID, `req-<32 lowercase hex>`: what the SDK sends unless the caller gives one. */
 export function newRequestId(): string {
@@ -173,6 +184,29 @@ export interface ThreadRunInput extends CallOptions {
   clientTools?: ClientToolInput[];
   /** Limits on the run's model usage; default the agent's own. */
   usageLimits?: MessageInitShape<typeof UsageLimitsSchema>;
+  /**
+   * `stream` only: reconnect a broken stream by joining its run, and send the request again when
+   * its attempt is lost (default true). `false`: the first error ends the stream.
+   */
+  reconnect?: boolean;
+}
+
+/** Which attempt `Threads.joinRun` follows, from where, and the call's options. */
+export interface JoinRunOptions extends CallOptions {
+  /** The attempt to follow (`RunEvent.runId`, `Thread.lease.runId`); any attempt's. */
+  runId?: string;
+  /** Follow this request's latest attempt, and its next one when that attempt is lost. With `runId`, both must name one request. */
+  requestId?: string;
+  /** Only the events with a greater sequence (a stream that broke after k continues with k); default from the first (0). */
+  afterSequence?: bigint | number;
+  /** Reconnect after a transport failure (default true); `false`: the first error ends the stream. */
+  reconnect?: boolean;
+}
+
+/** Options of `Threads.watchThread`: `signal`, `headers`; `timeoutMs` (default none) bounds each call. */
+export interface WatchThreadOptions extends CallOptions {
+  /** Reconnect after a transport failure, to a new snapshot (default true). */
+  reconnect?: boolean;
 }
 
 /** How a `Threads` reaches the server: the client's `ThreadService` client and its defaults. */
@@ -190,8 +224,13 @@ export interface ThreadsConfig {
  * event after each checkpoint the run commits; the terminal commit's comes right before
  * `result`. Leaving a `for await` loop early (or `close()`, a deadline, an aborted signal) ends
  * the call, not the run: the run goes on to its terminal commit on the server. To learn its
- * outcome, send the same request again with `requestId: stream.requestId`; to stop it,
- * `threads.cancel`. To read some events and then the rest, call `next()` and then `collect()`.
+ * outcome, send the same request again with `requestId: stream.requestId`, or `joinRun` its
+ * `runId` from `lastSequence`; to stop it, `threads.cancel`. To read some events and then the
+ * rest, call `next()` and then `collect()`. `joinRun` returns one too, for a run it follows.
+ *
+ * Unless `reconnect: false`, the stream reconnects by itself after a transport failure
+ * (UNAVAILABLE, a broken connection): it joins the attempt again from the last sequence it
+ * yielded, so no event comes twice and none is lost.
  */
 export class ThreadRunStream implements AsyncIterableIterator<RunEvent, void> {
   /** The thread the request runs. */
@@ -201,6 +240,8 @@ export class ThreadRunStream implements AsyncIterableIterator<RunEvent, void> {
   #revision = 0n;
   #replayed = false;
   #result: RunResult | undefined;
+  #runId = "";
+  #lastSequence: bigint | undefined;
   readonly #events: AsyncGenerator<RunEvent, void, undefined>;
 
   /**
@@ -221,6 +262,16 @@ export class ThreadRunStream implements AsyncIterableIterator<RunEvent, void> {
   /** The revision of the latest checkpoint the stream reported committed; 0n before any. */
   get revision(): bigint {
     return this.#revision;
+  }
+
+  /** The attempt the stream follows (the run ID of its last event); "" before the first. */
+  get runId(): string {
+    return this.#runId;
+  }
+
+  /** The sequence of the last event yielded; undefined before the first (`joinRun`'s `afterSequence` to continue). */
+  get lastSequence(): bigint | undefined {
+    return this.#lastSequence;
   }
 
   /** True once the stream showed that it replays an already finished request. */
@@ -274,6 +325,8 @@ export class ThreadRunStream implements AsyncIterableIterator<RunEvent, void> {
   }
 
   #accept(event: RunEvent): void {
+    this.#runId = event.runId;
+    this.#lastSequence = event.sequence;
     switch (event.event.case) {
       case "threadCommitted":
         this.#revision = event.event.value.revision;
@@ -445,26 +498,110 @@ export class Threads {
    * const { result, revision, replayed } = stream.outcome!;
    * ```
    *
-   * Nothing is retried: after a transport error, send the same request again with
-   * `requestId: stream.requestId` (a finished run is replayed, a running one is `ThreadBusy`).
-   * Errors are thrown while iterating: e.g. `ThreadBusy`, `RevisionConflict`,
-   * `ThreadNotSuspended`, `RequestIdReused`, or a `DEFERRED_*` reason for the answers;
-   * `ListenerTooSlow` when the loop fell too far behind the run, which goes on.
+   * The stream reconnects by itself unless `reconnect: false`: after a transport failure
+   * (UNAVAILABLE, a broken connection) it joins its run (`JoinThreadRun` with the run ID and the
+   * last sequence it yielded), so the loop sees every event of the attempt once, in order; before
+   * the first event it sends the request again with the same `requestId`, which attaches to a run
+   * that started. When the attempt is lost (`RunAttemptLost`: its server crashed or was stopped
+   * past its lease) it sends its request again (same `requestId`): the next attempt's events
+   * follow, from its `runStarted`. Giving up (`RECONNECT_RETRIES` in a row), it throws the last
+   * error. `timeoutMs` bounds the whole stream, reconnects included.
+   *
+   * With `reconnect: false` nothing is retried: after a transport error, send the same request
+   * again with `requestId: stream.requestId` (a finished run is replayed, a running one attached to
+   * from its first event), or `joinRun` from `stream.lastSequence`. Errors are thrown while
+   * iterating: e.g. `ThreadBusy`, `RevisionConflict`, `ThreadNotSuspended`, `RequestIdReused`, or a
+   * `DEFERRED_*` reason for the answers.
    *
    * @throws TypeError at once when `input` has both `text` and `parts`.
    */
   stream(threadId: string, input: ThreadRunInput = {}): ThreadRunStream {
     const spec = runSpec(threadId, input);
-    const options = connectOptions(input, this.#runTimeoutMs);
+    const { reconnect = true } = input;
     const maxEventsPerMessage = this.#maxEventsPerMessage;
-    return new ThreadRunStream(threadId, spec.requestId, (accept) =>
-      streamEvents(
+    const calls = this.#runCalls(threadId, input);
+    const send = () =>
+      calls.open(
         (callOptions) => this.service.streamThreadRun({ spec, maxEventsPerMessage }, callOptions),
-        options,
         "StreamThreadRunResponse.event or .events",
-        accept,
-      ),
-    );
+      );
+    const reopen: Reopen = (lost, at) => (lost === undefined && at !== undefined ? calls.join({ runId: at.runId, afterSequence: at.sequence }) : send());
+    return new ThreadRunStream(threadId, spec.requestId, (accept) => follow(send(), reconnect ? reopen : undefined, accept, input.signal));
+  }
+
+  /**
+   * Follow one attempt of a thread run (`JoinThreadRun`): the events it already wrote, then each
+   * new one as it is written, no gap and no repeat, ending as the run does (its `result`, or the
+   * run's own error). A finished run in retention is replayed the same way. The events are those
+   * `stream` yields, with the same sequences and contents, read the same way.
+   *
+   * ```ts
+   * const joined = client.threads.joinRun(threadId, { runId }); // or { requestId }; neither: the running one, else the latest
+   * for await (const event of joined) { ... }
+   * const rest = client.threads.joinRun(threadId, { runId, afterSequence: 41n }); // the events after 41
+   * ```
+   *
+   * It reconnects by itself unless `reconnect: false`: after a transport failure it joins again
+   * from the last sequence it yielded. Joined by `requestId`, when the attempt is lost
+   * (`RunAttemptLost`) it follows the request's next attempt once one runs, from that attempt's
+   * first event (a new `runId`), waiting for one up to `RECONNECT_RETRIES` times (200 ms,
+   * doubling); joined by `runId` only, a lost attempt ends it with the error.
+   *
+   * Other ends: `RunEventsExpired` (the log is past its retention or was never recorded: a retry of
+   * its request replays the result), `RunNotFound`, `ThreadNotFound`, `FollowerLimitReached`, and
+   * `Code.Unimplemented` from a server started with `--event-log off`.
+   */
+  joinRun(threadId: string, options: JoinRunOptions = {}): ThreadRunStream {
+    const { runId = "", requestId = "", afterSequence, reconnect = true } = options;
+    const calls = this.#runCalls(threadId, options);
+    const first = () => calls.join({ runId, requestId, afterSequence: afterSequence === undefined ? undefined : BigInt(afterSequence) });
+    const reopen: Reopen = (lost, at) => {
+      if (lost === undefined) {
+        return at !== undefined ? calls.join({ runId: at.runId, afterSequence: at.sequence }) : first();
+      }
+      if (requestId === "") {
+        return undefined;
+      }
+      // The next attempt once one runs; until then the request's latest, the lost one again (whose
+      // events are not yielded twice).
+      return calls.join({ runId: lost.nextRunId, requestId });
+    };
+    return new ThreadRunStream(threadId, requestId, (accept) => follow(first(), reconnect ? reopen : undefined, accept, options.signal));
+  }
+
+  /**
+   * Watch a thread (`WatchThread`): first a snapshot (`changes` = `[ThreadChange.SNAPSHOT]`), then
+   * one update per change of what `Thread` shows (`COMMITTED`, `RUN_STARTED`, `RUN_ENDED`,
+   * `ROLLED_BACK`, `QUEUE`, `LEASE_EXPIRED`; several in one when a slow reader's changes merged).
+   *
+   * ```ts
+   * for await (const { thread, changeSequence, changes } of client.threads.watchThread(threadId)) { ... }
+   * ```
+   *
+   * After a transport failure it reconnects (unless `reconnect: false`, up to `RECONNECT_RETRIES`
+   * times in a row) and yields the new snapshot. Leaving the loop ends the call.
+   *
+   * @throws ThreadNotFound when the thread is deleted (or does not exist); `FollowerLimitReached`;
+   *   `Code.Canceled` when `signal` aborts; the transport's error after the last retry.
+   */
+  async *watchThread(threadId: string, options: WatchThreadOptions = {}): AsyncGenerator<ThreadUpdate, void, undefined> {
+    const { reconnect = true, ...rest } = options;
+    let failures = 0;
+    for (;;) {
+      try {
+        for await (const update of serverStream((callOptions) => this.service.watchThread({ threadId }, callOptions), connectOptions(rest, 0))) {
+          failures = 0;
+          yield update;
+        }
+        return; // the server ended the watch (not a conforming server's way)
+      } catch (err) {
+        const error = ThreadlineError.from(err);
+        if (!reconnect || !retryable(error, rest.signal) || ++failures > RECONNECT_RETRIES) {
+          throw error;
+        }
+        await backoff(failures, rest.signal);
+      }
+    }
   }
 
   /**
@@ -524,6 +661,90 @@ export class Threads {
   #unary(options: CallOptions) {
     return connectOptions(options, this.#unaryTimeoutMs);
   }
+
+  /**
+   * The calls of one thread run stream: each opened with what is left of the stream's deadline
+   * (`options.timeoutMs`, default the client's `runTimeoutMs`), so reconnects stay within it.
+   */
+  #runCalls(threadId: string, options: CallOptions) {
+    const timeoutMs = options.timeoutMs ?? this.#runTimeoutMs;
+    const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : undefined;
+    const maxEventsPerMessage = this.#maxEventsPerMessage;
+    const open = (start: (callOptions: ConnectCallOptions) => AsyncIterable<PackedEvents>, what: string) => {
+      const left = deadline === undefined ? 0 : Math.max(1, deadline - Date.now());
+      return streamEvents(start, connectOptions({ ...options, timeoutMs: left }, 0), what);
+    };
+    const join = (request: Partial<Pick<JoinThreadRunRequest, "runId" | "requestId" | "afterSequence">>) =>
+      open(
+        (callOptions) => this.service.joinThreadRun({ threadId, maxEventsPerMessage, ...request }, callOptions),
+        "JoinThreadRunResponse.event or .events",
+      );
+    return { open, join };
+  }
+}
+
+/** Where a thread run stream stands: the attempt of its last event and that event's sequence. */
+interface Position {
+  readonly runId: string;
+  readonly sequence: bigint;
+}
+
+/**
+ * How a thread run stream opens again: after a transport failure (`lost` undefined; `at` where it
+ * stands, undefined before its first event), or after its attempt was lost. Undefined: it cannot.
+ */
+type Reopen = (lost: RunAttemptLost | undefined, at: Position | undefined) => AsyncGenerator<RunEvent, void, undefined> | undefined;
+
+/**
+ * The events of a thread run stream across its calls: `events` first, then, after an error a
+ * reconnect cures, what `reopen` opens, each event once (an event of the same attempt at or below
+ * the last sequence yielded is dropped) and seen by `accept` before it is yielded.
+ */
+async function* follow(
+  events: AsyncGenerator<RunEvent, void, undefined>,
+  reopen: Reopen | undefined,
+  accept: (event: RunEvent) => void,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<RunEvent, void, undefined> {
+  let at: Position | undefined;
+  let failures = 0; // reconnects since the last event
+  let lost = 0; // lost attempts followed since the last new attempt
+  for (;;) {
+    try {
+      for await (const event of events) {
+        if (at !== undefined && event.runId === at.runId && event.sequence <= at.sequence) {
+          continue; // already yielded
+        }
+        if (event.runId !== at?.runId) {
+          lost = 0; // the first event, or the first of a next attempt
+        }
+        at = { runId: event.runId, sequence: event.sequence };
+        failures = 0;
+        accept(event);
+        yield event;
+      }
+      return;
+    } catch (err) {
+      const error = ThreadlineError.from(err);
+      let next: AsyncGenerator<RunEvent, void, undefined> | undefined;
+      if (reopen !== undefined && error instanceof RunAttemptLost && ++lost <= RECONNECT_RETRIES) {
+        await backoff(lost, signal);
+        next = reopen(error, at);
+      } else if (reopen !== undefined && (retryable(error, signal) || error instanceof ListenerTooSlow) && ++failures <= RECONNECT_RETRIES) {
+        await backoff(failures, signal);
+        next = reopen(undefined, at);
+      }
+      if (next === undefined) {
+        throw error;
+      }
+      events = next;
+    }
+  }
+}
+
+/** Wait before the `attempt`th retry (from 1): 200 ms, doubling; `Code.Canceled` when `signal` aborts. */
+async function backoff(attempt: number, signal: AbortSignal | undefined): Promise<void> {
+  await call(sleep(RETRY_BACKOFF_MS * 2 ** (attempt - 1), undefined, signal === undefined ? {} : { signal }));
 }
 
 /** The `ThreadRunSpec` of a run request, with a fresh request ID unless the caller gave one. */

@@ -942,6 +942,46 @@ describe("example host", () => {
     assert.ok(later.stdout.includes(`is now at revision ${afterwards.revision}\n`), later.stdout);
   });
 
+  test("--join prints a run's events and --watch the thread's changes", async () => {
+    const thread = await client.threads.create();
+    const watcher = spawn(process.execPath, ["--import", TSX, HOST, "--addr", server.baseUrl, "--thread", thread.threadId, "--watch"], {
+      cwd: PACKAGE_DIR,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let watched = "";
+    let errors = "";
+    watcher.stdout.setEncoding("utf8").on("data", (chunk: string) => (watched += chunk));
+    watcher.stderr.setEncoding("utf8").on("data", (chunk: string) => (errors += chunk));
+    const exited = new Promise<number | null>((resolve) => watcher.on("close", resolve));
+    const until = async (pattern: RegExp) => {
+      const deadline = Date.now() + 30_000;
+      while (!pattern.test(watched)) {
+        assert.ok(Date.now() < deadline, `--watch printed no ${pattern} in 30 s:\n${watched}\n${errors}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    };
+    let outcome;
+    try {
+      await until(/ SNAPSHOT: IDLE at revision /);
+      outcome = await client.threads.run(thread.threadId, { text: "lookup grpc" });
+      await until(/RUN_ENDED/);
+      assert.match(watched, /RUN_STARTED/);
+      assert.match(watched, /COMMITTED/);
+    } finally {
+      watcher.kill("SIGINT");
+    }
+    assert.equal(await exited, 0, errors);
+
+    const runId = outcome.result.runId;
+    const joined = await host(["--thread", thread.threadId, "--join", runId], "");
+    assert.equal(joined.code, 0, joined.stderr);
+    for (const line of ["   0 runStarted " + runId, " toolCall lookup(", " threadCommitted revision ", " result COMPLETED", `(run ${runId}: revision ${outcome.revision})`]) {
+      assert.ok(joined.stdout.includes(line), `--join lacks ${JSON.stringify(line)}:\n${joined.stdout}`);
+    }
+    const latest = await host(["--thread", thread.threadId, "--join", "latest"], "");
+    assert.equal(latest.stdout, joined.stdout);
+  });
+
   test("--thread without a prompt or anything pending asks for a prompt", async () => {
     const idle = await host(["--thread", `thread_host${randomUUID().replaceAll("-", "").slice(0, 12)}`], "");
     assert.equal(idle.code, 2);

@@ -209,6 +209,9 @@ test("each of ThreadService's reasons is its own ThreadlineError", () => {
     sdk.LeaseLost,
     sdk.StoreUnavailable,
     sdk.ListenerTooSlow,
+    sdk.RunAttemptLost,
+    sdk.RunEventsExpired,
+    sdk.FollowerLimitReached, // a server reason, typed for the live runs' calls
   ];
   // The reasons of THREADS.md §3's table, exactly.
   assert.deepEqual(
@@ -226,14 +229,18 @@ test("each of ThreadService's reasons is its own ThreadlineError", () => {
       "LEASE_LOST",
       "STORE_UNAVAILABLE",
       "LISTENER_TOO_SLOW",
+      "RUN_ATTEMPT_LOST",
+      "RUN_EVENTS_EXPIRED",
+      "FOLLOWER_LIMIT_REACHED",
     ],
   );
   // The server's catalogue's rows marked "(threads)": a reason it adds fails here until it has its class.
   const catalogue = readFileSync(new URL("../../../docs/errors.md", import.meta.url), "utf8");
   assert.deepEqual(
-    classes.map((kind) => kind.REASON),
+    classes.filter((kind) => kind !== sdk.FollowerLimitReached).map((kind) => kind.REASON),
     [...catalogue.matchAll(/^\| `([A-Z_]+)` \(threads\) \|/gm)].map((row) => row[1]),
   );
+  assert.match(catalogue, /^\| `FOLLOWER_LIMIT_REACHED` \(server\) \| RESOURCE_EXHAUSTED \|/m);
   for (const kind of classes) {
     const err = ThreadlineError.from(statusWith(kind.REASON));
     assert.ok(err instanceof kind && err instanceof ThreadlineError && err instanceof Error, kind.REASON);
@@ -263,6 +270,38 @@ test("thread reasons' metadata becomes typed properties", () => {
   );
   assert.ok(slow instanceof sdk.ListenerTooSlow);
   assert.deepEqual([slow.threadId, slow.runId, slow.requestId, slow.backlog], ["t-1", "run-3", "req-3", 8192]);
+});
+
+test("live runs' reasons' metadata becomes typed properties", () => {
+  const lost = ThreadlineError.from(
+    statusWith("RUN_ATTEMPT_LOST", {
+      run_id: "run-1",
+      request_id: "req-1",
+      last_sequence: "41",
+      request_status: "THREAD_RUN_STATUS_RUNNING",
+      next_run_id: "run-2",
+    }),
+  );
+  assert.ok(lost instanceof sdk.RunAttemptLost);
+  assert.deepEqual(
+    [lost.runId, lost.requestId, lost.lastSequence, lost.requestStatus, lost.nextRunId],
+    ["run-1", "req-1", 41n, sdk.ThreadRunStatus.RUNNING, "run-2"],
+  );
+  const expired = ThreadlineError.from(
+    statusWith("RUN_EVENTS_EXPIRED", { run_id: "run-3", request_id: "req-3", request_status: "completed", revision: "9", why: "retention" }),
+  );
+  assert.ok(expired instanceof sdk.RunEventsExpired);
+  assert.deepEqual(
+    [expired.runId, expired.requestId, expired.requestStatus, expired.revision, expired.why],
+    ["run-3", "req-3", sdk.ThreadRunStatus.COMPLETED, 9n, "retention"],
+  );
+  const full = ThreadlineError.from(statusWith("FOLLOWER_LIMIT_REACHED", { limit: "1024" }));
+  assert.ok(full instanceof sdk.FollowerLimitReached);
+  assert.equal(full.limit, 1024);
+  // Missing or malformed metadata reads as empty.
+  const bare = ThreadlineError.from(statusWith("RUN_ATTEMPT_LOST", { last_sequence: "x", request_status: "later" }));
+  assert.ok(bare instanceof sdk.RunAttemptLost);
+  assert.deepEqual([bare.runId, bare.lastSequence, bare.requestStatus, bare.nextRunId], ["", 0n, sdk.ThreadRunStatus.UNSPECIFIED, ""]);
 });
 
 test("missing or malformed thread metadata reads as empty", () => {
@@ -504,13 +543,17 @@ test("the package exports exactly its public surface plus the generated contract
     "DEFAULT_MAX_EVENTS_PER_MESSAGE",
     "DEFAULT_RUN_TIMEOUT_MS",
     "DEFAULT_TIMEOUT_MS",
+    "FollowerLimitReached",
     "LeaseLost",
     "ListenerTooSlow",
     "ProtocolError",
+    "RECONNECT_RETRIES",
     "RUN_RETRIES",
     "RequestIdReused",
     "RequestInterrupted",
     "RevisionConflict",
+    "RunAttemptLost",
+    "RunEventsExpired",
     "RunNotFound",
     "StoreUnavailable",
     "THREADLINE_ERROR_DOMAIN",

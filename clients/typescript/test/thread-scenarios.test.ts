@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import { type Server, type Socket, connect, createServer } from "node:net";
 import { describe, test } from "node:test";
 
-import { isMessage } from "@bufbuild/protobuf";
+import { equals, isMessage } from "@bufbuild/protobuf";
 
 import {
   CheckpointKind,
@@ -30,9 +30,14 @@ import {
   ThreadNotFound,
   ThreadNotSuspended,
   ProtocolError,
+  RECONNECT_RETRIES,
   RUN_RETRIES,
+  RunEventSchema,
+  ThreadChange,
+  type ThreadUpdate,
   StreamThreadRunResponseSchema,
   ThreadRunStatus,
+  type ThreadRunOutcome,
   type ThreadRunStream,
   ThreadStatus,
   ThreadStoreKind,
@@ -43,6 +48,7 @@ import {
   createThreadlineClient,
   deny,
   externalResult,
+  newRequestId,
   pendingCalls,
 } from "../src/index.js";
 import { isThreadlineError } from "./checks.js";
@@ -465,8 +471,7 @@ describe("cancel, busy, conflict", () => {
 
       for (const busyCall of [
         () => client.threads.run(thread.threadId, { text: "hello" }),
-        // A retry of the running request itself: busy too, with its own request ID.
-        () => client.threads.run(thread.threadId, { text: "sleep 30", requestId: stream.requestId }),
+        // (A retry of the running request itself attaches to it instead: LIVE §2.5, below.)
         () => client.threads.delete(thread.threadId),
       ]) {
         await assert.rejects(busyCall(), (err: unknown) => {
@@ -701,11 +706,16 @@ describe("the SDK's own handling of thread runs", () => {
     }
   });
 
-  test("stream does not retry", async () => {
+  test("stream sends its request again RECONNECT_RETRIES times before its first event; reconnect: false never", async () => {
     const { client: lost, sent } = await unreachable();
     try {
-      await assert.rejects(lost.threads.stream("thread_x", { text: "hello" }).collect(), isThreadlineError(Code.Unavailable));
+      await assert.rejects(lost.threads.stream("thread_x", { text: "hello", reconnect: false }).collect(), isThreadlineError(Code.Unavailable));
       assert.deepEqual(sent, ["stream"]);
+      sent.length = 0;
+      const started = Date.now();
+      await assert.rejects(lost.threads.stream("thread_x", { text: "hello" }).collect(), isThreadlineError(Code.Unavailable));
+      assert.deepEqual(sent, Array(RECONNECT_RETRIES + 1).fill("stream"));
+      assert.ok(Date.now() - started >= 200 + 400 + 800 + 1600 + 3200, "200 ms before the first retry, doubling");
     } finally {
       lost.close();
     }
@@ -765,6 +775,248 @@ async function cuttingProxy(upstream: string): Promise<{ addr: string; seen: str
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy();
         proxy.close(() => resolve());
+      }),
+  };
+}
+
+describe("live runs: join, reconnect, watch, attach", () => {
+  /** Every event of a thread run stream, and its outcome. */
+  async function drain(stream: ThreadRunStream): Promise<{ events: RunEvent[]; outcome: ThreadRunOutcome }> {
+    const events = await all(stream);
+    const outcome = stream.outcome;
+    assert.ok(outcome !== undefined, `no result after ${cases(events).join(" ")}`);
+    return { events, outcome };
+  }
+
+  /** The same events: the same sequences, the same contents (what the server encoded once). */
+  function sameEvents(got: RunEvent[], want: RunEvent[], what: string): void {
+    assert.deepEqual(cases(got), cases(want), what);
+    assert.deepEqual(
+      got.map((event) => event.sequence),
+      want.map((event) => event.sequence),
+      what,
+    );
+    got.forEach((event, i) => assert.ok(equals(RunEventSchema, event, want[i]!), `${what}: event ${i}`));
+  }
+
+  /** The events of `stream` up to its first tool call. */
+  async function untilToolCall(stream: ThreadRunStream): Promise<RunEvent[]> {
+    const events: RunEvent[] = [];
+    for (;;) {
+      const next = await stream.next();
+      assert.ok(next.done !== true, `the stream ended before a tool call: ${cases(events).join(" ")}`);
+      events.push(next.value);
+      if (next.value.event.case === "toolCall") return events;
+    }
+  }
+
+  test("a finished run joined from its first event yields the events of its stream", async () => {
+    const thread = await client.threads.create();
+    const { events: streamed, outcome } = await drain(client.threads.stream(thread.threadId, { text: "lookup grpc" }));
+    assert.ok(cases(streamed).includes("toolCall"));
+    assert.equal(streamed.at(-1)?.event.case, "result");
+
+    const joined = await drain(client.threads.joinRun(thread.threadId, { runId: outcome.result.runId }));
+    sameEvents(joined.events, streamed, "join by run ID");
+    assert.equal(joined.outcome.revision, outcome.revision);
+    assert.equal(joined.outcome.replayed, false);
+
+    // Its request names the same attempt; no name at all, the thread's latest.
+    const next = client.threads.stream(thread.threadId, { text: "hello" });
+    await drain(next);
+    const byRequest = await drain(client.threads.joinRun(thread.threadId, { requestId: next.requestId }));
+    const latest = await drain(client.threads.joinRun(thread.threadId));
+    sameEvents(byRequest.events, latest.events, "join by request ID vs the latest");
+    assert.notEqual(latest.events[0]!.runId, outcome.result.runId);
+
+    await assert.rejects(all(client.threads.joinRun(thread.threadId, { runId: `run-${randomUUID().replaceAll("-", "")}` })), RunNotFound);
+    await assert.rejects(all(client.threads.joinRun(freshId("missing"))), ThreadNotFound);
+  });
+
+  test("a join after sequence k yields exactly the events after k", async () => {
+    const thread = await client.threads.create();
+    const { events: streamed, outcome } = await drain(client.threads.stream(thread.threadId, { text: "lookup grpc" }));
+    for (const k of [0n, streamed[Math.floor(streamed.length / 2)]!.sequence, streamed.at(-2)!.sequence]) {
+      const { events } = await drain(client.threads.joinRun(thread.threadId, { runId: outcome.result.runId, afterSequence: k }));
+      sameEvents(
+        events,
+        streamed.filter((event) => event.sequence > k),
+        `after ${k}`,
+      );
+    }
+  });
+
+  test("a stream cut mid-run is resumed with no event lost or repeated", async () => {
+    const thread = await client.threads.create();
+    const forwarder = await tcpForwarder(new URL(server.baseUrl).host);
+    const cut = createThreadlineClient({ baseUrl: forwarder.addr, token: TOKEN, timeoutMs: 30_000, runTimeoutMs: 60_000 });
+    try {
+      const stream = cut.threads.stream(thread.threadId, { text: "sleep 3" });
+      const got = await untilToolCall(stream);
+      forwarder.cut(300);
+      const rest = await drain(stream);
+      got.push(...rest.events);
+      assert.ok(forwarder.accepted >= 2, `${forwarder.accepted} connections: the stream did not reconnect`);
+      assert.equal(rest.outcome.result.status, RunStatus.COMPLETED);
+      // Exactly the uncut stream: what a join from the first event gets once the run ended.
+      const uncut = await drain(client.threads.joinRun(thread.threadId, { runId: rest.outcome.result.runId }));
+      sameEvents(got, uncut.events, "the resumed stream vs the uncut");
+
+      // A join is resumed the same way.
+      const second = cut.threads.stream(thread.threadId, { text: "sleep 3" });
+      const first = await untilToolCall(second);
+      const joining = cut.threads.joinRun(thread.threadId, { runId: first[0]!.runId });
+      const joined = await untilToolCall(joining);
+      forwarder.cut(300);
+      joined.push(...(await drain(joining)).events);
+      first.push(...(await drain(second)).events);
+      sameEvents(joined, first, "the resumed join vs the resumed stream");
+
+      // Opted out, the cut ends the stream as before; the run goes on and commits.
+      const optedOut = cut.threads.stream(thread.threadId, { text: "sleep 3", reconnect: false });
+      const before = await untilToolCall(optedOut);
+      forwarder.cut(0);
+      await assert.rejects(all(optedOut), (err: unknown) => {
+        assert.ok(err instanceof ThreadlineError && err.reason === "", String(err));
+        return true;
+      });
+      const after = await drain(
+        client.threads.joinRun(thread.threadId, { runId: optedOut.runId, afterSequence: optedOut.lastSequence! }),
+      );
+      assert.equal(after.outcome.result.status, RunStatus.COMPLETED);
+      assert.equal(after.events[0]!.sequence, before.at(-1)!.sequence + 1n);
+    } finally {
+      cut.close();
+      await forwarder.close();
+    }
+  });
+
+  test("a watch sees the snapshot, then a run start, commit and end", async () => {
+    const thread = await client.threads.create();
+    const abort = new AbortController();
+    const updates: ThreadUpdate[] = [];
+    let wake: () => void = () => {};
+    let ended: unknown;
+    const watching = (async () => {
+      try {
+        for await (const update of client.threads.watchThread(thread.threadId, { signal: abort.signal })) {
+          updates.push(update);
+          wake();
+        }
+      } catch (err) {
+        ended = err;
+        wake();
+      }
+    })();
+    const until = async (check: () => boolean, what: string) => {
+      const deadline = Date.now() + 20_000;
+      while (!check()) {
+        assert.ok(ended === undefined, `the watch ended: ${String(ended)}`);
+        assert.ok(Date.now() < deadline, `${what} within 20 s`);
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          setTimeout(resolve, 100);
+        });
+      }
+    };
+    try {
+      await until(() => updates.length > 0, "the snapshot");
+      assert.deepEqual(updates[0]!.changes, [ThreadChange.SNAPSHOT]);
+      assert.equal(updates[0]!.thread?.threadId, thread.threadId);
+
+      const outcome = await client.threads.run(thread.threadId, { text: "hello" });
+      await until(() => updates.some((u) => u.changes.includes(ThreadChange.RUN_ENDED)), "RUN_ENDED");
+      const at = (kind: ThreadChange) => updates.findIndex((u) => u.changes.includes(kind));
+      const [started, committed, ended_] = [at(ThreadChange.RUN_STARTED), at(ThreadChange.COMMITTED), at(ThreadChange.RUN_ENDED)];
+      assert.ok(started > 0 && started <= committed && committed <= ended_, `RUN_STARTED ${started}, COMMITTED ${committed}, RUN_ENDED ${ended_}`);
+      assert.equal(updates.filter((u) => u.changes.includes(ThreadChange.SNAPSHOT)).length, 1);
+      for (let i = 1; i < updates.length; i++) assert.ok(updates[i]!.changeSequence > updates[i - 1]!.changeSequence);
+      const last = updates[ended_]!;
+      assert.deepEqual([last.thread?.status, last.thread?.revision], [ThreadStatus.IDLE, outcome.revision]);
+
+      // Deleting the thread ends the watch NOT_FOUND.
+      await client.threads.delete(thread.threadId);
+      await watching;
+      assert.ok(ended instanceof ThreadNotFound, String(ended));
+    } finally {
+      abort.abort();
+      await watching;
+    }
+  });
+
+  test("a retry of a running request attaches from its first event", async () => {
+    const thread = await client.threads.create();
+    const input = { text: "sleep 3", requestId: newRequestId() };
+    const stream = client.threads.stream(thread.threadId, input);
+    const first = await untilToolCall(stream);
+
+    // Another caller sends the same request while it runs: it attaches, from sequence 0, and
+    // RunThread waits for the same result instead of failing THREAD_BUSY.
+    const other = createThreadlineClient({ baseUrl: server.baseUrl, token: TOKEN, timeoutMs: 30_000 });
+    try {
+      const waited = other.threads.run(thread.threadId, input);
+      const attached = await drain(other.threads.stream(thread.threadId, input));
+      first.push(...(await drain(stream)).events);
+      sameEvents(attached.events, first, "the attached retry vs the first call");
+      assert.equal(attached.events[0]!.sequence, 0n);
+      assert.equal(attached.outcome.replayed, false);
+      const outcome = await waited;
+      assert.deepEqual(
+        [outcome.replayed, outcome.result.runId, outcome.revision],
+        [false, attached.outcome.result.runId, attached.outcome.revision],
+      );
+    } finally {
+      other.close();
+    }
+    // Once it ended, the same request is a replay, as before.
+    assert.ok((await client.threads.run(thread.threadId, input)).replayed);
+  });
+});
+
+/**
+ * A loopback TCP forwarder to `upstream` (`host:port`) whose connections the test cuts at once:
+ * `cut(ms)` closes every open one and refuses new ones (accepts and closes them) for `ms`.
+ */
+async function tcpForwarder(
+  upstream: string,
+): Promise<{ addr: string; readonly accepted: number; cut(refuseMs: number): void; close(): Promise<void> }> {
+  const url = new URL(`http://${upstream}`);
+  const sockets = new Set<Socket>();
+  let accepted = 0;
+  let refuseUntil = 0;
+  const forwarder: Server = createServer((downstream) => {
+    accepted++;
+    downstream.on("error", () => {});
+    if (Date.now() < refuseUntil) {
+      downstream.destroy();
+      return;
+    }
+    const up = connect(Number(url.port), url.hostname.replace(/^\[|\]$/g, ""));
+    for (const socket of [downstream, up]) {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+      socket.on("error", () => {}); // the cut, seen from either side
+    }
+    downstream.pipe(up);
+    up.pipe(downstream);
+  });
+  await new Promise<void>((resolve) => forwarder.listen(0, "127.0.0.1", resolve));
+  const address = forwarder.address();
+  assert.ok(address !== null && typeof address === "object");
+  const cut = (refuseMs: number) => {
+    refuseUntil = Date.now() + refuseMs;
+    for (const socket of sockets) socket.destroy();
+  };
+  return {
+    addr: `127.0.0.1:${address.port}`,
+    get accepted() {
+      return accepted;
+    },
+    cut,
+    close: () =>
+      new Promise<void>((resolve) => {
+        cut(0);
+        forwarder.close(() => resolve());
       }),
   };
 }

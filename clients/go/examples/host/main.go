@@ -12,6 +12,8 @@
 //	go run ./examples/host -thread thread_mine "delete notes.txt"   # the server keeps the thread
 //	go run ./examples/host -thread thread_mine "count"              # same thread, by its ID only
 //	go run ./examples/host -thread thread_mine                      # answer what it waits on
+//	go run ./examples/host -thread thread_mine -join run-…          # follow a run (or replay it)
+//	go run ./examples/host -thread thread_mine -watch               # print the thread's changes
 //
 // With -state (HarnessService) the host owns the thread: after every run it writes the state to
 // the file, proto3 JSON when its name ends in .json, binary protobuf otherwise. When the parent
@@ -21,7 +23,9 @@
 //
 // With -thread (ThreadService) the host keeps nothing: the server stores the thread under that ID
 // (created on first use) with its pending batch, so a later session, from anywhere, answers what
-// is pending by running the host again without a prompt.
+// is pending by running the host again without a prompt. -join prints the events of one of its
+// runs, live or finished, from another terminal or machine (the SDK reconnects a broken stream);
+// -watch prints every change of the thread until Ctrl-C.
 package main
 
 import (
@@ -56,9 +60,12 @@ func main() {
 	fork := flag.Bool("fork", false, "fork the stored thread into a new one (which the file then holds) before running")
 	threadID := flag.String("thread", "", "keep no file: run the thread the server keeps under this ID (created on first use)")
 	agent := flag.String("agent", "", "the agent to run (default: the server's default agent); with -thread, when the thread is created")
+	join := flag.String("join", "", "with -thread: print the events of this run (a run ID, or \"latest\"), live or finished, instead of running")
+	watch := flag.Bool("watch", false, "with -thread: print the thread's changes until Ctrl-C, instead of running")
 	flag.Usage = func() {
 		out := flag.CommandLine.Output()
-		fmt.Fprintf(out, "usage: %s [flags] PROMPT\n       %s -thread ID [flags] [PROMPT]\n", filepath.Base(os.Args[0]), filepath.Base(os.Args[0]))
+		name := filepath.Base(os.Args[0])
+		fmt.Fprintf(out, "usage: %s [flags] PROMPT\n       %s -thread ID [flags] [PROMPT]\n       %s -thread ID -join RUN | -watch\n", name, name, name)
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -66,7 +73,8 @@ func main() {
 	flag.Visit(func(f *flag.Flag) { stateSet = stateSet || f.Name == "state" || f.Name == "fork" })
 	switch {
 	case *threadID != "" && (stateSet || flag.NArg() > 1),
-		*threadID == "" && flag.NArg() != 1:
+		*threadID == "" && (flag.NArg() != 1 || *join != "" || *watch),
+		(*join != "" || *watch) && (flag.NArg() > 0 || (*join != "" && *watch)):
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -82,9 +90,14 @@ func main() {
 		opts = append(opts, threadline.WithTLS(nil))
 	}
 	var err error
-	if *threadID != "" {
+	switch {
+	case *join != "":
+		err = follow(ctx, *addr, opts, *threadID, *join)
+	case *watch:
+		err = watchThread(ctx, *addr, opts, *threadID)
+	case *threadID != "":
 		err = h.runThread(ctx, *addr, opts, *threadID, flag.Arg(0))
-	} else {
+	default:
 		err = h.run(ctx, *addr, opts, flag.Arg(0), *fork)
 	}
 	if err != nil {
@@ -257,6 +270,88 @@ func (h *host) driveThread(ctx context.Context, threads *threadline.Threads, thr
 		}
 		run = &threadline.ThreadRun{Answers: answers.Results()}
 	}
+}
+
+// follow prints every event of one run of the thread (runID, or "latest": the running one, else
+// the last), from its first, as they are written, then how it ended.
+func follow(ctx context.Context, addr string, opts []threadline.Option, threadID, runID string) error {
+	c, err := threadline.Dial(addr, opts...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	join := threadline.JoinRun{RunID: runID}
+	if runID == "latest" {
+		join.RunID = ""
+	}
+	s := c.Threads().JoinRun(ctx, threadID, join)
+	defer s.Close()
+	for s.Receive() {
+		ev := s.Msg()
+		fmt.Printf("%4d %s%s\n", ev.GetSequence(), kindOf(ev), detail(ev))
+	}
+	outcome, err := s.Collect()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("(run %s: revision %d)\n", s.RunID(), outcome.Revision)
+	return report(outcome.Result)
+}
+
+// kindOf names an event's case, e.g. "tool_call".
+func kindOf(ev *threadline.RunEvent) string {
+	m := ev.ProtoReflect()
+	if fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("event")); fd != nil {
+		return string(fd.Name())
+	}
+	return "?"
+}
+
+// detail is what -join prints after an event's kind.
+func detail(ev *threadline.RunEvent) string {
+	switch {
+	case ev.GetRunStarted() != nil:
+		return " " + ev.GetRunId()
+	case ev.GetToolCall() != nil:
+		return fmt.Sprintf(" %s(%s)", ev.GetToolCall().GetToolName(), ev.GetToolCall().GetArgsJson())
+	case ev.GetToolResult() != nil:
+		r := ev.GetToolResult()
+		return fmt.Sprintf(" %s %s: %s", r.GetToolName(), strings.TrimPrefix(r.GetOutcome().String(), "TOOL_OUTCOME_"), r.GetContentJson())
+	case ev.GetThreadCommitted() != nil:
+		return fmt.Sprintf(" revision %d", ev.GetThreadCommitted().GetRevision())
+	case ev.GetEventsOmitted() != nil:
+		o := ev.GetEventsOmitted()
+		return fmt.Sprintf(" %d..%d %s", o.GetFirstSequence(), ev.GetSequence(), strings.TrimPrefix(o.GetReason().String(), "OMISSION_REASON_"))
+	case ev.GetResult() != nil:
+		return " " + strings.TrimPrefix(ev.GetResult().GetStatus().String(), "RUN_STATUS_")
+	}
+	return ""
+}
+
+// watchThread prints the thread's snapshot, then each change, until Ctrl-C or its deletion.
+func watchThread(ctx context.Context, addr string, opts []threadline.Option, threadID string) error {
+	c, err := threadline.Dial(addr, opts...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for u, err := range c.Threads().WatchThread(ctx, threadID) {
+		if err != nil {
+			return err
+		}
+		var kinds []string
+		for _, k := range u.GetChanges() {
+			kinds = append(kinds, strings.TrimPrefix(k.String(), "THREAD_CHANGE_"))
+		}
+		th := u.GetThread()
+		line := fmt.Sprintf("%d %s: %s at revision %d", u.GetChangeSequence(), strings.Join(kinds, ","),
+			strings.TrimPrefix(th.GetStatus().String(), "THREAD_STATUS_"), th.GetRevision())
+		if lease := th.GetLease(); lease != nil {
+			line += ", run " + lease.GetRunId()
+		}
+		fmt.Println(line)
+	}
+	return nil
 }
 
 // report says how the last run ended: nil for COMPLETED, printing its output.
