@@ -268,11 +268,18 @@ HOSTILE_TEXT = [
 ]
 """Plain strings: empty, huge, control characters, look-alikes of ids."""
 
+
+def json_containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Lists and objects of `inner` (a def, not a lambda: hypothesis reads its source to check that it
+    recurses, which a lambda sharing its line with others can defeat)."""
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+
+
 json_texts = st.sampled_from(HOSTILE_JSON) | st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    json_containers,
     max_leaves=8,
-).map(lambda value: json.dumps(value))
+).map(json.dumps)
 texts = (st.sampled_from(HOSTILE_TEXT) | st.text(max_size=24)).filter(
     lambda text: "sleep" not in text.lower()
 )
@@ -1106,7 +1113,7 @@ def b64(data: bytes) -> str:
 
 POSITIONS = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    json_containers,
     max_leaves=6,
 )
 """Any JSON value: what a forged token's position might hold."""

@@ -210,8 +210,13 @@ async def test_the_host_watches_a_thread_until_it_is_deleted(
         snapshot = (await asyncio.wait_for(watcher.stdout.readline(), 60)).decode()
         assert snapshot.split()[1:] == ["SNAPSHOT", "IDLE", "revision", str(thread.revision)]
         outcome = await client.threads.run(thread.thread_id, text="hello")
+        seen: list[str] = []
+        while not seen or "RUN_ENDED" not in seen[-1]:  # delete only once the watch saw the run end
+            seen.append((await asyncio.wait_for(watcher.stdout.readline(), 60)).decode())
+            assert seen[-1], "the watcher ended early"
         await client.threads.delete(thread.thread_id)
-        out, err = await asyncio.wait_for(watcher.communicate(), 60)
+        rest, err = await asyncio.wait_for(watcher.communicate(), 60)
+        out = "".join(seen).encode() + rest
     finally:
         if watcher.returncode is None:
             watcher.kill()

@@ -798,10 +798,12 @@ async def test_a_lost_attempt_is_followed_into_the_next_one(
                     if event.tool_call is not None:
                         break  # inside the 3 s sleep
                 lost_run = received[0].run_id
+                following = aiter(joined)
+                followed = [await anext(following)]  # the join follows the running attempt now
                 relay.point_to(second.addr)
                 first.process.kill()  # kill -9 of the run's server
                 received += [event async for event in stream]
-                followed = [event async for event in joined]
+                followed += [event async for event in following]
 
         starts = [i for i, event in enumerate(received) if event.run_started is not None]
         assert len(starts) == 2 and stream.reconnects >= 2, "joined, lost, then the request again"
