@@ -101,14 +101,27 @@ class Hub:
             if signal.users == 0 and signals.get(key) is signal:
                 del signals[key]
 
-    def poke(self, thread_id: str, run_id: str = "") -> None:
-        """Something of the thread (and of its attempt `run_id`) was written; callable from any thread."""
+    def poke(self, thread_id: str, run_id: str = "", *, changed: bool = True) -> None:
+        """The thread (`changed`: what `Thread` shows) and its attempt `run_id`'s log were written;
+        callable from any thread."""
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody follows anymore
-            self._loop.call_soon_threadsafe(self._fire, thread_id, run_id)
+            self._loop.call_soon_threadsafe(self._fire, thread_id, run_id, changed)
 
-    def _fire(self, thread_id: str, run_id: str) -> None:
+    def noted(self, thread_id: str, change_seq: int, run_id: str) -> None:
+        """A `threadline_thread` notification from another replica (callable from any thread): the thread
+        changed when its change sequence is not the one last seen, and `run_id`'s log was written."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._noted, thread_id, change_seq, run_id)
+
+    def _noted(self, thread_id: str, change_seq: int, run_id: str) -> None:
+        changed = self._seen.changes.get(thread_id) != change_seq
+        if changed and thread_id in self._threads:
+            self._seen.changes[thread_id] = change_seq
+        self._fire(thread_id, run_id, changed)
+
+    def _fire(self, thread_id: str, run_id: str, changed: bool) -> None:
         signal = self._threads.get(thread_id)
-        if signal is not None:
+        if signal is not None and changed:
             signal.fire()
         if run_id:
             attempt = self._attempts.get((thread_id, run_id))

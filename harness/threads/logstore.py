@@ -295,7 +295,7 @@ class LogStore:
             write_log(conn, thread_id, write, now)
             notify_thread(conn, thread_id, run_id=write.run_id, last_sequence=write.last)
             asked = _CANCEL_ASKED.first(conn, key(thread_id))
-        self._hub.poke(thread_id, write.run_id)
+        self._hub.poke(thread_id, write.run_id, changed=False)
         return asked is not None and bool(asked.cancel_requested)
 
     @offloaded(read=True)
@@ -354,7 +354,7 @@ class LogStore:
             if marked is not None:
                 notify_thread(conn, thread_id, run_id=run_id, last_sequence=last_sequence)
         if marked is not None:
-            self._hub.poke(thread_id, run_id)
+            self._hub.poke(thread_id, run_id, changed=False)
         return marked is not None
 
     @offloaded(read=False)

@@ -46,13 +46,14 @@ class CancelListener:
         conninfo: str,
         loop: asyncio.AbstractEventLoop,
         deliver: Callable[[str, str], None],
-        changed: Callable[[str, str], None] | None = None,
+        changed: Callable[[str, int, str], None] | None = None,
     ) -> None:
         self._conninfo = conninfo
         self._loop = loop
         self._deliver = deliver
         self._changed = changed
-        """Called (from the listening thread) for each `threadline_thread` note: thread id, run id."""
+        """Called (from the listening thread) for each `threadline_thread` note: thread id, its change
+        sequence, run id."""
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="threadline-cancels", daemon=True)
         self._thread.start()
@@ -86,11 +87,11 @@ class CancelListener:
         if self._changed is None:
             return
         try:
-            thread_id, _change, run_id, _last = json.loads(text)
+            thread_id, change, run_id, _last = json.loads(text)
         except (ValueError, TypeError):
             return
-        if isinstance(thread_id, str) and isinstance(run_id, str):
-            self._changed(thread_id, run_id)  # thread-safe: it only schedules a wake-up on the loop
+        if isinstance(thread_id, str) and isinstance(run_id, str) and isinstance(change, int):
+            self._changed(thread_id, change, run_id)  # thread-safe: it only schedules a wake-up on the loop
 
     def _hand_over(self, text: str) -> None:
         try:

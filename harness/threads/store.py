@@ -172,7 +172,7 @@ class ThreadStore:
         """
         if self.database.conninfo is not None and self._listener is None:
             self._listener = CancelListener(
-                self.database.conninfo, asyncio.get_running_loop(), deliver, self.hub.poke
+                self.database.conninfo, asyncio.get_running_loop(), deliver, self.hub.noted
             )
 
     def close(self) -> None:
@@ -500,7 +500,8 @@ class ThreadStore:
                     last_sequence=-1 if log is None else log.last,
                 )
         if checkpoint is not None or finish is not None or (log is not None and log.count):
-            self.hub.poke(thread_id, "" if log is None else log.run_id)
+            changed = checkpoint is not None or finish is not None
+            self.hub.poke(thread_id, "" if log is None else log.run_id, changed=changed)
         return Committed(head, expires, written)
 
     @offloaded(read=False)
