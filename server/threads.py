@@ -388,14 +388,12 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             ids.update(run_id=run_id, request_id=request_id)
             if (metrics := CURRENT.get()) is not None:
                 metrics.thread_joins.inc()
-            outbox: Outbox[Numbered] = Outbox(
-                _sent_as_is,
-                per_message=request.max_events_per_message,
-                window_s=self._pack_window_s,
-                max_bytes=self._max_message_bytes,
-            )
             responses = pump(
-                context, events, outbox, service="threads", fields=lambda: {"method": "JoinThreadRun", **ids}
+                context,
+                events,
+                self._outbox(request.max_events_per_message),
+                service="threads",
+                fields=lambda: {"method": "JoinThreadRun", **ids},
             )
             async with aclosing(responses):
                 async for response in responses:
@@ -423,6 +421,15 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
         except Exception as error:
             LOGGER.error("request_crashed", exc_info=error, extra={"fields": {"method": "WatchThread"}})
             await abort(context, internal_error(thread_id=request.thread_id[:256]))
+
+    def _outbox(self, per_message: int) -> Outbox[Numbered]:
+        """The outbox of a stream of an attempt's events, each sent as the attempt encoded it."""
+        return Outbox(
+            _sent_as_is,
+            per_message=per_message,
+            window_s=self._pack_window_s,
+            max_bytes=self._max_message_bytes,
+        )
 
     def _start(self, spec: thread_service_pb2.ThreadRunSpec) -> ThreadRun:
         return self._h.run(run_request_from_pb(spec))
@@ -458,16 +465,10 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             run = self._start(request.spec)
         except (HarnessError, ServerError) as error:
             await abort(context, error)
-        outbox: Outbox[Numbered] = Outbox(
-            _sent_as_is,
-            per_message=request.max_events_per_message,
-            window_s=self._pack_window_s,
-            max_bytes=self._max_message_bytes,
-        )
         responses = pump(
             context,
             _listened(run),
-            outbox,
+            self._outbox(request.max_events_per_message),
             service="threads",
             fields=lambda: {"method": "StreamThreadRun", **_ids(run)},
         )

@@ -19,7 +19,7 @@ from pydantic_ai.usage import RunUsage
 from harness import ClientTool, DeferredToolRequests, DeferredToolResume
 from harness.deferred import DeferredToolCall
 from harness.errors import ErrorCode, HarnessError, ThreadError
-from harness.threads.begin import Refuse, Replay, RunAttempt, decide
+from harness.threads.begin import Attach, Refuse, Replay, RunAttempt, decide
 from harness.threads.outcome import ThreadRunOutcome
 from harness.threads.records import Attempt, Lease, RunRow, ThreadRow
 from harness.threads.request import ThreadRunRequest
@@ -61,8 +61,8 @@ def thread(**changes: Any) -> ThreadRow:
     return dataclasses.replace(row, **changes)
 
 
-def lease(expires: float) -> Lease:
-    return Lease(run_id="run-other", request_id="req-other", replica="r1", expires=expires)
+def lease(expires: float, *, request_id: str = "req-other") -> Lease:
+    return Lease(run_id="run-other", request_id=request_id, replica="r1", expires=expires)
 
 
 def request(**changes: Any) -> ThreadRunRequest:
@@ -130,6 +130,8 @@ def summary(decision: Any) -> tuple[Any, ...]:
         return ("refuse", decision.error.code)
     if isinstance(decision, Replay):
         return ("replay", decision.outcome.run_id)
+    if isinstance(decision, Attach):
+        return ("attach", decision.run_id)
     assert isinstance(decision, RunAttempt)
     resume = None
     if decision.resume is not None:
@@ -228,7 +230,13 @@ CASES: dict[str, tuple[ThreadRow, RunRow | None, ThreadRunRequest, tuple[Any, ..
         request(),
         refused(ErrorCode.REQUEST_INTERRUPTED),
     ),
-    "retry: a running record under a live lease is busy": (
+    "retry: its own record running under a live lease attaches to that attempt (LIVE §2.5)": (
+        thread(lease=lease(NOW + 5, request_id="req-1")),
+        record("running", of=request(expected_revision=2)),
+        request(expected_revision=2),
+        ("attach", "run-other"),
+    ),
+    "retry: a running record under another request's live lease is busy": (
         thread(lease=lease(NOW + 5)),
         record("running"),
         request(),

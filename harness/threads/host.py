@@ -26,7 +26,7 @@ from ..state import HarnessState
 from .cache import CachedHead, HeadCache
 from .codec import state_parts
 from .eventlog import Encoder, LogSettings, Numbered
-from .join import ChangeKind, attempt_of, follow, watch
+from .join import ChangeKind, attempt_of, follow_on, watch
 from .outcome import ThreadRunOutcome
 from .pages import PageTokens
 from .records import CheckpointKind, CheckpointRow, Head, RunRowStatus, ThreadRow, ThreadStatus
@@ -399,16 +399,7 @@ class DurableHost:
         """
         thread = await self.thread(thread_id)
         run_id, request_id = await attempt_of(self.store, thread, run_id=run_id, request_id=request_id)
-        events = follow(
-            self.store,
-            thread_id=thread_id,
-            run_id=run_id,
-            after=after,
-            ttl=self.lease_ttl,
-            retention=self.log_settings.retention_s,
-            encode=self.encode,
-        )
-        return run_id, request_id, events
+        return run_id, request_id, follow_on(self, thread_id, run_id, after=after)
 
     def watch(self, thread_id: str) -> AsyncGenerator[tuple[ThreadRow, tuple[ChangeKind, ...]], None]:
         """`WatchThread` (LIVE §2.7): the thread's snapshot, then one per change."""

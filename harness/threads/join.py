@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncGenerator
-from typing import Literal
+from typing import Literal, Protocol
 
 from ..errors import ErrorCode, HarnessError, InputError, ThreadError
-from .eventlog import Encoder, Numbered
+from .eventlog import Encoder, LogSettings, Numbered
 from .logstore import LogRow
 from .outcome import ThreadRunOutcome
 from .records import RunRow, ThreadRow
 from .store import ThreadStore, not_found
 
-__all__ = ("ChangeKind", "attempt_of", "follow", "watch")
+__all__ = ("ChangeKind", "Following", "attempt_of", "follow", "follow_on", "watch")
 
 ChangeKind = Literal[
     "snapshot", "committed", "run_started", "run_ended", "rolled_back", "queue", "lease_expired"
@@ -67,6 +67,28 @@ async def attempt_of(
         f"Thread {thread.thread_id!r} has had no run.",
         code=ErrorCode.RUN_NOT_FOUND,
         details={"thread_id": thread.thread_id},
+    )
+
+
+class Following(Protocol):
+    """What a follower needs of its host (`DurableHost`, a run's `RunHost`)."""
+
+    store: ThreadStore
+    lease_ttl: float
+    encode: Encoder | None
+    log_settings: LogSettings
+
+
+def follow_on(host: Following, thread_id: str, run_id: str, *, after: int) -> AsyncGenerator[Numbered, None]:
+    """`follow` with the host's store, lease and log settings."""
+    return follow(
+        host.store,
+        thread_id=thread_id,
+        run_id=run_id,
+        after=after,
+        ttl=host.lease_ttl,
+        retention=host.log_settings.retention_s,
+        encode=host.encode,
     )
 
 

@@ -31,7 +31,7 @@ from .commits import Committer, append
 from .eventlog import AttemptLog, Numbered
 from .items import TERMINAL_KIND as _KIND
 from .items import replay
-from .join import follow
+from .join import follow_on
 from .lease import LeaseKeeper, Lost
 from .outcome import ThreadCommittedEvent, ThreadRunOutcome
 from .records import CheckpointKind, Head, RunRowStatus, StateParts, ThreadRow
@@ -113,7 +113,7 @@ class ThreadRun:
             yield entry
         error = entry.error
         if isinstance(error, ThreadError) and error.code == ErrorCode.LISTENER_TOO_SLOW and self._recorded:
-            async for event in self._follow(self.request.thread_id, self.run_id, after=last):
+            async for event in follow_on(self._host, self.request.thread_id, self.run_id, after=last):
                 yield event
             return
         if error is not None:
@@ -265,20 +265,8 @@ class ThreadRun:
             raise busy(thread, lease)
         self.run_id, self._recorded = run_id, True
         with host.follower_slot():
-            async for event in self._follow(thread.thread_id, run_id, after=-1):
+            async for event in follow_on(self._host, thread.thread_id, run_id, after=-1):
                 yield event
-
-    def _follow(self, thread_id: str, run_id: str, *, after: int) -> AsyncIterator[Numbered]:
-        host = self._host
-        return follow(
-            host.store,
-            thread_id=thread_id,
-            run_id=run_id,
-            after=after,
-            ttl=host.lease_ttl,
-            retention=host.log_settings.retention_s,
-            encode=host.encode,
-        )
 
 
 class _Holder:
