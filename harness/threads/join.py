@@ -240,15 +240,26 @@ async def watch(
 
 
 async def _changes(store: ThreadStore, last: ThreadRow, current: ThreadRow) -> tuple[ChangeKind, ...]:
-    found: list[ChangeKind] = []
-    if current.revision > last.revision:
-        head = await store.checkpoint(current.thread_id, current.revision)
-        rolled = head is not None and getattr(head, "kind", "") == "rolled_back"
-        found.append("rolled_back" if rolled else "committed")
+    """What changed between the snapshot sent last and the thread now, in the order it happened. A run
+    that started and ended between two reads is named by the checkpoint it left as head."""
     before, now = last.live_lease, current.live_lease
-    if now is not None and (before is None or before.run_id != now.run_id):
-        found.append("run_started")
+    shown = None if before is None else before.run_id
+    started = now is not None and now.run_id != shown
+    ended: ChangeKind | None = None
     if before is not None and (now is None or now.run_id != before.run_id):
         expired = current.lease is not None and current.lease.run_id == before.run_id
-        found.append("lease_expired" if expired else "run_ended")
+        ended = "lease_expired" if expired else "run_ended"
+    committed: ChangeKind | None = None
+    if current.revision > last.revision:
+        head = await store.checkpoint(current.thread_id, current.revision)
+        kind = getattr(head, "kind", "")
+        committed = "rolled_back" if kind == "rolled_back" else "committed"
+        ran = getattr(head, "run_id", "")
+        if ran and ran != shown and (now is None or now.run_id != ran):
+            started, ended = True, ended or "run_ended"  # it ran entirely between the two reads
+    found: list[ChangeKind] = ["run_started"] if started else []
+    if committed is not None:
+        found.append(committed)
+    if ended is not None:
+        found.append(ended)
     return tuple(found)
