@@ -227,9 +227,9 @@ async def test_a_live_run_is_joined_elsewhere_and_a_retry_attaches(
 
 
 async def test_kill_9_of_the_holder_ends_a_join_elsewhere_with_run_attempt_lost(
-    pg_pair: list[Replica],
+    pair: list[Replica],
 ) -> None:
-    holder, other = pg_pair
+    holder, other = pair
     a, b = stub_of(holder), stub_of(other)
     await create(a, "thread_lost")
     call = a.StreamThreadRun(
@@ -255,6 +255,45 @@ async def test_kill_9_of_the_holder_ends_a_join_elsewhere_with_run_attempt_lost(
     other.gate.touch()
     retried = await b.RunThread(ts.RunThreadRequest(spec=spec("thread_lost", "lost", HELD)), timeout=DEADLINE)
     assert retried.result.run_id != head[0].run_id and not retried.replayed
+    # The join changed nothing of what ran: write_note started once, on the killed holder, and its
+    # recovery (the default tool recovery) did not run it again.
+    assert list(executions(holder.log, "write_note").values()) == [1]
+    assert executions(other.log, "write_note") == {}
+
+
+async def test_a_holder_stalled_past_its_lease_is_lost_for_its_joiners_and_writes_nothing_more(
+    pair: list[Replica],
+) -> None:
+    """SIGSTOP of the holder past TTL x 4/3: a join elsewhere ends RUN_ATTEMPT_LOST (the joiner marked the
+    log lost); after SIGCONT the holder's stream ends LEASE_LOST and its log is as the joiner left it."""
+    holder, other = pair
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_stalled")
+    call = a.StreamThreadRun(
+        ts.StreamThreadRunRequest(spec=spec("thread_stalled", "st", HELD)), timeout=DEADLINE
+    )
+    head = await until(call, "tool_call")
+    await holder.wait_for_marker("tool:write_note")
+    joined = b.JoinThreadRun(
+        ts.JoinThreadRunRequest(thread_id="thread_stalled", request_id="st"), timeout=DEADLINE
+    )
+    assert wire(await until(joined, "tool_call")) == wire(head)
+    holder.stalled()
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await events(joined)
+    finally:
+        holder.gate.touch()  # once resumed, the tool returns and the holder tries to go on
+        holder.resumed()
+    code, reason, lost = refusal(caught.value)
+    assert (code, reason) == (grpc.StatusCode.ABORTED, "RUN_ATTEMPT_LOST")
+    with pytest.raises(grpc.aio.AioRpcError) as stopped:
+        await events(call)
+    assert refusal(stopped.value)[1] == "LEASE_LOST"
+    code, reason, again = await join_refused(b, "thread_stalled", run_id=head[0].run_id)
+    assert reason == "RUN_ATTEMPT_LOST" and again["last_sequence"] == lost["last_sequence"]
+    thread = await b.GetThread(ts.GetThreadRequest(thread_id="thread_stalled"))
+    assert thread.thread.revision == 1 or thread.thread.head.run_id == head[0].run_id
 
 
 # -- watch -------------------------------------------------------------------------------------------
