@@ -466,3 +466,69 @@ async def test_followers_beyond_the_limit_are_refused_before_anything_is_written
         assert reason == "RUN_NOT_FOUND", "the slot was given back"
     finally:
         server.close()
+
+
+async def test_a_watcher_that_reads_nothing_is_sent_fewer_newer_snapshots(tmp_path: Path) -> None:
+    """Changes that arrive while a watcher is not reading merge into its next message: through hundreds of
+    changes it is sent what its flow-control window holds plus the newest snapshot, never a backlog."""
+    url = f"sqlite:{tmp_path / 'threads.sqlite3'}"
+    server = await asyncio.to_thread(_one, url, tmp_path)
+    labels = {f"k{i}": "v" * 250 for i in range(32)}  # about 8 KiB a message: few fit in 64 KiB
+    try:
+        stub = stub_of(server)
+        await stub.CreateThread(
+            ts.CreateThreadRequest(thread_id="thread_busy", agent="default", labels=labels)
+        )
+        options = [("grpc.http2.bdp_probe", 0)]  # the receive window stays at its initial 64 KiB
+        async with grpc.aio.insecure_channel(server.address, options=options) as channel:
+            watch = ThreadServiceStub(channel).WatchThread(
+                ts.WatchThreadRequest(thread_id="thread_busy"), timeout=DEADLINE * 3
+            )
+            first = await watch.read()
+            for turn in range(100):  # a Begin and its commits each: hundreds of changes
+                await stub.RunThread(
+                    ts.RunThreadRequest(spec=spec("thread_busy", f"t{turn}", "hello")), timeout=DEADLINE
+                )
+            final = (await stub.GetThread(ts.GetThreadRequest(thread_id="thread_busy"))).thread
+            received = [first]
+            while received[-1].thread.revision != final.revision or received[-1].thread.HasField("lease"):
+                received.append(await asyncio.wait_for(watch.read(), DEADLINE))
+            watch.cancel()
+    finally:
+        server.close()
+    sequences = [message.change_sequence for message in received]
+    assert sequences == sorted(set(sequences)), "each message newer than the last"
+    changes = received[-1].change_sequence - first.change_sequence
+    assert changes >= 200, "a Begin and at least one commit a turn"
+    assert len(received) <= 40, f"{len(received)} messages for {changes} changes: a backlog, not the newest"
+
+
+async def test_500_followers_of_one_run_receive_the_same_events(tmp_path: Path) -> None:
+    url = f"sqlite:{tmp_path / 'threads.sqlite3'}"
+    server = await asyncio.to_thread(_one, url, tmp_path)
+    try:
+        stub = stub_of(server)
+        await create(stub, "thread_crowd")
+        call = stub.StreamThreadRun(
+            ts.StreamThreadRunRequest(spec=spec("thread_crowd", "c", HELD)), timeout=DEADLINE
+        )
+        head = await until(call, "tool_call")
+        await server.wait_for_marker("tool:write_note")
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            followers = ThreadServiceStub(channel)
+            joins = [
+                followers.JoinThreadRun(
+                    ts.JoinThreadRunRequest(thread_id="thread_crowd", run_id=head[0].run_id),
+                    timeout=DEADLINE * 2,
+                )
+                for _ in range(500)
+            ]
+            prefixes = await asyncio.gather(*(until(join, "tool_call") for join in joins))
+            server.gate.touch()
+            whole = head + await events(call)
+            rests = await asyncio.gather(*(events(join) for join in joins))
+    finally:
+        server.close()
+    assert whole[-1].WhichOneof("event") == "result"
+    for prefix, rest in zip(prefixes, rests, strict=True):
+        assert wire(prefix + rest) == wire(whole)
