@@ -296,6 +296,42 @@ async def test_a_holder_stalled_past_its_lease_is_lost_for_its_joiners_and_write
     assert thread.thread.revision == 1 or thread.thread.head.run_id == head[0].run_id
 
 
+async def test_a_join_keeps_following_when_its_replicas_listener_connection_is_killed(
+    pg_store: PgStore, tmp_path: Path
+) -> None:
+    """`pg_terminate_backend` of every listening connection mid-join: the 1 s poll still wakes the
+    follower, and the join gets every event with no gap."""
+    holder, other = await asyncio.to_thread(
+        start_replicas, pg_store.url, pg_store.env, tmp_path, 2, lease_ttl=3
+    )
+    try:
+        a, b = stub_of(holder), stub_of(other)
+        await create(a, "thread_unheard")
+        call = a.StreamThreadRun(
+            ts.StreamThreadRunRequest(spec=spec("thread_unheard", "u", HELD)), timeout=DEADLINE
+        )
+        head = await until(call, "tool_call")
+        await holder.wait_for_marker("tool:write_note")
+        joined = b.JoinThreadRun(
+            ts.JoinThreadRunRequest(thread_id="thread_unheard", request_id="u"), timeout=DEADLINE
+        )
+        assert wire(await until(joined, "tool_call")) == wire(head)
+        database = pg_store.url.rsplit("/", 1)[-1]
+        with pg_store.cluster.connect(database) as conn:
+            killed = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = %s AND query LIKE 'LISTEN%%'",
+                (database,),
+            ).fetchone()
+        assert killed is not None and killed[0] >= 1
+        holder.gate.touch()
+        whole = head + await events(call)
+        assert wire(head + await events(joined)) == wire(whole)
+    finally:
+        holder.close()
+        other.close()
+
+
 # -- watch -------------------------------------------------------------------------------------------
 
 
