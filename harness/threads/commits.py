@@ -134,7 +134,7 @@ def settle(log: AttemptLog, row: LogRow | None, lease: LeaseKeeper, thread_id: s
     Raises:
         Lost: the log is no longer this attempt's to write.
     """
-    if row is None or row.status != "open":
+    if row is None or row.status != "open" or row.last_sequence == log.written:  # the last: never expected
         error = lease_lost(thread_id)
         lease.lose(error)
         raise Lost(error)
