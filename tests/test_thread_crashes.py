@@ -5,7 +5,8 @@ its own, or on a fresh PostgreSQL database; starts a run whose prompt names the 
 waits for the agent's marker and kills the server with SIGKILL. On SQLite a new server starts on the
 same file; on PostgreSQL a second replica, running since the test began, takes over. The old lease must expire before the thread can be
 taken, so the retry (the same `request_id`, the same body) is repeated while the answer is
-`THREAD_BUSY`. Then the history (from `GetCheckpoint`), the checkpoints and the agent's tool log (one
+`THREAD_BUSY`, or `RUN_ATTEMPT_LOST` (the retry attached to the dead attempt until its lease was over,
+LIVE §2.5). Then the history (from `GetCheckpoint`), the checkpoints and the agent's tool log (one
 fsynced line per execution) show what the crash did: every accepted external result and denial is in
 the history once, a positive approval is never reused (the unknown result, or a fresh approval under
 `ALWAYS`), no call of a tool that is not recovery-retryable ran twice under `DECLARED` or `NEVER`, and
@@ -241,14 +242,17 @@ async def run_until_killed(
 async def retry_while_busy(
     stub: Stub, run: thread_service_pb2.ThreadRunSpec, *, holder: str
 ) -> thread_service_pb2.RunThreadResponse:
-    """`RunThread` again and again while the killed run's lease (request `holder`) is still live."""
+    """`RunThread` again and again while the killed run's lease (request `holder`) is still live: a
+    retry of that same request attaches to the dead attempt and ends `RUN_ATTEMPT_LOST` once its lease
+    is over (LIVE §2.5); another request is `THREAD_BUSY`. The next retry becomes the next attempt."""
     deadline = time.monotonic() + DEADLINE
     while True:
         try:
             return await run_thread(stub, run)
         except grpc.aio.AioRpcError as error:
             info = error_info(error)
-            if error.code() != grpc.StatusCode.ABORTED or info is None or info.reason != "THREAD_BUSY":
+            waiting = ("THREAD_BUSY", "RUN_ATTEMPT_LOST")
+            if error.code() != grpc.StatusCode.ABORTED or info is None or info.reason not in waiting:
                 raise
             assert info.metadata["request_id"] == holder
             assert time.monotonic() < deadline, "the killed server's lease never expired"

@@ -8,6 +8,7 @@ stop the run it started.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -311,21 +312,21 @@ async def test_a_retried_answer_is_applied_once(stub: Stub) -> None:
     assert parts == [("tool-call", approval.tool_call_id), ("tool-return", approval.tool_call_id)]
 
 
-async def test_a_retry_while_the_run_goes_is_busy_then_gets_the_stored_result(stub: Stub) -> None:
+async def test_a_retry_while_the_run_goes_attaches_then_gets_the_stored_result(stub: Stub) -> None:
+    """LIVE §2.5: a retry of the running request is not refused: it follows that run to its result."""
     thread = await create_thread(stub)
     request_id = new_request_id()
     call = stub.StreamThreadRun(
         ts.StreamThreadRunRequest(spec=thread_spec(thread.thread_id, text="sleep 3", request_id=request_id))
     )
     seen = await until_tool_runs(call)
-    sent = datetime.now(UTC)
-    code, reason, meta = await refused(
+    attached = asyncio.ensure_future(
         run_thread(stub, thread.thread_id, text="sleep 3", request_id=request_id)
     )
-    assert (code, reason) == (Code.ABORTED, "THREAD_BUSY")
-    assert_busy(meta, run_id=seen[0].run_id, request_id=request_id, sent=sent)
     async for response in call:
         seen += events_of(response)
+    waited = await attached
+    assert not waited.replayed and waited.result == seen[-1].result and waited.result.run_id == seen[0].run_id
     stored = await run_thread(stub, thread.thread_id, text="sleep 3", request_id=request_id)
     assert stored.replayed and stored.result == seen[-1].result
     assert completed_output(stored.result) == "Tool results: sleep: Slept 3 s."
@@ -340,16 +341,9 @@ async def test_a_dropped_stream_does_not_stop_its_run(stub: Stub) -> None:
     seen = await until_tool_runs(call)
     run_id = seen[0].run_id
     call.cancel()
-    # The run goes on without its caller: a retry meanwhile finds it holding the thread.
-    code, reason, meta = await refused(
-        run_thread(stub, thread.thread_id, text="sleep 4", request_id=request_id)
-    )
-    assert (code, reason, meta["request_id"], meta["run_id"]) == (
-        Code.ABORTED,
-        "THREAD_BUSY",
-        request_id,
-        run_id,
-    )
+    # The run goes on without its caller: a retry meanwhile attaches to it and gets its result.
+    attached = await run_thread(stub, thread.thread_id, text="sleep 4", request_id=request_id)
+    assert attached.result.run_id == run_id and not attached.replayed
     done = await settled(stub, thread.thread_id)
     assert done.head.kind == thread_pb2.CHECKPOINT_KIND_COMPLETED, "committed as if the client were there"
     stored = await run_thread(stub, thread.thread_id, text="sleep 4", request_id=request_id)

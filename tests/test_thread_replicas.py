@@ -302,14 +302,15 @@ async def blocked_run(replica: Replica, stub: Stub, thread_id: str, request_id: 
 
 
 async def while_busy(make: Callable[[], Awaitable[Any]], *, holder: str) -> Any:
-    """`make()` again and again while a lease of request `holder` holds the thread (until it expires)."""
+    """`make()` again and again while a lease of request `holder` holds the thread (until it expires).
+    A retry of `holder` itself attaches to the dead attempt and ends `RUN_ATTEMPT_LOST` (LIVE §2.5)."""
     deadline = time.monotonic() + DEADLINE
     while True:
         try:
             return await make()
         except grpc.aio.AioRpcError as error:
             code, reason, meta = refusal(error)
-            if (code, reason) != (Code.ABORTED, "THREAD_BUSY"):
+            if (code, reason) not in ((Code.ABORTED, "THREAD_BUSY"), (Code.ABORTED, "RUN_ATTEMPT_LOST")):
                 raise
             assert meta["request_id"] == holder, meta
             assert time.monotonic() < deadline, "the lease never expired"
