@@ -18,7 +18,7 @@ from ..errors import ErrorCode, HarnessError, ThreadError
 from .outcome import ThreadRunOutcome
 from .records import THREAD_STATUS_NAMES, RunRow, ThreadRow
 from .request import ThreadRunRequest
-from .store import busy, conflict
+from .store import busy, conflict, interrupted
 
 __all__ = ("Attach", "Decision", "Refuse", "Replay", "RunAttempt", "decide")
 
@@ -80,13 +80,7 @@ def decide(thread: ThreadRow, record: RunRow | None, request: ThreadRunRequest) 
             assert record.outcome is not None
             return Replay(record.outcome)
         if record.status == "interrupted":
-            return Refuse(
-                ThreadError(
-                    f"Request {request.request_id!r} was interrupted and superseded; read the thread.",
-                    code=ErrorCode.REQUEST_INTERRUPTED,
-                    details={"run_id": record.run_id, "revision": record.committed_revision},
-                )
-            )
+            return Refuse(interrupted(request.request_id, record.run_id, record.committed_revision))
     elif request.expected_revision and request.expected_revision != thread.revision:
         return Refuse(conflict(thread))
     lease = thread.live_lease

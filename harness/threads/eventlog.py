@@ -205,11 +205,11 @@ class AttemptLog:
         self._omitting = None
         self._mark(first, last, reason)
 
-    def _mark(self, first: int, last: int, reason: OmissionReason) -> None:
+    def _mark(self, first: int, last: int, reason: OmissionReason, *, front: bool = False) -> None:
         assert self._encode is not None
         marker = EventsOmitted(self._thread_id, self.run_id, first, last, reason, datetime.now(UTC))
         data = self._encode(marker, last)  # a marker is small: the reserve always has room for it
-        self._buffer_event(last, data)
+        self._buffer_event(last, data, front=front)
 
     def _buffer_event(self, sequence: int, data: bytes, *, front: bool = False) -> None:
         if not self._buffer:
@@ -274,14 +274,7 @@ class AttemptLog:
             return
         dropped_first, dropped_last = last + 1, self.written
         self.written = last
-        self._mark_front(dropped_first, dropped_last)
-
-    def _mark_front(self, first: int, last: int) -> None:
-        assert self._encode is not None
-        marker = EventsOmitted(
-            self._thread_id, self.run_id, first, last, "store_unavailable", datetime.now(UTC)
-        )
-        self._buffer_event(last, self._encode(marker, last), front=True)
+        self._mark(dropped_first, dropped_last, "store_unavailable", front=True)
 
 
 def _is_delta(item: ThreadRunItem) -> bool:

@@ -18,7 +18,7 @@ from .eventlog import Encoder, LogSettings, Numbered
 from .logstore import LogRow
 from .outcome import ThreadRunOutcome
 from .records import RunRow, ThreadRow
-from .store import ThreadStore, not_found
+from .store import ThreadStore, interrupted, not_found, run_not_found
 
 __all__ = ("ChangeKind", "Following", "attempt_of", "follow", "follow_on", "watch")
 
@@ -43,7 +43,7 @@ async def attempt_of(
     if run_id:
         record = await store.run_of(thread.thread_id, run_id)
         if record is None:
-            raise _run_not_found(thread.thread_id, run_id)
+            raise run_not_found(thread.thread_id, run_id)
         if request_id and record.request_id != request_id:
             raise InputError(
                 f"Run {run_id!r} was not an attempt of request {request_id!r}.",
@@ -54,7 +54,7 @@ async def attempt_of(
     if request_id:
         record = await store.run_record(thread.thread_id, request_id)
         if record is None:
-            raise _run_not_found(thread.thread_id, request_id, field="request_id")
+            raise run_not_found(thread.thread_id, request_id, field="request_id")
         return record.run_id, request_id
     lease = thread.live_lease
     if lease is not None:
@@ -153,11 +153,7 @@ async def _result(store: ThreadStore, row: LogRow, encode: Encoder | None) -> Nu
     if isinstance(outcome, HarnessError):
         raise outcome
     if record is not None and record.status == "interrupted":
-        raise ThreadError(
-            f"Request {row.request_id!r} was interrupted and superseded; read the thread.",
-            code=ErrorCode.REQUEST_INTERRUPTED,
-            details={"run_id": row.run_id, "revision": record.committed_revision},
-        )
+        raise interrupted(row.request_id, row.run_id, record.committed_revision)
     raise await _lost(store, row)
 
 
@@ -186,7 +182,7 @@ async def _no_log(store: ThreadStore, thread_id: str, run_id: str, retention: fl
         return not_found(thread_id)
     record = await store.run_of(thread_id, run_id)
     if record is None:
-        return _run_not_found(thread_id, run_id)
+        return run_not_found(thread_id, run_id)
     started = next((a.start for a in record.attempts if a.run_id == run_id), thread.now)
     why = "retention" if thread.now - started > retention else "not_recorded"
     return ThreadError(
@@ -200,14 +196,6 @@ async def _no_log(store: ThreadStore, thread_id: str, run_id: str, retention: fl
             "revision": record.committed_revision,
             "why": why,
         },
-    )
-
-
-def _run_not_found(thread_id: str, run_id: str, *, field: str = "run_id") -> ThreadError:
-    return ThreadError(
-        f"Thread {thread_id!r} never had a run {run_id!r}.",
-        code=ErrorCode.RUN_NOT_FOUND,
-        details={"thread_id": thread_id, field: run_id},
     )
 
 

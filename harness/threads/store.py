@@ -538,11 +538,7 @@ class ThreadStore:
                 raise not_found(thread_id)
             record = _run_of(conn, thread_id, run_id)
             if record is None:
-                raise ThreadError(
-                    f"Thread {thread_id!r} never had a run {run_id!r}.",
-                    code=ErrorCode.RUN_NOT_FOUND,
-                    details={"thread_id": thread_id, "run_id": run_id},
-                )
+                raise run_not_found(thread_id, run_id)
             if record.status != "running":
                 return record.status, False
             live = thread.live_lease
@@ -679,6 +675,24 @@ def _exists(thread_id: str) -> ThreadError:
         f"A thread with the ID {thread_id!r} exists already.",
         code=ErrorCode.THREAD_EXISTS,
         details={"thread_id": thread_id},
+    )
+
+
+def run_not_found(thread_id: str, run_id: str, *, field: str = "run_id") -> ThreadError:
+    """`run_not_found`: the thread never had that run (or request, `field`)."""
+    return ThreadError(
+        f"Thread {thread_id!r} never had a run {run_id!r}.",
+        code=ErrorCode.RUN_NOT_FOUND,
+        details={"thread_id": thread_id, field: run_id},
+    )
+
+
+def interrupted(request_id: str, run_id: str, revision: int) -> ThreadError:
+    """`request_interrupted`: the request's record was closed INTERRUPTED (its last commit `revision`)."""
+    return ThreadError(
+        f"Request {request_id!r} was interrupted and superseded; read the thread.",
+        code=ErrorCode.REQUEST_INTERRUPTED,
+        details={"run_id": run_id, "revision": revision},
     )
 
 
