@@ -230,7 +230,8 @@ async def test_a_caller_that_stops_reading_never_holds_the_run_back(store: Store
     """The run never waits for its caller. One that falls `LISTENER_BACKLOG` events behind reads on from
     the attempt's event log (LIVE §2.6): every event, in order, then the result. Without a log it gets the
     events already on their way, then RESOURCE_EXHAUSTED LISTENER_TOO_SLOW. The run completes either way."""
-    stub = await store.start("--event-log", event_log)
+    # A lease far above what thousands of appends on a loaded machine can delay a renewal by.
+    stub = await store.start("--event-log", event_log, "--lease-ttl", "30")
     assert store.server is not None
     thread_id = f"thread_slow{event_log}"
     await stub.CreateThread(thread_service_pb2.CreateThreadRequest(thread_id=thread_id))
