@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import faulthandler
+import logging
 import os
 import sys
 from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, Flag, ServerConfig, flag_settings, setting_kind
 from .config_file import FileSettings, load_file
@@ -198,8 +200,13 @@ def _announce(address: str) -> None:
     print(f"listening on {address}", flush=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `threadline` console script; returns the exit status."""
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Entry point of the `threadline` console script: `command(argv)`, then exit with its status."""
+    _leave(command(argv))
+
+
+def command(argv: Sequence[str] | None = None) -> int:
+    """`threadline ARGS`: check a configuration or serve until SIGTERM; returns the exit status."""
     args = build_parser().parse_args(argv)
     # Imported here: the server, its agents and its store are loaded only to serve or to check.
     from . import runlog
@@ -219,6 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + (f"; mounts: {'; '.join(mounts)}." if mounts else ".")
             )
             return 0
+        # A crash inside a C extension still tells which Python code every thread was running.
+        faulthandler.enable()
         asyncio.run(serve(settings.config, registry, mounts=settings.mounts, ready=_announce))
     except ConfigError as error:
         print(f"threadline: error: {error}", file=sys.stderr)
@@ -226,5 +235,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _leave(status: int) -> NoReturn:
+    """Exit with `status` without the interpreter's finalization: the command has closed all it owns.
+
+    After `serve` returns nothing is left to do (results sent, store and telemetry closed, workers
+    joined). Finalization would only tear down C extensions' globals, gRPC's core among them, where
+    crashes at exit are a known class (one CI run saw a drained server die of SIGSEGV there); a clean
+    stop must reach the supervisor as 0.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

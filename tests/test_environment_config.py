@@ -149,9 +149,9 @@ def counted(self, *args, **kwargs):
 
 
 LocalMountConfig.__init__ = counted
-from server.cli import main
+from server.cli import command
 
-code = main(sys.argv[1:])
+code = command(sys.argv[1:])
 print(f"mount configurations built: {len(built)}", file=sys.stderr, flush=True)
 sys.exit(code)
 """
