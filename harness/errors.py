@@ -32,6 +32,7 @@ __all__ = (
     "FailureCode",
     "HarnessError",
     "InputError",
+    "RecordedRefusal",
     "Refusal",
     "RetryHint",
     "RunCleanupError",
@@ -250,6 +251,26 @@ class Refusal(Exception):
     A host's own error types derive from it so that the core can tell them from its bugs: a thread run
     refused by its `Launcher` is answered with the refusal and never logged as a crash.
     """
+
+
+class RecordedRefusal(Refusal):
+    """A host's refusal kept in a run record: a server-driven start failed the host's checks (LIVE §3.2),
+    and every retry of the request is refused so again (the host rebuilds its own error type from it)."""
+
+    def __init__(self, reason: str, message: str, details: Mapping[str, JsonValue] | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.details = dict(details or {})
+
+    @classmethod
+    def of(cls, refusal: Refusal) -> RecordedRefusal:
+        """`refusal` as a record keeps it: its reason, message and details where it has them."""
+        return cls(
+            str(getattr(refusal, "reason", type(refusal).__name__)),
+            str(getattr(refusal, "message", refusal)),
+            getattr(refusal, "details", None),
+        )
 
 
 class HarnessError(Exception):

@@ -146,6 +146,7 @@ class ThreadlineServer:
             store_info.event_log = config.event_log == "on"
             store_info.event_retention.FromTimedelta(timedelta(seconds=config.event_retention_s))
             store_info.event_log_max_bytes = config.event_log_max_bytes
+            store_info.max_run_attempts = config.max_run_attempts
         service = HarnessService(
             registry,
             self.runs,
@@ -231,6 +232,7 @@ class ThreadlineServer:
                 retention_s=config.event_retention_s,
                 max_followers=config.max_followers,
             ),
+            max_run_attempts=config.max_run_attempts,
         )
         self.threads.follower_slot = self._thread_service.follower_slot
         self._sweeper = asyncio.ensure_future(self.threads.sweep(config.sweep_interval_s))

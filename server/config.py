@@ -223,10 +223,18 @@ class ServerConfig:
     sweep_interval_s: float = _setting(
         1.0,
         "--sweep-interval",
-        "how often this replica's sweeper deletes expired event logs and marks abandoned ones lost",
+        "how often this replica's sweeper takes up server-driven work that is due (a StartThreadRun "
+        "request whose server was lost or stopped), deletes expired event logs and marks abandoned ones lost",
         metavar="SECONDS",
     )
-    """The sweeper's period (LIVE §3.2; today it keeps the event logs, §2.3)."""
+    """The sweeper's period (LIVE §3.2, §2.3)."""
+    max_run_attempts: int = _setting(
+        3,
+        "--max-run-attempts",
+        "how many attempts of a StartThreadRun request may end by a lost server (a crash, a stop past its "
+        "lease) before the request ends INTERRUPTED; attempts parked by SIGTERM do not count",
+    )
+    """The attempt cap of detached requests (LIVE §3.2)."""
 
     mounts: tuple[str, ...] = _setting(
         (),
@@ -381,6 +389,7 @@ class ServerConfig:
         _between(self.event_retention_s, 1, 365 * 86400, "--event-retention", "event_retention_s", " seconds")
         _between(self.max_followers, 1, 1_000_000, "--max-followers", "max_followers")
         _between(self.sweep_interval_s, 0.05, 3600, "--sweep-interval", "sweep_interval_s", " seconds")
+        _between(self.max_run_attempts, 1, 100, "--max-run-attempts", "max_run_attempts")
 
     def tls_pair(self) -> tuple[bytes, bytes] | None:
         """The PEM key and certificate chain (`--tls-key`, `--tls-cert`), read and checked to be a

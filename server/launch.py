@@ -24,7 +24,7 @@ from harness import (
 )
 from harness.children import ChildLineage, SubagentDefinition, child_identity, child_usage_limits
 from harness.children.names import check_lineage
-from harness.errors import ErrorCode
+from harness.errors import ErrorCode, RecordedRefusal
 
 from .agents import AgentRegistry
 from .errors import ServerError, ServerReason, at_field, at_named_field
@@ -179,6 +179,12 @@ class ThreadLauncher:
             state_field=None,
             resume_field="spec.answers",
         )
+
+    def has_room(self) -> bool:
+        return not self._runs.draining and len(self._runs) < self._runs.limit
+
+    def refused_again(self, refusal: RecordedRefusal) -> ServerError:
+        return ServerError(refusal.reason, refusal.message, details=refusal.details)
 
     async def prepare(self, stream: HarnessRunStream[Any], *, request_id: str) -> None:
         """A long history is prepared off the event loop (a drain stops that; the run outlives its RPC, so

@@ -458,6 +458,26 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
         await self._fits(context, response, ran=True)
         return response
 
+    async def StartThreadRun(
+        self, request: thread_service_pb2.StartThreadRunRequest, context: Context
+    ) -> thread_service_pb2.StartThreadRunResponse:
+        async def answer() -> thread_service_pb2.StartThreadRunResponse:
+            run_request = run_request_from_pb(request.spec)
+            started = await self._h.start(run_request)
+            response = thread_service_pb2.StartThreadRunResponse(
+                run_id=started.run_id, request_id=run_request.request_id, revision=started.revision
+            )
+            outcome = started.replayed
+            if outcome is None:
+                response.status = RUN_STATUS_PB["running"]
+            else:
+                fill_outcome(response.result, outcome)
+                response.status = RUN_STATUS_PB[outcome.status]
+                response.replayed = True
+            return response
+
+        return await self._call(context, "StartThreadRun", answer)
+
     async def StreamThreadRun(  # type: ignore[override]
         self, request: thread_service_pb2.StreamThreadRunRequest, context: Context
     ) -> AsyncIterator[bytes]:  # encoded responses (`server.outbox`)

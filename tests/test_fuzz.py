@@ -1034,6 +1034,12 @@ def working_thread_requests(
                 ts.StreamThreadRunRequest(spec=s, max_events_per_message=8)
                 for s in thread_run_specs(channel, seeds, new_thread(channel))
             ]
+        case "StartThreadRun":
+            # Each in a fresh thread: the server runs it on after the call, and a replay answers again.
+            return [
+                ts.StartThreadRunRequest(spec=s)
+                for s in thread_run_specs(channel, seeds, new_thread(channel))
+            ]
         case "CancelThreadRun":
             return [ts.CancelThreadRunRequest(thread_id=threads.idle, run_id=threads.run_id)]
         case "JoinThreadRun":
@@ -1294,6 +1300,10 @@ def thread_hostile_cases() -> dict[str, Callable[[grpc.Channel, Seeds], tuple[st
     cases["join: run_id and request_id of 100 000 characters"] = lambda channel, seeds: (
         "JoinThreadRun",
         ts.JoinThreadRunRequest(thread_id=new_thread(channel), run_id="r" * 100_000, request_id="\x00" * 10),
+    )
+    cases["start: NULs in every ID"] = lambda channel, seeds: (
+        "StartThreadRun",
+        ts.StartThreadRunRequest(spec=ts.ThreadRunSpec(thread_id="\x00" * 300, request_id="\x00", text="x")),
     )
     cases["watch: a NUL thread_id"] = lambda channel, seeds: (
         "WatchThread",

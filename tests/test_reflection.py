@@ -137,7 +137,7 @@ async def test_a_reflection_only_client_builds_every_method(server: RunningServe
         "grpc.reflection.v1.ServerReflectionResponse",
     )
     assert {name.rsplit(".", 1)[0] for name in built} == LISTED
-    assert len(built) == 7 + 13 + 3 + 1 + 1  # HarnessService, ThreadService, Health, both reflection services
+    assert len(built) == 7 + 14 + 3 + 1 + 1  # HarnessService, ThreadService, Health, both reflection services
 
 
 async def reflect(

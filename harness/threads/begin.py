@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pydantic_ai.messages import UserContent
 
 from ..deferred import DeferredToolResume, stored_resume
-from ..errors import ErrorCode, HarnessError, ThreadError
+from ..errors import ErrorCode, HarnessError, RecordedRefusal, ThreadError
 from .outcome import ThreadRunOutcome
 from .records import THREAD_STATUS_NAMES, RunRow, ThreadRow
 from .request import ThreadRunRequest
 from .store import busy, conflict, interrupted
 
-__all__ = ("Attach", "Decision", "Refuse", "Replay", "RunAttempt", "decide")
+__all__ = ("Attach", "Cancelled", "Decision", "GiveUp", "Refuse", "Replay", "RunAttempt", "decide")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,9 @@ class Replay:
 class Refuse:
     """The request is refused with `error`; nothing is written."""
 
-    error: HarnessError
+    error: HarnessError | RecordedRefusal
+    sweep: bool = False
+    """The thread waits for the server's own work (a detached request's next attempt): start it now."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +62,30 @@ class Attach:
     run_id: str
 
 
-Decision = Replay | Refuse | Attach | RunAttempt
+@dataclass(frozen=True, slots=True)
+class GiveUp:
+    """A detached request whose attempts ended by a lost server `attempts` times (LIVE §3.2): close it
+    INTERRUPTED instead of starting another, so a run that kills its server cannot loop."""
+
+    attempts: int
 
 
-def decide(thread: ThreadRow, record: RunRow | None, request: ThreadRunRequest) -> Decision:
-    """What `request` does on `thread`, whose run record for the request's ID is `record` (or none)."""
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """The request's attempt `run_id` stopped after a cancel was asked of it: close it CANCELLED (as
+    `CancelThreadRun` closes a run whose holder is gone), then answer that."""
+
+    run_id: str
+
+
+Decision = Replay | Refuse | Attach | RunAttempt | GiveUp | Cancelled
+
+
+def decide(
+    thread: ThreadRow, record: RunRow | None, request: ThreadRunRequest, *, max_attempts: int = 0
+) -> Decision:
+    """What `request` does on `thread`, whose run record for the request's ID is `record` (or none);
+    a detached request gets at most `max_attempts` attempts that end by a lost server (0: no cap)."""
     if record is not None:
         if not request.matches(record.digest):
             return Refuse(
@@ -75,12 +96,19 @@ def decide(thread: ThreadRow, record: RunRow | None, request: ThreadRunRequest) 
                 )
             )
         if record.finished:
-            if isinstance(record.outcome, HarnessError):
+            if isinstance(record.outcome, HarnessError | RecordedRefusal):
                 return Refuse(record.outcome)  # the error it ended with, again
             assert record.outcome is not None
             return Replay(record.outcome)
         if record.status == "interrupted":
-            return Refuse(interrupted(request.request_id, record.run_id, record.committed_revision))
+            return Refuse(
+                interrupted(
+                    request.request_id,
+                    record.run_id,
+                    record.committed_revision,
+                    attempts=record.crashed_attempts if _spent(record, max_attempts) else None,
+                )
+            )
     elif request.expected_revision and request.expected_revision != thread.revision:
         return Refuse(conflict(thread))
     lease = thread.live_lease
@@ -88,6 +116,14 @@ def decide(thread: ThreadRow, record: RunRow | None, request: ThreadRunRequest) 
         if record is not None and lease.request_id == request.request_id:
             return Attach(lease.run_id)  # its answers and revision are not checked again (LIVE §2.5)
         return Refuse(busy(thread, lease))
+    stopped = thread.lease  # expired: its attempt stopped
+    if stopped is not None and thread.cancel_requested and stopped.request_id == request.request_id:
+        return Cancelled(stopped.run_id)  # asked, and never carried out by its holder
+    if stopped is not None and thread.sweep_after is not None and stopped.request_id != request.request_id:
+        # The server's own work comes first (LIVE §3.2): a detached request is never superseded.
+        return Refuse(busy(thread, stopped), sweep=True)
+    if record is not None and _spent(record, max_attempts):
+        return GiveUp(record.crashed_attempts)
     if record is None and request.answers is not None and thread.pending is None:
         return Refuse(
             ThreadError(
@@ -108,6 +144,11 @@ def decide(thread: ThreadRow, record: RunRow | None, request: ThreadRunRequest) 
         normal_resume=normal,
         head_tools=not request.client_tools and (resume is not None or thread.recovery_pending),
     )
+
+
+def _spent(record: RunRow, max_attempts: int) -> bool:
+    """Whether a detached request's attempts that ended by a lost server reached the cap."""
+    return record.detached and max_attempts > 0 and record.crashed_attempts >= max_attempts
 
 
 def _resume(

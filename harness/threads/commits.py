@@ -40,16 +40,20 @@ class Committer:
         accepted: DeferredToolResume | None,
         finish: Finish | None = None,
         result_sequence: int | None = None,
+        park: str = "",
     ) -> None:
         """A fenced commit, retried while the store is down until the lease's own expiry; it writes the
-        attempt's buffered events too (and with `finish`, ends its log at `result_sequence`).
+        attempt's buffered events too (and with `finish`, ends its log at `result_sequence`). `park`
+        (the request's ID) gives the lease up with it (`ThreadStore.commit`).
 
         Raises:
             Lost: the lease is lost (before, or in answer to, the commit).
             ThreadError: the store refused the commit otherwise.
         """
         async with self._log.turn:
-            await self._commit(checkpoint, accepted=accepted, finish=finish, result_sequence=result_sequence)
+            await self._commit(
+                checkpoint, accepted=accepted, finish=finish, result_sequence=result_sequence, park=park
+            )
 
     async def _commit(
         self,
@@ -58,6 +62,7 @@ class Committer:
         accepted: DeferredToolResume | None,
         finish: Finish | None,
         result_sequence: int | None,
+        park: str,
     ) -> None:
         store, lease = self._host.store, self._lease
         delay = 0.05
@@ -75,8 +80,9 @@ class Committer:
                     base=self.base,
                     accepted=accepted,
                     finish=finish,
-                    ttl=None if finish is not None else self._host.lease_ttl,
+                    ttl=None if finish is not None or park else self._host.lease_ttl,
                     log=write,
+                    park=park,
                 )
             except LogMoved as moved:
                 settle(self._log, moved.row, self._lease, self._thread_id)
@@ -87,7 +93,7 @@ class Committer:
                     raise Lost(error) from None
                 if error.code != ErrorCode.STORE_UNAVAILABLE:
                     raise
-                if await self._landed(checkpoint is not None, finish is not None):
+                if await self._landed(checkpoint is not None, finish is not None, parked=bool(park)):
                     if write is not None:
                         self._log.wrote(write)
                     return
@@ -109,8 +115,9 @@ class Committer:
                 lease.extended(sent)
             return
 
-    async def _landed(self, with_checkpoint: bool, with_finish: bool) -> bool:
-        """Whether a commit whose outcome is unknown did commit: read the thread back."""
+    async def _landed(self, with_checkpoint: bool, with_finish: bool, *, parked: bool = False) -> bool:
+        """Whether a commit whose outcome is unknown did commit: read the thread back (a finish released
+        the lease, a park ended it)."""
         try:
             thread = await self._host.store.thread(self._thread_id)
         except ThreadError:
@@ -119,6 +126,8 @@ class Committer:
             return False
         moved = thread.revision == self.revision + (1 if with_checkpoint else 0)
         if not moved or (with_finish and thread.lease is not None):
+            return False
+        if parked and (thread.live_lease is not None or thread.sweep_after is None):
             return False
         # Landed without a head in hand: the next delta is based on the checkpoint as read back.
         self.revision = thread.revision

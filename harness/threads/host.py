@@ -25,13 +25,14 @@ from ..errors import ErrorCode, InputError, StateError, ThreadError
 from ..state import HarnessState
 from .cache import CachedHead, HeadCache
 from .codec import state_parts
+from .detached import next_attempt
 from .eventlog import Encoder, LogSettings, Numbered
 from .join import ChangeKind, attempt_of, follow_on, watch
 from .outcome import ThreadRunOutcome
 from .pages import PageTokens
-from .records import CheckpointKind, CheckpointRow, Head, RunRowStatus, ThreadRow, ThreadStatus
+from .records import CheckpointKind, CheckpointRow, Head, RunRow, RunRowStatus, ThreadRow, ThreadStatus
 from .request import Launcher, ThreadRunRequest
-from .run import ThreadRun
+from .run import Started, ThreadRun
 from .store import NewCheckpoint, ThreadStore, busy, conflict, not_found
 
 LOGGER = logging.getLogger("threadline.threads")
@@ -45,6 +46,8 @@ _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
 _OFF_LOOP_BYTES = 256 * 1024
 """A head larger than this is validated in a worker thread, so other callers keep being served."""
 _CAS_TRIES = 4
+_SWEEP_BATCH = 32
+"""Threads a sweeper pass reads at most (LIVE §3.2)."""
 
 
 def check_storable(value: str, *, field: str) -> str:
@@ -99,10 +102,14 @@ class DurableHost:
         cache_bytes: int = 256 * 1024 * 1024,
         encode: Encoder | None = None,
         log_settings: LogSettings | None = None,
+        max_run_attempts: int = 3,
     ) -> None:
         self.store = store
         self.launcher = launcher
         self.lease_ttl = lease_ttl
+        self.max_run_attempts = max_run_attempts
+        """A detached request closes INTERRUPTED once this many attempts ended by a lost server."""
+        self._sweep_now = asyncio.Event()
         self.encode = encode
         """The wire form of every event a run streams (the server's `RunEvent` bytes); with none, events
         are not encoded and no event log is kept."""
@@ -340,12 +347,28 @@ class DurableHost:
 
     # -- runs ---------------------------------------------------------------------------------------
 
-    def run(self, request: ThreadRunRequest) -> ThreadRun:
-        """Start `request` in a task of its own; follow it with `ThreadRun.items()`."""
-        run = ThreadRun(self, request)
+    def run(self, request: ThreadRunRequest, *, detached: bool = False, driven: bool = False) -> ThreadRun:
+        """Start `request` in a task of its own; follow it with `ThreadRun.items()`. `detached`: the
+        server drives it (`StartThreadRun`); `driven`: the server itself started it (a next attempt)."""
+        run = ThreadRun(self, request, detached=detached, driven=driven)
         self._runs.add(run)
         run.task.add_done_callback(lambda _task: self._runs.discard(run))
         return run
+
+    async def start(self, request: ThreadRunRequest) -> Started:
+        """`StartThreadRun` (LIVE §3.1): run `request` detached; answer once Begin committed (or with the
+        request's replay, or its running attempt). The run goes on when the caller leaves.
+
+        Raises:
+            What `RunThread` raises before its run starts.
+        """
+        run = self.run(request, detached=True)
+        run.detach()
+        return await asyncio.shield(run.started)
+
+    def sweep_soon(self) -> None:
+        """A request found a detached request's next attempt due: the sweeper starts it now."""
+        self._sweep_now.set()
 
     @contextlib.contextmanager
     def running(self, run: ThreadRun) -> Iterator[None]:
@@ -406,22 +429,74 @@ class DurableHost:
         return watch(self.store, thread_id)
 
     async def sweep(self, interval: float) -> None:
-        """Every `interval` seconds until cancelled: delete event logs past their retention and mark lost
+        """Every `interval` seconds until cancelled, and at once when asked (`sweep_soon`): take up the
+        server's own work that is due (LIVE §3.2), delete event logs past their retention and mark lost
         the open logs whose holder is gone (LIVE §2.3), so a log nobody follows or takes over expires too."""
         while True:
-            await asyncio.sleep(interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._sweep_now.wait(), interval)
+            self._sweep_now.clear()
             try:
+                await self._take_up_due()
                 await self.store.logs.sweep(retention=self.log_settings.retention_s, grace=self.lease_ttl / 3)
             except ThreadError:
                 pass  # the store is down: the next pass tries again
             except Exception as error:  # a bug: logged, and the sweeper goes on
                 LOGGER.error("sweep_failed", exc_info=error)
 
+    async def _take_up_due(self) -> None:
+        """Claim each due thread (so other replicas skip it), then do its work; a replica with no room
+        for a run (draining, or at its run limit) claims nothing."""
+        if not self.launcher.has_room():
+            return
+        for thread_id, seen in await self.store.due(_SWEEP_BATCH):
+            if not self.launcher.has_room():
+                return
+            claim = await self.store.move_sweep(thread_id, seen=seen, after=self.lease_ttl)
+            if claim is not None:
+                await self._take_up(thread_id, claim)
+
+    async def _take_up(self, thread_id: str, claim: float) -> None:
+        """The claimed thread's due work: (a) a detached request's next attempt, (c) closing a run whose
+        cancel was asked of a holder now gone; else none is left (or not yet: a lease renewed)."""
+        thread = await self.store.thread(thread_id)
+        if thread is None:
+            return
+        live = thread.live_lease
+        if live is not None:  # renewed by a holder that did not move the work with its lease
+            await self.store.move_sweep(thread_id, seen=claim, after=live.expires - thread.now)
+            return
+        stopped = thread.lease
+        record = None if stopped is None else await self.store.run_record(thread_id, stopped.request_id)
+        if stopped is not None and record is not None and record.status == "running":
+            if thread.cancel_requested:
+                await self.cancel(thread_id, stopped.run_id)  # closes it CANCELLED, releasing the thread
+                return
+            if record.detached:
+                run = self.run(next_attempt(thread_id, record), detached=True, driven=True)
+                run.detach()
+                await asyncio.wait([run.started])
+                if not run.started.cancelled() and (error := run.started.exception()) is not None:
+                    reason = getattr(error, "reason", None) or getattr(error, "code", type(error).__name__)
+                    LOGGER.info(
+                        "sweep_start_refused",
+                        extra={"fields": {**_request_ids(thread_id, record), "reason": str(reason)}},
+                    )
+                    # No room after all, or a race: due again at the next pass (a failed start's close
+                    # has cleared the work already).
+                    await self.store.move_sweep(thread_id, seen=claim, after=0.0)
+                return
+        await self.store.move_sweep(thread_id, seen=claim, after=None)
+
     async def drain(self, grace: float) -> None:
         """Wait up to `grace` seconds for the runs to end (the caller cancelled their streams)."""
         tasks = [run.task for run in self._runs]
         if tasks:
             await asyncio.wait(tasks, timeout=grace)
+
+
+def _request_ids(thread_id: str, record: RunRow) -> dict[str, str]:
+    return {"thread_id": thread_id, "run_id": record.run_id, "request_id": record.request_id}
 
 
 def _parts(resume: DeferredToolResume) -> tuple[Any, Any]:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, delete, exists, insert, or_, select, text, update
+from sqlalchemy import Table, and_, bindparam, case, delete, exists, insert, or_, select, text, update
 
 from .kinds import ThreadStatus
 from .schema import blobs, checkpoints, labels, runs, threads
@@ -31,6 +31,7 @@ __all__ = (
     "LEASE_RELEASED",
     "LIST_THREADS",
     "LOCK_THREAD",
+    "MOVE_SWEEP",
     "NAMESPACE",
     "NOTIFY_CANCEL",
     "NOW",
@@ -38,6 +39,7 @@ __all__ = (
     "SELECT_BLOB_CHAIN",
     "SELECT_CHECKPOINT",
     "SELECT_CHECKPOINTS",
+    "SELECT_DUE",
     "SELECT_RUN",
     "SELECT_RUNS_BY_RUN_ID",
     "SELECT_RUNS_WITH_ATTEMPT",
@@ -66,9 +68,22 @@ def _set(names: tuple[str, ...]) -> dict[str, Any]:
     return {name: bindparam(name) for name in names}
 
 
+_SWEEP_WITH_LEASE = case((threads.c.sweep_after.is_(None), None), else_=bindparam("lease_expires"))
+"""A renewal moves the server's own work on the thread (`sweep_after`) with the lease, if it has any."""
+
+
 def _update(names: tuple[str, ...]) -> dict[str, Any]:
-    """An update of a thread's columns `names`, each from its parameter; `change_seq` grows by one."""
-    return {name: threads.c.change_seq + 1 if name == "change_seq" else bindparam(name) for name in names}
+    """An update of a thread's columns `names`, each from its parameter; `change_seq` grows by one;
+    `sweep_with_lease` (no column) moves `sweep_after` to `lease_expires` unless it is NULL."""
+    values: dict[str, Any] = {}
+    for name in names:
+        if name == "change_seq":
+            values[name] = threads.c.change_seq + 1
+        elif name == "sweep_with_lease":
+            values["sweep_after"] = _SWEEP_WITH_LEASE
+        else:
+            values[name] = bindparam(name)
+    return values
 
 
 NOW = {
@@ -84,9 +99,11 @@ LEASE_RELEASED: Mapping[str, Any] = MappingProxyType(
         "lease_replica": None,
         "lease_expires": None,
         "cancel_requested": False,
+        "sweep_after": None,
     }
 )
-"""The lease columns of a thread no run holds: what a run's end, a rollback and a cancel write."""
+"""The lease columns of a thread no run holds: what a run's end, a rollback and a cancel write (no work
+is left for the server either)."""
 
 # -- threads -------------------------------------------------------------------------------------------
 
@@ -131,9 +148,24 @@ RENEW_LEASE = Statement(
         threads.c.lease_run_id.is_not(None),
         threads.c.lease_expires > bindparam("now"),  # an expired lease is left to expire (THREADS §4 step 2)
     )
-    .values(_set(("lease_expires",)))
+    .values(lease_expires=bindparam("lease_expires"), sweep_after=_SWEEP_WITH_LEASE)
     .returning(threads.c.cancel_requested)
 )
+SELECT_DUE = Statement(
+    select(threads.c.thread_id, threads.c.sweep_after)
+    .where(threads.c.namespace == bindparam("namespace"), threads.c.sweep_after <= bindparam("now"))
+    .order_by(threads.c.sweep_after)
+    .limit(bindparam("limit"))
+)
+"""The threads whose server-side work is due (LIVE §3.2), oldest first (index `threads_by_sweep`)."""
+MOVE_SWEEP = Statement(
+    update(threads)
+    .where(*_keyed(threads), threads.c.sweep_after == bindparam("expected_sweep_after"))
+    .values(sweep_after=bindparam("sweep_after"))
+    .returning(threads.c.thread_id)
+)
+"""A sweeper's compare-and-set of `sweep_after` from what it read (a claim, or what it decided): no
+`change_seq` bump, nothing a watcher sees."""
 UPDATE_THREAD = StatementFamily[tuple[str, ...]](
     lambda names: update(threads).where(*_keyed(threads)).values(_update(names))
 )

@@ -14,7 +14,7 @@ from pydantic_ai.messages import UserContent
 
 from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume
-from ..errors import HarnessError
+from ..errors import HarnessError, RecordedRefusal
 from .blobs import BlobRef
 from .kinds import FINISHED, THREAD_STATUS_NAMES, CheckpointKind, RunRowStatus, ThreadStatus
 from .outcome import ThreadRunOutcome
@@ -37,9 +37,9 @@ __all__ = (
 
 Prompt = str | list[UserContent]
 """A request's input as the store keeps it for a next attempt."""
-RunEnd = ThreadRunOutcome | HarnessError | None
-"""How a run record ended: the outcome a retry replays, the error it raises again (`error`), or
-nothing (`interrupted`, or still `running`)."""
+RunEnd = ThreadRunOutcome | HarnessError | RecordedRefusal | None
+"""How a run record ended: the outcome a retry replays, the error it raises again (`error`: the core's,
+or the host's refusal of a server-driven start), or nothing (`interrupted`, or still `running`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +85,9 @@ class ThreadRow:
     now: float
     change_seq: int = 0
     """Grows with every write that changes what `Thread` shows (`WatchThread` compares it)."""
+    sweep_after: float | None = None
+    """When the server has work of its own on the thread (LIVE §3.2): a server-driven request's next
+    attempt, or a cancel whose holder may be gone, due then (store's clock); None: none."""
 
     @property
     def live_lease(self) -> Lease | None:
@@ -139,6 +142,8 @@ class Attempt:
     start: float
     """Seconds since the epoch, by the store's clock."""
     client_tools: tuple[ClientTool, ...]
+    parked: bool = False
+    """Stopped by a SIGTERM at a model request, its lease given up (LIVE §3.3): not counted as a crash."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +160,17 @@ class RunRow:
     """The last attempt's."""
     committed_revision: int
     """The last revision any attempt committed (0: none did, so a next attempt runs the prompt again)."""
+    begin_revision: int = 0
+    """The head at the request's first Begin."""
+    detached: bool = False
+    """Started by `StartThreadRun`: the server drives it to its end (LIVE §3.2)."""
+    spec: str | None = None
+    """A detached request's `DetachedSpec` JSON: what its next attempts run with."""
+
+    @property
+    def crashed_attempts(self) -> int:
+        """The attempts that ended by a lost server (not parked); the last too, once it stopped."""
+        return sum(1 for attempt in self.attempts if not attempt.parked)
 
     @property
     def finished(self) -> bool:

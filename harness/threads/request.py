@@ -18,11 +18,12 @@ from pydantic_ai.usage import UsageLimits
 from .._recovery_input import ToolRecovery
 from .._run import HarnessRunStream
 from ..client_tools import ClientTool
+from ..errors import RecordedRefusal, Refusal
 from ..run_request import RunRequest
 from ..state import HarnessState
 from .digest import BusyStrategy, request_digest, same_request
 from .eventlog import Encoder, LogSettings
-from .records import Head, ThreadRow
+from .records import Head, RunRowStatus, ThreadRow
 from .store import ThreadStore
 
 if TYPE_CHECKING:
@@ -54,6 +55,15 @@ class Launcher(Protocol):
         one (its span, its metrics) from then, so a request refused before (a lost Begin) is no run."""
         ...
 
+    def has_room(self) -> bool:
+        """Whether a run could be admitted now (not draining, below the run limit): a sweeper claims
+        server-side work only then."""
+        ...
+
+    def refused_again(self, refusal: RecordedRefusal) -> Refusal:
+        """The host's own error for a refusal a run record kept (a failed server-driven start)."""
+        ...
+
     async def prepare(self, stream: HarnessRunStream[Any], *, request_id: str) -> None:
         """`stream.prepare()`, once admitted and before Begin: a long history's takes a while, so a
         server does it off its event loop. Raising refuses the run (e.g. the server drains meanwhile)."""
@@ -66,6 +76,8 @@ class RunHost(Protocol):
     store: ThreadStore
     launcher: Launcher
     lease_ttl: float
+    max_run_attempts: int
+    """A detached request closes INTERRUPTED once this many attempts ended by a lost server (0: no cap)."""
     on_commit: Callable[[], None] | None
     encode: Encoder | None
     """The wire form of each event (the server's); `None`: events are not encoded, and no log is kept."""
@@ -90,6 +102,14 @@ class RunHost(Protocol):
         """Register `run` under its ids while it holds its lease, so that a cancel finds it."""
         ...
 
+    async def cancel(self, thread_id: str, run_id: str) -> RunRowStatus:
+        """`CancelThreadRun`: ask the holder, or close a run whose holder is gone."""
+        ...
+
+    def sweep_soon(self) -> None:
+        """Take up the server's due work now (a request found a detached request's next attempt due)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ThreadRunRequest:
@@ -109,10 +129,16 @@ class ThreadRunRequest:
     legacy_digest: str | None = None
     """The digest servers before v2 stored (SHA-256 of the spec's protobuf bytes), for their records;
     `None` where no older server ever wrote the store."""
+    record_digest: str | None = None
+    """The stored digest of the request a server-driven attempt runs again (`detached.next_attempt`),
+    whose body the server no longer has."""
     digest: str = field(init=False)
     """Identifies the request's body (without tool recovery, client tools, limits) across retries."""
 
     def __post_init__(self) -> None:
+        if self.record_digest is not None:
+            object.__setattr__(self, "digest", self.record_digest)
+            return
         digest = request_digest(
             expected_revision=self.expected_revision,
             input=self.input,

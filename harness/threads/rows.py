@@ -15,7 +15,7 @@ from typing import Any
 
 from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume
-from ..errors import HarnessError
+from ..errors import HarnessError, RecordedRefusal
 from .codec import client_tools_from_json, client_tools_json, prompt_from_json, prompt_json
 from .kinds import FINISHED, RunRowStatus
 from .outcome import ThreadRunOutcome
@@ -80,12 +80,12 @@ def thread_values(thread: ThreadRow) -> dict[str, Any]:
         "cancel_requested": thread.cancel_requested,
         "last_request_id": thread.last_request_id,
         "change_seq": thread.change_seq,
+        "sweep_after": thread.sweep_after,
         **_LATER_THREAD_COLUMNS,
     }
 
 
 _LATER_THREAD_COLUMNS: dict[str, Any] = {
-    "sweep_after": None,
     "queue_length": 0,
     "queue_next": 0,
     "intents_fence": None,
@@ -93,19 +93,16 @@ _LATER_THREAD_COLUMNS: dict[str, Any] = {
     "answered_revision": None,
     "answered_how": None,
 }
-"""LIVE §3-§5's columns of a new thread (migration 0003), at their defaults until those parts write them."""
+"""LIVE §4-§5's columns of a new thread (migration 0003), at their defaults until those parts write them."""
 
 _LATER_RUN_COLUMNS: dict[str, Any] = {
-    "detached": False,
-    "spec": None,
-    "begin_revision": None,
     "queue_seq": None,
     "queue_kind": None,
     "rollback_of": None,
     "rolled_back": False,
     "digest_parts": None,
 }
-"""LIVE §3-§5's columns of a new run record, at their defaults until those parts write them."""
+"""LIVE §4-§5's columns of a new run record, at their defaults until those parts write them."""
 
 
 def thread_row(row: Any, now: float) -> ThreadRow:
@@ -131,6 +128,7 @@ def thread_row(row: Any, now: float) -> ThreadRow:
         last_request_id=row.last_request_id,
         now=now,
         change_seq=int(row.change_seq),
+        sweep_after=None if row.sweep_after is None else float(row.sweep_after),
     )
 
 
@@ -181,8 +179,9 @@ def checkpoint_row(row: Any, prefix: str = "") -> CheckpointRow:
 # -- run records ---------------------------------------------------------------------------------------
 
 
-def run_values(record: RunRow, *, thread_id: str, now: float) -> dict[str, Any]:
-    """Every column of a new run record (`INSERT_RUN`), made at the store's time `now`."""
+def run_values(record: RunRow, *, thread_id: str, now: float, begin_revision: int) -> dict[str, Any]:
+    """Every column of a new run record (`INSERT_RUN`), made at the store's time `now` on the head
+    `begin_revision`."""
     return {
         "namespace": NAMESPACE,
         "thread_id": thread_id,
@@ -196,6 +195,9 @@ def run_values(record: RunRow, *, thread_id: str, now: float) -> dict[str, Any]:
         "committed_revision": record.committed_revision,
         "create_time": now,
         "update_time": now,
+        "detached": record.detached,
+        "spec": record.spec,
+        "begin_revision": begin_revision,
         **_LATER_RUN_COLUMNS,
     }
 
@@ -211,6 +213,9 @@ def run_row(row: Any) -> RunRow:
         attempts=_attempts(row.attempts),
         run_id=row.run_id,
         committed_revision=int(row.committed_revision),
+        begin_revision=int(row.begin_revision or 0),
+        detached=bool(row.detached),
+        spec=row.spec,
     )
 
 
@@ -218,6 +223,8 @@ def end_json(end: RunEnd) -> str:
     """A record's `outcome`: the outcome, `{"error": ...}` for an error a retry raises again, or `null`."""
     if isinstance(end, HarnessError):
         return json.dumps({"error": {"code": end.code.value, "message": end.message, "details": end.details}})
+    if isinstance(end, RecordedRefusal):
+        return json.dumps({"refusal": {"reason": end.reason, "message": end.message, "details": end.details}})
     return "null" if end is None else end.to_json()
 
 
@@ -225,7 +232,11 @@ def _end(status: RunRowStatus, data: str | None) -> RunEnd:
     if data is None or status not in FINISHED:
         return None
     if status == "error":
-        error = json.loads(data)["error"]
+        stored = json.loads(data)
+        if "refusal" in stored:
+            refusal = stored["refusal"]
+            return RecordedRefusal(refusal["reason"], refusal["message"], refusal["details"])
+        error = stored["error"]
         return HarnessError(error["message"], code=error["code"], details=error["details"])
     return ThreadRunOutcome.from_json(data)
 
@@ -239,6 +250,7 @@ def attempts_json(attempts: Sequence[Attempt]) -> str:
                 "replica": attempt.replica,
                 "fence": attempt.fence,
                 "start": attempt.start,
+                **({"parked": True} if attempt.parked else {}),
             }
             for attempt in attempts
         ]
@@ -253,6 +265,7 @@ def _attempts(data: str) -> tuple[Attempt, ...]:
             fence=entry["fence"],
             start=float(entry["start"]),
             client_tools=_tools(entry["client_tools"]),
+            parked=bool(entry.get("parked", False)),
         )
         for entry in json.loads(data)
     )

@@ -20,14 +20,15 @@ from typing import Any
 from .._run import HarnessRunStream
 from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume
-from ..errors import ErrorCode, HarnessError, Refusal, RunCleanupError, ThreadError
+from ..errors import ErrorCode, HarnessError, RecordedRefusal, Refusal, RunCleanupError, ThreadError
 from ..events import HarnessCheckpointEvent, HarnessRunResultEvent
 from ..results import HarnessRunResult
 from ..run_request import RunRequest
 from ..state import HarnessState
-from .begin import Attach, Refuse, Replay, decide
+from .begin import Attach, Cancelled, GiveUp, Refuse, Replay, decide
 from .codec import state_parts
 from .commits import Committer, append
+from .detached import spec_json
 from .eventlog import AttemptLog, Numbered
 from .items import TERMINAL_KIND as _KIND
 from .items import replay
@@ -36,9 +37,9 @@ from .lease import LeaseKeeper, Lost
 from .outcome import ThreadCommittedEvent, ThreadRunOutcome
 from .records import CheckpointKind, Head, RunRowStatus, StateParts, ThreadRow
 from .request import RunHost, ThreadRunRequest
-from .store import Finish, NewCheckpoint, busy, lease_lost
+from .store import Finish, NewCheckpoint, busy, interrupted, lease_lost
 
-__all__ = ("LISTENER_BACKLOG", "ThreadRun")
+__all__ = ("LISTENER_BACKLOG", "Started", "ThreadRun")
 
 LOGGER = logging.getLogger("threadline.threads")
 
@@ -53,6 +54,18 @@ a whole response without ever waiting)."""
 
 _BEGIN_TRIES = 4
 """How often a request re-reads and decides again after its Begin lost a compare-and-set race."""
+_MOVED = (ErrorCode.THREAD_BUSY, ErrorCode.REVISION_CONFLICT)
+"""A compare-and-set lost to another writer: read again and decide again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """What `StartThreadRun` answers (LIVE §3.1): the attempt running the request and the head it began
+    from, or the outcome of a request that had finished (`replayed`)."""
+
+    run_id: str
+    revision: int
+    replayed: ThreadRunOutcome | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +83,18 @@ class ThreadRun:
     goes on to its terminal commit.
     """
 
-    def __init__(self, host: RunHost, request: ThreadRunRequest) -> None:
+    def __init__(
+        self, host: RunHost, request: ThreadRunRequest, *, detached: bool = False, driven: bool = False
+    ) -> None:
         self._host = host
         self.request = request
+        self.detached = detached
+        """Server-driven (`StartThreadRun`, a sweeper's next attempt): no listener; parked by a drain."""
+        self._driven = driven
+        """Started by the server itself (a sweeper): a start that fails the host's checks closes the record."""
+        self.started: asyncio.Future[Started] = asyncio.get_running_loop().create_future()
+        """Resolved once Begin committed (or the request was found finished or running); raises what
+        refused it."""
         self._queue: asyncio.Queue[Numbered | _End] = asyncio.Queue(LISTENER_BACKLOG + 1)  # + its end
         self._recorded = False
         """Whether the attempt this call follows keeps a log (a listener that falls behind reads on from it)."""
@@ -87,6 +109,14 @@ class ThreadRun:
         self._cancel_asked = True
         if self._holder is not None:
             self._holder.request_cancel()
+
+    def drain(self) -> None:
+        """The server drains (SIGTERM): a detached run parks at its next model request (LIVE §3.3), an
+        attached one is cancelled as THREADS says."""
+        if self._holder is not None and self._holder.detached:
+            self._holder.park()
+        else:
+            self.cancel()
 
     async def before_model_request(
         self, state: HarnessState, pending_input: DeferredToolResume | None
@@ -160,6 +190,13 @@ class ThreadRun:
 
     async def _main(self) -> None:
         try:
+            await self._run_all()
+        finally:
+            if not self.started.done():
+                self.started.cancel()  # the task was cancelled before Begin (the server stops)
+
+    async def _run_all(self) -> None:
+        try:
             # `aclosing`: a cancellation between items closes the run here and now.
             async with contextlib.aclosing(self._execute()) as items:
                 async for item in items:
@@ -167,6 +204,9 @@ class ThreadRun:
         except BaseException as error:
             if not isinstance(error, HarnessError | Refusal | asyncio.CancelledError):
                 LOGGER.error("run_crashed", exc_info=error, extra={"fields": self._ids})
+            if not self.started.done() and not isinstance(error, asyncio.CancelledError):
+                self.started.set_exception(error)
+                self.started.exception()  # retrieved: a caller not waiting for it learns through `items()`
             self._end(error)
             if isinstance(error, asyncio.CancelledError):
                 raise
@@ -181,15 +221,44 @@ class ThreadRun:
         for attempt in range(_BEGIN_TRIES):
             thread = await host.thread(request.thread_id)
             record = await store.run_record(request.thread_id, request.request_id)
-            decision = decide(thread, record, request)
+            decision = decide(thread, record, request, max_attempts=host.max_run_attempts)
             if isinstance(decision, Refuse):
-                raise decision.error
+                if decision.sweep:
+                    host.sweep_soon()
+                error = decision.error
+                raise host.launcher.refused_again(error) if isinstance(error, RecordedRefusal) else error
             if isinstance(decision, Replay):
+                outcome = decision.outcome
+                self.started.set_result(Started(outcome.run_id, outcome.revision, replayed=outcome))
                 encode = host.encode
-                for sequence, replayed in enumerate(replay(decision.outcome)):
+                for sequence, replayed in enumerate(replay(outcome)):
                     yield Numbered(sequence, replayed, None if encode is None else encode(replayed, sequence))
                 return
+            if isinstance(decision, Cancelled):
+                await host.cancel(request.thread_id, decision.run_id)
+                continue  # decide again: the request ended CANCELLED
+            if isinstance(decision, GiveUp):
+                assert record is not None
+                try:
+                    await store.close_request(thread, record.request_id, status="interrupted", outcome=None)
+                except ThreadError as error:
+                    if error.code in _MOVED and attempt + 1 < _BEGIN_TRIES:
+                        continue
+                    raise
+                LOGGER.warning(
+                    "request_interrupted",
+                    extra={"fields": {**self._ids, "run_id": record.run_id, "attempts": decision.attempts}},
+                )
+                raise interrupted(
+                    record.request_id, record.run_id, record.committed_revision, attempts=decision.attempts
+                )
             if isinstance(decision, Attach):
+                if self.detached and not await store.detach(request.thread_id, request.request_id):
+                    continue  # it finished meanwhile: decide again (a replay)
+                assert record is not None
+                self.started.set_result(Started(decision.run_id, record.begin_revision))
+                if self.detached:
+                    return  # nobody listens: the run goes on where it runs
                 async for event in self._attach(thread, decision.run_id):
                     yield event
                 return
@@ -203,10 +272,15 @@ class ThreadRun:
                 usage_limits=request.usage_limits,
                 barrier=self,
             )
-            stream = host.launcher.stream(thread.agent, run, client_tools=tools)
+            try:
+                stream = host.launcher.stream(thread.agent, run, client_tools=tools)
+            except (HarnessError, Refusal) as error:
+                if self._driven and record is not None:
+                    await self._failed_start(thread, record.request_id, error)
+                raise
             recorded = host.log_settings.enabled and host.encode is not None
             with host.launcher.admit(
-                stream, cancel=self.cancel, request_id=request.request_id, agent=thread.agent
+                stream, cancel=self.drain, request_id=request.request_id, agent=thread.agent
             ) as begun:
                 await host.launcher.prepare(stream, request_id=request.request_id)
                 sent = time.monotonic()
@@ -222,12 +296,10 @@ class ThreadRun:
                         client_tools=tools,
                         accepted=decision.accepted,
                         log=recorded,
+                        spec=spec_json(request) if self.detached and record is None else None,
                     )
                 except ThreadError as error:
-                    if (
-                        error.code in (ErrorCode.THREAD_BUSY, ErrorCode.REVISION_CONFLICT)
-                        and attempt + 1 < _BEGIN_TRIES
-                    ):
+                    if error.code in _MOVED and attempt + 1 < _BEGIN_TRIES:
                         continue  # the thread moved between our read and our write: decide again
                     raise
                 if time.monotonic() - sent > host.lease_ttl:
@@ -235,6 +307,7 @@ class ThreadRun:
                 begun()
                 self.run_id = stream.run_id
                 self._recorded = recorded
+                self.started.set_result(Started(stream.run_id, thread.revision))
                 holder = _Holder(
                     host,
                     taken,
@@ -244,6 +317,7 @@ class ThreadRun:
                     sent,
                     normal_resume=decision.normal_resume,
                     recorded=recorded,
+                    detached=_record.detached,
                 )
                 self._holder = holder
                 if self._cancel_asked:
@@ -253,6 +327,24 @@ class ThreadRun:
                         yield item
                 return
         raise AssertionError("unreachable: the last Begin try raises")  # pragma: no cover
+
+    async def _failed_start(self, thread: ThreadRow, request_id: str, error: HarnessError | Refusal) -> None:
+        """A server-driven start failed the host's checks (the agent is gone, a check fails on the head it
+        found): the record ends with that error and the thread is released (LIVE §3.2), so a bad request
+        never blocks its thread. Losing the race to another writer leaves the record to it."""
+        outcome = error if isinstance(error, HarnessError) else RecordedRefusal.of(error)
+        try:
+            await self._host.store.close_request(thread, request_id, status="error", outcome=outcome)
+        except ThreadError as lost:
+            if lost.code not in _MOVED:
+                raise
+            return
+        LOGGER.warning(
+            "start_failed",
+            extra={
+                "fields": {**self._ids, "reason": getattr(error, "reason", str(error.__class__.__name__))}
+            },
+        )
 
     async def _attach(self, thread: ThreadRow, run_id: str) -> AsyncIterator[Numbered]:
         """Follow the request's running attempt from its first event (LIVE §2.5); an attempt that keeps
@@ -284,8 +376,11 @@ class _Holder:
         *,
         normal_resume: bool,
         recorded: bool,
+        detached: bool,
     ) -> None:
         self._host = host
+        self.detached = detached
+        self._park_asked = False
         self._thread = thread
         self._start_head = head
         self._tools = tuple(tools)
@@ -363,6 +458,8 @@ class _Holder:
             except Lost as lost:
                 self._lease.lost = lost.error
             except HarnessError as error:
+                if self._status == "parked":
+                    raise self._lease.lost or error from None
                 self._ended("error", error)
                 if self._lease.lost is None:
                     await self._failed(error)
@@ -373,7 +470,8 @@ class _Holder:
                     await self._release("interrupted", None, pending=None, accepted=self._commits.accepted)
                 raise
             if self._lease.lost is not None:
-                self._ended("error", self._lease.lost)
+                if self._status != "parked":
+                    self._ended("error", self._lease.lost)
                 raise self._lease.lost
         finally:
             renewer.cancel()
@@ -387,6 +485,11 @@ class _Holder:
     def request_cancel(self) -> None:
         """Stop the run; the core delivers it at the holder's next wait on the stream, never in a commit."""
         self._stream.cancel()
+
+    def park(self) -> None:
+        """Park at the next model request (LIVE §3.3): commit there, give the lease up, stop; no terminal
+        commit, so another replica's sweeper runs the next attempt from that checkpoint."""
+        self._park_asked = True
 
     def _ended(self, status: str, error: HarnessError | None = None) -> None:
         self._status = status
@@ -408,8 +511,22 @@ class _Holder:
         if self._lease.check() is not None or self._lease.lost is not None:
             return
         with contextlib.suppress(Lost):
+            if self._park_asked:
+                await self._park(state_parts(state), pending_input)
+                return
             if await self._mid_run_commit(state_parts(state), pending_input):
                 self._unannounced.append(self._committed("mid_run"))
+
+    async def _park(self, parts: StateParts, pending_input: DeferredToolResume | None) -> None:
+        """The barrier commit of a parked attempt: what moved since the head, the lease ending now; then
+        the run stops with the core's cancellation, holding nothing more to write."""
+        moved = parts != self._commits.base.parts
+        accepted = self._retained(pending_input)
+        checkpoint = self._checkpoint("mid_run", parts, pending=None, remaining=accepted) if moved else None
+        await self._commits.commit(checkpoint, accepted=accepted, park=self._request_id)
+        self._status = "parked"
+        LOGGER.info("run_parked", extra={"fields": {**self._ids, "revision": self._commits.revision}})
+        self._lease.lose(_parked(self._thread.thread_id, self._stream.run_id, self._request_id))
 
     async def _mid_run(self, state: HarnessState) -> list[ThreadCommittedEvent]:
         """A candidate: announce the barrier's commit, and commit what moved since (a hook's change)."""
@@ -537,3 +654,18 @@ class _Holder:
         finish = Finish(self._request_id, status, outcome, pending, accepted)
         with contextlib.suppress(Lost):
             await self._commits.commit(None, accepted=accepted, finish=finish)
+
+
+def _parked(thread_id: str, run_id: str, request_id: str) -> ThreadError:
+    """What a listener of a parked attempt gets: the attempt is over, the request goes on elsewhere."""
+    return ThreadError(
+        f"Attempt {run_id} of request {request_id!r} was parked by its server's shutdown; its next "
+        "attempt runs on another replica (join the request to follow it).",
+        code=ErrorCode.RUN_ATTEMPT_LOST,
+        details={
+            "thread_id": thread_id,
+            "run_id": run_id,
+            "request_id": request_id,
+            "request_status": "running",
+        },
+    )

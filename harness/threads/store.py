@@ -45,11 +45,13 @@ from .queries import (
     LEASE_RELEASED,
     LIST_THREADS,
     LOCK_THREAD,
+    MOVE_SWEEP,
     NAMESPACE,
     NOTIFY_CANCEL,
     RENEW_LEASE,
     SELECT_CHECKPOINT,
     SELECT_CHECKPOINTS,
+    SELECT_DUE,
     SELECT_RUN,
     SELECT_RUNS_BY_RUN_ID,
     SELECT_RUNS_WITH_ATTEMPT,
@@ -366,19 +368,22 @@ class ThreadStore:
         client_tools: Sequence[ClientTool],
         accepted: DeferredToolResume | None,
         log: bool = False,
+        spec: str | None = None,
     ) -> tuple[ThreadRow, RunRow]:
         """Take the lease of `thread` as read (compare-and-set) and write the run's record.
 
         `record` is the request's existing unfinished record (a next attempt), else a new one is
-        inserted with `prompt`; a superseded unfinished record of another request is closed
-        `interrupted`. The attempt is recorded with its `client_tools`. `accepted` is the batch to retain
-        (the request's answers, or the retained one). `pending` is cleared. The thread's open event log
-        (an earlier attempt's) is marked lost, and with `log` this attempt's is opened.
+        inserted with `prompt`, detached when `spec` (its `DetachedSpec`) is given; a superseded
+        unfinished record of another request is closed `interrupted`. The attempt is recorded with its
+        `client_tools`. `accepted` is the batch to retain (the request's answers, or the retained one).
+        `pending` is cleared. The thread's open event log (an earlier attempt's) is marked lost, and with
+        `log` this attempt's is opened. A detached request's lease is the server's work (`sweep_after`).
 
         Raises:
             ThreadError: `thread_busy` / `revision_conflict` when the thread changed since it was read
                 (nothing was written; read again and decide again).
         """
+        detached = spec is not None if record is None else record.detached
         with self.worker.transaction() as (conn, now):
             taken = _take(
                 conn,
@@ -392,6 +397,7 @@ class ThreadStore:
                 lease_expires=now + ttl,
                 cancel_requested=False,
                 last_request_id=request_id,
+                sweep_after=now + ttl if detached else None,
                 change_seq=None,
             )
             lose_logs(conn, thread.thread_id, now)
@@ -418,8 +424,15 @@ class ThreadStore:
                     attempts=(attempt,),
                     run_id=run_id,
                     committed_revision=0,
+                    detached=detached,
+                    spec=spec,
                 )
-                INSERT_RUN.run(conn, run_values(taken_record, thread_id=thread.thread_id, now=now))
+                INSERT_RUN.run(
+                    conn,
+                    run_values(
+                        taken_record, thread_id=thread.thread_id, now=now, begin_revision=thread.revision
+                    ),
+                )
             else:
                 taken_record = dataclasses.replace(
                     record, attempts=(*record.attempts, attempt), run_id=run_id
@@ -450,11 +463,13 @@ class ThreadStore:
         finish: Finish | None = None,
         ttl: float | None = None,
         log: LogWrite | None = None,
+        park: str = "",
     ) -> Committed:
         """A fenced commit of the holder of `fence`: a checkpoint after `revision` (or none), the
         retained batch, and with `finish` the run record's outcome, `pending`, and the lease released.
         `ttl` extends the lease as a renewal would. `log` is the attempt's event log write, made after
-        the thread row.
+        the thread row. `park` (the request's ID) parks the attempt (LIVE §3.3): its lease ends now and
+        its next attempt is due at once, its log is marked lost and its record stays open.
 
         Raises:
             ThreadError: `lease_lost` when the fence is no longer the thread's.
@@ -468,18 +483,25 @@ class ThreadStore:
             if checkpoint is not None or finish is not None:
                 values["change_seq"] = None
             expires: float | None = None
+            names: tuple[str, ...] = ()
             if finish is not None:
                 values.update(pending=requests_json(finish.pending), update_time=now, **LEASE_RELEASED)
+            elif park:
+                values.update(lease_expires=now, sweep_after=now, change_seq=None)
             elif ttl is not None:
                 expires = now + ttl
                 values["lease_expires"] = expires
-            written_row = COMMIT_HEAD[tuple(values)].first(
+                names = ("sweep_with_lease",)
+            written_row = COMMIT_HEAD[(*values, *names)].first(
                 conn, {**key(thread_id), "expected_fence": fence, "expected_revision": revision, **values}
             )
             if written_row is None:
                 raise lease_lost(thread_id)
             if log is not None:
                 write_log(conn, thread_id, log, now)
+            if park:
+                lose_logs(conn, thread_id, now)
+                _park_attempt(conn, thread_id, park, now)
             written: Head | None = None
             if checkpoint is not None:
                 owner = written_row.incarnation
@@ -492,15 +514,15 @@ class ThreadStore:
                     record.update(status=finish.status, outcome=end_json(finish.outcome))
                 request_id = finish.request_id if finish is not None else checkpoint.request_id  # type: ignore[union-attr]
                 UPDATE_RUN[tuple(record)].run(conn, {**key(thread_id), "request_id": request_id, **record})
-            if checkpoint is not None or finish is not None or (log is not None and log.count):
+            if checkpoint is not None or finish is not None or park or (log is not None and log.count):
                 notify_thread(
                     conn,
                     thread_id,
                     run_id="" if log is None else log.run_id,
                     last_sequence=-1 if log is None else log.last,
                 )
-        if checkpoint is not None or finish is not None or (log is not None and log.count):
-            changed = checkpoint is not None or finish is not None
+        if checkpoint is not None or finish is not None or park or (log is not None and log.count):
+            changed = checkpoint is not None or finish is not None or bool(park)
             self.hub.poke(thread_id, "" if log is None else log.run_id, changed=changed)
         return Committed(head, expires, written)
 
@@ -543,7 +565,9 @@ class ThreadStore:
                 return record.status, False
             live = thread.live_lease
             if live is not None and live.run_id == record.run_id:
-                UPDATE_THREAD["cancel_requested",].run(conn, {**key(thread_id), "cancel_requested": True})
+                # Also the server's work (LIVE §3.2 c): should the holder die, a sweeper closes the run.
+                asked = {"cancel_requested": True, "sweep_after": live.expires}
+                UPDATE_THREAD[tuple(asked)].run(conn, {**key(thread_id), **asked})
                 if conn.dialect.name == "postgresql" and live.replica != self.replica:
                     # Heard by the holder when this commits (`harness.threads.notify`).
                     NOTIFY_CANCEL.run(conn, {"channel": CHANNEL, "payload": payload(thread_id, run_id)})
@@ -565,6 +589,78 @@ class ThreadStore:
                 notify_thread(conn, thread_id)
         self.hub.poke(thread_id)
         return "cancelled", False
+
+    # -- server-driven requests (LIVE §3) ----------------------------------------------------------------
+
+    @offloaded(read=False)
+    def detach(self, thread_id: str, request_id: str) -> bool:
+        """Make the running request `request_id` server-driven (a `StartThreadRun` retry of an attached
+        one); returns whether it is running detached now (False: it finished meanwhile)."""
+        with self.worker.transaction() as (conn, now):
+            thread = _thread(conn, thread_id, now, lock=True)
+            if thread is None:
+                raise not_found(thread_id)
+            record = SELECT_RUN.first(conn, {**key(thread_id), "request_id": request_id})
+            if record is None or record.status != "running":
+                return False
+            if not record.detached:
+                UPDATE_RUN["detached", "update_time"].run(
+                    conn, {**key(thread_id), "request_id": request_id, "detached": True, "update_time": now}
+                )
+            lease = thread.lease
+            if lease is not None and lease.request_id == request_id and thread.sweep_after is None:
+                UPDATE_THREAD["sweep_after",].run(conn, {**key(thread_id), "sweep_after": lease.expires})
+        self.hub.poke(thread_id)
+        return True
+
+    @offloaded(read=True)
+    def due(self, limit: int) -> list[tuple[str, float]]:
+        """Up to `limit` threads whose server-side work is due now, oldest first, with `sweep_after`."""
+        with self.worker.transaction(read=True) as (conn, now):
+            rows = SELECT_DUE.run(conn, {"namespace": NAMESPACE, "now": now, "limit": limit})
+        return [(row.thread_id, float(row.sweep_after)) for row in rows]
+
+    @offloaded(read=False)
+    def move_sweep(self, thread_id: str, *, seen: float, after: float | None) -> float | None:
+        """Compare-and-set `sweep_after` from `seen` to `after` seconds from now (None: no work left).
+
+        Returns the value written, or None when the thread moved on since (another replica's claim, a
+        renewal): a sweeper claims a due thread with `after` = the lease TTL, so others skip it.
+        """
+        with self.worker.transaction() as (conn, now):
+            value = None if after is None else now + after
+            moved = MOVE_SWEEP.first(
+                conn, {**key(thread_id), "expected_sweep_after": seen, "sweep_after": value}
+            )
+        return value if moved is not None else None
+
+    @offloaded(read=False)
+    def close_request(
+        self, thread: ThreadRow, request_id: str, *, status: RunRowStatus, outcome: RunEnd
+    ) -> ThreadRow:
+        """Close the unfinished request `request_id` of `thread` as read (compare-and-set, its lease
+        free): `interrupted` by the attempt cap, `error` when a server-driven start failed its checks
+        (LIVE §3.2). The lease is released with a new fence; the retained batch stays.
+
+        Raises:
+            ThreadError: `thread_busy` / `revision_conflict` when the thread changed since it was read.
+        """
+        with self.worker.transaction() as (conn, now):
+            closed = _take(conn, thread, now, change_seq=None, **LEASE_RELEASED)
+            lose_logs(conn, thread.thread_id, now)
+            UPDATE_RUN["status", "outcome", "update_time"].run(
+                conn,
+                {
+                    **key(thread.thread_id),
+                    "request_id": request_id,
+                    "status": status,
+                    "outcome": end_json(outcome),
+                    "update_time": now,
+                },
+            )
+            notify_thread(conn, thread.thread_id)
+        self.hub.poke(thread.thread_id)
+        return closed
 
 
 # -- within a transaction ---------------------------------------------------------------------------------
@@ -596,6 +692,19 @@ def _take(conn: Connection, thread: ThreadRow, now: float, **values: Any) -> Thr
     if row is None:
         raise _changed(_thread(conn, thread.thread_id, now), thread.thread_id)
     return thread_row(row, now)
+
+
+def _park_attempt(conn: Connection, thread_id: str, request_id: str, now: float) -> None:
+    """Mark the request's last attempt parked (LIVE §3.3): it does not count towards the attempt cap."""
+    row = SELECT_RUN.first(conn, {**key(thread_id), "request_id": request_id})
+    if row is None:
+        return
+    record = run_row(row)
+    attempts = (*record.attempts[:-1], dataclasses.replace(record.attempts[-1], parked=True))
+    UPDATE_RUN["attempts", "update_time"].run(
+        conn,
+        {**key(thread_id), "request_id": request_id, "attempts": attempts_json(attempts), "update_time": now},
+    )
 
 
 def _close_unfinished(conn: Connection, thread: ThreadRow, now: float, *, status: RunRowStatus) -> None:
@@ -687,8 +796,16 @@ def run_not_found(thread_id: str, run_id: str, *, field: str = "run_id") -> Thre
     )
 
 
-def interrupted(request_id: str, run_id: str, revision: int) -> ThreadError:
-    """`request_interrupted`: the request's record was closed INTERRUPTED (its last commit `revision`)."""
+def interrupted(request_id: str, run_id: str, revision: int, *, attempts: int | None = None) -> ThreadError:
+    """`request_interrupted`: the request's record was closed INTERRUPTED (its last commit `revision`);
+    a server-driven one's metadata says how many of its `attempts` ended by a lost server."""
+    if attempts is not None:
+        return ThreadError(
+            f"Request {request_id!r} was interrupted: {attempts} attempts ended by a lost server; read "
+            "the thread.",
+            code=ErrorCode.REQUEST_INTERRUPTED,
+            details={"run_id": run_id, "revision": revision, "attempts": attempts},
+        )
     return ThreadError(
         f"Request {request_id!r} was interrupted and superseded; read the thread.",
         code=ErrorCode.REQUEST_INTERRUPTED,

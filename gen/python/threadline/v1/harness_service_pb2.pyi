@@ -595,12 +595,18 @@ class ThreadStoreInfo(_message.Message):
     EVENT_LOG_FIELD_NUMBER: _builtins.int
     EVENT_RETENTION_FIELD_NUMBER: _builtins.int
     EVENT_LOG_MAX_BYTES_FIELD_NUMBER: _builtins.int
+    MAX_RUN_ATTEMPTS_FIELD_NUMBER: _builtins.int
     kind: Global___ThreadStoreKind.ValueType
     """The kind of store. Never THREAD_STORE_KIND_UNSPECIFIED in a message the server sent."""
     event_log: _builtins.bool
     """Whether this replica records each thread run's events for `JoinThreadRun` (`--event-log`)."""
     event_log_max_bytes: _builtins.int
     """The most bytes one attempt's event log holds (`--event-log-max-bytes`)."""
+    max_run_attempts: _builtins.int
+    """How many attempts of a `StartThreadRun` request may end by a lost server (a crash, a stop past
+    its lease) before the request ends INTERRUPTED (`--max-run-attempts`); parked attempts (a
+    SIGTERM) do not count.
+    """
     @_builtins.property
     def lease_ttl(self) -> _duration_pb2.Duration:
         """How long a run's lease on its thread lasts without renewal (`--lease-ttl`): after a crash,
@@ -619,10 +625,11 @@ class ThreadStoreInfo(_message.Message):
         event_log: _builtins.bool = ...,
         event_retention: _duration_pb2.Duration | None = ...,
         event_log_max_bytes: _builtins.int = ...,
+        max_run_attempts: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event_retention", b"event_retention", "lease_ttl", b"lease_ttl"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_log", b"event_log", "event_log_max_bytes", b"event_log_max_bytes", "event_retention", b"event_retention", "kind", b"kind", "lease_ttl", b"lease_ttl"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_log", b"event_log", "event_log_max_bytes", b"event_log_max_bytes", "event_retention", b"event_retention", "kind", b"kind", "lease_ttl", b"lease_ttl", "max_run_attempts", b"max_run_attempts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

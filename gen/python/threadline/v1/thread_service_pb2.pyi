@@ -859,6 +859,76 @@ class RunThreadResponse(_message.Message):
 Global___RunThreadResponse: _TypeAlias = RunThreadResponse  # noqa: Y015
 
 @_typing.final
+class StartThreadRunRequest(_message.Message):
+    """Request of `StartThreadRun`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SPEC_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def spec(self) -> Global___ThreadRunSpec:
+        """What to run. Required."""
+
+    def __init__(
+        self,
+        *,
+        spec: Global___ThreadRunSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StartThreadRunRequest: _TypeAlias = StartThreadRunRequest  # noqa: Y015
+
+@_typing.final
+class StartThreadRunResponse(_message.Message):
+    """Response of `StartThreadRun`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    REPLAYED_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The attempt that runs the request now (or ran it last, when `replayed`)."""
+    request_id: _builtins.str
+    """The request's ID (`spec.request_id`, or the one the server chose when it was empty)."""
+    revision: _builtins.int
+    """RUNNING: the head the run began from (the thread's revision then). Replayed: the revision of
+    the run's terminal checkpoint.
+    """
+    status: _thread_pb2.ThreadRunStatus.ValueType
+    """RUNNING while the run goes on; for a finished request (`replayed`), how it ended."""
+    replayed: _builtins.bool
+    """True when this answers a request that had already finished: nothing ran again."""
+    @_builtins.property
+    def result(self) -> _run_pb2.RunResult:
+        """The stored result, when `replayed`; unset while the run goes on. Its `state` is unset."""
+
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        status: _thread_pb2.ThreadRunStatus.ValueType = ...,
+        replayed: _builtins.bool = ...,
+        result: _run_pb2.RunResult | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["replayed", b"replayed", "request_id", b"request_id", "result", b"result", "revision", b"revision", "run_id", b"run_id", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StartThreadRunResponse: _TypeAlias = StartThreadRunResponse  # noqa: Y015
+
+@_typing.final
 class CancelThreadRunRequest(_message.Message):
     """Request of `CancelThreadRun`."""
 

@@ -97,6 +97,11 @@ class ThreadServiceStub:
                 request_serializer=threadline_dot_v1_dot_thread__service__pb2.RunThreadRequest.SerializeToString,
                 response_deserializer=threadline_dot_v1_dot_thread__service__pb2.RunThreadResponse.FromString,
                 _registered_method=True)
+        self.StartThreadRun = channel.unary_unary(
+                '/threadline.v1.ThreadService/StartThreadRun',
+                request_serializer=threadline_dot_v1_dot_thread__service__pb2.StartThreadRunRequest.SerializeToString,
+                response_deserializer=threadline_dot_v1_dot_thread__service__pb2.StartThreadRunResponse.FromString,
+                _registered_method=True)
         self.CancelThreadRun = channel.unary_unary(
                 '/threadline.v1.ThreadService/CancelThreadRun',
                 request_serializer=threadline_dot_v1_dot_thread__service__pb2.CancelThreadRunRequest.SerializeToString,
@@ -213,6 +218,23 @@ class ThreadServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartThreadRun(self, request, context):
+        """Starts the thread's next turn in the background and answers as soon as the run holds the
+        thread (its Begin committed), with RUNNING, its `run_id` and the revision it began from. The
+        server drives the run to its end with no client: if its server crashes, another replica (or
+        the restarted server) runs its next attempt within `lease_ttl` plus the sweep interval, at most
+        `ThreadStoreInfo.max_run_attempts` times before the request ends INTERRUPTED; a server stopped
+        by SIGTERM parks it at its next model request for another replica to go on. Follow it with
+        `JoinThreadRun` (by `run_id`, or by `request_id` to follow its next attempts), read its outcome
+        with `GetThread` or a retry. A retry with the same `request_id` while the request runs answers
+        the same (an attached run started by `StreamThreadRun` or `RunThread` becomes server-driven);
+        once it finished, `replayed` with its status and result (an error status comes again). The
+        checks before the run are `RunThread`'s, with the same errors.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CancelThreadRun(self, request, context):
         """Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
         once the cancellation is recorded, without waiting for the run to end.
@@ -300,6 +322,11 @@ def add_ThreadServiceServicer_to_server(servicer, server):
                     servicer.RunThread,
                     request_deserializer=threadline_dot_v1_dot_thread__service__pb2.RunThreadRequest.FromString,
                     response_serializer=threadline_dot_v1_dot_thread__service__pb2.RunThreadResponse.SerializeToString,
+            ),
+            'StartThreadRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartThreadRun,
+                    request_deserializer=threadline_dot_v1_dot_thread__service__pb2.StartThreadRunRequest.FromString,
+                    response_serializer=threadline_dot_v1_dot_thread__service__pb2.StartThreadRunResponse.SerializeToString,
             ),
             'CancelThreadRun': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelThreadRun,
@@ -600,6 +627,33 @@ class ThreadService:
             '/threadline.v1.ThreadService/RunThread',
             threadline_dot_v1_dot_thread__service__pb2.RunThreadRequest.SerializeToString,
             threadline_dot_v1_dot_thread__service__pb2.RunThreadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartThreadRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/threadline.v1.ThreadService/StartThreadRun',
+            threadline_dot_v1_dot_thread__service__pb2.StartThreadRunRequest.SerializeToString,
+            threadline_dot_v1_dot_thread__service__pb2.StartThreadRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -81,6 +81,19 @@ class ThreadServiceStub:
     """
     RunThread: _grpc.UnaryUnaryMultiCallable[_thread_service_pb2.RunThreadRequest, _thread_service_pb2.RunThreadResponse]
     """Runs the thread's next turn like `StreamThreadRun` and returns only its result."""
+    StartThreadRun: _grpc.UnaryUnaryMultiCallable[_thread_service_pb2.StartThreadRunRequest, _thread_service_pb2.StartThreadRunResponse]
+    """Starts the thread's next turn in the background and answers as soon as the run holds the
+    thread (its Begin committed), with RUNNING, its `run_id` and the revision it began from. The
+    server drives the run to its end with no client: if its server crashes, another replica (or
+    the restarted server) runs its next attempt within `lease_ttl` plus the sweep interval, at most
+    `ThreadStoreInfo.max_run_attempts` times before the request ends INTERRUPTED; a server stopped
+    by SIGTERM parks it at its next model request for another replica to go on. Follow it with
+    `JoinThreadRun` (by `run_id`, or by `request_id` to follow its next attempts), read its outcome
+    with `GetThread` or a retry. A retry with the same `request_id` while the request runs answers
+    the same (an attached run started by `StreamThreadRun` or `RunThread` becomes server-driven);
+    once it finished, `replayed` with its status and result (an error status comes again). The
+    checks before the run are `RunThread`'s, with the same errors.
+    """
     CancelThreadRun: _grpc.UnaryUnaryMultiCallable[_thread_service_pb2.CancelThreadRunRequest, _thread_service_pb2.CancelThreadRunResponse]
     """Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
     once the cancellation is recorded, without waiting for the run to end.
@@ -158,6 +171,19 @@ class ThreadServiceAsyncStub(ThreadServiceStub):
     """
     RunThread: _aio.UnaryUnaryMultiCallable[_thread_service_pb2.RunThreadRequest, _thread_service_pb2.RunThreadResponse]  # type: ignore[assignment]
     """Runs the thread's next turn like `StreamThreadRun` and returns only its result."""
+    StartThreadRun: _aio.UnaryUnaryMultiCallable[_thread_service_pb2.StartThreadRunRequest, _thread_service_pb2.StartThreadRunResponse]  # type: ignore[assignment]
+    """Starts the thread's next turn in the background and answers as soon as the run holds the
+    thread (its Begin committed), with RUNNING, its `run_id` and the revision it began from. The
+    server drives the run to its end with no client: if its server crashes, another replica (or
+    the restarted server) runs its next attempt within `lease_ttl` plus the sweep interval, at most
+    `ThreadStoreInfo.max_run_attempts` times before the request ends INTERRUPTED; a server stopped
+    by SIGTERM parks it at its next model request for another replica to go on. Follow it with
+    `JoinThreadRun` (by `run_id`, or by `request_id` to follow its next attempts), read its outcome
+    with `GetThread` or a retry. A retry with the same `request_id` while the request runs answers
+    the same (an attached run started by `StreamThreadRun` or `RunThread` becomes server-driven);
+    once it finished, `replayed` with its status and result (an error status comes again). The
+    checks before the run are `RunThread`'s, with the same errors.
+    """
     CancelThreadRun: _aio.UnaryUnaryMultiCallable[_thread_service_pb2.CancelThreadRunRequest, _thread_service_pb2.CancelThreadRunResponse]  # type: ignore[assignment]
     """Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
     once the cancellation is recorded, without waiting for the run to end.
@@ -292,6 +318,25 @@ class ThreadServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_thread_service_pb2.RunThreadResponse, _abc.Awaitable[_thread_service_pb2.RunThreadResponse]]:
         """Runs the thread's next turn like `StreamThreadRun` and returns only its result."""
+
+    @_abc_1.abstractmethod
+    def StartThreadRun(
+        self,
+        request: _thread_service_pb2.StartThreadRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_thread_service_pb2.StartThreadRunResponse, _abc.Awaitable[_thread_service_pb2.StartThreadRunResponse]]:
+        """Starts the thread's next turn in the background and answers as soon as the run holds the
+        thread (its Begin committed), with RUNNING, its `run_id` and the revision it began from. The
+        server drives the run to its end with no client: if its server crashes, another replica (or
+        the restarted server) runs its next attempt within `lease_ttl` plus the sweep interval, at most
+        `ThreadStoreInfo.max_run_attempts` times before the request ends INTERRUPTED; a server stopped
+        by SIGTERM parks it at its next model request for another replica to go on. Follow it with
+        `JoinThreadRun` (by `run_id`, or by `request_id` to follow its next attempts), read its outcome
+        with `GetThread` or a retry. A retry with the same `request_id` while the request runs answers
+        the same (an attached run started by `StreamThreadRun` or `RunThread` becomes server-driven);
+        once it finished, `replayed` with its status and result (an error status comes again). The
+        checks before the run are `RunThread`'s, with the same errors.
+        """
 
     @_abc_1.abstractmethod
     def CancelThreadRun(

@@ -1534,6 +1534,144 @@ func (x *RunThreadResponse) GetReplayed() bool {
 	return false
 }
 
+// Request of `StartThreadRun`.
+type StartThreadRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What to run. Required.
+	Spec          *ThreadRunSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartThreadRunRequest) Reset() {
+	*x = StartThreadRunRequest{}
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartThreadRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartThreadRunRequest) ProtoMessage() {}
+
+func (x *StartThreadRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartThreadRunRequest.ProtoReflect.Descriptor instead.
+func (*StartThreadRunRequest) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *StartThreadRunRequest) GetSpec() *ThreadRunSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// Response of `StartThreadRun`.
+type StartThreadRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The attempt that runs the request now (or ran it last, when `replayed`).
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The request's ID (`spec.request_id`, or the one the server chose when it was empty).
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// RUNNING: the head the run began from (the thread's revision then). Replayed: the revision of
+	// the run's terminal checkpoint.
+	Revision int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	// RUNNING while the run goes on; for a finished request (`replayed`), how it ended.
+	Status ThreadRunStatus `protobuf:"varint,4,opt,name=status,proto3,enum=threadline.v1.ThreadRunStatus" json:"status,omitempty"`
+	// True when this answers a request that had already finished: nothing ran again.
+	Replayed bool `protobuf:"varint,5,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// The stored result, when `replayed`; unset while the run goes on. Its `state` is unset.
+	Result        *RunResult `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartThreadRunResponse) Reset() {
+	*x = StartThreadRunResponse{}
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartThreadRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartThreadRunResponse) ProtoMessage() {}
+
+func (x *StartThreadRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartThreadRunResponse.ProtoReflect.Descriptor instead.
+func (*StartThreadRunResponse) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *StartThreadRunResponse) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *StartThreadRunResponse) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *StartThreadRunResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *StartThreadRunResponse) GetStatus() ThreadRunStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ThreadRunStatus_THREAD_RUN_STATUS_UNSPECIFIED
+}
+
+func (x *StartThreadRunResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
+func (x *StartThreadRunResponse) GetResult() *RunResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 // Request of `CancelThreadRun`.
 type CancelThreadRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1548,7 +1686,7 @@ type CancelThreadRunRequest struct {
 
 func (x *CancelThreadRunRequest) Reset() {
 	*x = CancelThreadRunRequest{}
-	mi := &file_threadline_v1_thread_service_proto_msgTypes[21]
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1698,7 @@ func (x *CancelThreadRunRequest) String() string {
 func (*CancelThreadRunRequest) ProtoMessage() {}
 
 func (x *CancelThreadRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_thread_service_proto_msgTypes[21]
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1711,7 @@ func (x *CancelThreadRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelThreadRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelThreadRunRequest) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{21}
+	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CancelThreadRunRequest) GetThreadId() string {
@@ -1603,7 +1741,7 @@ type CancelThreadRunResponse struct {
 
 func (x *CancelThreadRunResponse) Reset() {
 	*x = CancelThreadRunResponse{}
-	mi := &file_threadline_v1_thread_service_proto_msgTypes[22]
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1753,7 @@ func (x *CancelThreadRunResponse) String() string {
 func (*CancelThreadRunResponse) ProtoMessage() {}
 
 func (x *CancelThreadRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_thread_service_proto_msgTypes[22]
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1766,7 @@ func (x *CancelThreadRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelThreadRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelThreadRunResponse) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{22}
+	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CancelThreadRunResponse) GetStatus() ThreadRunStatus {
@@ -1661,7 +1799,7 @@ type JoinThreadRunRequest struct {
 
 func (x *JoinThreadRunRequest) Reset() {
 	*x = JoinThreadRunRequest{}
-	mi := &file_threadline_v1_thread_service_proto_msgTypes[23]
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1811,7 @@ func (x *JoinThreadRunRequest) String() string {
 func (*JoinThreadRunRequest) ProtoMessage() {}
 
 func (x *JoinThreadRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_thread_service_proto_msgTypes[23]
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1824,7 @@ func (x *JoinThreadRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinThreadRunRequest.ProtoReflect.Descriptor instead.
 func (*JoinThreadRunRequest) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{23}
+	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JoinThreadRunRequest) GetThreadId() string {
@@ -1737,7 +1875,7 @@ type JoinThreadRunResponse struct {
 
 func (x *JoinThreadRunResponse) Reset() {
 	*x = JoinThreadRunResponse{}
-	mi := &file_threadline_v1_thread_service_proto_msgTypes[24]
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1887,7 @@ func (x *JoinThreadRunResponse) String() string {
 func (*JoinThreadRunResponse) ProtoMessage() {}
 
 func (x *JoinThreadRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_thread_service_proto_msgTypes[24]
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1900,7 @@ func (x *JoinThreadRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinThreadRunResponse.ProtoReflect.Descriptor instead.
 func (*JoinThreadRunResponse) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{24}
+	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JoinThreadRunResponse) GetEvent() *RunEvent {
@@ -1790,7 +1928,7 @@ type WatchThreadRequest struct {
 
 func (x *WatchThreadRequest) Reset() {
 	*x = WatchThreadRequest{}
-	mi := &file_threadline_v1_thread_service_proto_msgTypes[25]
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1802,7 +1940,7 @@ func (x *WatchThreadRequest) String() string {
 func (*WatchThreadRequest) ProtoMessage() {}
 
 func (x *WatchThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_thread_service_proto_msgTypes[25]
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1815,7 +1953,7 @@ func (x *WatchThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchThreadRequest.ProtoReflect.Descriptor instead.
 func (*WatchThreadRequest) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{25}
+	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchThreadRequest) GetThreadId() string {
@@ -1842,7 +1980,7 @@ type WatchThreadResponse struct {
 
 func (x *WatchThreadResponse) Reset() {
 	*x = WatchThreadResponse{}
-	mi := &file_threadline_v1_thread_service_proto_msgTypes[26]
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1992,7 @@ func (x *WatchThreadResponse) String() string {
 func (*WatchThreadResponse) ProtoMessage() {}
 
 func (x *WatchThreadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_thread_service_proto_msgTypes[26]
+	mi := &file_threadline_v1_thread_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +2005,7 @@ func (x *WatchThreadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchThreadResponse.ProtoReflect.Descriptor instead.
 func (*WatchThreadResponse) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{26}
+	return file_threadline_v1_thread_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchThreadResponse) GetThread() *Thread {
@@ -1983,7 +2121,17 @@ const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"\x11RunThreadResponse\x120\n" +
 	"\x06result\x18\x01 \x01(\v2\x18.threadline.v1.RunResultR\x06result\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x1a\n" +
-	"\breplayed\x18\x03 \x01(\bR\breplayed\"L\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\"I\n" +
+	"\x15StartThreadRunRequest\x120\n" +
+	"\x04spec\x18\x01 \x01(\v2\x1c.threadline.v1.ThreadRunSpecR\x04spec\"\xf0\x01\n" +
+	"\x16StartThreadRunResponse\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\x126\n" +
+	"\x06status\x18\x04 \x01(\x0e2\x1e.threadline.v1.ThreadRunStatusR\x06status\x12\x1a\n" +
+	"\breplayed\x18\x05 \x01(\bR\breplayed\x120\n" +
+	"\x06result\x18\x06 \x01(\v2\x18.threadline.v1.RunResultR\x06result\"L\n" +
 	"\x16CancelThreadRunRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\"Q\n" +
@@ -2022,7 +2170,8 @@ const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"\x17THREAD_CHANGE_RUN_ENDED\x10\x04\x12\x1d\n" +
 	"\x19THREAD_CHANGE_ROLLED_BACK\x10\x05\x12\x17\n" +
 	"\x13THREAD_CHANGE_QUEUE\x10\x06\x12\x1f\n" +
-	"\x1bTHREAD_CHANGE_LEASE_EXPIRED\x10\a2\xa3\t\n" +
+	"\x1bTHREAD_CHANGE_LEASE_EXPIRED\x10\a2\x82\n" +
+	"\n" +
 	"\rThreadService\x12W\n" +
 	"\fCreateThread\x12\".threadline.v1.CreateThreadRequest\x1a#.threadline.v1.CreateThreadResponse\x12N\n" +
 	"\tGetThread\x12\x1f.threadline.v1.GetThreadRequest\x1a .threadline.v1.GetThreadResponse\x12T\n" +
@@ -2034,7 +2183,8 @@ const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"ForkThread\x12 .threadline.v1.ForkThreadRequest\x1a!.threadline.v1.ForkThreadResponse\x12]\n" +
 	"\x0eRollbackThread\x12$.threadline.v1.RollbackThreadRequest\x1a%.threadline.v1.RollbackThreadResponse\x12b\n" +
 	"\x0fStreamThreadRun\x12%.threadline.v1.StreamThreadRunRequest\x1a&.threadline.v1.StreamThreadRunResponse0\x01\x12N\n" +
-	"\tRunThread\x12\x1f.threadline.v1.RunThreadRequest\x1a .threadline.v1.RunThreadResponse\x12`\n" +
+	"\tRunThread\x12\x1f.threadline.v1.RunThreadRequest\x1a .threadline.v1.RunThreadResponse\x12]\n" +
+	"\x0eStartThreadRun\x12$.threadline.v1.StartThreadRunRequest\x1a%.threadline.v1.StartThreadRunResponse\x12`\n" +
 	"\x0fCancelThreadRun\x12%.threadline.v1.CancelThreadRunRequest\x1a&.threadline.v1.CancelThreadRunResponse\x12\\\n" +
 	"\rJoinThreadRun\x12#.threadline.v1.JoinThreadRunRequest\x1a$.threadline.v1.JoinThreadRunResponse0\x01\x12V\n" +
 	"\vWatchThread\x12!.threadline.v1.WatchThreadRequest\x1a\".threadline.v1.WatchThreadResponse0\x01B\xb0\x01\n" +
@@ -2053,7 +2203,7 @@ func file_threadline_v1_thread_service_proto_rawDescGZIP() []byte {
 }
 
 var file_threadline_v1_thread_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_threadline_v1_thread_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_threadline_v1_thread_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_threadline_v1_thread_service_proto_goTypes = []any{
 	(ThreadView)(0),                 // 0: threadline.v1.ThreadView
 	(BusyStrategy)(0),               // 1: threadline.v1.BusyStrategy
@@ -2079,92 +2229,99 @@ var file_threadline_v1_thread_service_proto_goTypes = []any{
 	(*StreamThreadRunResponse)(nil), // 21: threadline.v1.StreamThreadRunResponse
 	(*RunThreadRequest)(nil),        // 22: threadline.v1.RunThreadRequest
 	(*RunThreadResponse)(nil),       // 23: threadline.v1.RunThreadResponse
-	(*CancelThreadRunRequest)(nil),  // 24: threadline.v1.CancelThreadRunRequest
-	(*CancelThreadRunResponse)(nil), // 25: threadline.v1.CancelThreadRunResponse
-	(*JoinThreadRunRequest)(nil),    // 26: threadline.v1.JoinThreadRunRequest
-	(*JoinThreadRunResponse)(nil),   // 27: threadline.v1.JoinThreadRunResponse
-	(*WatchThreadRequest)(nil),      // 28: threadline.v1.WatchThreadRequest
-	(*WatchThreadResponse)(nil),     // 29: threadline.v1.WatchThreadResponse
-	nil,                             // 30: threadline.v1.CreateThreadRequest.LabelsEntry
-	nil,                             // 31: threadline.v1.ForkThreadRequest.LabelsEntry
-	(*HarnessState)(nil),            // 32: threadline.v1.HarnessState
-	(*DeferredToolRequests)(nil),    // 33: threadline.v1.DeferredToolRequests
-	(*DeferredToolResume)(nil),      // 34: threadline.v1.DeferredToolResume
-	(*ClientTool)(nil),              // 35: threadline.v1.ClientTool
-	(*Thread)(nil),                  // 36: threadline.v1.Thread
-	(ThreadStatus)(0),               // 37: threadline.v1.ThreadStatus
-	(*Checkpoint)(nil),              // 38: threadline.v1.Checkpoint
-	(*PromptParts)(nil),             // 39: threadline.v1.PromptParts
-	(*DeferredToolResults)(nil),     // 40: threadline.v1.DeferredToolResults
-	(ToolRecovery)(0),               // 41: threadline.v1.ToolRecovery
-	(*UsageLimits)(nil),             // 42: threadline.v1.UsageLimits
-	(*RunEvent)(nil),                // 43: threadline.v1.RunEvent
-	(*RunResult)(nil),               // 44: threadline.v1.RunResult
-	(ThreadRunStatus)(0),            // 45: threadline.v1.ThreadRunStatus
+	(*StartThreadRunRequest)(nil),   // 24: threadline.v1.StartThreadRunRequest
+	(*StartThreadRunResponse)(nil),  // 25: threadline.v1.StartThreadRunResponse
+	(*CancelThreadRunRequest)(nil),  // 26: threadline.v1.CancelThreadRunRequest
+	(*CancelThreadRunResponse)(nil), // 27: threadline.v1.CancelThreadRunResponse
+	(*JoinThreadRunRequest)(nil),    // 28: threadline.v1.JoinThreadRunRequest
+	(*JoinThreadRunResponse)(nil),   // 29: threadline.v1.JoinThreadRunResponse
+	(*WatchThreadRequest)(nil),      // 30: threadline.v1.WatchThreadRequest
+	(*WatchThreadResponse)(nil),     // 31: threadline.v1.WatchThreadResponse
+	nil,                             // 32: threadline.v1.CreateThreadRequest.LabelsEntry
+	nil,                             // 33: threadline.v1.ForkThreadRequest.LabelsEntry
+	(*HarnessState)(nil),            // 34: threadline.v1.HarnessState
+	(*DeferredToolRequests)(nil),    // 35: threadline.v1.DeferredToolRequests
+	(*DeferredToolResume)(nil),      // 36: threadline.v1.DeferredToolResume
+	(*ClientTool)(nil),              // 37: threadline.v1.ClientTool
+	(*Thread)(nil),                  // 38: threadline.v1.Thread
+	(ThreadStatus)(0),               // 39: threadline.v1.ThreadStatus
+	(*Checkpoint)(nil),              // 40: threadline.v1.Checkpoint
+	(*PromptParts)(nil),             // 41: threadline.v1.PromptParts
+	(*DeferredToolResults)(nil),     // 42: threadline.v1.DeferredToolResults
+	(ToolRecovery)(0),               // 43: threadline.v1.ToolRecovery
+	(*UsageLimits)(nil),             // 44: threadline.v1.UsageLimits
+	(*RunEvent)(nil),                // 45: threadline.v1.RunEvent
+	(*RunResult)(nil),               // 46: threadline.v1.RunResult
+	(ThreadRunStatus)(0),            // 47: threadline.v1.ThreadRunStatus
 }
 var file_threadline_v1_thread_service_proto_depIdxs = []int32{
-	30, // 0: threadline.v1.CreateThreadRequest.labels:type_name -> threadline.v1.CreateThreadRequest.LabelsEntry
-	32, // 1: threadline.v1.CreateThreadRequest.state:type_name -> threadline.v1.HarnessState
-	33, // 2: threadline.v1.CreateThreadRequest.pending:type_name -> threadline.v1.DeferredToolRequests
-	34, // 3: threadline.v1.CreateThreadRequest.accepted:type_name -> threadline.v1.DeferredToolResume
-	35, // 4: threadline.v1.CreateThreadRequest.client_tools:type_name -> threadline.v1.ClientTool
-	36, // 5: threadline.v1.CreateThreadResponse.thread:type_name -> threadline.v1.Thread
+	32, // 0: threadline.v1.CreateThreadRequest.labels:type_name -> threadline.v1.CreateThreadRequest.LabelsEntry
+	34, // 1: threadline.v1.CreateThreadRequest.state:type_name -> threadline.v1.HarnessState
+	35, // 2: threadline.v1.CreateThreadRequest.pending:type_name -> threadline.v1.DeferredToolRequests
+	36, // 3: threadline.v1.CreateThreadRequest.accepted:type_name -> threadline.v1.DeferredToolResume
+	37, // 4: threadline.v1.CreateThreadRequest.client_tools:type_name -> threadline.v1.ClientTool
+	38, // 5: threadline.v1.CreateThreadResponse.thread:type_name -> threadline.v1.Thread
 	0,  // 6: threadline.v1.GetThreadRequest.view:type_name -> threadline.v1.ThreadView
-	36, // 7: threadline.v1.GetThreadResponse.thread:type_name -> threadline.v1.Thread
-	37, // 8: threadline.v1.ListThreadsRequest.status:type_name -> threadline.v1.ThreadStatus
-	36, // 9: threadline.v1.ListThreadsResponse.threads:type_name -> threadline.v1.Thread
-	38, // 10: threadline.v1.ListCheckpointsResponse.checkpoints:type_name -> threadline.v1.Checkpoint
-	38, // 11: threadline.v1.GetCheckpointResponse.checkpoint:type_name -> threadline.v1.Checkpoint
-	31, // 12: threadline.v1.ForkThreadRequest.labels:type_name -> threadline.v1.ForkThreadRequest.LabelsEntry
-	36, // 13: threadline.v1.ForkThreadResponse.thread:type_name -> threadline.v1.Thread
-	36, // 14: threadline.v1.RollbackThreadResponse.thread:type_name -> threadline.v1.Thread
-	39, // 15: threadline.v1.ThreadRunSpec.parts:type_name -> threadline.v1.PromptParts
-	40, // 16: threadline.v1.ThreadRunSpec.answers:type_name -> threadline.v1.DeferredToolResults
-	41, // 17: threadline.v1.ThreadRunSpec.tool_recovery:type_name -> threadline.v1.ToolRecovery
-	35, // 18: threadline.v1.ThreadRunSpec.client_tools:type_name -> threadline.v1.ClientTool
-	42, // 19: threadline.v1.ThreadRunSpec.usage_limits:type_name -> threadline.v1.UsageLimits
+	38, // 7: threadline.v1.GetThreadResponse.thread:type_name -> threadline.v1.Thread
+	39, // 8: threadline.v1.ListThreadsRequest.status:type_name -> threadline.v1.ThreadStatus
+	38, // 9: threadline.v1.ListThreadsResponse.threads:type_name -> threadline.v1.Thread
+	40, // 10: threadline.v1.ListCheckpointsResponse.checkpoints:type_name -> threadline.v1.Checkpoint
+	40, // 11: threadline.v1.GetCheckpointResponse.checkpoint:type_name -> threadline.v1.Checkpoint
+	33, // 12: threadline.v1.ForkThreadRequest.labels:type_name -> threadline.v1.ForkThreadRequest.LabelsEntry
+	38, // 13: threadline.v1.ForkThreadResponse.thread:type_name -> threadline.v1.Thread
+	38, // 14: threadline.v1.RollbackThreadResponse.thread:type_name -> threadline.v1.Thread
+	41, // 15: threadline.v1.ThreadRunSpec.parts:type_name -> threadline.v1.PromptParts
+	42, // 16: threadline.v1.ThreadRunSpec.answers:type_name -> threadline.v1.DeferredToolResults
+	43, // 17: threadline.v1.ThreadRunSpec.tool_recovery:type_name -> threadline.v1.ToolRecovery
+	37, // 18: threadline.v1.ThreadRunSpec.client_tools:type_name -> threadline.v1.ClientTool
+	44, // 19: threadline.v1.ThreadRunSpec.usage_limits:type_name -> threadline.v1.UsageLimits
 	1,  // 20: threadline.v1.ThreadRunSpec.busy_strategy:type_name -> threadline.v1.BusyStrategy
 	19, // 21: threadline.v1.StreamThreadRunRequest.spec:type_name -> threadline.v1.ThreadRunSpec
-	43, // 22: threadline.v1.StreamThreadRunResponse.event:type_name -> threadline.v1.RunEvent
-	43, // 23: threadline.v1.StreamThreadRunResponse.events:type_name -> threadline.v1.RunEvent
+	45, // 22: threadline.v1.StreamThreadRunResponse.event:type_name -> threadline.v1.RunEvent
+	45, // 23: threadline.v1.StreamThreadRunResponse.events:type_name -> threadline.v1.RunEvent
 	19, // 24: threadline.v1.RunThreadRequest.spec:type_name -> threadline.v1.ThreadRunSpec
-	44, // 25: threadline.v1.RunThreadResponse.result:type_name -> threadline.v1.RunResult
-	45, // 26: threadline.v1.CancelThreadRunResponse.status:type_name -> threadline.v1.ThreadRunStatus
-	43, // 27: threadline.v1.JoinThreadRunResponse.event:type_name -> threadline.v1.RunEvent
-	43, // 28: threadline.v1.JoinThreadRunResponse.events:type_name -> threadline.v1.RunEvent
-	36, // 29: threadline.v1.WatchThreadResponse.thread:type_name -> threadline.v1.Thread
-	2,  // 30: threadline.v1.WatchThreadResponse.changes:type_name -> threadline.v1.ThreadChange
-	3,  // 31: threadline.v1.ThreadService.CreateThread:input_type -> threadline.v1.CreateThreadRequest
-	5,  // 32: threadline.v1.ThreadService.GetThread:input_type -> threadline.v1.GetThreadRequest
-	7,  // 33: threadline.v1.ThreadService.ListThreads:input_type -> threadline.v1.ListThreadsRequest
-	9,  // 34: threadline.v1.ThreadService.DeleteThread:input_type -> threadline.v1.DeleteThreadRequest
-	11, // 35: threadline.v1.ThreadService.ListCheckpoints:input_type -> threadline.v1.ListCheckpointsRequest
-	13, // 36: threadline.v1.ThreadService.GetCheckpoint:input_type -> threadline.v1.GetCheckpointRequest
-	15, // 37: threadline.v1.ThreadService.ForkThread:input_type -> threadline.v1.ForkThreadRequest
-	17, // 38: threadline.v1.ThreadService.RollbackThread:input_type -> threadline.v1.RollbackThreadRequest
-	20, // 39: threadline.v1.ThreadService.StreamThreadRun:input_type -> threadline.v1.StreamThreadRunRequest
-	22, // 40: threadline.v1.ThreadService.RunThread:input_type -> threadline.v1.RunThreadRequest
-	24, // 41: threadline.v1.ThreadService.CancelThreadRun:input_type -> threadline.v1.CancelThreadRunRequest
-	26, // 42: threadline.v1.ThreadService.JoinThreadRun:input_type -> threadline.v1.JoinThreadRunRequest
-	28, // 43: threadline.v1.ThreadService.WatchThread:input_type -> threadline.v1.WatchThreadRequest
-	4,  // 44: threadline.v1.ThreadService.CreateThread:output_type -> threadline.v1.CreateThreadResponse
-	6,  // 45: threadline.v1.ThreadService.GetThread:output_type -> threadline.v1.GetThreadResponse
-	8,  // 46: threadline.v1.ThreadService.ListThreads:output_type -> threadline.v1.ListThreadsResponse
-	10, // 47: threadline.v1.ThreadService.DeleteThread:output_type -> threadline.v1.DeleteThreadResponse
-	12, // 48: threadline.v1.ThreadService.ListCheckpoints:output_type -> threadline.v1.ListCheckpointsResponse
-	14, // 49: threadline.v1.ThreadService.GetCheckpoint:output_type -> threadline.v1.GetCheckpointResponse
-	16, // 50: threadline.v1.ThreadService.ForkThread:output_type -> threadline.v1.ForkThreadResponse
-	18, // 51: threadline.v1.ThreadService.RollbackThread:output_type -> threadline.v1.RollbackThreadResponse
-	21, // 52: threadline.v1.ThreadService.StreamThreadRun:output_type -> threadline.v1.StreamThreadRunResponse
-	23, // 53: threadline.v1.ThreadService.RunThread:output_type -> threadline.v1.RunThreadResponse
-	25, // 54: threadline.v1.ThreadService.CancelThreadRun:output_type -> threadline.v1.CancelThreadRunResponse
-	27, // 55: threadline.v1.ThreadService.JoinThreadRun:output_type -> threadline.v1.JoinThreadRunResponse
-	29, // 56: threadline.v1.ThreadService.WatchThread:output_type -> threadline.v1.WatchThreadResponse
-	44, // [44:57] is the sub-list for method output_type
-	31, // [31:44] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	46, // 25: threadline.v1.RunThreadResponse.result:type_name -> threadline.v1.RunResult
+	19, // 26: threadline.v1.StartThreadRunRequest.spec:type_name -> threadline.v1.ThreadRunSpec
+	47, // 27: threadline.v1.StartThreadRunResponse.status:type_name -> threadline.v1.ThreadRunStatus
+	46, // 28: threadline.v1.StartThreadRunResponse.result:type_name -> threadline.v1.RunResult
+	47, // 29: threadline.v1.CancelThreadRunResponse.status:type_name -> threadline.v1.ThreadRunStatus
+	45, // 30: threadline.v1.JoinThreadRunResponse.event:type_name -> threadline.v1.RunEvent
+	45, // 31: threadline.v1.JoinThreadRunResponse.events:type_name -> threadline.v1.RunEvent
+	38, // 32: threadline.v1.WatchThreadResponse.thread:type_name -> threadline.v1.Thread
+	2,  // 33: threadline.v1.WatchThreadResponse.changes:type_name -> threadline.v1.ThreadChange
+	3,  // 34: threadline.v1.ThreadService.CreateThread:input_type -> threadline.v1.CreateThreadRequest
+	5,  // 35: threadline.v1.ThreadService.GetThread:input_type -> threadline.v1.GetThreadRequest
+	7,  // 36: threadline.v1.ThreadService.ListThreads:input_type -> threadline.v1.ListThreadsRequest
+	9,  // 37: threadline.v1.ThreadService.DeleteThread:input_type -> threadline.v1.DeleteThreadRequest
+	11, // 38: threadline.v1.ThreadService.ListCheckpoints:input_type -> threadline.v1.ListCheckpointsRequest
+	13, // 39: threadline.v1.ThreadService.GetCheckpoint:input_type -> threadline.v1.GetCheckpointRequest
+	15, // 40: threadline.v1.ThreadService.ForkThread:input_type -> threadline.v1.ForkThreadRequest
+	17, // 41: threadline.v1.ThreadService.RollbackThread:input_type -> threadline.v1.RollbackThreadRequest
+	20, // 42: threadline.v1.ThreadService.StreamThreadRun:input_type -> threadline.v1.StreamThreadRunRequest
+	22, // 43: threadline.v1.ThreadService.RunThread:input_type -> threadline.v1.RunThreadRequest
+	24, // 44: threadline.v1.ThreadService.StartThreadRun:input_type -> threadline.v1.StartThreadRunRequest
+	26, // 45: threadline.v1.ThreadService.CancelThreadRun:input_type -> threadline.v1.CancelThreadRunRequest
+	28, // 46: threadline.v1.ThreadService.JoinThreadRun:input_type -> threadline.v1.JoinThreadRunRequest
+	30, // 47: threadline.v1.ThreadService.WatchThread:input_type -> threadline.v1.WatchThreadRequest
+	4,  // 48: threadline.v1.ThreadService.CreateThread:output_type -> threadline.v1.CreateThreadResponse
+	6,  // 49: threadline.v1.ThreadService.GetThread:output_type -> threadline.v1.GetThreadResponse
+	8,  // 50: threadline.v1.ThreadService.ListThreads:output_type -> threadline.v1.ListThreadsResponse
+	10, // 51: threadline.v1.ThreadService.DeleteThread:output_type -> threadline.v1.DeleteThreadResponse
+	12, // 52: threadline.v1.ThreadService.ListCheckpoints:output_type -> threadline.v1.ListCheckpointsResponse
+	14, // 53: threadline.v1.ThreadService.GetCheckpoint:output_type -> threadline.v1.GetCheckpointResponse
+	16, // 54: threadline.v1.ThreadService.ForkThread:output_type -> threadline.v1.ForkThreadResponse
+	18, // 55: threadline.v1.ThreadService.RollbackThread:output_type -> threadline.v1.RollbackThreadResponse
+	21, // 56: threadline.v1.ThreadService.StreamThreadRun:output_type -> threadline.v1.StreamThreadRunResponse
+	23, // 57: threadline.v1.ThreadService.RunThread:output_type -> threadline.v1.RunThreadResponse
+	25, // 58: threadline.v1.ThreadService.StartThreadRun:output_type -> threadline.v1.StartThreadRunResponse
+	27, // 59: threadline.v1.ThreadService.CancelThreadRun:output_type -> threadline.v1.CancelThreadRunResponse
+	29, // 60: threadline.v1.ThreadService.JoinThreadRun:output_type -> threadline.v1.JoinThreadRunResponse
+	31, // 61: threadline.v1.ThreadService.WatchThread:output_type -> threadline.v1.WatchThreadResponse
+	48, // [48:62] is the sub-list for method output_type
+	34, // [34:48] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_thread_service_proto_init() }
@@ -2181,14 +2338,14 @@ func file_threadline_v1_thread_service_proto_init() {
 		(*ThreadRunSpec_Text)(nil),
 		(*ThreadRunSpec_Parts)(nil),
 	}
-	file_threadline_v1_thread_service_proto_msgTypes[23].OneofWrappers = []any{}
+	file_threadline_v1_thread_service_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_threadline_v1_thread_service_proto_rawDesc), len(file_threadline_v1_thread_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	ThreadService_RollbackThread_FullMethodName  = "/threadline.v1.ThreadService/RollbackThread"
 	ThreadService_StreamThreadRun_FullMethodName = "/threadline.v1.ThreadService/StreamThreadRun"
 	ThreadService_RunThread_FullMethodName       = "/threadline.v1.ThreadService/RunThread"
+	ThreadService_StartThreadRun_FullMethodName  = "/threadline.v1.ThreadService/StartThreadRun"
 	ThreadService_CancelThreadRun_FullMethodName = "/threadline.v1.ThreadService/CancelThreadRun"
 	ThreadService_JoinThreadRun_FullMethodName   = "/threadline.v1.ThreadService/JoinThreadRun"
 	ThreadService_WatchThread_FullMethodName     = "/threadline.v1.ThreadService/WatchThread"
@@ -85,6 +86,18 @@ type ThreadServiceClient interface {
 	StreamThreadRun(ctx context.Context, in *StreamThreadRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamThreadRunResponse], error)
 	// Runs the thread's next turn like `StreamThreadRun` and returns only its result.
 	RunThread(ctx context.Context, in *RunThreadRequest, opts ...grpc.CallOption) (*RunThreadResponse, error)
+	// Starts the thread's next turn in the background and answers as soon as the run holds the
+	// thread (its Begin committed), with RUNNING, its `run_id` and the revision it began from. The
+	// server drives the run to its end with no client: if its server crashes, another replica (or
+	// the restarted server) runs its next attempt within `lease_ttl` plus the sweep interval, at most
+	// `ThreadStoreInfo.max_run_attempts` times before the request ends INTERRUPTED; a server stopped
+	// by SIGTERM parks it at its next model request for another replica to go on. Follow it with
+	// `JoinThreadRun` (by `run_id`, or by `request_id` to follow its next attempts), read its outcome
+	// with `GetThread` or a retry. A retry with the same `request_id` while the request runs answers
+	// the same (an attached run started by `StreamThreadRun` or `RunThread` becomes server-driven);
+	// once it finished, `replayed` with its status and result (an error status comes again). The
+	// checks before the run are `RunThread`'s, with the same errors.
+	StartThreadRun(ctx context.Context, in *StartThreadRunRequest, opts ...grpc.CallOption) (*StartThreadRunResponse, error)
 	// Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
 	// once the cancellation is recorded, without waiting for the run to end.
 	CancelThreadRun(ctx context.Context, in *CancelThreadRunRequest, opts ...grpc.CallOption) (*CancelThreadRunResponse, error)
@@ -224,6 +237,16 @@ func (c *threadServiceClient) RunThread(ctx context.Context, in *RunThreadReques
 	return out, nil
 }
 
+func (c *threadServiceClient) StartThreadRun(ctx context.Context, in *StartThreadRunRequest, opts ...grpc.CallOption) (*StartThreadRunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartThreadRunResponse)
+	err := c.cc.Invoke(ctx, ThreadService_StartThreadRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *threadServiceClient) CancelThreadRun(ctx context.Context, in *CancelThreadRunRequest, opts ...grpc.CallOption) (*CancelThreadRunResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CancelThreadRunResponse)
@@ -323,6 +346,18 @@ type ThreadServiceServer interface {
 	StreamThreadRun(*StreamThreadRunRequest, grpc.ServerStreamingServer[StreamThreadRunResponse]) error
 	// Runs the thread's next turn like `StreamThreadRun` and returns only its result.
 	RunThread(context.Context, *RunThreadRequest) (*RunThreadResponse, error)
+	// Starts the thread's next turn in the background and answers as soon as the run holds the
+	// thread (its Begin committed), with RUNNING, its `run_id` and the revision it began from. The
+	// server drives the run to its end with no client: if its server crashes, another replica (or
+	// the restarted server) runs its next attempt within `lease_ttl` plus the sweep interval, at most
+	// `ThreadStoreInfo.max_run_attempts` times before the request ends INTERRUPTED; a server stopped
+	// by SIGTERM parks it at its next model request for another replica to go on. Follow it with
+	// `JoinThreadRun` (by `run_id`, or by `request_id` to follow its next attempts), read its outcome
+	// with `GetThread` or a retry. A retry with the same `request_id` while the request runs answers
+	// the same (an attached run started by `StreamThreadRun` or `RunThread` becomes server-driven);
+	// once it finished, `replayed` with its status and result (an error status comes again). The
+	// checks before the run are `RunThread`'s, with the same errors.
+	StartThreadRun(context.Context, *StartThreadRunRequest) (*StartThreadRunResponse, error)
 	// Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
 	// once the cancellation is recorded, without waiting for the run to end.
 	CancelThreadRun(context.Context, *CancelThreadRunRequest) (*CancelThreadRunResponse, error)
@@ -382,6 +417,9 @@ func (UnimplementedThreadServiceServer) StreamThreadRun(*StreamThreadRunRequest,
 }
 func (UnimplementedThreadServiceServer) RunThread(context.Context, *RunThreadRequest) (*RunThreadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RunThread not implemented")
+}
+func (UnimplementedThreadServiceServer) StartThreadRun(context.Context, *StartThreadRunRequest) (*StartThreadRunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartThreadRun not implemented")
 }
 func (UnimplementedThreadServiceServer) CancelThreadRun(context.Context, *CancelThreadRunRequest) (*CancelThreadRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelThreadRun not implemented")
@@ -586,6 +624,24 @@ func _ThreadService_RunThread_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ThreadService_StartThreadRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartThreadRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThreadServiceServer).StartThreadRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ThreadService_StartThreadRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThreadServiceServer).StartThreadRun(ctx, req.(*StartThreadRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ThreadService_CancelThreadRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CancelThreadRunRequest)
 	if err := dec(in); err != nil {
@@ -668,6 +724,10 @@ var ThreadService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RunThread",
 			Handler:    _ThreadService_RunThread_Handler,
+		},
+		{
+			MethodName: "StartThreadRun",
+			Handler:    _ThreadService_StartThreadRun_Handler,
 		},
 		{
 			MethodName: "CancelThreadRun",

@@ -86,6 +86,8 @@ __all__ = (
     "RunThreadResponse",
     "RunUsage",
     "ServerLimits",
+    "StartThreadRunRequest",
+    "StartThreadRunResponse",
     "StoredRef",
     "StreamRunRequest",
     "StreamRunResponse",
@@ -3936,6 +3938,70 @@ default_message_pool.register_message("threadline.v1", "ServerLimits", ServerLim
 
 
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class StartThreadRunRequest(betterproto2.Message):
+    """
+    Request of `StartThreadRun`.
+    """
+
+    spec: "ThreadRunSpec | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    What to run. Required.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "StartThreadRunRequest", StartThreadRunRequest)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class StartThreadRunResponse(betterproto2.Message):
+    """
+    Response of `StartThreadRun`.
+    """
+
+    run_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(1, betterproto2.TYPE_STRING)
+    )
+    """
+    The attempt that runs the request now (or ran it last, when `replayed`).
+    """
+
+    request_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(2, betterproto2.TYPE_STRING)
+    )
+    """
+    The request's ID (`spec.request_id`, or the one the server chose when it was empty).
+    """
+
+    revision: "typing.Annotated[int, pydantic.Field(ge=-2**63, le=2**63 - 1)]" = betterproto2.field(
+        3, betterproto2.TYPE_INT64
+    )
+    """
+    RUNNING: the head the run began from (the thread's revision then). Replayed: the revision of
+    the run's terminal checkpoint.
+    """
+
+    status: "ThreadRunStatus" = betterproto2.field(
+        4, betterproto2.TYPE_ENUM, default_factory=lambda: ThreadRunStatus(0)
+    )
+    """
+    RUNNING while the run goes on; for a finished request (`replayed`), how it ended.
+    """
+
+    replayed: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+    """
+    True when this answers a request that had already finished: nothing ran again.
+    """
+
+    result: "RunResult | None" = betterproto2.field(6, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The stored result, when `replayed`; unset while the run goes on. Its `state` is unset.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "StartThreadRunResponse", StartThreadRunResponse)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
 class StoredRef(betterproto2.Message):
     """
     A value kept in a host state store rather than inline in the envelope.
@@ -4382,6 +4448,15 @@ class ThreadStoreInfo(betterproto2.Message):
     )
     """
     The most bytes one attempt's event log holds (`--event-log-max-bytes`).
+    """
+
+    max_run_attempts: "typing.Annotated[int, pydantic.Field(ge=0, le=2**32 - 1)]" = betterproto2.field(
+        6, betterproto2.TYPE_UINT32
+    )
+    """
+    How many attempts of a `StartThreadRun` request may end by a lost server (a crash, a stop past
+    its lease) before the request ends INTERRUPTED (`--max-run-attempts`); parked attempts (a
+    SIGTERM) do not count.
     """
 
 
@@ -5227,6 +5302,37 @@ class ThreadServiceStub(betterproto2_grpclib.ServiceStub):
             "/threadline.v1.ThreadService/RunThread",
             message,
             RunThreadResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def start_thread_run(
+        self,
+        message: "StartThreadRunRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "StartThreadRunResponse":
+        """
+        Starts the thread's next turn in the background and answers as soon as the run holds the
+        thread (its Begin committed), with RUNNING, its `run_id` and the revision it began from. The
+        server drives the run to its end with no client: if its server crashes, another replica (or
+        the restarted server) runs its next attempt within `lease_ttl` plus the sweep interval, at most
+        `ThreadStoreInfo.max_run_attempts` times before the request ends INTERRUPTED; a server stopped
+        by SIGTERM parks it at its next model request for another replica to go on. Follow it with
+        `JoinThreadRun` (by `run_id`, or by `request_id` to follow its next attempts), read its outcome
+        with `GetThread` or a retry. A retry with the same `request_id` while the request runs answers
+        the same (an attached run started by `StreamThreadRun` or `RunThread` becomes server-driven);
+        once it finished, `replayed` with its status and result (an error status comes again). The
+        checks before the run are `RunThread`'s, with the same errors.
+        """
+
+        return await self._unary_unary(
+            "/threadline.v1.ThreadService/StartThreadRun",
+            message,
+            StartThreadRunResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
