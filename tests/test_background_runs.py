@@ -417,3 +417,33 @@ async def test_sigterm_parks_a_detached_run_at_its_next_model_request_and_anothe
     assert prompts(await full(b, "thread_park"), AT_MODEL) == 1
     assert list(executions(holder.log, "write_note").values()) == [1]
     assert executions(other.log, "write_note") == {}, "resumed from the parked checkpoint"
+
+
+async def test_an_attached_run_a_start_made_server_driven_parks_on_sigterm_too(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """`StreamThreadRun` starts it, a `StartThreadRun` retry elsewhere adopts it; its holder learns so at
+    its next renewal, and SIGTERM then parks it instead of cancelling it."""
+    holder, other = await pair(replicas, store, tmp_path)
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_adopted")
+    call = a.StreamThreadRun(ts.StreamThreadRunRequest(spec=spec("thread_adopted", "adopted", AT_MODEL)))
+    await until(call, "run_started")
+    await holder.wait_for_marker("model")
+    await start(b, "thread_adopted", "adopted", AT_MODEL)
+    seen = (await b.GetThread(ts.GetThreadRequest(thread_id="thread_adopted"))).thread.lease.expire_time
+    deadline = time.monotonic() + DEADLINE
+    while (
+        await b.GetThread(ts.GetThreadRequest(thread_id="thread_adopted"))
+    ).thread.lease.expire_time == seen:
+        assert time.monotonic() < deadline, "the holder never renewed its lease"
+        await asyncio.sleep(0.05)
+    holder.serve.process.send_signal(signal.SIGTERM)
+    holder.gate.touch()
+    assert await asyncio.to_thread(holder.serve.process.wait, DEADLINE) == 0
+    assert [r["run_id"] for r in logged(holder, "run_parked")] != []
+    done = await finished(b, "thread_adopted", "adopted", AT_MODEL)
+    assert done.result.status == run_pb2.RUN_STATUS_COMPLETED
+    assert list(executions(holder.log, "write_note").values()) == [1]
+    assert executions(other.log, "write_note") == {}
