@@ -10,7 +10,6 @@ left `open`: a stalled or fenced-out holder gets `LEASE_LOST`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,7 +151,15 @@ _DELETE_LOG = tuple(
     Statement(delete(table).where(*_keyed(table), table.c.run_id == bindparam("run_id")))
     for table in (run_events, run_logs)
 )
-_NOTIFY = Statement(text("SELECT pg_notify(:channel, :payload)"))
+_NOTIFY = Statement(
+    text(
+        "SELECT pg_notify(:channel, json_build_array(CAST(:thread_id AS text),"
+        " COALESCE((SELECT change_seq FROM threads WHERE namespace = :namespace AND thread_id = :thread_id), 0),"
+        " CAST(:run_id AS text), CAST(:last_sequence AS bigint))::text)"
+    )
+)
+"""PostgreSQL: `[thread_id, change_seq, run_id, last_sequence]` on `threadline_thread`, the thread's change
+sequence read by the same statement (as this transaction leaves it)."""
 _RELAXED = Statement(text("SET LOCAL synchronous_commit = off"))
 _CANCEL_ASKED = Statement(select(threads.c.cancel_requested).where(*_keyed(threads)))
 _CHANGE_SEQ = Statement(select(threads.c.change_seq).where(*_keyed(threads)))
@@ -257,11 +264,10 @@ def write_log(conn: Connection, thread_id: str, write: LogWrite, now: float) -> 
 def notify_thread(conn: Connection, thread_id: str, *, run_id: str = "", last_sequence: int = -1) -> None:
     """PostgreSQL: one notification for whatever this transaction changed (events, the thread)."""
     if conn.dialect.name == "postgresql":
-        change = _CHANGE_SEQ.first(conn, key(thread_id))
-        payload = json.dumps(
-            [thread_id, 0 if change is None else int(change.change_seq), run_id, last_sequence]
+        _NOTIFY.run(
+            conn,
+            {"channel": THREAD_CHANNEL, **key(thread_id), "run_id": run_id, "last_sequence": last_sequence},
         )
-        _NOTIFY.run(conn, {"channel": THREAD_CHANNEL, "payload": payload})
 
 
 def delete_logs(conn: Connection, thread_id: str) -> None:
