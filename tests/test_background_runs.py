@@ -46,23 +46,28 @@ async def start(
     return response
 
 
-async def finished(
-    stub: ThreadServiceStub, thread_id: str, request_id: str, text: str
-) -> ts.StartThreadRunResponse:
-    """Wait, by joining (which starts nothing), until the server finished the request by itself; then
-    answer what a `StartThreadRun` retry replays."""
+async def ended(stub: ThreadServiceStub, thread_id: str, request_id: str) -> str:
+    """Wait, by joining (which starts nothing), until the server ended the request by itself: "result"
+    when its latest attempt ended with one, else the `request_status` it was closed with."""
     deadline = time.monotonic() + DEADLINE
     while True:
         call = stub.JoinThreadRun(ts.JoinThreadRunRequest(thread_id=thread_id, request_id=request_id))
         try:
             await events(call)
-            break  # the latest attempt ended with its result
+            return "result"
         except grpc.aio.AioRpcError as error:
             _code, reason, meta = refusal(error)
             if reason != "RUN_ATTEMPT_LOST" or meta["request_status"] != "running":
-                break  # closed without a result of that attempt (cancelled, interrupted, an error)
-        assert time.monotonic() < deadline, "the server never finished the request"
+                return meta.get("request_status", reason)
+        assert time.monotonic() < deadline, "the server never ended the request"
         await asyncio.sleep(0.1)
+
+
+async def finished(
+    stub: ThreadServiceStub, thread_id: str, request_id: str, text: str
+) -> ts.StartThreadRunResponse:
+    """`ended`, then what a `StartThreadRun` retry replays."""
+    await ended(stub, thread_id, request_id)
     answer = await start(stub, thread_id, request_id, text)
     assert answer.replayed, answer
     return answer
@@ -308,16 +313,7 @@ async def test_a_run_that_kills_its_server_on_every_attempt_ends_interrupted_aft
         holder = await replica(replicas, store, tmp_path / f"r{attempt}")
     # The fourth replica's sweeper closes the request instead of starting a fourth attempt.
     stub = stub_of(holder)
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        with pytest.raises(grpc.aio.AioRpcError) as joined:
-            await events(
-                stub.JoinThreadRun(ts.JoinThreadRunRequest(thread_id="thread_doomed", request_id="doomed"))
-            )
-        if refusal(joined.value)[2].get("request_status") == "interrupted":
-            break
-        assert time.monotonic() < deadline, "the request was never closed"
-        await asyncio.sleep(0.1)
+    assert await ended(stub, "thread_doomed", "doomed") == "interrupted"
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await start(stub, "thread_doomed", "doomed", RETRYABLE)
     code, reason, meta = refusal(caught.value)
@@ -368,16 +364,7 @@ async def test_a_server_driven_start_that_fails_its_checks_closes_the_request_wi
     served = await asyncio.to_thread(spawn_serve, "--store", store[0], "--lease-ttl", str(TTL), env=store[1])
     try:
         stub = ThreadServiceStub(grpc.aio.insecure_channel(served.address))
-        deadline = time.monotonic() + DEADLINE
-        while True:
-            with pytest.raises(grpc.aio.AioRpcError) as joined:
-                await events(
-                    stub.JoinThreadRun(ts.JoinThreadRunRequest(thread_id="thread_gone", request_id="gone"))
-                )
-            if refusal(joined.value)[2].get("request_status") == "error":
-                break
-            assert time.monotonic() < deadline, "the failed start never closed the request"
-            await asyncio.sleep(0.1)
+        assert await ended(stub, "thread_gone", "gone") == "error"
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await start(stub, "thread_gone", "gone", HELD)
         _code, reason, _meta = refusal(caught.value)
