@@ -39,6 +39,7 @@ __all__ = (
     "RunError",
     "StateError",
     "ThreadError",
+    "error_reason",
 )
 
 RetryHint = Literal["none", "new_run", "dependency_change"]
@@ -299,6 +300,15 @@ class HarnessError(Exception):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, code={self.code.value!r}, details={self.details!r})"
+
+
+def error_reason(error: BaseException) -> str:
+    """A log line's `reason`: a core error's code, upper-cased as on the wire, or a host refusal's own."""
+    if isinstance(error, HarnessError):
+        return error.code.value.upper()
+    if isinstance(error, Refusal):
+        return RecordedRefusal.of(error).reason
+    return type(error).__name__
 
 
 class DefinitionError(HarnessError):

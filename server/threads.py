@@ -371,35 +371,31 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             request_id = _required_id(request.request_id, "request_id") if request.request_id else ""
             # Past any sequence a log can hold (and within a database's signed 64-bit integers).
             after = min(request.after_sequence, 2**62) if request.HasField("after_sequence") else -1
-            slot = self.follower_slot()
-            slot.__enter__()
         except (HarnessError, ServerError) as error:
             await abort(context, error)
         ids = {"thread_id": thread_id, "run_id": run_id, "request_id": request_id}
         try:
-            try:
+            with self.follower_slot():  # taken before anything is read
                 run_id, request_id, events = await self._h.join(
                     thread_id, run_id=run_id, request_id=request_id, after=after
                 )
-            except InputError as error:
-                await abort(context, at_named_field(error))
-            except (HarnessError, ServerError) as error:
-                await abort(context, error)
-            ids.update(run_id=run_id, request_id=request_id)
-            if (metrics := CURRENT.get()) is not None:
-                metrics.thread_joins.inc()
-            responses = pump(
-                context,
-                events,
-                self._outbox(request.max_events_per_message),
-                service="threads",
-                fields=lambda: {"method": "JoinThreadRun", **ids},
-            )
-            async with aclosing(responses):
-                async for response in responses:
-                    yield response
-        finally:
-            slot.__exit__(None, None, None)
+                ids.update(run_id=run_id, request_id=request_id)
+                if (metrics := CURRENT.get()) is not None:
+                    metrics.thread_joins.inc()
+                responses = pump(
+                    context,
+                    events,
+                    self._outbox(request.max_events_per_message),
+                    service="threads",
+                    fields=lambda: {"method": "JoinThreadRun", **ids},
+                )
+                async with aclosing(responses):
+                    async for response in responses:
+                        yield response
+        except InputError as error:
+            await abort(context, at_named_field(error))
+        except (HarnessError, ServerError) as error:
+            await abort(context, error)
 
     async def WatchThread(
         self, request: thread_service_pb2.WatchThreadRequest, context: Context

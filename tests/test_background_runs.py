@@ -240,6 +240,28 @@ async def test_kill_9_of_a_detached_holder_and_another_replica_runs_its_next_att
     assert executions(other.log, "write_note") == {}
 
 
+async def test_kill_9_right_after_begin_and_a_retry_finds_the_same_request(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """Killed as soon as Begin committed (the run waits for its first model answer): a retry on the other
+    replica answers the same request, one record, and the prompt is in the history once."""
+    holder, other = await pair(replicas, store, tmp_path)
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_begun")
+    started = await start(a, "thread_begun", "begun", AT_MODEL)
+    await holder.wait_for_marker("model")
+    await holder.killed()
+    retried = await start(b, "thread_begun", "begun", AT_MODEL)
+    assert retried.request_id == "begun" and retried.revision >= started.revision == 1
+    assert retried.status == thread_pb2.THREAD_RUN_STATUS_RUNNING or retried.replayed
+    done = await finished(b, "thread_begun", "begun", AT_MODEL)
+    assert done.result.status == run_pb2.RUN_STATUS_COMPLETED
+    assert prompts(await full(b, "thread_begun"), AT_MODEL) == 1
+    ran = [*executions(holder.log, "write_note").values(), *executions(other.log, "write_note").values()]
+    assert ran == [1], "the model never answered on the killed holder: write_note ran once, elsewhere"
+
+
 async def test_a_detached_request_is_never_superseded_and_a_request_that_finds_it_due_starts_it(
     store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
 ) -> None:
@@ -395,3 +417,33 @@ async def test_sigterm_parks_a_detached_run_at_its_next_model_request_and_anothe
     assert prompts(await full(b, "thread_park"), AT_MODEL) == 1
     assert list(executions(holder.log, "write_note").values()) == [1]
     assert executions(other.log, "write_note") == {}, "resumed from the parked checkpoint"
+
+
+async def test_an_attached_run_a_start_made_server_driven_parks_on_sigterm_too(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """`StreamThreadRun` starts it, a `StartThreadRun` retry elsewhere adopts it; its holder learns so at
+    its next renewal, and SIGTERM then parks it instead of cancelling it."""
+    holder, other = await pair(replicas, store, tmp_path)
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_adopted")
+    call = a.StreamThreadRun(ts.StreamThreadRunRequest(spec=spec("thread_adopted", "adopted", AT_MODEL)))
+    await until(call, "run_started")
+    await holder.wait_for_marker("model")
+    await start(b, "thread_adopted", "adopted", AT_MODEL)
+    seen = (await b.GetThread(ts.GetThreadRequest(thread_id="thread_adopted"))).thread.lease.expire_time
+    deadline = time.monotonic() + DEADLINE
+    while (
+        await b.GetThread(ts.GetThreadRequest(thread_id="thread_adopted"))
+    ).thread.lease.expire_time == seen:
+        assert time.monotonic() < deadline, "the holder never renewed its lease"
+        await asyncio.sleep(0.05)
+    holder.serve.process.send_signal(signal.SIGTERM)
+    holder.gate.touch()
+    assert await asyncio.to_thread(holder.serve.process.wait, DEADLINE) == 0
+    assert [r["run_id"] for r in logged(holder, "run_parked")] != []
+    done = await finished(b, "thread_adopted", "adopted", AT_MODEL)
+    assert done.result.status == run_pb2.RUN_STATUS_COMPLETED
+    assert list(executions(holder.log, "write_note").values()) == [1]
+    assert executions(other.log, "write_note") == {}

@@ -261,6 +261,55 @@ async def test_kill_9_of_the_holder_ends_a_join_elsewhere_with_run_attempt_lost(
     assert executions(other.log, "write_note") == {}
 
 
+async def test_kill_9_of_the_holder_just_after_its_terminal_commit_leaves_a_complete_log(
+    pair: list[Replica],
+) -> None:
+    """The terminal commit writes the rest of the log with it: a join elsewhere replays every event
+    through the terminal `thread_committed` and the `result`, and nothing follows."""
+    holder, other = pair
+    holder.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_ended")
+    call = a.StreamThreadRun(
+        ts.StreamThreadRunRequest(spec=spec("thread_ended", "ended", HELD)), timeout=DEADLINE
+    )
+    whole = await until(call, "result")  # the terminal commit landed before its result was sent
+    await holder.killed()
+    assert whole[-2].WhichOneof("event") == "thread_committed"
+    assert wire(await join(b, "thread_ended", run_id=whole[0].run_id)) == wire(whole)
+    assert list(executions(holder.log, "write_note").values()) == [1]
+
+
+async def test_kill_9_of_the_joiners_replica_and_a_join_elsewhere_continues_after_its_last_event(
+    pair: list[Replica],
+) -> None:
+    """The run goes on; a join on the holder from the last sequence the dead joiner received continues
+    with no gap and no repeat; the tool ran once."""
+    holder, joiner = pair
+    a, b = stub_of(holder), stub_of(joiner)
+    await create(a, "thread_joiner")
+    first = a.StreamThreadRun(
+        ts.StreamThreadRunRequest(spec=spec("thread_joiner", "joiner", HELD)), timeout=DEADLINE
+    )
+    head = await until(first, "tool_call")
+    await holder.wait_for_marker("tool:write_note")
+    received = await until(
+        b.JoinThreadRun(ts.JoinThreadRunRequest(thread_id="thread_joiner", run_id=head[0].run_id)),
+        "tool_call",
+    )
+    await joiner.killed()
+    again = a.JoinThreadRun(
+        ts.JoinThreadRunRequest(
+            thread_id="thread_joiner", run_id=head[0].run_id, after_sequence=received[-1].sequence
+        ),
+        timeout=DEADLINE,
+    )
+    holder.gate.touch()
+    whole = head + await events(first)
+    assert wire(received + await events(again)) == wire(whole)
+    assert list(executions(holder.log, "write_note").values()) == [1]
+
+
 async def test_a_holder_stalled_past_its_lease_is_lost_for_its_joiners_and_writes_nothing_more(
     pair: list[Replica],
 ) -> None:

@@ -21,7 +21,7 @@ from .._loading import load_state
 from .._resume_checks import check_pending, check_remaining
 from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume, stored_resume
-from ..errors import ErrorCode, InputError, StateError, ThreadError
+from ..errors import ErrorCode, InputError, StateError, ThreadError, error_reason
 from ..state import HarnessState
 from .cache import CachedHead, HeadCache
 from .codec import state_parts
@@ -477,10 +477,9 @@ class DurableHost:
                 run.detach()
                 await asyncio.wait([run.started])
                 if not run.started.cancelled() and (error := run.started.exception()) is not None:
-                    reason = getattr(error, "reason", None) or getattr(error, "code", type(error).__name__)
                     LOGGER.info(
                         "sweep_start_refused",
-                        extra={"fields": {**_request_ids(thread_id, record), "reason": str(reason)}},
+                        extra={"fields": {**_request_ids(thread_id, record), "reason": error_reason(error)}},
                     )
                     # No room after all, or a race: due again at the next pass (a failed start's close
                     # has cleared the work already).

@@ -46,6 +46,8 @@ class LeaseKeeper:
         self.fence = thread.fence
         self.expiry = sent + host.lease_ttl
         self.lost: ThreadError | None = None
+        self.server_driven = False
+        """Learnt at a renewal: the server is to finish this run (it parks on a drain, LIVE §3.3)."""
         self._stop = stop
         self._ids = ids
 
@@ -82,7 +84,9 @@ class LeaseKeeper:
                 return
             sent = time.monotonic()
             try:
-                _expires, cancel = await self._host.store.renew(self._thread_id, fence=self.fence, ttl=ttl)
+                _expires, cancel, driven = await self._host.store.renew(
+                    self._thread_id, fence=self.fence, ttl=ttl
+                )
             except ThreadError as error:
                 if error.code == ErrorCode.LEASE_LOST or time.monotonic() > self.expiry:
                     self.lose(error)
@@ -92,5 +96,6 @@ class LeaseKeeper:
                 continue
             failed = None
             self.extended(sent)
+            self.server_driven = self.server_driven or driven
             if cancel:
                 self._stop()

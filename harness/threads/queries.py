@@ -149,7 +149,7 @@ RENEW_LEASE = Statement(
         threads.c.lease_expires > bindparam("now"),  # an expired lease is left to expire (THREADS §4 step 2)
     )
     .values(lease_expires=bindparam("lease_expires"), sweep_after=_SWEEP_WITH_LEASE)
-    .returning(threads.c.cancel_requested)
+    .returning(threads.c.cancel_requested, threads.c.sweep_after)
 )
 SELECT_DUE = Statement(
     select(threads.c.thread_id, threads.c.sweep_after)

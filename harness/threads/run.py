@@ -20,7 +20,15 @@ from typing import Any
 from .._run import HarnessRunStream
 from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume
-from ..errors import ErrorCode, HarnessError, RecordedRefusal, Refusal, RunCleanupError, ThreadError
+from ..errors import (
+    ErrorCode,
+    HarnessError,
+    RecordedRefusal,
+    Refusal,
+    RunCleanupError,
+    ThreadError,
+    error_reason,
+)
 from ..events import HarnessCheckpointEvent, HarnessRunResultEvent
 from ..results import HarnessRunResult
 from ..run_request import RunRequest
@@ -101,6 +109,8 @@ class ThreadRun:
         self._listening = True
         self._holder: _Holder | None = None
         self._cancel_asked = False
+        self._park_asked = False
+        """A drain came before the holder: it parks (detached) or cancels (attached) once it holds."""
         self.run_id = ""
         self.task = asyncio.create_task(self._main())
 
@@ -113,10 +123,12 @@ class ThreadRun:
     def drain(self) -> None:
         """The server drains (SIGTERM): a detached run parks at its next model request (LIVE §3.3), an
         attached one is cancelled as THREADS says."""
-        if self._holder is not None and self._holder.detached:
-            self._holder.park()
-        else:
-            self.cancel()
+        self._park_asked = True
+        if self._holder is not None:
+            if self._holder.detached:
+                self._holder.park()
+            else:
+                self.cancel()
 
     async def before_model_request(
         self, state: HarnessState, pending_input: DeferredToolResume | None
@@ -322,6 +334,8 @@ class ThreadRun:
                 self._holder = holder
                 if self._cancel_asked:
                     holder.request_cancel()
+                elif self._park_asked:
+                    self.drain()
                 with host.running(self):
                     async for item in holder.run():
                         yield item
@@ -339,12 +353,7 @@ class ThreadRun:
             if lost.code not in _MOVED:
                 raise
             return
-        LOGGER.warning(
-            "start_failed",
-            extra={
-                "fields": {**self._ids, "reason": getattr(error, "reason", str(error.__class__.__name__))}
-            },
-        )
+        LOGGER.warning("start_failed", extra={"fields": {**self._ids, "reason": error_reason(error)}})
 
     async def _attach(self, thread: ThreadRow, run_id: str) -> AsyncIterator[Numbered]:
         """Follow the request's running attempt from its first event (LIVE §2.5); an attempt that keeps
@@ -379,7 +388,7 @@ class _Holder:
         detached: bool,
     ) -> None:
         self._host = host
-        self.detached = detached
+        self._detached = detached
         self._park_asked = False
         self._thread = thread
         self._start_head = head
@@ -485,6 +494,11 @@ class _Holder:
     def request_cancel(self) -> None:
         """Stop the run; the core delivers it at the holder's next wait on the stream, never in a commit."""
         self._stream.cancel()
+
+    @property
+    def detached(self) -> bool:
+        """Whether the server is to finish the run: detached at Begin, or made so since (a renewal said)."""
+        return self._detached or self._lease.server_driven
 
     def park(self) -> None:
         """Park at the next model request (LIVE §3.3): commit there, give the lease up, stop; no terminal

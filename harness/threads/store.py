@@ -527,10 +527,11 @@ class ThreadStore:
         return Committed(head, expires, written)
 
     @offloaded(read=False)
-    def renew(self, thread_id: str, *, fence: str, ttl: float) -> tuple[float, bool]:
-        """Extend the live lease of the holder of `fence`; returns the new expiry and whether a cancel was
-        asked. A lease that expired by the database's clock is not extended: another replica may be
-        taking the thread over.
+    def renew(self, thread_id: str, *, fence: str, ttl: float) -> tuple[float, bool, bool]:
+        """Extend the live lease of the holder of `fence`; returns the new expiry, whether a cancel was
+        asked, and whether the run is the server's to finish (`sweep_after` is kept: a detached request,
+        or one made so by a `StartThreadRun` retry). A lease that expired by the database's clock is not
+        extended: another replica may be taking the thread over.
 
         Raises:
             ThreadError: `lease_lost`.
@@ -541,7 +542,7 @@ class ThreadStore:
             )
             if renewed is None:
                 raise lease_lost(thread_id)
-        return now + ttl, bool(renewed.cancel_requested)
+        return now + ttl, bool(renewed.cancel_requested), renewed.sweep_after is not None
 
     @offloaded(read=False)
     def cancel(self, thread_id: str, run_id: str, *, outcome: ThreadRunOutcome) -> tuple[RunRowStatus, bool]:

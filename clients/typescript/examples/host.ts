@@ -10,12 +10,13 @@
  *   npm run host -- --thread thread_mine "count"            # same thread, by its ID only
  *   npm run host -- --thread thread_mine --join run-…       # print a run's events (live or finished)
  *   npm run host -- --thread thread_mine --watch            # print the thread's changes until Ctrl-C
+ *   npm run host -- --thread thread_mine --start "sleep 3"  # a background run: its run ID, events, result
  *
  * Options: `--addr host:port` (default $THREADLINE_ADDR or 127.0.0.1:50051), `--token`
  * (default $THREADLINE_TOKEN), `--state FILE` (default thread.json), `--thread ID` (instead of
  * `--state`), `--agent NAME` (default: the server's), `--timeout SECONDS`; with `--thread`,
  * `--join RUN` (a run ID, or `latest`: the running one, else the last) or `--watch` instead of a
- * prompt.
+ * prompt, and `--start` with one.
  *
  * With `--state` (HarnessService) the host owns the thread. What it does, in order: load the
  * stored envelope (and the deferred batch it waits on, if the last run suspended); stream a run
@@ -32,7 +33,10 @@
  * answers are the same; they go back by call ID, without the batch. Ctrl-C stops this host, not
  * the run: a thread run outlives its call and commits on the server. `--join` follows one of its
  * runs from another terminal or machine, every event with its sequence (the SDK reconnects a
- * broken stream from the last one), and `--watch` prints each change of the thread.
+ * broken stream from the last one), and `--watch` prints each change of the thread. `--start`
+ * starts the turn in the background (`threads.startRun`): the server runs it with no client, so
+ * Ctrl-C leaves it running; the host prints its run ID, then its events by joining it, and its
+ * result. Answer what it leaves pending with `--thread` again.
  */
 
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
@@ -47,6 +51,7 @@ import {
   type ThreadRunOutcome,
   ThreadChange,
   ThreadNotFound,
+  ThreadRunStatus,
   ThreadStatus,
   type ThreadlineClient,
   answers,
@@ -134,6 +139,7 @@ async function main(): Promise<void> {
       timeout: { type: "string", default: "600" },
       join: { type: "string" },
       watch: { type: "boolean", default: false },
+      start: { type: "boolean", default: false },
     },
     allowPositionals: true,
   });
@@ -150,12 +156,17 @@ async function main(): Promise<void> {
 
   try {
     if (values.join !== undefined || values.watch) {
-      if (values.thread === undefined || prompt !== "" || (values.join !== undefined && values.watch)) {
-        throw new Error("--join RUN and --watch take --thread ID and no prompt, one of them");
+      if (values.thread === undefined || prompt !== "" || (values.join !== undefined && values.watch) || values.start) {
+        throw new Error("--join RUN and --watch take --thread ID and no prompt, one of them (not --start)");
       }
       process.exitCode = values.watch
         ? await watch(client, values.thread, abort.signal)
         : await join(client, values.thread, values.join ?? "", abort.signal);
+      return;
+    }
+    if (values.start) {
+      if (values.thread === undefined || prompt === "") throw new Error("--start takes --thread ID and a prompt");
+      process.exitCode = await start(client, values.thread, prompt, abort.signal, agent);
       return;
     }
     if (values.thread !== undefined) {
@@ -215,15 +226,7 @@ async function threadSession(
   signal: AbortSignal,
   agent: { agent?: string },
 ): Promise<number> {
-  let thread: Thread;
-  try {
-    thread = await client.threads.get(threadId);
-    console.log(`thread ${thread.threadId} is at revision ${thread.revision}, ${ThreadStatus[thread.status]}`);
-  } catch (err) {
-    if (!(err instanceof ThreadNotFound)) throw err;
-    thread = await client.threads.create({ threadId, ...agent });
-    console.log(`created thread ${thread.threadId}`);
-  }
+  const thread = await openThread(client, threadId, agent);
   if (thread.pending === undefined && prompt === "") {
     console.error("give a prompt (nothing is pending to resume)");
     return 2;
@@ -242,6 +245,20 @@ async function threadSession(
   report(outcome!.result);
   console.log(`thread ${threadId} is now at revision ${outcome!.revision}`);
   return outcome!.result.status === RunStatus.COMPLETED ? 0 : 1;
+}
+
+/** The thread with this ID, created (with `agent`) if there is none yet. */
+async function openThread(client: ThreadlineClient, threadId: string, agent: { agent?: string }): Promise<Thread> {
+  try {
+    const thread = await client.threads.get(threadId);
+    console.log(`thread ${thread.threadId} is at revision ${thread.revision}, ${ThreadStatus[thread.status]}`);
+    return thread;
+  } catch (err) {
+    if (!(err instanceof ThreadNotFound)) throw err;
+    const thread = await client.threads.create({ threadId, ...agent });
+    console.log(`created thread ${thread.threadId}`);
+    return thread;
+  }
 }
 
 /**
@@ -268,16 +285,38 @@ async function driveThread(
 /** `--join`: print every event of one run of the thread, as it is written, then how it ended. */
 async function join(client: ThreadlineClient, threadId: string, runId: string, signal: AbortSignal): Promise<number> {
   const events = client.threads.joinRun(threadId, { runId: runId === "latest" ? "" : runId, signal });
-  for await (const event of events) {
-    console.log(`${String(event.sequence).padStart(4)} ${event.event.case ?? "?"}${detail(event)}`);
-  }
+  await printEvents(events);
   const outcome = events.outcome!;
   console.log(`(run ${events.runId}: revision ${outcome.revision})`);
   report(outcome.result);
   return outcome.result.status === RunStatus.COMPLETED ? 0 : 1;
 }
 
-/** What `--join` prints after an event's case. */
+/**
+ * `--start`: start the turn in the background, print its run ID, then its events as a join gets
+ * them (its next attempts too, should its server be lost), then its result. Ctrl-C stops this host
+ * only: the server goes on with the run.
+ */
+async function start(client: ThreadlineClient, threadId: string, prompt: string, signal: AbortSignal, agent: { agent?: string }): Promise<number> {
+  await openThread(client, threadId, agent);
+  const started = await client.threads.startRun(threadId, { text: prompt, clientTools: CLIENT_TOOLS, signal });
+  console.log(`started ${started.runId} (request ${started.requestId}) from revision ${started.revision}: ${ThreadRunStatus[started.status]}`);
+  await printEvents(started.events({ signal }));
+  const { result, revision } = await started.result({ signal });
+  console.log(`(request ${started.requestId}: revision ${revision})`);
+  report(result);
+  if (result.status === RunStatus.SUSPENDED) console.log(`answer it with: npm run host -- --thread ${threadId}`);
+  return result.status === RunStatus.COMPLETED ? 0 : 1;
+}
+
+/** Print each event of a join with its sequence, as it is written. */
+async function printEvents(events: AsyncIterable<RunEvent>): Promise<void> {
+  for await (const event of events) {
+    console.log(`${String(event.sequence).padStart(4)} ${event.event.case ?? "?"}${detail(event)}`);
+  }
+}
+
+/** What `--join` and `--start` print after an event's case. */
 function detail({ runId, sequence, event }: RunEvent): string {
   switch (event.case) {
     case "runStarted":

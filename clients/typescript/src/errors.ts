@@ -26,7 +26,7 @@
  *  ├── ThreadExists        ALREADY_EXISTS
  *  ├── RequestIdReused     INVALID_ARGUMENT
  *  ├── ThreadNotSuspended  FAILED_PRECONDITION
- *  ├── RequestInterrupted  FAILED_PRECONDITION  .runId .revision
+ *  ├── RequestInterrupted  FAILED_PRECONDITION  .runId .revision .attempts
  *  ├── ThreadBusy          ABORTED              .runId .requestId .leaseExpiresAt
  *  ├── RevisionConflict    ABORTED              .currentRevision
  *  ├── LeaseLost           ABORTED
@@ -236,9 +236,11 @@ export class ThreadNotSuspended extends ReasonError {
 }
 
 /**
- * FAILED_PRECONDITION: a retry of a request whose run another request superseded
- * (`REQUEST_INTERRUPTED`). Its holder was gone and another request took the thread, so this
- * request never finishes; `revision` tells the host whether its input reached the thread.
+ * FAILED_PRECONDITION: a retry of a request whose run was closed INTERRUPTED
+ * (`REQUEST_INTERRUPTED`): its holder was gone and another request took the thread, or, for a
+ * background run (`startRun`), its attempts kept losing their server (`attempts` of them, the
+ * server's `--max-run-attempts`). This request never finishes; `revision` tells the host whether
+ * its input reached the thread.
  */
 export class RequestInterrupted extends ReasonError {
   override name = "RequestInterrupted";
@@ -251,6 +253,13 @@ export class RequestInterrupted extends ReasonError {
   /** The last checkpoint the interrupted run committed; 0n when it committed none. */
   get revision(): bigint {
     return bigintEntry(this.metadata, "revision");
+  }
+  /**
+   * How many attempts of a background request ended by a lost server when the attempt cap closed
+   * it; 0 when the server sent none (a request superseded by another).
+   */
+  get attempts(): number {
+    return numberEntry(this.metadata, "attempts");
   }
 }
 

@@ -2,7 +2,8 @@
  * `@threadline/client`: the TypeScript host SDK of Threadline.
  *
  * - `createThreadlineClient` — the client (`streamRun`, `run`, state operations, server info).
- * - `client.threads` (`Threads`) — durable threads the server keeps (`ThreadService`), by ID.
+ * - `client.threads` (`Threads`) — durable threads the server keeps (`ThreadService`), by ID;
+ *   `threads.startRun` gives a `StartedRun`, a run the server drives in the background.
  * - `approve`, `deny`, `callResult`, … and `resumeWith` — answers to a suspended run; `answers` —
  *   the same answers for a thread the server keeps.
  * - `client.runChild` / `streamChild`, `pendingChildren`, `childAnswer` — Host-managed children:
@@ -37,7 +38,7 @@ export { childAnswer, childRunning, pendingChildren } from "./children.js";
 export type { ChildRunInput, PendingChild } from "./children.js";
 export { decodeMessage, decodeState, encodeMessage, encodeState } from "./codec.js";
 export type { Format } from "./codec.js";
-export { RECONNECT_RETRIES, RUN_RETRIES, ThreadRunStream, Threads, newRequestId } from "./threads.js";
+export { RECONNECT_RETRIES, RUN_RETRIES, StartedRun, ThreadRunStream, Threads, newRequestId } from "./threads.js";
 export type {
   ClientToolInput,
   CreateThreadOptions,
@@ -49,6 +50,9 @@ export type {
   ListThreadsOptions,
   ListThreadsPageOptions,
   Revision,
+  StartRunInput,
+  StartedRunEventsOptions,
+  StartedRunInit,
   ThreadRunInput,
   ThreadRunOutcome,
   ThreadUpdate,

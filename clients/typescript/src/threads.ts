@@ -36,7 +36,7 @@ import { Code } from "@connectrpc/connect";
 import type { Client, CallOptions as ConnectCallOptions } from "@connectrpc/connect";
 
 import { type CallOptions, type PackedEvents, call, connectOptions, required, serverStream, streamEvents } from "./calls.js";
-import { ListenerTooSlow, RunAttemptLost, ThreadlineError } from "./errors.js";
+import { ListenerTooSlow, RunAttemptLost, RunEventsExpired, ThreadlineError } from "./errors.js";
 import type {
   DeferredToolRequests,
   DeferredToolResultsSchema,
@@ -51,11 +51,12 @@ import type {
   UsageLimitsSchema,
 } from "./gen/threadline/v1/run_pb.js";
 import type { HarnessState } from "./gen/threadline/v1/state_pb.js";
-import type { Checkpoint, Thread, ThreadRunStatus } from "./gen/threadline/v1/thread_pb.js";
-import { ThreadStatus } from "./gen/threadline/v1/thread_pb.js";
+import type { Checkpoint, Thread } from "./gen/threadline/v1/thread_pb.js";
+import { ThreadRunStatus, ThreadStatus } from "./gen/threadline/v1/thread_pb.js";
 import {
   type JoinThreadRunRequest,
   type ListThreadsResponse,
+  type StartThreadRunResponse,
   ThreadRunSpecSchema,
   type ThreadRunSpec,
   type ThreadService,
@@ -191,6 +192,23 @@ export interface ThreadRunInput extends CallOptions {
   reconnect?: boolean;
 }
 
+/**
+ * What `Threads.startRun` runs, and the call's options: those of `run`. `timeoutMs` (default the
+ * client's unary `timeoutMs`) bounds the start, its retries included, not the run.
+ */
+export type StartRunInput = Omit<ThreadRunInput, "reconnect">;
+
+/** Options of `StartedRun.events`: from where, and the call's options. */
+export interface StartedRunEventsOptions extends CallOptions {
+  /**
+   * Only the events of the attempt `runId` with a greater sequence; default all the request's
+   * events, from its latest attempt's first, following its next attempts.
+   */
+  afterSequence?: bigint | number;
+  /** Reconnect after a transport failure (default true); `false`: the first error ends the stream. */
+  reconnect?: boolean;
+}
+
 /** Which attempt `Threads.joinRun` follows, from where, and the call's options. */
 export interface JoinRunOptions extends CallOptions {
   /** The attempt to follow (`RunEvent.runId`, `Thread.lease.runId`); any attempt's. */
@@ -215,6 +233,20 @@ export interface ThreadsConfig {
   readonly unaryTimeoutMs: number;
   readonly runTimeoutMs: number;
   readonly maxEventsPerMessage: number;
+}
+
+/** What a `StartedRun` is made of: `Threads.startRun` makes one. */
+export interface StartedRunInit {
+  /** The threads client that started it. */
+  readonly threads: Threads;
+  /** The thread it runs. */
+  readonly threadId: string;
+  /** The server's answer to the start. */
+  readonly response: StartThreadRunResponse;
+  /** Send the same `StartThreadRun` again (same spec, same request ID); UNAVAILABLE retried. */
+  readonly start: (options: CallOptions) => Promise<StartThreadRunResponse>;
+  /** The default deadline of `result()` (the client's `runTimeoutMs`); 0 = none. */
+  readonly runTimeoutMs: number;
 }
 
 /**
@@ -339,6 +371,130 @@ export class ThreadRunStream implements AsyncIterableIterator<RunEvent, void> {
         break;
     }
   }
+}
+
+/**
+ * A thread run started in the background (`Threads.startRun`): the server runs it with no client
+ * and drives it to its end, running a next attempt itself if its server is lost.
+ *
+ * ```ts
+ * const started = await client.threads.startRun(threadId, { text: "summarise the logs" });
+ * started.runId;                                   // RUNNING: the attempt that runs it now
+ * for await (const event of started.events()) { ... }   // its events, as `joinRun` yields them
+ * const { result, revision } = await started.result();  // waits for its end
+ * await started.cancel();                          // or stop it
+ * ```
+ *
+ * Another process can do the same with the request ID: `startRun(threadId, { ...same input,
+ * requestId })` answers the same request again (RUNNING while it runs, then `replayed`).
+ */
+export class StartedRun {
+  /** The thread it runs. */
+  readonly threadId: string;
+  /** The attempt that runs the request now (or ran it last, when `replayed`). */
+  readonly runId: string;
+  /** The request's ID: `startRun` with it (and the same input) answers this request again. */
+  readonly requestId: string;
+  /** RUNNING: the head the run began from. Replayed: the revision of its terminal checkpoint. */
+  readonly revision: bigint;
+  /** RUNNING while the run goes on; for a request that had finished (`replayed`), how it ended. */
+  readonly status: ThreadRunStatus;
+  /** True when the start answered a request that had already finished: nothing ran again. */
+  readonly replayed: boolean;
+  /** When `replayed`, its outcome (`result` without `state`, `revision`, `replayed: true`); undefined while it runs. */
+  readonly outcome: ThreadRunOutcome | undefined;
+  readonly #threads: Threads;
+  readonly #start: (options: CallOptions) => Promise<StartThreadRunResponse>;
+  readonly #runTimeoutMs: number;
+
+  /** Made by `Threads.startRun`. */
+  constructor(init: StartedRunInit) {
+    const { response } = init;
+    this.threadId = init.threadId;
+    this.runId = response.runId;
+    this.requestId = response.requestId;
+    this.revision = response.revision;
+    this.status = response.status;
+    this.replayed = response.replayed;
+    this.outcome = replayedOutcome(response);
+    this.#threads = init.threads;
+    this.#start = init.start;
+    this.#runTimeoutMs = init.runTimeoutMs;
+  }
+
+  /**
+   * Follow the run (`JoinThreadRun`), live or finished, as `joinRun` does: without `afterSequence`,
+   * by its request ID, from its latest attempt's first event and on to its next attempts when one
+   * is lost; with `afterSequence` k, the events of the attempt `runId` after k.
+   *
+   * @throws while iterating, as `joinRun`: e.g. `RunEventsExpired` once the log is past its
+   *   retention (`result()` still reads the outcome), `Code.Unimplemented` with the log off.
+   */
+  events(options: StartedRunEventsOptions = {}): ThreadRunStream {
+    const { afterSequence, ...rest } = options;
+    return afterSequence === undefined
+      ? this.#threads.joinRun(this.threadId, { ...rest, requestId: this.requestId })
+      : this.#threads.joinRun(this.threadId, { ...rest, runId: this.runId, afterSequence });
+  }
+
+  /**
+   * Wait for the request's end, following its next attempts, and return its outcome, as `run`
+   * returns it (`replayed` when the start had already found it finished).
+   *
+   * It joins the request to its result. When the join cannot say how it ended (its attempt was
+   * lost and the request closed without that attempt's result, its log is past its retention or
+   * not kept), it sends the same `StartThreadRun` again, whose answer is the stored outcome, or
+   * the request's error status (thrown); while that answers RUNNING (a next attempt not begun
+   * yet), it waits (200 ms, doubling up to 3.2 s) and joins again. `timeoutMs` (default the
+   * client's `runTimeoutMs`) bounds the whole wait.
+   *
+   * @throws ThreadlineError e.g. `RequestInterrupted` (its `attempts` lost their server),
+   *   `ThreadNotFound`, `Code.DeadlineExceeded`; what its retry answers for a request that ended
+   *   with an error status.
+   */
+  async result(options: CallOptions = {}): Promise<ThreadRunOutcome> {
+    if (this.outcome !== undefined) {
+      return this.outcome;
+    }
+    const timeoutMs = options.timeoutMs ?? this.#runTimeoutMs;
+    const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : undefined;
+    const left = () => (deadline === undefined ? 0 : Math.max(1, deadline - Date.now()));
+    for (let waits = 0; ; ) {
+      try {
+        return await this.#threads.joinRun(this.threadId, { ...options, requestId: this.requestId, timeoutMs: left() }).collect();
+      } catch (err) {
+        const error = ThreadlineError.from(err);
+        if (!(error instanceof RunAttemptLost || error instanceof RunEventsExpired || error.code === Code.Unimplemented)) {
+          throw error;
+        }
+      }
+      const response = await this.#start({ ...options, timeoutMs: left() });
+      const outcome = replayedOutcome(response);
+      if (outcome !== undefined) {
+        return outcome;
+      }
+      waits = Math.min(waits + 1, 5);
+      await backoff(waits, options.signal);
+    }
+  }
+
+  /**
+   * Ask the run to stop (`CancelThreadRun`, as `Threads.cancel`); it ends CANCELLED with its
+   * progress committed, which `result()` then returns. Returns the run record's status at once:
+   * RUNNING while the run stops, CANCELLED when its server was gone, or how it had ended.
+   */
+  async cancel(options: CallOptions = {}): Promise<ThreadRunStatus> {
+    return this.#threads.cancel(this.threadId, this.runId, options);
+  }
+}
+
+/** The outcome a `StartThreadRunResponse` replays; undefined when it is not `replayed`. */
+function replayedOutcome(response: StartThreadRunResponse): ThreadRunOutcome | undefined {
+  if (!response.replayed) {
+    return undefined;
+  }
+  const result = required(response.result, "StartThreadRunResponse.result");
+  return { result, revision: response.revision, replayed: true };
 }
 
 /**
@@ -545,7 +701,9 @@ export class Threads {
    * from the last sequence it yielded. Joined by `requestId`, when the attempt is lost
    * (`RunAttemptLost`) it follows the request's next attempt once one runs, from that attempt's
    * first event (a new `runId`), waiting for one up to `RECONNECT_RETRIES` times (200 ms,
-   * doubling); joined by `runId` only, a lost attempt ends it with the error.
+   * doubling); joined by `runId` only, or when the error says the request was closed (its
+   * `requestStatus` not RUNNING: cancelled or interrupted without that attempt's result), a lost
+   * attempt ends it with the error.
    *
    * Other ends: `RunEventsExpired` (the log is past its retention or was never recorded: a retry of
    * its request replays the result), `RunNotFound`, `ThreadNotFound`, `FollowerLimitReached`, and
@@ -559,8 +717,8 @@ export class Threads {
       if (lost === undefined) {
         return at !== undefined ? calls.join({ runId: at.runId, afterSequence: at.sequence }) : first();
       }
-      if (requestId === "") {
-        return undefined;
+      if (requestId === "" || !requestMayGoOn(lost.requestStatus)) {
+        return undefined; // joined by run ID only, or the request was closed: no next attempt comes
       }
       // The next attempt once one runs; until then the request's latest, the lost one again (whose
       // events are not yielded twice).
@@ -619,27 +777,66 @@ export class Threads {
    */
   async run(threadId: string, input: ThreadRunInput = {}): Promise<ThreadRunOutcome> {
     const spec = runSpec(threadId, input);
-    const timeoutMs = input.timeoutMs ?? this.#runTimeoutMs;
+    const response = await this.#retrying(input, this.#runTimeoutMs, (callOptions) => this.service.runThread({ spec }, callOptions));
+    const result = required(response.result, "RunThreadResponse.result");
+    return { result, revision: response.revision, replayed: response.replayed };
+  }
+
+  /**
+   * Start the thread's next turn in the background (`StartThreadRun`) and return once the run holds
+   * the thread, with no client: the server drives it to its end (a next attempt of its own if its
+   * server is lost). `StartedRun` answers RUNNING with its `runId`, `requestId` and `revision` (the
+   * head it began from); follow it with `events()`, wait for it with `result()`, stop it with
+   * `cancel()`.
+   *
+   * ```ts
+   * const started = await client.threads.startRun(threadId, { text: "summarise the logs", requestId: "job-7" });
+   * const { result, revision } = await started.result();
+   * ```
+   *
+   * The same `requestId` (and input) again answers the same request: RUNNING while it runs
+   * (`runId` of its current attempt), then `replayed` with its `status` and `outcome`. UNAVAILABLE
+   * and transport failures are retried as `run` retries them, with the same request ID;
+   * `timeoutMs` (default the client's unary `timeoutMs`) bounds the start, not the run.
+   *
+   * @throws TypeError when `input` has both `text` and `parts`; `ThreadlineError` as `run` throws
+   *   before a run: e.g. `ThreadBusy`, `RevisionConflict`, `ThreadNotSuspended`,
+   *   `RequestIdReused`, `ThreadNotFound`; for a finished request that ended with an error status,
+   *   that status again (`RequestInterrupted`, …).
+   */
+  async startRun(threadId: string, input: StartRunInput = {}): Promise<StartedRun> {
+    const spec = runSpec(threadId, input);
+    const start = (options: CallOptions) =>
+      this.#retrying(options, this.#unaryTimeoutMs, (callOptions) => this.service.startThreadRun({ spec }, callOptions));
+    const response = await start(input);
+    return new StartedRun({ threads: this, threadId, response, start, runTimeoutMs: this.#runTimeoutMs });
+  }
+
+  /**
+   * One request sent until it is answered: UNAVAILABLE and transport failures retried up to
+   * `RUN_RETRIES` times, 200 ms apart and doubling, within `options.timeoutMs` (default
+   * `defaultTimeoutMs`) for the whole; each attempt gets what is left of it.
+   */
+  async #retrying<T>(options: CallOptions, defaultTimeoutMs: number, send: (callOptions: ConnectCallOptions) => Promise<T>): Promise<T> {
+    const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
     const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : undefined;
     for (let attempt = 0; ; attempt++) {
       // Each attempt gets what is left of the call's deadline (at least 1 ms: 0 would mean none).
       const left = deadline === undefined ? 0 : Math.max(1, deadline - Date.now());
       try {
-        const response = await call(this.service.runThread({ spec }, connectOptions({ ...input, timeoutMs: left }, 0)));
-        const result = required(response.result, "RunThreadResponse.result");
-        return { result, revision: response.revision, replayed: response.replayed };
+        return await call(send(connectOptions({ ...options, timeoutMs: left }, 0)));
       } catch (err) {
         const error = ThreadlineError.from(err);
         const backoff = RETRY_BACKOFF_MS * 2 ** attempt;
         if (
-          !retryable(error, input.signal) ||
+          !retryable(error, options.signal) ||
           attempt === RUN_RETRIES ||
-          input.signal?.aborted === true ||
+          options.signal?.aborted === true ||
           (deadline !== undefined && deadline - Date.now() <= backoff)
         ) {
           throw error;
         }
-        await call(sleep(backoff, undefined, input.signal === undefined ? {} : { signal: input.signal }));
+        await call(sleep(backoff, undefined, options.signal === undefined ? {} : { signal: options.signal }));
       }
     }
   }
@@ -740,6 +937,11 @@ async function* follow(
       events = next;
     }
   }
+}
+
+/** Whether a request whose attempt was lost may still get a next one: RUNNING, or not said (UNSPECIFIED). */
+function requestMayGoOn(status: ThreadRunStatus): boolean {
+  return status === ThreadRunStatus.RUNNING || status === ThreadRunStatus.UNSPECIFIED;
 }
 
 /** Wait before the `attempt`th retry (from 1): 200 ms, doubling; `Code.Canceled` when `signal` aborts. */

@@ -982,6 +982,29 @@ describe("example host", () => {
     assert.equal(latest.stdout, joined.stdout);
   });
 
+  test("--start runs the turn in the background and prints its run ID, its events and its result", async () => {
+    const threadId = `thread_host${randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    const started = await host(["--thread", threadId, "--start", "sleep 1"], "");
+    assert.equal(started.code, 0, started.stderr);
+    const line = /started (run-[0-9a-f]+) \(request (req-[0-9a-f]{32})\) from revision 1: RUNNING\n/.exec(started.stdout);
+    assert.ok(line, started.stdout);
+    const [, runId, requestId] = line;
+    const thread = await client.threads.get(threadId);
+    for (const expected of [
+      `created thread ${threadId}\n`,
+      `   0 runStarted ${runId}\n`,
+      " toolCall sleep(",
+      " result COMPLETED\n",
+      `(request ${requestId}: revision ${thread.revision})\n`,
+      "done: Tool results: sleep: Slept 1 s.\n",
+    ]) {
+      assert.ok(started.stdout.includes(expected), `--start lacks ${JSON.stringify(expected)}:\n${started.stdout}`);
+    }
+    const refused = await host(["--thread", threadId, "--start"], "");
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /--start takes --thread ID and a prompt/);
+  });
+
   test("--thread without a prompt or anything pending asks for a prompt", async () => {
     const idle = await host(["--thread", `thread_host${randomUUID().replaceAll("-", "").slice(0, 12)}`], "");
     assert.equal(idle.code, 2);

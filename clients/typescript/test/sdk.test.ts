@@ -264,7 +264,10 @@ test("thread reasons' metadata becomes typed properties", () => {
   assert.equal(conflict.currentRevision, 12n);
   const interrupted = ThreadlineError.from(statusWith("REQUEST_INTERRUPTED", { run_id: "run-2", revision: "0" }));
   assert.ok(interrupted instanceof sdk.RequestInterrupted);
-  assert.deepEqual([interrupted.runId, interrupted.revision], ["run-2", 0n]);
+  assert.deepEqual([interrupted.runId, interrupted.revision, interrupted.attempts], ["run-2", 0n, 0]);
+  const capped = ThreadlineError.from(statusWith("REQUEST_INTERRUPTED", { run_id: "run-4", revision: "7", attempts: "3" }));
+  assert.ok(capped instanceof sdk.RequestInterrupted);
+  assert.deepEqual([capped.runId, capped.revision, capped.attempts], ["run-4", 7n, 3]);
   const slow = ThreadlineError.from(
     statusWith("LISTENER_TOO_SLOW", { thread_id: "t-1", run_id: "run-3", request_id: "req-3", backlog: "8192" }),
   );
@@ -311,9 +314,9 @@ test("missing or malformed thread metadata reads as empty", () => {
   const conflict = ThreadlineError.from(statusWith("REVISION_CONFLICT", { current_revision: "12x" }));
   assert.ok(conflict instanceof sdk.RevisionConflict);
   assert.equal(conflict.currentRevision, 0n);
-  const interrupted = ThreadlineError.from(statusWith("REQUEST_INTERRUPTED"));
+  const interrupted = ThreadlineError.from(statusWith("REQUEST_INTERRUPTED", { attempts: "three" }));
   assert.ok(interrupted instanceof sdk.RequestInterrupted);
-  assert.deepEqual([interrupted.runId, interrupted.revision], ["", 0n]);
+  assert.deepEqual([interrupted.runId, interrupted.revision, interrupted.attempts], ["", 0n, 0]);
   for (const backlog of ["many", "1e3", "99999999999999999999"]) {
     const slow = ThreadlineError.from(statusWith("LISTENER_TOO_SLOW", { backlog }));
     assert.ok(slow instanceof sdk.ListenerTooSlow);
@@ -555,6 +558,7 @@ test("the package exports exactly its public surface plus the generated contract
     "RunAttemptLost",
     "RunEventsExpired",
     "RunNotFound",
+    "StartedRun",
     "StoreUnavailable",
     "THREADLINE_ERROR_DOMAIN",
     "ThreadBusy",

@@ -11,6 +11,7 @@ import { type Server, type Socket, connect, createServer } from "node:net";
 import { describe, test } from "node:test";
 
 import { equals, isMessage } from "@bufbuild/protobuf";
+import { ConnectError } from "@connectrpc/connect";
 
 import {
   CheckpointKind,
@@ -22,6 +23,7 @@ import {
   RevisionConflict,
   type RunEvent,
   type RunResult,
+  RunEventsExpired,
   RunNotFound,
   RunStatus,
   type Thread,
@@ -33,6 +35,7 @@ import {
   RECONNECT_RETRIES,
   RUN_RETRIES,
   RunEventSchema,
+  RunResultSchema,
   ThreadChange,
   type ThreadUpdate,
   StreamThreadRunResponseSchema,
@@ -51,6 +54,7 @@ import {
   newRequestId,
   pendingCalls,
 } from "../src/index.js";
+import { ErrorInfoSchema } from "../src/googleapis/google/rpc/error_details_pb.js";
 import { isThreadlineError } from "./checks.js";
 import { client, server } from "./suite.js";
 
@@ -88,6 +92,25 @@ async function all<T>(items: AsyncIterable<T>): Promise<T[]> {
   const seen: T[] = [];
   for await (const item of items) seen.push(item);
   return seen;
+}
+
+/** Every event of a thread run stream, and its outcome. */
+async function drain(stream: ThreadRunStream): Promise<{ events: RunEvent[]; outcome: ThreadRunOutcome }> {
+  const events = await all(stream);
+  const outcome = stream.outcome;
+  assert.ok(outcome !== undefined, `no result after ${cases(events).join(" ")}`);
+  return { events, outcome };
+}
+
+/** The same events: the same sequences, the same contents (what the server encoded once). */
+function sameEvents(got: RunEvent[], want: RunEvent[], what: string): void {
+  assert.deepEqual(cases(got), cases(want), what);
+  assert.deepEqual(
+    got.map((event) => event.sequence),
+    want.map((event) => event.sequence),
+    what,
+  );
+  got.forEach((event, i) => assert.ok(equals(RunEventSchema, event, want[i]!), `${what}: event ${i}`));
 }
 
 /** A new thread suspended on the approval of `delete_file(path)`, and that call. */
@@ -691,6 +714,18 @@ describe("the SDK's own handling of thread runs", () => {
     }
   });
 
+  test("startRun retries UNAVAILABLE RUN_RETRIES times with one request ID, then throws it", async () => {
+    const { client: lost, sent } = await unreachable();
+    try {
+      await assert.rejects(lost.threads.startRun("thread_x", { text: "hello" }), isThreadlineError(Code.Unavailable));
+      assert.equal(sent.length, RUN_RETRIES + 1);
+      assert.equal(new Set(sent).size, 1, "every attempt carries the same request ID");
+      assert.match(sent[0]!, /^req-[0-9a-f]{32}$/);
+    } finally {
+      lost.close();
+    }
+  });
+
   test("run retries only within its deadline", async () => {
     const { client: lost, sent } = await unreachable();
     try {
@@ -780,25 +815,6 @@ async function cuttingProxy(upstream: string): Promise<{ addr: string; seen: str
 }
 
 describe("live runs: join, reconnect, watch, attach", () => {
-  /** Every event of a thread run stream, and its outcome. */
-  async function drain(stream: ThreadRunStream): Promise<{ events: RunEvent[]; outcome: ThreadRunOutcome }> {
-    const events = await all(stream);
-    const outcome = stream.outcome;
-    assert.ok(outcome !== undefined, `no result after ${cases(events).join(" ")}`);
-    return { events, outcome };
-  }
-
-  /** The same events: the same sequences, the same contents (what the server encoded once). */
-  function sameEvents(got: RunEvent[], want: RunEvent[], what: string): void {
-    assert.deepEqual(cases(got), cases(want), what);
-    assert.deepEqual(
-      got.map((event) => event.sequence),
-      want.map((event) => event.sequence),
-      what,
-    );
-    got.forEach((event, i) => assert.ok(equals(RunEventSchema, event, want[i]!), `${what}: event ${i}`));
-  }
-
   /** The events of `stream` up to its first tool call. */
   async function untilToolCall(stream: ThreadRunStream): Promise<RunEvent[]> {
     const events: RunEvent[] = [];
@@ -970,6 +986,135 @@ describe("live runs: join, reconnect, watch, attach", () => {
     }
     // Once it ended, the same request is a replay, as before.
     assert.ok((await client.threads.run(thread.threadId, input)).replayed);
+  });
+});
+
+describe("background runs: startRun", () => {
+  test("startRun answers RUNNING while the run goes on; result() waits for its end; the same request replays", async () => {
+    const thread = await client.threads.create();
+    const input = { text: "sleep 3", requestId: newRequestId() };
+    const started = await client.threads.startRun(thread.threadId, input);
+
+    assert.deepEqual([started.status, started.replayed, started.outcome], [ThreadRunStatus.RUNNING, false, undefined]);
+    assert.match(started.runId, /^run-/);
+    assert.deepEqual([started.threadId, started.requestId, started.revision], [thread.threadId, input.requestId, thread.revision]);
+    const running = await client.threads.get(thread.threadId);
+    assert.equal(running.status, ThreadStatus.RUNNING);
+    assert.deepEqual([running.lease?.runId, running.lease?.requestId], [started.runId, input.requestId]);
+
+    const outcome = await started.result();
+    assert.equal(outcome.result.status, RunStatus.COMPLETED);
+    assert.equal(output(outcome.result), "Tool results: sleep: Slept 3 s.");
+    assert.deepEqual([outcome.result.runId, outcome.result.requestId, outcome.replayed], [started.runId, input.requestId, false]);
+    assert.equal(outcome.result.state, undefined, "the state is the checkpoint");
+    const afterwards = await client.threads.get(thread.threadId);
+    assert.deepEqual([afterwards.status, afterwards.revision], [ThreadStatus.IDLE, outcome.revision]);
+    assert.ok(outcome.revision > started.revision);
+
+    // The same request again: the stored outcome, nothing ran again.
+    const replay = await client.threads.startRun(thread.threadId, input);
+    assert.deepEqual(
+      [replay.status, replay.replayed, replay.runId, replay.requestId, replay.revision],
+      [ThreadRunStatus.COMPLETED, true, started.runId, input.requestId, outcome.revision],
+    );
+    assert.ok(replay.outcome !== undefined);
+    assert.deepEqual([replay.outcome.revision, replay.outcome.replayed], [outcome.revision, true]);
+    assert.ok(equals(RunResultSchema, replay.outcome.result, outcome.result), "the same result");
+    assert.deepEqual(await replay.result(), replay.outcome);
+    assert.equal((await client.threads.get(thread.threadId)).revision, outcome.revision, "nothing ran again");
+  });
+
+  test("events() yields the run's events from runStarted to its result, events({ afterSequence }) those after it", async () => {
+    const thread = await client.threads.create();
+    const started = await client.threads.startRun(thread.threadId, { text: "sleep 1" });
+
+    const { events, outcome } = await drain(started.events());
+    assert.deepEqual(
+      events.map((event) => event.sequence),
+      events.map((_, index) => BigInt(index)),
+      "from sequence 0, each once",
+    );
+    assert.equal(events[0]!.event.case, "runStarted");
+    assert.deepEqual(cases(events).slice(-2), ["threadCommitted", "result"]);
+    assert.ok(cases(events).includes("toolCall"));
+    assert.ok(events.every((event) => event.runId === started.runId));
+    assert.deepEqual([outcome.result.runId, outcome.result.status], [started.runId, RunStatus.COMPLETED]);
+    assert.deepEqual(await started.result(), outcome);
+
+    for (const k of [0n, events[Math.floor(events.length / 2)]!.sequence, events.at(-2)!.sequence]) {
+      const after = await drain(started.events({ afterSequence: k }));
+      sameEvents(
+        after.events,
+        events.filter((event) => event.sequence > k),
+        `after ${k}`,
+      );
+    }
+  });
+
+  test("cancel() stops the run: result() is CANCELLED", async () => {
+    const thread = await client.threads.create();
+    const started = await client.threads.startRun(thread.threadId, { text: "sleep 3" });
+
+    const status = await started.cancel();
+    assert.ok([ThreadRunStatus.RUNNING, ThreadRunStatus.CANCELLED].includes(status), ThreadRunStatus[status]);
+    const outcome = await started.result();
+
+    assert.equal(outcome.result.status, RunStatus.CANCELLED);
+    assert.deepEqual([outcome.result.runId, outcome.replayed], [started.runId, false]);
+    const head = await client.threads.checkpoint(thread.threadId, outcome.revision);
+    assert.equal(head.kind, CheckpointKind.CANCELLED);
+    assert.equal(await started.cancel(), ThreadRunStatus.CANCELLED);
+    assert.equal((await client.threads.get(thread.threadId)).status, ThreadStatus.IDLE);
+  });
+
+  test("startRun on a busy thread is ThreadBusy", async () => {
+    const thread = await client.threads.create();
+    const started = await client.threads.startRun(thread.threadId, { text: "sleep 3" });
+    try {
+      await assert.rejects(client.threads.startRun(thread.threadId, { text: "hello" }), (err: unknown) => {
+        assert.ok(err instanceof ThreadBusy);
+        assert.deepEqual([err.code, err.reason], [Code.Aborted, "THREAD_BUSY"]);
+        assert.deepEqual([err.runId, err.requestId], [started.runId, started.requestId]);
+        return true;
+      });
+    } finally {
+      await started.cancel();
+      assert.equal((await started.result()).result.status, RunStatus.CANCELLED);
+    }
+  });
+
+  test("result() reads the outcome by a retry of the start when the join cannot tell it", async () => {
+    // Every join of this client fails as a join of a log past its retention does.
+    const starts: string[] = [];
+    const blind = createThreadlineClient({
+      baseUrl: server.baseUrl,
+      token: TOKEN,
+      interceptors: [
+        (next) => (request) => {
+          if (request.method.name === "JoinThreadRun") {
+            const info = { reason: "RUN_EVENTS_EXPIRED", domain: "threadline", metadata: { why: "retention" } };
+            throw new ConnectError("the log is gone", Code.FailedPrecondition, undefined, [{ desc: ErrorInfoSchema, value: info }]);
+          }
+          if (request.method.name === "StartThreadRun") starts.push((request.message as { spec?: { requestId: string } }).spec?.requestId ?? "");
+          return next(request);
+        },
+      ],
+    });
+    try {
+      const thread = await client.threads.create();
+      const started = await blind.threads.startRun(thread.threadId, { text: "sleep 1" });
+      await assert.rejects(all(started.events()), RunEventsExpired);
+
+      const outcome = await started.result({ timeoutMs: 30_000 });
+
+      assert.equal(outcome.result.status, RunStatus.COMPLETED);
+      assert.deepEqual([outcome.result.runId, outcome.replayed], [started.runId, true]);
+      assert.equal(outcome.revision, (await client.threads.get(thread.threadId)).revision);
+      assert.ok(starts.length >= 2, `${starts.length} starts`);
+      assert.deepEqual(new Set(starts), new Set([started.requestId]), "every start is the same request");
+    } finally {
+      blind.close();
+    }
   });
 });
 
