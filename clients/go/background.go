@@ -133,17 +133,17 @@ func replayedOutcome(resp *threadlinev1.StartThreadRunResponse) (*ThreadRunOutco
 // Events follows the run (Threads.JoinRun), read like any ThreadRunStream. With afterSequence
 // nil it joins the request (JoinRun{RequestID}) from its latest attempt's first event, and
 // follows its next attempt, from that attempt's run_started, when one is lost. With
-// afterSequence k it joins the attempt RunID after its event k (a stream of it that broke after
-// k continues so), then the request's next attempts the same way. A finished request's events are
-// replayed while its log is kept (else *RunEventsExpiredError; Result still reads the outcome).
-// WithRunTimeout bounds the stream; closing it stops the events, not the run.
+// afterSequence k it joins the attempt RunID after its event k (JoinRun{RunID, AfterSequence}:
+// a stream of it that broke after k continues so), which ends with *RunAttemptLostError if that
+// attempt is lost. A finished request's events are replayed while its log is kept (else
+// *RunEventsExpiredError; Result still reads the outcome). WithRunTimeout bounds the stream;
+// closing it stops the events, not the run.
 func (r *StartedRun) Events(ctx context.Context, afterSequence *uint64) *ThreadRunStream {
-	join := JoinRun{RequestID: r.RequestID()}
-	if afterSequence != nil {
-		after := *afterSequence
-		join.RunID, join.AfterSequence = r.runID, &after
+	if afterSequence == nil {
+		return r.threads.JoinRun(ctx, r.threadID, JoinRun{RequestID: r.RequestID()})
 	}
-	return r.threads.JoinRun(ctx, r.threadID, join)
+	after := *afterSequence
+	return r.threads.JoinRun(ctx, r.threadID, JoinRun{RunID: r.runID, AfterSequence: &after})
 }
 
 // Result waits for the request's end, following its next attempts, and returns its outcome, the
