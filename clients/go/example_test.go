@@ -353,6 +353,43 @@ func ExampleThreads_Stream() {
 	// "You said: hello" true false
 }
 
+func ExampleThreads_StartRun() {
+	c, err := threadline.Dial(serverAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	th := c.Threads()
+	thread, err := th.Create(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// It answers once the run holds the thread; the server runs it to its end with no client.
+	started, err := th.StartRun(ctx, thread.GetThreadId(), &threadline.ThreadRun{Text: "lookup grpc"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(started.Status(), started.Revision())
+	s := started.Events(ctx, nil) // from run_started, following its next attempts if its server is lost
+	for s.Receive() {
+		if call := s.Msg().GetToolCall(); call != nil {
+			fmt.Println("tool", call.GetToolName())
+		}
+	}
+	s.Close()
+	outcome, err := started.Result(ctx) // to the end, wherever its attempts ran
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(outcome.Result.GetStatus(), outcome.Result.GetRunId() == started.RunID())
+	// Output:
+	// THREAD_RUN_STATUS_RUNNING 1
+	// tool lookup
+	// RUN_STATUS_COMPLETED true
+}
+
 func ExampleThreadBusyError() {
 	c, err := threadline.Dial(serverAddr)
 	if err != nil {

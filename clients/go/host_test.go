@@ -249,3 +249,27 @@ func TestExampleHostJoinAndWatch(t *testing.T) {
 		t.Errorf("-join latest:\n%s\nwant\n%s", latest, out)
 	}
 }
+
+// TestExampleHostStart drives examples/host -start: the turn starts in the background, the host
+// prints its run ID, then its events (a join of its request) and how it ended.
+func TestExampleHostStart(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	bin := buildHost(t, t.TempDir())
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+
+	out := runHost(t, bin, "", "", "-thread", id, "-start", "lookup grpc")
+
+	head := mustGet(t, th, ctx, id)
+	checkpoint, err := th.Checkpoint(ctx, id, head.GetRevision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := checkpoint.GetRunId()
+	for _, want := range []string{"started " + runID + " (request req-", ") from revision 1", "   0 run_started " + runID, " tool_call lookup(",
+		" thread_committed revision ", " result COMPLETED", fmt.Sprintf("(run %s: revision %d)", runID, head.GetRevision())} {
+		if !strings.Contains(out, want) {
+			t.Errorf("-start output lacks %q:\n%s", want, out)
+		}
+	}
+}

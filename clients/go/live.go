@@ -40,8 +40,10 @@ type JoinRun struct {
 // broken connection) it joins again from the last sequence it handed out. Joined by RequestID,
 // when the attempt is lost (RUN_ATTEMPT_LOST) it follows the request's next attempt once one runs,
 // from that attempt's first event (a new RunID); it waits for one up to ReconnectRetries times
-// (0.2 s, doubling), then ends with the *RunAttemptLostError. Joined by RunID only, a lost attempt
-// ends the stream with it.
+// (0.2 s, doubling), then ends with the *RunAttemptLostError, at once when its RequestStatus says
+// the request was closed with no next attempt (cancelled after its server was gone, interrupted:
+// a retry of the request answers its outcome). Joined by RunID only, a lost attempt ends the
+// stream with it.
 //
 // Other ends: *RunEventsExpiredError (the log is past its retention or was never recorded: a
 // retry of its request replays the result), *RunNotFoundError, *ThreadNotFoundError,
@@ -69,6 +71,8 @@ func (t *Threads) JoinRun(ctx context.Context, threadID string, join JoinRun) *T
 				return nil, false
 			case lost.NextRunID != "":
 				return s.join(&threadlinev1.JoinThreadRunRequest{RunId: lost.NextRunID, RequestId: join.RequestID}), true
+			case requestClosed(lost.RequestStatus):
+				return nil, false // no next attempt will run
 			default:
 				// The request's latest attempt: the lost one again (its events are not handed out
 				// twice) until a next one runs.
@@ -78,6 +82,20 @@ func (t *Threads) JoinRun(ctx context.Context, threadID string, join JoinRun) *T
 	}
 	s.events = s.join(first())
 	return s
+}
+
+// requestClosed reports whether a request with this status has ended: no next attempt will run.
+func requestClosed(status ThreadRunStatus) bool {
+	switch status {
+	case threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_COMPLETED,
+		threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_SUSPENDED,
+		threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_FAILED,
+		threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_CANCELLED,
+		threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_ERROR,
+		threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_INTERRUPTED:
+		return true
+	}
+	return false
 }
 
 // ThreadUpdate is one message of WatchThread: the thread (BASIC view) as it is now, its

@@ -146,8 +146,13 @@ func TestThreadErrorMetadataBecomesFields(t *testing.T) {
 
 	var interrupted *threadline.RequestInterruptedError
 	err = threadline.ThreadErr(statusErr(t, codes.FailedPrecondition, threadline.ReasonRequestInterrupted, threadline.Domain, map[string]string{"run_id": "run-2", "revision": "4"}))
-	if !errors.As(err, &interrupted) || interrupted.RunID != "run-2" || interrupted.Revision != 4 {
+	if !errors.As(err, &interrupted) || interrupted.RunID != "run-2" || interrupted.Revision != 4 || interrupted.Attempts != 0 {
 		t.Errorf("interrupted %v", err)
+	}
+	// A background request closed by the attempt cap says how many attempts a lost server ended.
+	err = threadline.ThreadErr(statusErr(t, codes.FailedPrecondition, threadline.ReasonRequestInterrupted, threadline.Domain, map[string]string{"run_id": "run-5", "revision": "6", "attempts": "3"}))
+	if !errors.As(err, &interrupted) || interrupted.RunID != "run-5" || interrupted.Revision != 6 || interrupted.Attempts != 3 {
+		t.Errorf("interrupted %+v", interrupted)
 	}
 
 	var slow *threadline.ListenerTooSlowError

@@ -70,14 +70,18 @@ type RequestIDReusedError struct{ threadError }
 type ThreadNotSuspendedError struct{ threadError }
 
 // RequestInterruptedError is FAILED_PRECONDITION REQUEST_INTERRUPTED: a retry of a request whose
-// run another request superseded (its holder was gone), so this request never finishes. Revision
-// tells the host whether its input reached the thread.
+// run another request superseded (its holder was gone), or a background request (StartRun) the
+// server gave up on after its attempts' servers were lost --max-run-attempts times, so this
+// request never finishes. Revision tells the host whether its input reached the thread.
 type RequestInterruptedError struct {
 	threadError
 	// RunID is the interrupted run (its last attempt).
 	RunID string
 	// Revision is the last checkpoint the interrupted run committed; 0 when it committed none.
 	Revision int64
+	// Attempts is how many attempts of a background request ended by a lost server when the
+	// server closed it; 0 for a request another one superseded (not sent).
+	Attempts int64
 }
 
 // ThreadBusyError is ABORTED THREAD_BUSY: another run holds the thread's lease. When RequestID is
@@ -199,7 +203,12 @@ func threadErr(err error) error {
 	case ReasonThreadNotSuspended:
 		return &ThreadNotSuspendedError{base}
 	case ReasonRequestInterrupted:
-		return &RequestInterruptedError{threadError: base, RunID: md["run_id"], Revision: metaInt(md["revision"])}
+		return &RequestInterruptedError{
+			threadError: base,
+			RunID:       md["run_id"],
+			Revision:    metaInt(md["revision"]),
+			Attempts:    metaInt(md["attempts"]),
+		}
 	case ReasonThreadBusy:
 		return &ThreadBusyError{
 			threadError:    base,

@@ -1369,3 +1369,228 @@ func TestThreadAStreamWhoseServerDiesFollowsTheNextAttemptOnAnother(t *testing.T
 		t.Errorf("lost: run %s request %s last %d next %q", lost.RunID, lost.RequestID, lost.LastSequence, lost.NextRunID)
 	}
 }
+
+// --- background runs: start, follow, result, cancel (LIVE §3) ----------------------------------------
+
+// mustStart starts run on the thread in the background.
+func mustStart(t *testing.T, th *threadline.Threads, ctx context.Context, id string, run *threadline.ThreadRun) *threadline.StartedRun {
+	t.Helper()
+	started, err := th.StartRun(ctx, id, run)
+	if err != nil {
+		t.Fatalf("StartRun %+v: %v", run, err)
+	}
+	return started
+}
+
+func TestThreadStartRunAnswersRunningAndResultWaitsForTheEnd(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made := mustCreate(t, th, ctx, nil)
+	id := made.GetThreadId()
+	run := &threadline.ThreadRun{Text: "sleep 3", RequestID: "req-" + randomHex()}
+
+	started := mustStart(t, th, ctx, id, run)
+
+	if started.Status() != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_RUNNING || started.Replayed() || started.Outcome() != nil ||
+		!strings.HasPrefix(started.RunID(), "run-") || started.RequestID() != run.RequestID || started.Revision() != made.GetRevision() ||
+		started.ThreadID() != id {
+		t.Fatalf("started %v replayed %v run %q request %q revision %d, want RUNNING %q from %d",
+			started.Status(), started.Replayed(), started.RunID(), started.RequestID(), started.Revision(), run.RequestID, made.GetRevision())
+	}
+	// It answered before the run ended: the run holds the thread, with no client.
+	running := mustGet(t, th, ctx, id)
+	if running.GetStatus() != threadline.ThreadRunning || running.GetLease().GetRunId() != started.RunID() || running.GetLease().GetRequestId() != run.RequestID {
+		t.Errorf("thread %v lease %v, want RUNNING by %s", running.GetStatus(), running.GetLease(), started.RunID())
+	}
+
+	outcome, err := started.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outcome.Result.GetStatus() != threadline.StatusCompleted || outcome.Result.GetRunId() != started.RunID() ||
+		outcome.Result.GetRequestId() != run.RequestID || outcome.Replayed || outcome.Revision <= made.GetRevision() {
+		t.Errorf("outcome %v run %q request %q replayed %v revision %d", outcome.Result.GetStatus(), outcome.Result.GetRunId(),
+			outcome.Result.GetRequestId(), outcome.Replayed, outcome.Revision)
+	}
+	if got := mustGet(t, th, ctx, id); got.GetStatus() != threadline.ThreadIdle || got.GetRevision() != outcome.Revision {
+		t.Errorf("thread %v at %d, want idle at %d", got.GetStatus(), got.GetRevision(), outcome.Revision)
+	}
+
+	// The same request again: its stored outcome, nothing runs.
+	again := mustStart(t, th, ctx, id, run)
+	if !again.Replayed() || again.Status() != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_COMPLETED || again.RunID() != started.RunID() ||
+		again.Revision() != outcome.Revision || !proto.Equal(again.Outcome().Result, outcome.Result) {
+		t.Errorf("again: replayed %v %v run %q revision %d result %v, want replayed COMPLETED %q %d %v",
+			again.Replayed(), again.Status(), again.RunID(), again.Revision(), again.Outcome(), started.RunID(), outcome.Revision, outcome.Result)
+	}
+	if replayed, err := again.Result(ctx); err != nil || !replayed.Replayed || !proto.Equal(replayed.Result, outcome.Result) || replayed.Revision != outcome.Revision {
+		t.Errorf("again's Result %+v, %v", replayed, err)
+	}
+	if got := mustGet(t, th, ctx, id); got.GetRevision() != outcome.Revision {
+		t.Errorf("revision %d after the replay, want %d", got.GetRevision(), outcome.Revision)
+	}
+}
+
+func TestThreadStartedRunEventsFromTheFirstAndAfterASequence(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	started := mustStart(t, th, ctx, id, &threadline.ThreadRun{Text: "sleep 3"})
+
+	// Joined while it runs: every event, from run_started (0) to the result, each sequence once.
+	events, outcome := drain(t, started.Events(ctx, nil))
+	if len(events) < 3 || caseOf(events[0]) != "run_started" || caseOf(events[len(events)-1]) != "result" ||
+		!slices.Contains(caseNames(events), "tool_call") {
+		t.Fatalf("events %v", caseNames(events))
+	}
+	for i, ev := range events {
+		if ev.GetSequence() != uint64(i) || ev.GetRunId() != started.RunID() {
+			t.Fatalf("event %d: sequence %d of run %s, want %d of %s (%v)", i, ev.GetSequence(), ev.GetRunId(), i, started.RunID(), sequences(events))
+		}
+	}
+	if outcome.Result.GetRunId() != started.RunID() || outcome.Result.GetStatus() != threadline.StatusCompleted {
+		t.Errorf("outcome %v of %s", outcome.Result.GetStatus(), outcome.Result.GetRunId())
+	}
+	if result, err := started.Result(ctx); err != nil || !proto.Equal(result.Result, outcome.Result) || result.Revision != outcome.Revision {
+		t.Errorf("Result %+v, %v; want the events' %+v", result, err, outcome)
+	}
+
+	for _, k := range []uint64{0, events[len(events)/2].GetSequence(), events[len(events)-2].GetSequence()} {
+		var want []*threadline.RunEvent
+		for _, ev := range events {
+			if ev.GetSequence() > k {
+				want = append(want, ev)
+			}
+		}
+		after, _ := drain(t, started.Events(ctx, &k))
+		sameEvents(t, fmt.Sprintf("after %d", k), after, want)
+	}
+}
+
+func TestThreadStartedRunCancelEndsItCancelled(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	run := &threadline.ThreadRun{Text: "sleep 3", RequestID: "req-" + randomHex()}
+	started := mustStart(t, th, ctx, id, run)
+	s := started.Events(ctx, nil)
+	t.Cleanup(func() { _ = s.Close() })
+	untilToolCall(t, s) // inside the sleep, clear of its checkpoint boundaries
+
+	status, err := started.Cancel(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_RUNNING && status != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_CANCELLED {
+		t.Errorf("cancel status %v", status)
+	}
+	outcome, err := started.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outcome.Result.GetStatus() != threadline.StatusCancelled || outcome.Result.GetRunId() != started.RunID() {
+		t.Errorf("outcome %v run %q, want cancelled %q", outcome.Result.GetStatus(), outcome.Result.GetRunId(), started.RunID())
+	}
+	if _, joined := drain(t, s); joined.Result.GetStatus() != threadline.StatusCancelled {
+		t.Errorf("the events end %v", joined.Result.GetStatus())
+	}
+	head, err := th.Checkpoint(ctx, id, outcome.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.GetKind() != threadlinev1.CheckpointKind_CHECKPOINT_KIND_CANCELLED || head.GetRunId() != started.RunID() {
+		t.Errorf("head %v run %q", head.GetKind(), head.GetRunId())
+	}
+	if got := mustGet(t, th, ctx, id).GetStatus(); got != threadline.ThreadIdle {
+		t.Errorf("status %v, want idle", got)
+	}
+	if again := mustStart(t, th, ctx, id, run); !again.Replayed() || again.Status() != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_CANCELLED {
+		t.Errorf("again: replayed %v %v", again.Replayed(), again.Status())
+	}
+}
+
+func TestThreadStartRunOnABusyThreadIsBusy(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	s, runID := sleeping(t, th, ctx, id)
+
+	_, err := th.StartRun(ctx, id, &threadline.ThreadRun{Text: "hello"})
+
+	busy := asErr[*threadline.ThreadBusyError](t, err, codes.Aborted, threadline.ReasonThreadBusy)
+	if busy.RunID != runID || busy.RequestID != s.RequestID() {
+		t.Errorf("busy with %q %q, want %q %q", busy.RunID, busy.RequestID, runID, s.RequestID())
+	}
+	// The running request itself, started again in the background, answers its attempt.
+	attached := mustStart(t, th, ctx, id, &threadline.ThreadRun{Text: "sleep 30", RequestID: s.RequestID()})
+	if attached.Replayed() || attached.Status() != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_RUNNING || attached.RunID() != runID {
+		t.Errorf("attached: replayed %v %v run %q, want RUNNING %q", attached.Replayed(), attached.Status(), attached.RunID(), runID)
+	}
+	if _, err := attached.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if outcome, err := s.Collect(); err != nil || outcome.Result.GetStatus() != threadline.StatusCancelled {
+		t.Errorf("the busy run ended %+v, %v", outcome, err)
+	}
+}
+
+// A background run's server dies: another replica runs its next attempt with no client, and
+// Result follows it there; a run cancelled once its server was gone is closed CANCELLED without a
+// result of its own, and Result reads that outcome from a retry of the request.
+func TestThreadAStartedRunWhoseServerDiesEndsOnAnother(t *testing.T) {
+	if os.Getenv("THREADLINE_ADDR") != "" {
+		t.Skip("needs two servers of its own on one SQLite file")
+	}
+	store := "sqlite:" + filepath.Join(t.TempDir(), "threads.sqlite3")
+	stopA, killA, addrA, err := startKillable("--store", store, "--lease-ttl", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopA()
+	stopB, addrB, err := startServer("--store", store, "--lease-ttl", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopB()
+	fwd := newForwarder(t, addrA)
+	c, ctx := dialAt(t, fwd.addr())
+	th := c.Threads()
+	goesOn := mustStart(t, th, ctx, mustCreate(t, th, ctx, nil).GetThreadId(), &threadline.ThreadRun{Text: "sleep 3"})
+	cancelled := mustStart(t, th, ctx, mustCreate(t, th, ctx, nil).GetThreadId(), &threadline.ThreadRun{Text: "sleep 30"})
+	for _, started := range []*threadline.StartedRun{goesOn, cancelled} {
+		s := started.Events(ctx, nil)
+		untilToolCall(t, s)
+		_ = s.Close()
+	}
+	fwd.retarget(addrB)
+	killA()
+	fwd.cut(0)
+	// The cancel is recorded on B while A's lease runs out (once the client saw its connection cut).
+	for try := 0; ; try++ {
+		_, err := cancelled.Cancel(ctx)
+		if err == nil {
+			break
+		}
+		if threadline.CodeOf(err) != codes.Unavailable || try == 20 {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	outcome, err := goesOn.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outcome.Result.GetStatus() != threadline.StatusCompleted || outcome.Result.GetRunId() == goesOn.RunID() ||
+		outcome.Result.GetRequestId() != goesOn.RequestID() || outcome.Replayed {
+		t.Errorf("outcome %v run %q (started %q) request %q replayed %v, want COMPLETED by a next attempt", outcome.Result.GetStatus(),
+			outcome.Result.GetRunId(), goesOn.RunID(), outcome.Result.GetRequestId(), outcome.Replayed)
+	}
+	stopped, err := cancelled.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stopped.Result.GetStatus() != threadline.StatusCancelled || stopped.Result.GetRequestId() != cancelled.RequestID() || !stopped.Replayed {
+		t.Errorf("cancelled: %v request %q replayed %v, want a replayed CANCELLED", stopped.Result.GetStatus(), stopped.Result.GetRequestId(), stopped.Replayed)
+	}
+}

@@ -12,6 +12,7 @@
 //	go run ./examples/host -thread thread_mine "delete notes.txt"   # the server keeps the thread
 //	go run ./examples/host -thread thread_mine "count"              # same thread, by its ID only
 //	go run ./examples/host -thread thread_mine                      # answer what it waits on
+//	go run ./examples/host -thread thread_mine -start "sleep 3"     # run in the background, follow it
 //	go run ./examples/host -thread thread_mine -join run-…          # follow a run (or replay it)
 //	go run ./examples/host -thread thread_mine -watch               # print the thread's changes
 //
@@ -23,9 +24,11 @@
 //
 // With -thread (ThreadService) the host keeps nothing: the server stores the thread under that ID
 // (created on first use) with its pending batch, so a later session, from anywhere, answers what
-// is pending by running the host again without a prompt. -join prints the events of one of its
-// runs, live or finished, from another terminal or machine (the SDK reconnects a broken stream);
-// -watch prints every change of the thread until Ctrl-C.
+// is pending by running the host again without a prompt. -start starts the turn in the background
+// (the server runs it to its end with no client, even if this host goes away), prints its run ID,
+// then its events and how it ended. -join prints the events of one of its runs, live or finished,
+// from another terminal or machine (the SDK reconnects a broken stream); -watch prints every change
+// of the thread until Ctrl-C.
 package main
 
 import (
@@ -60,12 +63,13 @@ func main() {
 	fork := flag.Bool("fork", false, "fork the stored thread into a new one (which the file then holds) before running")
 	threadID := flag.String("thread", "", "keep no file: run the thread the server keeps under this ID (created on first use)")
 	agent := flag.String("agent", "", "the agent to run (default: the server's default agent); with -thread, when the thread is created")
+	start := flag.Bool("start", false, "with -thread and a prompt: start the turn in the background, print its run ID, then its events and result")
 	join := flag.String("join", "", "with -thread: print the events of this run (a run ID, or \"latest\"), live or finished, instead of running")
 	watch := flag.Bool("watch", false, "with -thread: print the thread's changes until Ctrl-C, instead of running")
 	flag.Usage = func() {
 		out := flag.CommandLine.Output()
 		name := filepath.Base(os.Args[0])
-		fmt.Fprintf(out, "usage: %s [flags] PROMPT\n       %s -thread ID [flags] [PROMPT]\n       %s -thread ID -join RUN | -watch\n", name, name, name)
+		fmt.Fprintf(out, "usage: %s [flags] PROMPT\n       %s -thread ID [flags] [PROMPT]\n       %s -thread ID -start PROMPT\n       %s -thread ID -join RUN | -watch\n", name, name, name, name)
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -74,7 +78,8 @@ func main() {
 	switch {
 	case *threadID != "" && (stateSet || flag.NArg() > 1),
 		*threadID == "" && (flag.NArg() != 1 || *join != "" || *watch),
-		(*join != "" || *watch) && (flag.NArg() > 0 || (*join != "" && *watch)):
+		(*join != "" || *watch) && (flag.NArg() > 0 || (*join != "" && *watch)),
+		*start && (*threadID == "" || flag.NArg() != 1 || *join != "" || *watch):
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -91,6 +96,8 @@ func main() {
 	}
 	var err error
 	switch {
+	case *start:
+		err = h.startThread(ctx, *addr, opts, *threadID, flag.Arg(0))
 	case *join != "":
 		err = follow(ctx, *addr, opts, *threadID, *join)
 	case *watch:
@@ -208,18 +215,9 @@ func (h *host) runThread(ctx context.Context, addr string, opts []threadline.Opt
 	defer c.Close()
 	threads := c.Threads()
 
-	thread, err := threads.Get(ctx, threadID, false)
-	var missing *threadline.ThreadNotFoundError
-	switch {
-	case errors.As(err, &missing):
-		if thread, err = threads.Create(ctx, &threadline.CreateThread{ThreadID: threadID, Agent: h.agent}); err != nil {
-			return fmt.Errorf("create: %w", err)
-		}
-		fmt.Printf("created %s\n", thread.GetThreadId())
-	case err != nil:
+	thread, err := h.thread(ctx, threads, threadID)
+	if err != nil {
 		return err
-	default:
-		fmt.Printf("%s is at revision %d, %v\n", thread.GetThreadId(), thread.GetRevision(), thread.GetStatus())
 	}
 	if thread.GetPending() == nil && prompt == "" {
 		return errors.New("give a prompt (nothing is pending to answer)")
@@ -248,6 +246,67 @@ func (h *host) runThread(ctx context.Context, addr string, opts []threadline.Opt
 	}
 	fmt.Printf("(thread %s kept by the server, now at revision %d)\n", threadID, revision)
 	return nil
+}
+
+// thread returns the thread the server keeps under threadID, creating it if missing.
+func (h *host) thread(ctx context.Context, threads *threadline.Threads, threadID string) (*threadline.Thread, error) {
+	thread, err := threads.Get(ctx, threadID, false)
+	var missing *threadline.ThreadNotFoundError
+	switch {
+	case errors.As(err, &missing):
+		if thread, err = threads.Create(ctx, &threadline.CreateThread{ThreadID: threadID, Agent: h.agent}); err != nil {
+			return nil, fmt.Errorf("create: %w", err)
+		}
+		fmt.Printf("created %s\n", thread.GetThreadId())
+	case err != nil:
+		return nil, err
+	default:
+		fmt.Printf("%s is at revision %d, %v\n", thread.GetThreadId(), thread.GetRevision(), thread.GetStatus())
+	}
+	return thread, nil
+}
+
+// startThread starts prompt on the thread in the background (the server runs it to its end with no
+// client), prints its run ID, then its events as they are written (a join of its request, which
+// follows a next attempt if its server is lost) and how it ended. Ctrl-C stops the printing, not
+// the run: -join latest follows it again.
+func (h *host) startThread(ctx context.Context, addr string, opts []threadline.Option, threadID, prompt string) error {
+	c, err := threadline.Dial(addr, opts...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	threads := c.Threads()
+	if _, err := h.thread(ctx, threads, threadID); err != nil {
+		return err
+	}
+	started, err := threads.StartRun(ctx, threadID, &threadline.ThreadRun{Text: prompt, ClientTools: []*threadline.ClientTool{getTime}})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("started %s (request %s) from revision %d\n", started.RunID(), started.RequestID(), started.Revision())
+	s := started.Events(ctx, nil)
+	for s.Receive() {
+		ev := s.Msg()
+		fmt.Printf("%4d %s%s\n", ev.GetSequence(), kindOf(ev), detail(ev))
+	}
+	if err := s.Err(); err != nil && ctx.Err() == nil {
+		fmt.Fprintln(os.Stderr, "host: events:", err) // the outcome is still readable
+	}
+	s.Close()
+	outcome, err := started.Result(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Printf("(run %s goes on; -join latest follows it)\n", started.RunID())
+		}
+		return err
+	}
+	fmt.Printf("(run %s: revision %d)\n", outcome.Result.GetRunId(), outcome.Revision)
+	if outcome.Result.GetStatus() == threadline.StatusSuspended {
+		fmt.Printf("(suspended: run the host again with -thread %s to answer)\n", threadID)
+		return nil
+	}
+	return report(outcome.Result)
 }
 
 // driveThread runs one turn of the thread, then answers and runs again for as long as it suspends.
