@@ -73,6 +73,16 @@ async def finished(
     return answer
 
 
+async def lease_expired(stub: ThreadServiceStub, thread_id: str) -> None:
+    """Wait until the thread is no longer RUNNING (its killed holder's lease expired)."""
+    deadline = time.monotonic() + DEADLINE
+    while (await stub.GetThread(ts.GetThreadRequest(thread_id=thread_id))).thread.status == (
+        thread_pb2.THREAD_STATUS_RUNNING
+    ):
+        assert time.monotonic() < deadline, "the killed holder's lease never expired"
+        await asyncio.sleep(0.1)
+
+
 def prompts(thread: thread_pb2.Thread, text: str) -> int:
     """How often the history holds the user prompt `text`."""
     history = json.loads(thread.head.state.message_history.data)
@@ -280,12 +290,7 @@ async def test_a_detached_request_is_never_superseded_and_a_request_that_finds_i
     await start(a, "thread_due", "due", RETRYABLE)
     await holder.wait_for_marker("tool:read_status")
     await holder.killed()
-    deadline = time.monotonic() + DEADLINE
-    while (await b.GetThread(ts.GetThreadRequest(thread_id="thread_due"))).thread.status == (
-        thread_pb2.THREAD_STATUS_RUNNING
-    ):
-        assert time.monotonic() < deadline, "the killed holder's lease never expired"
-        await asyncio.sleep(0.1)
+    await lease_expired(b, "thread_due")
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await b.RunThread(ts.RunThreadRequest(spec=spec("thread_due", "newcomer", "hello")), timeout=DEADLINE)
     code, reason, meta = refusal(caught.value)
@@ -434,3 +439,30 @@ async def test_an_attached_run_a_start_made_server_driven_parks_on_sigterm_too(
     assert done.result.status == run_pb2.RUN_STATUS_COMPLETED
     assert list(executions(holder.log, "write_note").values()) == [1]
     assert executions(other.log, "write_note") == {}
+
+
+async def test_a_start_of_an_attached_request_whose_attempt_died_runs_it_server_driven(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """The `StartThreadRun` retry runs the next attempt and the request is the server's from then on:
+    when that attempt's server dies too, a third server finishes it with no client."""
+    first = await replica(replicas, store, tmp_path / "r0")
+    second = await replica(replicas, store, tmp_path / "r1")
+    await create(stub_of(first), "thread_orphan")
+    call = stub_of(first).StreamThreadRun(
+        ts.StreamThreadRunRequest(spec=spec("thread_orphan", "orphan", RETRYABLE))
+    )
+    await until(call, "tool_call")
+    await first.wait_for_marker("tool:read_status")
+    await first.killed()
+    await lease_expired(stub_of(second), "thread_orphan")  # nobody drives it: its request was attached
+    answer = await start(stub_of(second), "thread_orphan", "orphan", RETRYABLE)
+    assert answer.status == thread_pb2.THREAD_RUN_STATUS_RUNNING and not answer.replayed
+    await second.wait_for_marker("tool:read_status")
+    await second.killed()
+    third = await replica(replicas, store, tmp_path / "r2")
+    third.gate.touch()
+    done = await finished(stub_of(third), "thread_orphan", "orphan", RETRYABLE)
+    assert done.result.status == run_pb2.RUN_STATUS_COMPLETED and done.result.run_id != answer.run_id
+    ran = [n for r in (first, second, third) for n in executions(r.log, "read_status").values()]
+    assert ran == [1, 1, 1], "each attempt ran the retry-safe tool once"

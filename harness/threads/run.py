@@ -308,7 +308,7 @@ class ThreadRun:
                         client_tools=tools,
                         accepted=decision.accepted,
                         log=recorded,
-                        spec=spec_json(request) if self.detached and record is None else None,
+                        spec=spec_json(request) if self.detached else None,
                     )
                 except ThreadError as error:
                     if error.code in _MOVED and attempt + 1 < _BEGIN_TRIES:

@@ -373,7 +373,7 @@ class ThreadStore:
         """Take the lease of `thread` as read (compare-and-set) and write the run's record.
 
         `record` is the request's existing unfinished record (a next attempt), else a new one is
-        inserted with `prompt`, detached when `spec` (its `DetachedSpec`) is given; a superseded
+        inserted with `prompt`; either is detached when `spec` (its `detached.spec_json`) is given; a superseded
         unfinished record of another request is closed `interrupted`. The attempt is recorded with its
         `client_tools`. `accepted` is the batch to retain (the request's answers, or the retained one).
         `pending` is cleared. The thread's open event log (an earlier attempt's) is marked lost, and with
@@ -383,7 +383,7 @@ class ThreadStore:
             ThreadError: `thread_busy` / `revision_conflict` when the thread changed since it was read
                 (nothing was written; read again and decide again).
         """
-        detached = spec is not None if record is None else record.detached
+        detached = spec is not None or (record is not None and record.detached)
         with self.worker.transaction() as (conn, now):
             taken = _take(
                 conn,
@@ -435,17 +435,17 @@ class ThreadStore:
                 )
             else:
                 taken_record = dataclasses.replace(
-                    record, attempts=(*record.attempts, attempt), run_id=run_id
+                    record, attempts=(*record.attempts, attempt), run_id=run_id, detached=detached
                 )
-                UPDATE_RUN["attempts", "run_id", "update_time"].run(
-                    conn,
-                    {
-                        **key(thread.thread_id),
-                        "request_id": request_id,
-                        "attempts": attempts_json(taken_record.attempts),
-                        "run_id": run_id,
-                        "update_time": now,
-                    },
+                values: dict[str, Any] = {
+                    "attempts": attempts_json(taken_record.attempts),
+                    "run_id": run_id,
+                    "update_time": now,
+                }
+                if detached and not record.detached:  # a `StartThreadRun` retry takes an attached one over
+                    values.update(detached=True, spec=spec)
+                UPDATE_RUN[tuple(values)].run(
+                    conn, {**key(thread.thread_id), "request_id": request_id, **values}
                 )
         self.hub.poke(thread.thread_id)
         return taken, taken_record
