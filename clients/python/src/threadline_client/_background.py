@@ -42,9 +42,9 @@ class StartedRun:
     ```
 
     The handle holds the request's spec: `result()` sends it again (same `request_id`) to read an
-    outcome no join can give. Only the attributes below come from the server's answer; nothing here
-    changes once made, so `run_id` stays the attempt the answer named (`events()` and `result()`
-    follow later ones by themselves).
+    outcome no join can give. Its attributes are the server's answer and never change: `run_id`
+    stays the attempt the answer named (`events()` and `result()` follow later ones by themselves,
+    and `cancel()` with it stops the request whichever attempt runs it).
 
     Args:
         threads: The threads client that started it.
@@ -115,7 +115,8 @@ class StartedRun:
         `StartThreadRun` again replays it (`replayed` True).
 
         Args:
-            timeout: Deadline of the whole wait, the join and the replay; default the client's.
+            timeout: Deadline of the whole wait, the join and the replay; default the client's, None =
+                as long as the run takes.
 
         Raises:
             RequestInterrupted: The server closed the request INTERRUPTED (`attempts`: its attempts
