@@ -978,3 +978,21 @@ async def test_a_started_run_whose_attempts_all_lost_their_server_raises_request
     assert interrupted.value.attempts == 1 and interrupted.value.run_id == started.run_id
     assert interrupted.value.revision == after.revision > thread.revision, "its commits stay"
     assert after.status == tl.ThreadStatus.IDLE
+
+
+async def test_a_started_runs_result_is_read_by_starting_it_again_where_no_join_can_tell_it(
+    start_server: Callable[..., str],
+) -> None:
+    """A server that keeps no event log answers every join UNIMPLEMENTED: `result()` then asks the
+    same request again, RUNNING while it runs, until it replays the outcome."""
+    async with tl.Client(start_server("--event-log", "off"), timeout=60.0) as blind:
+        thread = await blind.threads.create()
+        started = await blind.threads.start_run(thread.thread_id, text="sleep 1")
+        with pytest.raises(tl.ThreadlineError) as refused:
+            await started.events().collect()
+        outcome = await started.result()
+        head = await blind.threads.get(thread.thread_id)
+
+    assert refused.value.status == tl.StatusCode.UNIMPLEMENTED
+    assert outcome.result.status == tl.RunStatus.COMPLETED and outcome.replayed
+    assert (outcome.result.run_id, outcome.revision) == (started.run_id, head.revision)

@@ -7,11 +7,13 @@ joins it by `request_id` (following its next attempts), `result()` waits for its
 and reads the outcome, and `cancel()` stops it (any attempt's `run_id` names the request).
 
 How `result()` reads the outcome: it joins the request by `request_id` to its end. A join that ends
-with the `result` is the outcome. A join that ends `RunAttemptLost` with the request no longer
-running (it was closed without a result of that attempt: cancelled by a sweeper, interrupted after
-its attempt cap, a server-driven start that failed its checks), or `RunEventsExpired`, says only
-that the request ended; sending the same `StartThreadRun` again (the spec kept here) replays its
-outcome, or raises the error status it ended with (e.g. `RequestInterrupted`).
+with the `result` is the outcome. A join that cannot tell how the request ended (`RunAttemptLost`:
+the server closed the request without a result of that attempt, as a sweeper cancelling it, the
+attempt cap interrupting it or a server-driven start failing its checks do; `RunEventsExpired`; or
+UNIMPLEMENTED from a server that keeps no event log) is followed by the same `StartThreadRun`
+again (the spec kept here): it replays the outcome, or raises the error status the request ended
+with (e.g. `RequestInterrupted`). If that answers RUNNING, `result()` waits (0.2 s, doubling to
+2 s) and joins again, within its deadline.
 """
 
 from __future__ import annotations
@@ -19,14 +21,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ._calls import UNSET, Timeout, missing
-from ._errors import RunAttemptLost, RunEventsExpired
+from ._errors import RunAttemptLost, RunEventsExpired, StatusCode, ThreadlineError
 from ._gen.threadline.v1 import StartThreadRunResponse, ThreadRunSpec, ThreadRunStatus
-from ._live import JoinedRun, ThreadRunOutcome, still_pending
+from ._live import JoinedRun, ThreadRunOutcome
 
 if TYPE_CHECKING:
     from ._threads import Threads
 
 __all__ = ("StartedRun",)
+
+_MAX_WAITS: Final = 5
+"""`result()` looks again at a running request it cannot join up to every 2 s (0.2 s, doubling)."""
 
 
 class StartedRun:
@@ -109,10 +114,10 @@ class StartedRun:
         """Wait for the request's end, following its next attempts, and return its outcome.
 
         For a request that had already finished (`replayed`), its outcome at once. Otherwise the
-        outcome is the `result` of the join by request (`replayed` False); when the request ended
-        without a result of the attempt joined (closed by the server: cancelled after its server was
-        lost, interrupted after its attempt cap, a server-driven start that failed), the same
-        `StartThreadRun` again replays it (`replayed` True).
+        outcome is the `result` of the join by request (`replayed` False); when the join cannot tell
+        it (the server closed the request without a result of the attempt joined: cancelled after
+        its server was lost, interrupted after its attempt cap, a server-driven start that failed;
+        or its events are not kept), the same `StartThreadRun` again replays it (`replayed` True).
 
         Args:
             timeout: Deadline of the whole wait, the join and the replay; default the client's, None =
@@ -121,32 +126,35 @@ class StartedRun:
         Raises:
             RequestInterrupted: The server closed the request INTERRUPTED (`attempts`: its attempts
                 ended by a lost server, the server's `--max-run-attempts`).
-            RunAttemptLost: No next attempt ran within the deadline.
+            RunAttemptLost, RunEventsExpired: The request still ran when the deadline came.
             ThreadlineError: The error the request ended with; UNAVAILABLE once reconnects run out.
         """
         if self.outcome is not None:
             return self.outcome
         link = self._threads._link(timeout)
-        joined = JoinedRun(
-            link.join(self.thread_id, request_id=self.request_id),
-            thread_id=self.thread_id,
-            request_id=self.request_id,
-            link=link,
-        )
-        try:
-            async with joined:
-                return await joined.collect()
-        except RunAttemptLost as lost:
-            if still_pending(lost.request_status):
-                raise
-            ended: RunAttemptLost | RunEventsExpired = lost
-        except RunEventsExpired as expired:
-            ended = expired
-        # The request ended without a result a join could give: its retry replays how it ended.
-        replayed = _replayed(await self._threads._start(self._spec, link.deadline, link.metadata))
-        if replayed is None:
-            raise ended  # still running, in an attempt that keeps no log: no result to read yet
-        return replayed
+        waits = 0
+        while True:
+            joined = JoinedRun(
+                link.join(self.thread_id, request_id=self.request_id),
+                thread_id=self.thread_id,
+                request_id=self.request_id,
+                link=link,
+            )
+            try:
+                async with joined:
+                    return await joined.collect()
+            except ThreadlineError as error:
+                if not _unreadable(error):
+                    raise
+                ended = error
+            # The join cannot tell how the request ended: the same request again replays it.
+            outcome = _replayed(await self._threads._start(self._spec, link.deadline, link.metadata))
+            if outcome is not None:
+                return outcome
+            # Still running, in an attempt whose events this server cannot give: look again later.
+            waits = min(waits + 1, _MAX_WAITS)
+            if not await link.pause(waits):
+                raise ended
 
     async def cancel(self, *, timeout: Timeout = UNSET) -> ThreadRunStatus:
         """Ask the request's run to stop (`CancelThreadRun` with `run_id`); it ends CANCELLED.
@@ -159,6 +167,13 @@ class StartedRun:
             timeout: Deadline in seconds; default the client's.
         """
         return await self._threads.cancel(self.thread_id, self.run_id, timeout=timeout)
+
+
+def _unreadable(error: ThreadlineError) -> bool:
+    """Whether a join by request ended without telling how the request ended: a lost attempt whose
+    request the server closed without a result of it (or whose next attempt never came in time),
+    events no longer kept, or a server that keeps no event log."""
+    return isinstance(error, RunAttemptLost | RunEventsExpired) or error.status == StatusCode.UNIMPLEMENTED
 
 
 def _replayed(response: StartThreadRunResponse) -> ThreadRunOutcome | None:
