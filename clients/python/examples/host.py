@@ -10,6 +10,7 @@
     python host.py --thread thread_mine "count"                  # same thread, by its ID only
     python host.py --thread thread_mine --watch                  # print each change of the thread
     python host.py --thread thread_mine --join run-...           # print a run's events, live or done
+    python host.py --thread thread_mine --start "sleep 3"        # a background turn: run_id, events, result
 
 With `--state` (HarnessService) the host owns the thread: after every run it writes the state
 envelope to the file (proto3 JSON when the name ends in `.json`, binary protobuf otherwise) and,
@@ -23,7 +24,9 @@ pending by running the script again without a prompt.
 With `--thread`, `--watch` prints the thread's snapshot and then each change (a run starting, a
 commit, a run ending, ...) until the thread is deleted or the host is stopped, and `--join RUN`
 prints the events of one run (`--after SEQ`: only those after that sequence) as it goes on, or as
-it went if it finished; both reconnect by themselves when the connection breaks.
+it went if it finished; both reconnect by themselves when the connection breaks. `--start` runs the
+prompt as a background turn (`start_run`): the server runs it with no client, so stopping the host
+does not stop it; the host prints its run_id, then its events by joining it, and its result.
 
 Either way, approvals are asked on the terminal; calls of the host's own client tools
 (`local_time`, `word_count`) are executed here and their results sent back. With `--state`, a
@@ -351,6 +354,37 @@ async def join_session(args: argparse.Namespace) -> int:
     return report(outcome.result)
 
 
+async def start_session(args: argparse.Namespace) -> int:
+    """Start the prompt as a background turn of the thread, then print its events and its result."""
+    async with tl.Client(args.server, token=args.token, timeout=args.timeout) as client:
+        try:
+            await client.threads.get(args.thread)
+        except tl.ThreadNotFound:
+            await client.threads.create(thread_id=args.thread)
+            print(f"[host] created {args.thread}", file=sys.stderr)
+        started = await client.threads.start_run(args.thread, text=args.prompt, client_tools=CLIENT_TOOLS)
+        print(f"started {started.run_id}", flush=True)
+        print(
+            f"[host] request {started.request_id} runs in the background from revision {started.revision};"
+            f" stopping this host does not stop it (--join {started.run_id} follows it)",
+            file=sys.stderr,
+        )
+        joined = started.events()  # by request: a next attempt too, should its server be lost
+        try:
+            async with joined:
+                async for event in joined:
+                    print(f"{event.sequence} {tl.event_case(event) or '?'}{describe(event)}", flush=True)
+        except (tl.RunAttemptLost, tl.RunEventsExpired) as ended:
+            print(f"[host] the join ended {ended.reason}; reading how the request ended", file=sys.stderr)
+        # `result()` reads an end no join shows too: a request the server closed (cancelled after its
+        # server was lost, interrupted after too many attempts) raises its error, e.g. RequestInterrupted.
+        outcome = joined.outcome or await started.result()
+    print(f"[host] {args.thread} is at revision {outcome.revision}", file=sys.stderr)
+    if outcome.result.status == tl.RunStatus.SUSPENDED:
+        print("[host] it waits for answers: run this host again with --thread and no prompt", file=sys.stderr)
+    return report(outcome.result)
+
+
 def describe(event: tl.RunEvent) -> str:
     """A few words on what an event says, for `--join`."""
     match tl.event_case(event):
@@ -430,6 +464,11 @@ def main(argv: list[str] | None = None) -> int:
         "--join", metavar="RUN", help="with --thread: print the events of this run (live or finished)"
     )
     follow.add_argument("--watch", action="store_true", help="with --thread: print each change of the thread")
+    follow.add_argument(
+        "--start",
+        action="store_true",
+        help="with --thread: run the prompt in the background, then print its run_id, events and result",
+    )
     parser.add_argument(
         "--after", metavar="SEQ", type=int, default=None, help="with --join: only events after this sequence"
     )
@@ -447,8 +486,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--join and --watch run no prompt")
     if args.after is not None and not args.join:
         parser.error("--after needs --join")
+    if args.start and not (args.thread and args.prompt):
+        parser.error("--start needs --thread and a prompt")
     if args.join:
         session = join_session(args)
+    elif args.start:
+        session = start_session(args)
     elif args.watch:
         session = watch_session(args)
     else:

@@ -164,7 +164,7 @@ def test_thread_mode_without_a_prompt_or_anything_pending(host: Host) -> None:
     assert "nothing is pending" in idle.stderr
 
 
-# --- --join and --watch: following a thread the server keeps --------------------------------------
+# --- --join, --watch and --start: following a thread the server keeps ----------------------------
 
 
 @pytest.mark.anyio
@@ -184,6 +184,28 @@ async def test_the_host_prints_a_joined_run(host: Host, client: tl.Client) -> No
     after = host("--thread", thread.thread_id, "--join", run_id, "--after", "2")
     assert after.returncode == 0, after.stderr
     assert after.stdout.splitlines() == lines[3:]
+
+
+@pytest.mark.anyio
+async def test_the_host_starts_a_background_turn_and_prints_its_events_and_result(
+    host: Host, client: tl.Client
+) -> None:
+    thread_id = f"thread_host{uuid.uuid4().hex[:12]}"
+
+    started = host("--thread", thread_id, "--start", "sleep 1")
+
+    assert started.returncode == 0, started.stderr
+    first, *lines = started.stdout.splitlines()
+    assert first.startswith("started run-")
+    run_id = first.removeprefix("started ")
+    events = [e async for e in client.threads.join_run(thread_id, run_id=run_id)]
+    assert [line.split()[:2] for line in lines] == [[str(e.sequence), tl.event_case(e)] for e in events]
+    assert lines[-1] == f"{events[-1].sequence} result COMPLETED"
+    thread = await client.threads.get(thread_id)
+    assert f"[host] {thread_id} is at revision {thread.revision}" in started.stderr
+    assert "runs in the background" in started.stderr
+    refused = host("--thread", thread_id, "--start")
+    assert refused.returncode == 2 and "--start needs --thread and a prompt" in refused.stderr
 
 
 @pytest.mark.anyio

@@ -116,9 +116,18 @@ def test_metadata_becomes_typed_attributes() -> None:
         )
     )
     assert isinstance(interrupted, tl.RequestInterrupted)
-    assert (interrupted.run_id, interrupted.revision) == ("run-2", 4)
+    assert (interrupted.run_id, interrupted.revision, interrupted.attempts) == ("run-2", 4, None)
     # The attributes survive pickling, since they are read from the metadata.
     assert pickle.loads(pickle.dumps(interrupted)).revision == 4
+    capped = translate(
+        grpc_error(
+            grpclib.const.Status.FAILED_PRECONDITION,
+            "REQUEST_INTERRUPTED",
+            {"run_id": "run-2", "revision": "4", "attempts": "3"},
+        )
+    )
+    assert isinstance(capped, tl.RequestInterrupted) and capped.attempts == 3
+    assert pickle.loads(pickle.dumps(capped)).attempts == 3
 
     slow = translate(
         grpc_error(
@@ -374,6 +383,19 @@ async def test_run_retries_a_transport_failure_three_times_then_raises_unavailab
     gaps = [b - a for a, b in zip([started, *accepted], accepted, strict=False)][1:]
     # 0.2, 0.4, 0.8 s of backoff: a lower bound that holds on any machine (no upper bound needed).
     assert all(gap >= backoff for gap, backoff in zip(gaps, (0.2, 0.4, 0.8), strict=True)), gaps
+
+
+@pytest.mark.anyio
+async def test_start_run_retries_a_transport_failure_as_run_does() -> None:
+    async with dropping_listener() as (addr, accepted), tl.Client(addr, timeout=30.0) as client:
+        with pytest.raises(tl.ThreadlineError) as caught:
+            await client.threads.start_run("thread_t", text="hi")
+        assert caught.value.status == tl.StatusCode.UNAVAILABLE and len(accepted) == 1 + 3
+        with pytest.raises(tl.ThreadlineError) as caught:
+            await client.threads.start_run("thread_t", text="hi", timeout=0.5)
+        assert caught.value.status == tl.StatusCode.UNAVAILABLE and len(accepted) == 4 + 2
+        with pytest.raises(ValueError, match="not both"):
+            await client.threads.start_run("thread_t", text="hi", parts=v1.PromptParts())
 
 
 @pytest.mark.anyio

@@ -815,3 +815,184 @@ async def test_a_lost_attempt_is_followed_into_the_next_one(
         assert [e.run_id for e in followed[: -len(nxt)]] == [lost_run] * (len(followed) - len(nxt))
         assert followed[: -len(nxt)] == received[: len(followed) - len(nxt)]
         assert stream.outcome == joined.outcome and stream.outcome is not None
+
+
+# --- background runs: start_run, events, result, cancel (LIVE §3) --------------------------------
+
+
+async def test_a_started_run_answers_running_at_once_and_its_result_is_the_completed_outcome(
+    client: tl.Client,
+) -> None:
+    thread = await client.threads.create()
+    started = await client.threads.start_run(thread.thread_id, text="sleep 3")
+
+    # Answered once the run holds the thread, well before its 3 s sleep ends.
+    assert started.status == tl.ThreadRunStatus.RUNNING and not started.replayed
+    assert started.run_id.startswith("run-") and started.request_id.startswith("req-")
+    assert (started.thread_id, started.revision, started.outcome) == (thread.thread_id, thread.revision, None)
+    running = await client.threads.get(thread.thread_id)
+    assert running.status == tl.ThreadStatus.RUNNING and running.lease is not None
+    assert (running.lease.run_id, running.lease.request_id) == (started.run_id, started.request_id)
+    # The same request again while it runs answers the same.
+    again = await client.threads.start_run(thread.thread_id, text="sleep 3", request_id=started.request_id)
+    assert (again.run_id, again.status, again.revision, again.replayed) == (
+        started.run_id,
+        tl.ThreadRunStatus.RUNNING,
+        thread.revision,
+        False,
+    )
+
+    outcome = await started.result()
+
+    assert outcome.result.status == tl.RunStatus.COMPLETED and not outcome.replayed
+    assert (outcome.result.run_id, outcome.result.request_id) == (started.run_id, started.request_id)
+    assert outcome.revision == (await client.threads.get(thread.thread_id)).revision > thread.revision
+    # Once it finished, the same request again replays it: nothing runs again.
+    done = await client.threads.start_run(thread.thread_id, text="sleep 3", request_id=started.request_id)
+    assert (done.run_id, done.status, done.revision, done.replayed) == (
+        started.run_id,
+        tl.ThreadRunStatus.COMPLETED,
+        outcome.revision,
+        True,
+    )
+    assert done.outcome is not None and done.outcome.result == outcome.result and done.outcome.replayed
+    assert await done.result() == done.outcome
+    assert (await client.threads.get(thread.thread_id)).revision == outcome.revision
+
+
+async def test_a_started_runs_events_are_its_attempt_from_run_started_to_result_each_once(
+    client: tl.Client,
+) -> None:
+    thread = await client.threads.create()
+    started = await client.threads.start_run(thread.thread_id, text="sleep 1")
+
+    async with started.events() as joined:  # live: the run is in its sleep
+        events = [event async for event in joined]
+
+    assert [e.sequence for e in events] == list(range(len(events))), "from sequence 0, each once"
+    assert cases(events)[0] == "run_started" and cases(events)[-1] == "result"
+    assert cases(events).count("tool_call") == 1 and {e.run_id for e in events} == {started.run_id}
+    assert joined.outcome == await started.result() and joined.request_id == started.request_id
+    last = events[-1].sequence
+    for after in (0, 1, len(events) // 2, last - 1):
+        async with started.events(after_sequence=after) as rest:
+            assert [e async for e in rest] == events[after + 1 :], after
+    nothing = started.events(after_sequence=last)
+    assert [e async for e in nothing] == [] and nothing.outcome is None
+
+
+async def test_a_started_run_cancelled_ends_cancelled(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    started = await client.threads.start_run(thread.thread_id, text="sleep 3")
+    async with started.events() as joined:
+        async for event in joined:
+            if event.tool_call is not None:
+                break  # inside its sleep, clear of its checkpoint boundaries
+
+    status = await started.cancel()
+    outcome = await started.result()  # well before the 3 s sleep would end
+
+    assert status in (tl.ThreadRunStatus.RUNNING, tl.ThreadRunStatus.CANCELLED)
+    assert outcome.result.status == tl.RunStatus.CANCELLED and outcome.result.run_id == started.run_id
+    head = await client.threads.checkpoint(thread.thread_id, outcome.revision)
+    assert head.kind == tl.CheckpointKind.CANCELLED and head.run_id == started.run_id
+    assert await started.cancel() == tl.ThreadRunStatus.CANCELLED
+    assert (await client.threads.get(thread.thread_id)).status == tl.ThreadStatus.IDLE
+
+
+async def test_a_start_on_a_busy_thread_is_thread_busy(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    first = await client.threads.start_run(thread.thread_id, text="sleep 3")
+
+    with pytest.raises(tl.ThreadBusy) as busy:
+        await client.threads.start_run(thread.thread_id, text="hello")
+
+    assert (busy.value.status, busy.value.reason) == (tl.StatusCode.ABORTED, "THREAD_BUSY")
+    assert (busy.value.run_id, busy.value.request_id) == (first.run_id, first.request_id)
+    await first.cancel()
+    assert (await first.result()).result.status == tl.RunStatus.CANCELLED
+
+
+async def test_a_started_runs_result_follows_its_next_attempt_after_its_server_is_killed(
+    serve_with: Callable[..., AbstractContextManager[Any]], tmp_path: Path
+) -> None:
+    """Two servers on one SQLite file; the one running the background turn is killed (-9).
+
+    No client drives the request: the other server's sweeper runs its next attempt once the lease
+    is over, and `result()` and `events()`, asked of the other server, follow it there.
+    """
+    store = ("--store", f"sqlite:{tmp_path / 'threads.db'}", "--lease-ttl", "2")
+    with serve_with(*store) as first, serve_with(*store) as second:
+        async with (
+            tl.Client(first.addr, timeout=60.0) as holder,
+            tl.Client(second.addr, timeout=60.0) as other,
+        ):
+            thread = await other.threads.create()
+            started = await holder.threads.start_run(thread.thread_id, text="sleep 3")
+            async with started.events() as joined:
+                async for event in joined:
+                    if event.tool_call is not None:
+                        break  # inside the 3 s sleep
+            first.process.kill()
+            # Its outcome, read from anywhere: the same request again, then its result.
+            followed = await other.threads.start_run(
+                thread.thread_id, text="sleep 3", request_id=started.request_id
+            )
+            outcome = await followed.result()
+            async with followed.events() as again:
+                events = [event async for event in again]
+
+    assert followed.request_id == started.request_id and not followed.replayed
+    assert outcome.result.status == tl.RunStatus.COMPLETED and outcome.result.run_id != started.run_id
+    assert outcome.result.request_id == started.request_id
+    assert cases(events)[0] == "run_started" and events[-1].result == outcome.result
+    assert {e.run_id for e in events} == {outcome.result.run_id}, "the request's latest attempt"
+
+
+async def test_a_started_run_whose_attempts_all_lost_their_server_raises_request_interrupted(
+    serve_with: Callable[..., AbstractContextManager[Any]], tmp_path: Path
+) -> None:
+    """With `--max-run-attempts 1`, the one attempt's server killed (-9) closes the request INTERRUPTED:
+    the join by request ends with no result, and `result()` reads how it ended by a retry."""
+    store = ("--store", f"sqlite:{tmp_path / 'threads.db'}", "--lease-ttl", "2", "--max-run-attempts", "1")
+    with serve_with(*store) as first, serve_with(*store) as second:
+        async with (
+            tl.Client(first.addr, timeout=60.0) as holder,
+            tl.Client(second.addr, timeout=60.0) as other,
+        ):
+            thread = await other.threads.create()
+            started = await holder.threads.start_run(thread.thread_id, text="sleep 3")
+            async with started.events() as joined:
+                async for event in joined:
+                    if event.tool_call is not None:
+                        break
+            first.process.kill()
+            with pytest.raises(tl.RequestInterrupted) as interrupted:
+                # The same request, asked of the other server: RUNNING while its lease lasts.
+                followed = await other.threads.start_run(
+                    thread.thread_id, text="sleep 3", request_id=started.request_id
+                )
+                await followed.result()
+            after = await other.threads.get(thread.thread_id)
+
+    assert interrupted.value.attempts == 1 and interrupted.value.run_id == started.run_id
+    assert interrupted.value.revision == after.revision > thread.revision, "its commits stay"
+    assert after.status == tl.ThreadStatus.IDLE
+
+
+async def test_a_started_runs_result_is_read_by_starting_it_again_where_no_join_can_tell_it(
+    start_server: Callable[..., str],
+) -> None:
+    """A server that keeps no event log answers every join UNIMPLEMENTED: `result()` then asks the
+    same request again, RUNNING while it runs, until it replays the outcome."""
+    async with tl.Client(start_server("--event-log", "off"), timeout=60.0) as blind:
+        thread = await blind.threads.create()
+        started = await blind.threads.start_run(thread.thread_id, text="sleep 1")
+        with pytest.raises(tl.ThreadlineError) as refused:
+            await started.events().collect()
+        outcome = await started.result()
+        head = await blind.threads.get(thread.thread_id)
+
+    assert refused.value.status == tl.StatusCode.UNIMPLEMENTED
+    assert outcome.result.status == tl.RunStatus.COMPLETED and outcome.replayed
+    assert (outcome.result.run_id, outcome.revision) == (started.run_id, head.revision)

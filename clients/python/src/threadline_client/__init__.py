@@ -91,7 +91,7 @@ from ._live import JoinedRun, ThreadUpdate, ThreadWatch
 from ._protojson import message_from_dict, message_from_json, message_to_dict, message_to_json
 from ._runs import client_tool, event_case, output
 from ._state import StateFormat, dump_state, load_state
-from ._threads import ThreadRunOutcome, ThreadRunStream, Threads
+from ._threads import StartedRun, ThreadRunOutcome, ThreadRunStream, Threads
 
 __all__ = (
     "DEFAULT_TARGET",
@@ -128,6 +128,7 @@ __all__ = (
     "RunSpec",
     "RunStatus",
     "RunStream",
+    "StartedRun",
     "StateFormat",
     "StatusCode",
     "StoreUnavailable",

@@ -16,7 +16,7 @@ Exception
        ├── ThreadExists            ALREADY_EXISTS
        ├── RequestIdReused         INVALID_ARGUMENT
        ├── ThreadNotSuspended      FAILED_PRECONDITION
-       ├── RequestInterrupted      FAILED_PRECONDITION  .run_id .revision
+       ├── RequestInterrupted      FAILED_PRECONDITION  .run_id .revision .attempts
        ├── ThreadBusy              ABORTED              .run_id .request_id .lease_expires_at
        ├── RevisionConflict        ABORTED              .current_revision
        ├── LeaseLost               ABORTED
@@ -273,10 +273,12 @@ class ThreadNotSuspended(_ReasonError):
 
 
 class RequestInterrupted(_ReasonError):
-    """FAILED_PRECONDITION: a retry of a request whose run another request superseded.
+    """FAILED_PRECONDITION: a retry of a request whose run was closed INTERRUPTED (`REQUEST_INTERRUPTED`).
 
-    Its holder was gone and another request took the thread, so this request never finishes
-    (`REQUEST_INTERRUPTED`). `revision` tells the host whether its input reached the thread.
+    Its holder was gone and another request took the thread, or (a `start_run` request) its
+    attempts ended by a lost server as often as the server allows (`attempts`, its
+    `--max-run-attempts`), so this request never finishes. `revision` tells the host whether its
+    input reached the thread.
     """
 
     REASON = "REQUEST_INTERRUPTED"
@@ -290,6 +292,12 @@ class RequestInterrupted(_ReasonError):
     def revision(self) -> int:
         """The last checkpoint the interrupted run committed; 0 when it committed none."""
         return self._int("revision")
+
+    @property
+    def attempts(self) -> int | None:
+        """How many attempts of a server-driven request ended by a lost server before the server
+        closed it; None when it was superseded instead (the server sent no `attempts`)."""
+        return self._int("attempts") if "attempts" in self.metadata else None
 
 
 class ThreadBusy(_ReasonError):

@@ -264,7 +264,7 @@ class FollowedRun(EventStream):
         return None
 
 
-def _still_pending(request_status: str) -> bool:
+def still_pending(request_status: str) -> bool:
     """Whether a request of this status (as the server spells it) may still run a next attempt."""
     name = request_status.upper().removeprefix("THREAD_RUN_STATUS_").removeprefix("REQUEST_STATUS_")
     return name in ("RUNNING", "QUEUED")
@@ -317,7 +317,7 @@ class JoinedRun(FollowedRun):
             self._follow_attempt(lost.next_run_id)
             self._waits = 0
             return self._link.join(self.thread_id, run_id=self._run_id, request_id=self._by_request)
-        if not _still_pending(lost.request_status):
+        if not still_pending(lost.request_status):
             # It ended, maybe in a next attempt that ran and finished while this one was read: its
             # terminal checkpoint names it.
             ended_in = await self._link.later_run(

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, TypedDict, TypeVar
 
 from grpclib.metadata import Deadline
 
+from ._background import StartedRun
 from ._calls import UNSET, EventResponse, Timeout, missing, raise_translated
 from ._errors import RunAttemptLost, StatusCode, translate
 from ._gen.threadline.v1 import (
@@ -45,6 +46,8 @@ from ._gen.threadline.v1 import (
     PromptParts,
     RollbackThreadRequest,
     RunThreadRequest,
+    StartThreadRunRequest,
+    StartThreadRunResponse,
     StreamThreadRunRequest,
     StreamThreadRunResponse,
     Thread,
@@ -62,7 +65,7 @@ from ._tracing import Metadata
 if TYPE_CHECKING:
     from ._client import Client
 
-__all__ = ("RUN_RETRIES", "ThreadRunOutcome", "ThreadRunStream", "Threads", "new_request_id")
+__all__ = ("RUN_RETRIES", "StartedRun", "ThreadRunOutcome", "ThreadRunStream", "Threads", "new_request_id")
 
 RUN_RETRIES: Final = 3
 """How many times `Threads.run` sends a request again after UNAVAILABLE, with the same request ID."""
@@ -617,30 +620,69 @@ class Threads:
             usage_limits=usage_limits,
         )
         stub = self._stub()
-        seconds = self._client._deadline(timeout)
-        deadline = Deadline.from_timeout(seconds) if seconds is not None else None
+        deadline = self._deadline(timeout)
         metadata = self._client._call_metadata()
-        attempt = 0
-        while True:
-            try:
-                response = await stub.run_thread(
-                    RunThreadRequest(spec=spec), deadline=deadline, metadata=metadata
-                )
-                break
-            except Exception as exc:
-                error = translate(exc)
-                backoff = _RETRY_BACKOFF * 2**attempt
-                if (
-                    error is None
-                    or error.status != StatusCode.UNAVAILABLE
-                    or attempt == RUN_RETRIES
-                    or (deadline is not None and deadline.time_remaining() <= backoff)
-                ):
-                    raise_translated(exc)
-            attempt += 1
-            await asyncio.sleep(backoff)
+        response = await _retried(
+            lambda: stub.run_thread(RunThreadRequest(spec=spec), deadline=deadline, metadata=metadata),
+            deadline,
+        )
         result = _required(response.result, "RunThreadResponse.result")
         return ThreadRunOutcome(result=result, revision=response.revision, replayed=response.replayed)
+
+    async def start_run(
+        self,
+        thread_id: str,
+        *,
+        text: str | None = None,
+        parts: PromptParts | None = None,
+        answers: DeferredToolResults | None = None,
+        request_id: str | None = None,
+        expected_revision: int = 0,
+        tool_recovery: ToolRecovery | None = None,
+        client_tools: Sequence[ClientTool] = (),
+        usage_limits: UsageLimits | None = None,
+        timeout: Timeout = UNSET,
+    ) -> StartedRun:
+        """Start the thread's next turn in the background (`StartThreadRun`) and return at once.
+
+        ```python
+        started = await client.threads.start_run(thread_id, text="summarise the logs")
+        print(started.run_id, started.status)  # run-..., RUNNING
+        outcome = await started.result()  # later, from anywhere: start_run again with its request_id
+        ```
+
+        The server answers as soon as the run holds the thread, and drives the request to its end
+        with no client: if its server is lost, another replica (or the restarted server) runs its
+        next attempt. The checks and errors before the run are `run`'s. The same request again
+        (same `request_id` and input) answers the same while it runs (the `run_id` of its current
+        attempt), and once it finished, `replayed` with its status, `result` and terminal
+        `revision`; a request that ended with an error raises that error again. UNAVAILABLE is
+        retried as `run` retries it, with the same request ID.
+
+        Args: as `run`; `timeout` bounds this call only (retries included), not the run.
+
+        Returns:
+            A `StartedRun`: `run_id`, `request_id`, `revision` (the head the run began from),
+            `status` (RUNNING), `replayed`; `events()`, `result()`, `cancel()`.
+
+        Raises:
+            ValueError: Both `text` and `parts`.
+            ThreadlineError: E.g. `ThreadBusy`, `RevisionConflict`, `ThreadNotSuspended`,
+                `RequestIdReused`, `RequestInterrupted`; UNAVAILABLE once retries run out.
+        """
+        spec = _run_spec(
+            thread_id,
+            text=text,
+            parts=parts,
+            answers=answers,
+            request_id=request_id,
+            expected_revision=expected_revision,
+            tool_recovery=tool_recovery,
+            client_tools=client_tools,
+            usage_limits=usage_limits,
+        )
+        response = await self._start(spec, self._deadline(timeout), self._client._call_metadata())
+        return StartedRun(self, spec, response)
 
     async def cancel(self, thread_id: str, run_id: str, *, timeout: Timeout = UNSET) -> ThreadRunStatus:
         """Ask a thread's run to stop; it ends CANCELLED with its progress committed.
@@ -671,18 +713,55 @@ class Threads:
     def _stub(self) -> ThreadServiceStub:
         return self._client._connect_threads()
 
+    def _deadline(self, timeout: Timeout) -> Deadline | None:
+        seconds = self._client._deadline(timeout)
+        return Deadline.from_timeout(seconds) if seconds is not None else None
+
     def _link(self, timeout: Timeout) -> Link:
         """One deadline and one metadata (the trace context now) for a stream and its reconnects."""
-        seconds = self._client._deadline(timeout)
         return Link(
             stub=self._stub,
             metadata=self._client._call_metadata(),
-            deadline=Deadline.from_timeout(seconds) if seconds is not None else None,
+            deadline=self._deadline(timeout),
             max_events_per_message=self._client._max_events_per_message,
+        )
+
+    async def _start(
+        self, spec: ThreadRunSpec, deadline: Deadline | None, metadata: Metadata | None
+    ) -> StartThreadRunResponse:
+        """`StartThreadRun` of `spec`, UNAVAILABLE retried as `run` retries it (`start_run`, and the
+        replay `StartedRun.result` reads)."""
+        stub = self._stub()
+        return await _retried(
+            lambda: stub.start_thread_run(
+                StartThreadRunRequest(spec=spec), deadline=deadline, metadata=metadata
+            ),
+            deadline,
         )
 
     def _options(self, timeout: Timeout) -> _CallOptions:
         return {"timeout": self._client._deadline(timeout), "metadata": self._client._call_metadata()}
+
+
+async def _retried(send: Callable[[], Awaitable[_T]], deadline: Deadline | None) -> _T:
+    """`send()`'s answer, sent again after UNAVAILABLE up to `RUN_RETRIES` times, 0.2 s apart and
+    doubling, while the next try still fits before `deadline`; any other error is raised at once."""
+    attempt = 0
+    while True:
+        try:
+            return await send()
+        except Exception as exc:
+            error = translate(exc)
+            backoff = _RETRY_BACKOFF * 2**attempt
+            if (
+                error is None
+                or error.status != StatusCode.UNAVAILABLE
+                or attempt == RUN_RETRIES
+                or (deadline is not None and deadline.time_remaining() <= backoff)
+            ):
+                raise_translated(exc)
+        attempt += 1
+        await asyncio.sleep(backoff)
 
 
 def _run_spec(
