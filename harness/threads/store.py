@@ -424,6 +424,7 @@ class ThreadStore:
                     attempts=(attempt,),
                     run_id=run_id,
                     committed_revision=0,
+                    begin_revision=thread.revision,
                     detached=detached,
                     spec=spec,
                 )
