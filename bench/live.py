@@ -478,12 +478,12 @@ async def live_store_section(
             beside = await _beside(a, c, sizes)
             watchers = _watchers(a, watchers=sizes.watchers, processes=sizes.client_processes)
     ratios: dict[str, float] = {}
-    for name in ("same", "other"):
-        for measure, figures in (
-            ("replay_first_event", replay["first_event"]),
-            ("live_first_event", live["first_event"]),
-            ("live_lag", live["lag"]),
-        ):
+    for measure, figures in (
+        ("replay_first_event", replay["first_event"]),
+        ("live_first_event", live["first_event"]),
+        ("live_lag", live["lag"]),
+    ):
+        for name in ("same", "other"):
             for q in ("p50", "p99"):
                 ratios[f"{kind}_{measure}_{q}_ms_{name}"] = figures[name][f"{q}_ms"]
     ratios[f"{kind}_log_on_over_off_cpu_per_turn"] = cpu["log_on_over_off"]
