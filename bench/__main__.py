@@ -39,7 +39,7 @@ from .bare_store import store_cost_section
 from .checkpoints import checkpoint_section
 from .concurrency import concurrency_section, idle_memory_section
 from .envelope import envelope_section
-from .live import LiveSizes, live_store_section, postgresql_log_bytes, sqlite_log_bytes
+from .live import LiveSizes, LogReader, live_store_section
 from .measure import ratio
 from .proc import MAX_CONCURRENT_RUNS, Helper, ServerProcess, machine
 from .runs import run_section
@@ -434,7 +434,11 @@ async def _live_sections(sizes: Sizes, report: dict[str, Any]) -> None:
         db = Path(directory) / "live.sqlite3"
         store = f"sqlite:{db}"
         section["sqlite"] = await live_store_section(
-            "sqlite", (store, store), f"sqlite:{Path(directory) / 'off.sqlite3'}", sqlite_log_bytes(db), live
+            "sqlite",
+            (store, store),
+            f"sqlite:{Path(directory) / 'off.sqlite3'}",
+            LogReader("sqlite", str(db)),
+            live,
         )
     with cluster() as pg, contextlib.ExitStack() as stack:
         # The servers and the bytes' reader take the password from the environment, never a URL.
@@ -442,7 +446,7 @@ async def _live_sections(sizes: Sizes, report: dict[str, Any]) -> None:
         os.environ.update(pg.env)
         url = pg.database()
         section["postgresql"] = await live_store_section(
-            "postgresql", (url, url), pg.database(), postgresql_log_bytes(url), live
+            "postgresql", (url, url), pg.database(), LogReader("postgresql", url), live
         )
     section["ratios"] = {**section["sqlite"].pop("ratios"), **section["postgresql"].pop("ratios")}
     report["sections"]["i_live"] = section

@@ -164,7 +164,7 @@ async def _idle_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dict
     return {"outcomes": dict(outcomes)}
 
 
-async def _threads(stub: thread_service_pb2_grpc.ThreadServiceStub, agent: str, count: int) -> list[str]:
+async def _threads(stub: thread_service_pb2_grpc.ThreadServiceAsyncStub, agent: str, count: int) -> list[str]:
     threads = []
     for _ in range(count):
         response = await stub.CreateThread(thread_service_pb2.CreateThreadRequest(agent=agent))
@@ -204,6 +204,7 @@ async def _paced_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dic
                             status = run_pb2.RunStatus.Name(event.result.status)
             except grpc.aio.AioRpcError as error:
                 status = f"error:{error.code().name}"
+                await asyncio.sleep(0.1)  # counted, not retried in a tight loop
             outcomes[status] += 1
             if first:  # never started: count it as running, or the cycle would wait forever
                 first = False

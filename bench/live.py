@@ -42,7 +42,6 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -58,41 +57,46 @@ from .thread_store import _level, _percentile
 from .threads import ThreadClient
 from .wire import CHANNEL_OPTIONS, PER_MESSAGE, events_of, paced_prompt
 
-__all__ = ("LiveSizes", "LogBytes", "live_store_section", "postgresql_log_bytes", "sqlite_log_bytes")
-
-LogBytes = Callable[[Sequence[str]], int]
-"""The `run_events.data` bytes the store holds for some run ids."""
+__all__ = ("LiveSizes", "LogReader", "live_store_section")
 
 _PROBES = 10
 """Live first-event probes per replica per paced turn."""
 
 
-def sqlite_log_bytes(db: Path) -> LogBytes:
-    def read(run_ids: Sequence[str]) -> int:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
-            (total,) = connection.execute(
-                "SELECT coalesce(sum(length(data)), 0) FROM run_events"
-                f" WHERE run_id IN ({','.join('?' * len(run_ids))})",
-                list(run_ids),
-            ).fetchone()
-        return int(total)
+@dataclass(frozen=True)
+class LogReader:
+    """What the event log holds, read straight from the store afterwards (never while measuring)."""
 
-    return read
+    kind: str
+    """`sqlite` or `postgresql`."""
+    location: str
+    """The SQLite file, or the database's URL (the password comes from `PGPASSWORD`, as the servers')."""
 
-
-def postgresql_log_bytes(url: str) -> LogBytes:
-    """Read with the password from `PGPASSWORD`, as the servers do."""
-
-    def read(run_ids: Sequence[str]) -> int:
-        with psycopg.connect(postgresql_conninfo(url), autocommit=True) as connection:
-            row = connection.execute(
-                "SELECT coalesce(sum(length(data)), 0) FROM run_events WHERE run_id = ANY(%s)",
-                [list(run_ids)],
-            ).fetchone()
+    def _row(self, sql: str, params: list[Any]) -> tuple[Any, ...]:
+        if self.kind == "sqlite":
+            with contextlib.closing(sqlite3.connect(f"file:{self.location}?mode=ro", uri=True)) as connection:
+                return tuple(connection.execute(sql, params).fetchone())
+        with psycopg.connect(postgresql_conninfo(self.location), autocommit=True) as pg:
+            row = pg.execute(sql.replace("?", "%s"), params).fetchone()
         assert row is not None
-        return int(row[0])
+        return tuple(row)
 
-    return read
+    def size(self, run_ids: Sequence[str]) -> tuple[int, int]:
+        """The `run_events.data` bytes and the writes (rows) of these runs' logs."""
+        params: list[Any]
+        if self.kind == "sqlite":
+            where, params = f"run_id IN ({','.join('?' * len(run_ids))})", list(run_ids)
+        else:
+            where, params = "run_id = ANY(?)", [list(run_ids)]
+        total, writes = self._row(
+            f"SELECT coalesce(sum(length(data)), 0), count(*) FROM run_events WHERE {where}", params
+        )
+        return int(total), int(writes)
+
+    def writes(self) -> int:
+        """Every log write (row) the store holds."""
+        (count,) = self._row("SELECT count(*) FROM run_events", [])
+        return int(count)
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,7 @@ class Replica:
     server: ServerProcess
     channel: grpc.aio.Channel
     threads: ThreadClient = field(init=False)
-    stub: thread_service_pb2_grpc.ThreadServiceStub = field(init=False)
+    stub: thread_service_pb2_grpc.ThreadServiceAsyncStub = field(init=False)
 
     def __post_init__(self) -> None:
         self.threads = ThreadClient(self.channel)
@@ -186,9 +190,7 @@ def _rotated(names: Sequence[str], index: int) -> list[str]:
     return [*names[index % len(names) :], *names[: index % len(names)]]
 
 
-async def _replay(
-    replicas: dict[str, Replica], log_bytes: LogBytes, *, events: int, joins: int
-) -> dict[str, Any]:
+async def _replay(replicas: dict[str, Replica], log: LogReader, *, events: int, joins: int) -> dict[str, Any]:
     """A finished run of about `events` events, joined `joins` times on each replica."""
     holder = replicas["same"]
     thread_id = await holder.create("stream")
@@ -207,11 +209,12 @@ async def _replay(
             whole[name].append(time.perf_counter() - begun)
             first[name].append(first_s)
             received.add(count)
-    written = log_bytes([turn.run_id])
+    written, writes = log.size([turn.run_id])
     return {
         "events": turn.events,
         "streamed_bytes": turn.bytes,
         "log_bytes": written,
+        "log_writes": writes,
         "log_bytes_over_streamed": round(ratio(written, turn.bytes), 4),
         "events_per_join": sorted(received),
         "first_event": {name: _ms(values) for name, values in first.items()},
@@ -304,35 +307,50 @@ async def _live(replicas: dict[str, Replica], *, rounds: int, deltas: int, delta
 
 
 async def _cpu(
-    on: Replica, off: Replica, log_bytes: LogBytes, *, rounds: int, turns: int, deltas: int, delta_ms: float
+    on: Replica, other: Replica, off: Replica, log: LogReader, sizes: LiveSizes
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Server CPU per paced turn, log on (A) and off (C); then A's log bytes over what it streamed."""
     servers = {"log_on": on, "log_off": off}
     measured: list[dict[str, Cost]] = []
     streamed: list[Turn] = []
-    text = paced_prompt(deltas, delta_ms)
-    for index in range(rounds):
+    other_cpu = 0.0
+    text, turns = paced_prompt(sizes.deltas, sizes.delta_ms), sizes.cpu_turns
+    for index in range(sizes.cpu_rounds):
         costs: dict[str, Cost] = {}
         for name in _rotated(list(servers), index):
             replica = servers[name]
             threads = [await replica.create("paced") for _ in range(turns)]
-            cpu, wall = replica.server.thread_cpu(), time.perf_counter()
+            cpu, wall, other_before = (
+                replica.server.thread_cpu(),
+                time.perf_counter(),
+                other.server.thread_cpu(),
+            )
             done = await asyncio.gather(*(_turn(replica, thread_id, text) for thread_id in threads))
             costs[name] = Cost(
                 (replica.server.thread_cpu() - cpu) / turns, (time.perf_counter() - wall) / turns
             )
             assert all(turn.status == "RUN_STATUS_COMPLETED" for turn in done), done
             if name == "log_on":
+                other_cpu += other.server.thread_cpu() - other_before
                 streamed.extend(done)
         measured.append(costs)
-    written = log_bytes([turn.run_id for turn in streamed])
+    written, writes = log.size([turn.run_id for turn in streamed])
     sent = sum(turn.bytes for turn in streamed)
-    cpu = {
-        "rounds": rounds,
+    cost = {name: summary(measured, name) for name in servers}
+    writes_per_turn = ratio(writes, len(streamed))
+    per_turn = {
+        "rounds": sizes.cpu_rounds,
         "turns_at_once": turns,
         "events_per_turn": streamed[0].events if streamed else 0,
         "turn_wall_s": round(median([turn.wall_s for turn in streamed]), 3),
-        "cost": {name: summary(measured, name) for name in servers},
+        "cost": cost,
+        "log_writes_per_turn": round(writes_per_turn, 1),
+        # What the log adds, spread over its writes (the appends' transactions, mostly).
+        "server_cpu_ms_per_log_write": round(
+            ratio(cost["log_on"]["cpu_ms"] - cost["log_off"]["cpu_ms"], writes_per_turn), 3
+        ),
+        # The other replica follows nothing; on PostgreSQL it still hears each write's notification.
+        "other_replica_cpu_ms_per_turn": round(ratio(other_cpu, len(streamed)) * 1e3, 3),
         "log_on_over_off": round(median_ratio(measured, "log_on", "log_off"), 4),
     }
     written_json = {
@@ -341,10 +359,46 @@ async def _cpu(
         "streamed_bytes_per_turn": round(ratio(sent, len(streamed)), 1),
         "log_bytes_over_streamed": round(ratio(written, sent), 4),
     }
-    return cpu, written_json
+    return per_turn, written_json
 
 
-async def _beside(on: Replica, off: Replica, sizes: LiveSizes) -> dict[str, Any]:
+async def _beside_level(
+    replica: Replica, helpers: list[Helper], sizes: LiveSizes, log: LogReader | None, other: Replica
+) -> dict[str, Any]:
+    """One level of (h) on `replica` while its paced clients stream."""
+    for helper in helpers:
+        helper.send()
+    running = sum(helper.result()["running"] for helper in helpers)
+    writes = log.writes() if log is not None else 0
+    other_cpu = other.server.thread_cpu()
+    level = await _level(
+        [(replica.server, replica.threads)], sizes.at_once, sizes.level_threads, sizes.level_turns
+    )
+    other_cpu = other.server.thread_cpu() - other_cpu
+    writes = log.writes() - writes if log is not None else 0
+    for helper in helpers:
+        helper.send()
+    side = [helper.result() for helper in helpers]
+    outcomes: dict[str, int] = {}
+    for result in side:
+        for status, count in result["outcomes"].items():
+            outcomes[status] = outcomes.get(status, 0) + count
+    return {
+        **level,
+        "paced_runs_streaming": running,
+        "paced_turns": sum(result["turns"] for result in side),
+        "paced_outcomes": outcomes,
+        "paced_events": sum(result["events"] for result in side),
+        # The paced clients stream from before the level to the end of their last turn after it.
+        "paced_events_per_s": round(sum(result["events"] for result in side) / level["wall_s"], 1),
+        "log_writes_per_s": round(writes / level["wall_s"], 1),
+        "other_replica_cpu_s": round(other_cpu, 3),
+    }
+
+
+async def _beside(
+    on: Replica, other: Replica, off: Replica, log: LogReader, sizes: LiveSizes
+) -> dict[str, Any]:
     """(h)'s level on A and on C while `side_runs` paced turns keep streaming on the same server."""
     servers = {"log_on": on, "log_off": off}
     text = paced_prompt(sizes.side_deltas, sizes.side_delta_ms)
@@ -361,27 +415,8 @@ async def _beside(on: Replica, off: Replica, sizes: LiveSizes) -> dict[str, Any]
         for index in range(sizes.side_rounds):
             row: dict[str, Any] = {}
             for name in _rotated(list(servers), index):
-                replica = servers[name]
-                for helper in helpers[name]:
-                    helper.send()
-                running = sum(helper.result()["running"] for helper in helpers[name])
-                level = await _level(
-                    [(replica.server, replica.threads)], sizes.at_once, sizes.level_threads, sizes.level_turns
-                )
-                for helper in helpers[name]:
-                    helper.send()
-                side = [helper.result() for helper in helpers[name]]
-                outcomes: dict[str, int] = {}
-                for result in side:
-                    for status, count in result["outcomes"].items():
-                        outcomes[status] = outcomes.get(status, 0) + count
-                row[name] = {
-                    **level,
-                    "paced_runs_streaming": running,
-                    "paced_turns": sum(result["turns"] for result in side),
-                    "paced_outcomes": outcomes,
-                    "paced_events": sum(result["events"] for result in side),
-                }
+                reader = log if name == "log_on" else None
+                row[name] = await _beside_level(servers[name], helpers[name], sizes, reader, other)
             rows.append(row)
     finally:
         for started in helpers.values():
@@ -394,6 +429,9 @@ async def _beside(on: Replica, off: Replica, sizes: LiveSizes) -> dict[str, Any]
         "paced_prompt": text,
         "rounds": rows,
         "commits_per_s": {name: median([row[name]["commits_per_s"] for row in rows]) for name in servers},
+        "paced_events_per_s": {
+            name: median([row[name]["paced_events_per_s"] for row in rows]) for name in servers
+        },
         "log_on_over_off_commits_per_s": round(median(per_round), 4),
     }
 
@@ -438,7 +476,7 @@ def _watchers(replica: Replica, *, watchers: int, processes: int) -> dict[str, A
 
 
 async def live_store_section(
-    kind: str, stores: tuple[str, str], off_store: str, log_bytes: LogBytes, sizes: LiveSizes
+    kind: str, stores: tuple[str, str], off_store: str, log: LogReader, sizes: LiveSizes
 ) -> dict[str, Any]:
     """(i) on one store: A and B on `stores` (one file or database, twice), C (`--event-log off`) on `off_store`."""
     servers = [
@@ -464,19 +502,24 @@ async def live_store_section(
             for replica in (a, b, c):  # warm-up: a paced turn on each
                 await _turn(replica, await replica.create("paced"), paced_prompt(2, 1))
             replicas = {"same": a, "other": b}
-            replay = await _replay(replicas, log_bytes, events=sizes.replay_events, joins=sizes.replay_joins)
+            clock = time.perf_counter()
+            durations: dict[str, float] = {}
+
+            def took(part: str) -> None:
+                nonlocal clock
+                durations[part] = round(time.perf_counter() - clock, 1)
+                clock = time.perf_counter()
+
+            replay = await _replay(replicas, log, events=sizes.replay_events, joins=sizes.replay_joins)
+            took("replay")
             live = await _live(replicas, rounds=sizes.rounds, deltas=sizes.deltas, delta_ms=sizes.delta_ms)
-            cpu, written = await _cpu(
-                a,
-                c,
-                log_bytes,
-                rounds=sizes.cpu_rounds,
-                turns=sizes.cpu_turns,
-                deltas=sizes.deltas,
-                delta_ms=sizes.delta_ms,
-            )
-            beside = await _beside(a, c, sizes)
+            took("live")
+            cpu, written = await _cpu(a, b, c, log, sizes)
+            took("cpu_per_turn")
+            beside = await _beside(a, b, c, log, sizes)
+            took("beside_paced_runs")
             watchers = _watchers(a, watchers=sizes.watchers, processes=sizes.client_processes)
+            took("idle_watchers")
     ratios: dict[str, float] = {}
     for measure, figures in (
         ("replay_first_event", replay["first_event"]),
@@ -497,5 +540,6 @@ async def live_store_section(
         "log_bytes": written,
         "beside_paced_runs": beside,
         "idle_watchers": watchers,
+        "duration_s": durations,
         "ratios": ratios,
     }
