@@ -92,9 +92,10 @@ class Sizes:
     live_cpu_rounds: int = 11
     live_cpu_turns: int = 4
     live_side_runs: int = 64
-    live_side_deltas: int = 120
-    live_side_delta_ms: float = 25.0
+    live_side_deltas: int = 60
+    live_side_delta_ms: float = 50.0
     live_side_rounds: int = 3
+    live_side_alone_s: float = 8.0
     live_watchers: int = 1000
 
 
@@ -135,6 +136,7 @@ SMOKE = Sizes(
     live_side_deltas=10,
     live_side_delta_ms=10.0,
     live_side_rounds=1,
+    live_side_alone_s=0.3,
     live_watchers=3,
 )
 
@@ -416,6 +418,7 @@ def _live_sizes(sizes: Sizes) -> LiveSizes:
         side_deltas=sizes.live_side_deltas,
         side_delta_ms=sizes.live_side_delta_ms,
         side_rounds=sizes.live_side_rounds,
+        side_alone_s=sizes.live_side_alone_s,
         at_once=sizes.store_levels[-1],
         level_threads=sizes.store_threads,
         level_turns=sizes.store_turns,

@@ -15,7 +15,8 @@ runs, and prints its results. Modes:
 - `paced`: creates `runs` threads of the `paced` agent, then at each line runs one StreamThreadRun
   turn after another on each of them (`text`, a `bench.wire.paced_prompt`), prints `{"running": n}`
   once every thread's first turn has sent its first event, and at the next line lets each thread
-  finish the turn it is in and prints what ran; again at the next line, until stdin closes.
+  finish the turn it is in and prints what ran (`events_between`: the events received between those
+  two lines); again at the next line, until stdin closes.
 - `watch`: creates `runs` threads, opens a WatchThread stream on each, prints `{"open": n}` once
   every one has sent its snapshot, then, at the next line, cancels them all.
 """
@@ -216,10 +217,17 @@ async def _paced_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dic
     started = time.perf_counter()
     await all_running.wait()
     _emit({"running": running, "running_after_s": time.perf_counter() - started})
+    at_running = events[0]
     await _read_line()
+    between = events[0] - at_running
     stop.set()
     await asyncio.gather(*tasks)
-    return {"turns": sum(outcomes.values()), "outcomes": dict(outcomes), "events": events[0]}
+    return {
+        "turns": sum(outcomes.values()),
+        "outcomes": dict(outcomes),
+        "events": events[0],
+        "events_between": between,
+    }
 
 
 async def _watch_mode(channel: grpc.aio.Channel, options: dict[str, Any]) -> dict[str, Any]:

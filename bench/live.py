@@ -26,7 +26,10 @@ writes its commits carry.
   size; gRPC's framing not counted).
 - Commits beside paced runs (`beside_paced_runs`): (h)'s level (`at_once` new `scenario` threads at a
   time, `RunThread` turns, commits per wall second) on A and on C, in rotating order, while client
-  processes (`bench.client paced`) keep `side_runs` paced turns streaming on that server.
+  processes (`bench.client paced`) keep `side_runs` paced turns streaming on that server. The level
+  saturates the server, so what the paced runs streamed meanwhile is reported beside it (with the log
+  on, the commits wait on the log's writes and the paced runs get more of the core). First, the paced
+  runs alone for `side_alone_s` on each: the server's CPU a second and the events streamed a second.
 - Idle watchers (`idle_watchers`): `watchers` `WatchThread` streams on threads of their own, opened by
   client processes on A and held; A's RSS once they are open and it is quiet, minus before, per watcher
   (as (e)'s idle streams), and the CPU A spends a second with them idle (its poll reads every watched
@@ -114,6 +117,7 @@ class LiveSizes:
     side_deltas: int
     side_delta_ms: float
     side_rounds: int
+    side_alone_s: float
     at_once: int
     level_threads: int
     level_turns: int
@@ -379,6 +383,7 @@ async def _beside_level(
     for helper in helpers:
         helper.send()
     side = [helper.result() for helper in helpers]
+    streamed = sum(result["events_between"] for result in side)
     outcomes: dict[str, int] = {}
     for result in side:
         for status, count in result["outcomes"].items():
@@ -388,11 +393,34 @@ async def _beside_level(
         "paced_runs_streaming": running,
         "paced_turns": sum(result["turns"] for result in side),
         "paced_outcomes": outcomes,
-        "paced_events": sum(result["events"] for result in side),
-        # The paced clients stream from before the level to the end of their last turn after it.
-        "paced_events_per_s": round(sum(result["events"] for result in side) / level["wall_s"], 1),
+        "paced_events_per_s": round(ratio(streamed, level["wall_s"]), 1),
         "log_writes_per_s": round(writes / level["wall_s"], 1),
         "other_replica_cpu_s": round(other_cpu, 3),
+    }
+
+
+async def _paced_alone(
+    replica: Replica, helpers: list[Helper], seconds: float, log: LogReader | None
+) -> dict[str, Any]:
+    """The server's CPU a second, and the events streamed a second, with only the paced runs."""
+    for helper in helpers:
+        helper.send()
+    running = sum(helper.result()["running"] for helper in helpers)
+    writes = log.writes() if log is not None else 0
+    cpu, wall = replica.server.thread_cpu(), time.perf_counter()
+    await asyncio.sleep(seconds)
+    cpu, wall = replica.server.thread_cpu() - cpu, time.perf_counter() - wall
+    writes = log.writes() - writes if log is not None else 0
+    for helper in helpers:
+        helper.send()
+    streamed = sum(helper.result()["events_between"] for helper in helpers)
+    return {
+        "paced_runs_streaming": running,
+        "wall_s": round(wall, 3),
+        "server_cpu_s_per_s": round(cpu / wall, 4),
+        "paced_events_per_s": round(streamed / wall, 1),
+        "server_cpu_us_per_paced_event": round(ratio(cpu, streamed) * 1e6, 1),
+        "log_writes_per_s": round(writes / wall, 1),
     }
 
 
@@ -412,6 +440,12 @@ async def _beside(
             )
         for _name, replica in servers.items():  # warm-up, as (h)
             await replica.threads.turn(await replica.threads.create())
+        alone = {
+            name: await _paced_alone(
+                servers[name], helpers[name], sizes.side_alone_s, log if name == "log_on" else None
+            )
+            for name in servers
+        }
         for index in range(sizes.side_rounds):
             row: dict[str, Any] = {}
             for name in _rotated(list(servers), index):
@@ -427,6 +461,10 @@ async def _beside(
         "threads_at_once": sizes.at_once,
         "paced_runs": sizes.side_runs,
         "paced_prompt": text,
+        "paced_runs_alone": alone,
+        "paced_runs_alone_log_on_over_off_cpu": round(
+            ratio(alone["log_on"]["server_cpu_s_per_s"], alone["log_off"]["server_cpu_s_per_s"]), 4
+        ),
         "rounds": rows,
         "commits_per_s": {name: median([row[name]["commits_per_s"] for row in rows]) for name in servers},
         "paced_events_per_s": {
@@ -531,6 +569,7 @@ async def live_store_section(
                 ratios[f"{kind}_{measure}_{q}_ms_{name}"] = figures[name][f"{q}_ms"]
     ratios[f"{kind}_log_on_over_off_cpu_per_turn"] = cpu["log_on_over_off"]
     ratios[f"{kind}_log_on_over_off_commits_per_s"] = beside["log_on_over_off_commits_per_s"]
+    ratios[f"{kind}_log_on_over_off_cpu_paced_runs_alone"] = beside["paced_runs_alone_log_on_over_off_cpu"]
     ratios[f"{kind}_log_bytes_over_streamed"] = written["log_bytes_over_streamed"]
     ratios[f"{kind}_kib_per_idle_watcher"] = watchers["kib_per_idle_watcher"]
     return {

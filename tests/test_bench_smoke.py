@@ -243,6 +243,10 @@ def test_smoke_run_of_the_live_runs_section(tmp_path: Path) -> None:
         # (h)'s level beside paced runs, log on and off: every paced run streamed, every turn completed.
         beside = store["beside_paced_runs"]
         assert len(beside["rounds"]) == sizes["live_side_rounds"]
+        for mode in ("log_on", "log_off"):
+            alone = beside["paced_runs_alone"][mode]
+            assert alone["paced_runs_streaming"] == sizes["live_side_runs"]
+            assert alone["server_cpu_s_per_s"] > 0
         for row in beside["rounds"]:
             for mode in ("log_on", "log_off"):
                 level = row[mode]
