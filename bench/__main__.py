@@ -11,7 +11,10 @@ checkpoint bytes as the history grows, (g) `ThreadService` turns 1, 50 and 500 o
 `HarnessService`, (h) the thread store's commits/s and latency on SQLite and on PostgreSQL (one and two
 replicas), SQLite's bytes written per turn, and each store's cost per turn against bare transactions
 writing the same rows (g and h on servers of their own, `--store sqlite:` a temporary file; h's
-PostgreSQL a throwaway cluster of `tests.pgcluster`, so run it from the repo root). Each section's module docstring says how
+PostgreSQL a throwaway cluster of `tests.pgcluster`, so run it from the repo root), (i) live runs on
+SQLite (two servers on one file) and PostgreSQL (two replicas on one database): `JoinThreadRun`'s time to
+its first event and a join's lag, the event log's CPU, commits/s and bytes, log on against off (a third
+server, `--event-log off`), and memory per idle `WatchThread` watcher. Each section's module docstring says how
 it measures; `bench.measure` says why cost is CPU time and ratios are medians of per-round ratios.
 """
 
@@ -36,6 +39,7 @@ from .bare_store import store_cost_section
 from .checkpoints import checkpoint_section
 from .concurrency import concurrency_section, idle_memory_section
 from .envelope import envelope_section
+from .live import LiveSizes, LogReader, live_store_section
 from .measure import ratio
 from .proc import MAX_CONCURRENT_RUNS, Helper, ServerProcess, machine
 from .runs import run_section
@@ -48,7 +52,7 @@ from .wire import CHANNEL_OPTIONS
 LATEST = Path(__file__).resolve().parent / "results" / "latest.json"
 """Where a full run writes its results (committed with docs/performance.md's numbers)."""
 
-SECTIONS = "abcdefgh"
+SECTIONS = "abcdefghi"
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,19 @@ class Sizes:
     store_turns: int = 3
     store_bytes_turns: int = 30
     store_cost_turns: int = 100
+    live_replay_events: int = 2000
+    live_replay_joins: int = 50
+    live_deltas: int = 200
+    live_delta_ms: float = 10.0
+    live_rounds: int = 10
+    live_cpu_rounds: int = 11
+    live_cpu_turns: int = 4
+    live_side_runs: int = 64
+    live_side_deltas: int = 60
+    live_side_delta_ms: float = 50.0
+    live_side_rounds: int = 3
+    live_side_alone_s: float = 8.0
+    live_watchers: int = 1000
 
 
 SMOKE = Sizes(
@@ -108,6 +125,19 @@ SMOKE = Sizes(
     store_turns=1,
     store_bytes_turns=2,
     store_cost_turns=2,
+    live_replay_events=20,
+    live_replay_joins=1,
+    live_deltas=10,
+    live_delta_ms=10.0,
+    live_rounds=1,
+    live_cpu_rounds=1,
+    live_cpu_turns=1,
+    live_side_runs=2,
+    live_side_deltas=10,
+    live_side_delta_ms=10.0,
+    live_side_rounds=1,
+    live_side_alone_s=0.3,
+    live_watchers=3,
 )
 
 # name -> (comparison, threshold, what it is)
@@ -188,6 +218,22 @@ TARGETS: dict[str, tuple[str, float, str]] = {
         "(h) PostgreSQL: a turn's store calls / bare transactions writing the same rows, wall time",
     ),
 }
+for _store, _label in (("sqlite", "SQLite"), ("postgresql", "PostgreSQL")):
+    TARGETS[f"{_store}_log_on_over_off_cpu_per_turn"] = (
+        "<=",
+        1.15,
+        f"(i) {_label}: server CPU per paced streamed thread turn, --event-log on / off",
+    )
+    TARGETS[f"{_store}_log_on_over_off_commits_per_s"] = (
+        ">=",
+        0.9,
+        f"(i) {_label}: (h)'s commits/s at 64 threads beside 64 paced streaming runs, log on / off",
+    )
+    TARGETS[f"{_store}_log_bytes_over_streamed"] = (
+        "<=",
+        1.1,
+        f"(i) {_label}: event log bytes per paced turn / bytes streamed to its first caller",
+    )
 
 
 def _met(comparison: str, value: float, threshold: float) -> bool:
@@ -359,6 +405,56 @@ async def _postgresql(sizes: Sizes, section: dict[str, Any], *, sqlite_cost: dic
     section["cost_per_turn"] = {"sqlite": sqlite_cost, "postgresql": cost}
 
 
+def _live_sizes(sizes: Sizes) -> LiveSizes:
+    return LiveSizes(
+        replay_events=sizes.live_replay_events,
+        replay_joins=sizes.live_replay_joins,
+        deltas=sizes.live_deltas,
+        delta_ms=sizes.live_delta_ms,
+        rounds=sizes.live_rounds,
+        cpu_rounds=sizes.live_cpu_rounds,
+        cpu_turns=sizes.live_cpu_turns,
+        side_runs=sizes.live_side_runs,
+        side_deltas=sizes.live_side_deltas,
+        side_delta_ms=sizes.live_side_delta_ms,
+        side_rounds=sizes.live_side_rounds,
+        side_alone_s=sizes.live_side_alone_s,
+        at_once=sizes.store_levels[-1],
+        level_threads=sizes.store_threads,
+        level_turns=sizes.store_turns,
+        watchers=sizes.live_watchers,
+        client_processes=sizes.client_processes,
+    )
+
+
+async def _live_sections(sizes: Sizes, report: dict[str, Any]) -> None:
+    """(i) on SQLite files of its own, then on a throwaway PostgreSQL cluster (fsync on)."""
+    from tests.pgcluster import cluster  # the repo root's test helper: `python -m bench` runs from there
+
+    live = _live_sizes(sizes)
+    section: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-live-") as directory:
+        db = Path(directory) / "live.sqlite3"
+        store = f"sqlite:{db}"
+        section["sqlite"] = await live_store_section(
+            "sqlite",
+            (store, store),
+            f"sqlite:{Path(directory) / 'off.sqlite3'}",
+            LogReader("sqlite", str(db)),
+            live,
+        )
+    with cluster() as pg, contextlib.ExitStack() as stack:
+        # The servers and the bytes' reader take the password from the environment, never a URL.
+        stack.callback(os.environ.pop, "PGPASSWORD", None)
+        os.environ.update(pg.env)
+        url = pg.database()
+        section["postgresql"] = await live_store_section(
+            "postgresql", (url, url), pg.database(), LogReader("postgresql", url), live
+        )
+    section["ratios"] = {**section["sqlite"].pop("ratios"), **section["postgresql"].pop("ratios")}
+    report["sections"]["i_live"] = section
+
+
 def _ratios(sections: dict[str, Any]) -> dict[str, float]:
     ratios: dict[str, float] = {}
     for section in sections.values():
@@ -467,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_server_sections(sizes, wanted, args.smoke, report))
     if set(wanted) & set("gh"):
         asyncio.run(_thread_sections(sizes, wanted, report))
+    if "i" in wanted:
+        asyncio.run(_live_sections(sizes, report))
     if set(wanted) != set(SECTIONS) and not args.smoke and out.exists():
         report = _merged(json.loads(out.read_text()), report, wanted)
     report["ratios"] = _ratios(report["sections"])

@@ -10,11 +10,14 @@ at the tail of the history, so its own cost never grows with the thread:
   `stream_model` is the same model for plain pydantic-ai, one part of (b)'s limit.
 - `idle`: waits the prompt's number of seconds inside the model request, then answers (e).
 - `rounds`: calls the tool N times in N model requests, N from the prompt, then answers (f).
+- `paced`: one model request streaming N text deltas of 8 characters, sleeping M ms before each one
+  (`bench.wire.paced_prompt(N, M)`): a provider's pace, so a turn spans many event-log windows (i).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 from pydantic_ai import Agent, Tool
 from pydantic_ai.capabilities import Capability
@@ -32,7 +35,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from harness import ExecutableAgent
 from harness.testing import scripted_model
 
-from .wire import DELTA, PROMPT
+from .wire import DELTA, PROMPT, paced_pace
 
 __all__ = (
     "ANSWER",
@@ -42,6 +45,8 @@ __all__ = (
     "idle_model",
     "lookup",
     "native_agent",
+    "paced",
+    "paced_model",
     "rounds",
     "scenario",
     "scenario_model",
@@ -156,3 +161,25 @@ def rounds() -> ExecutableAgent[str]:
         capabilities=[_notes_capability()],
         name="rounds",
     )
+
+
+def _paced_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    deltas, _delay_s = paced_pace(_prompt(messages))
+    return ModelResponse(parts=[TextPart(DELTA * deltas)])
+
+
+async def _paced_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+    deltas, delay_s = paced_pace(_prompt(messages))
+    for _ in range(deltas):
+        await asyncio.sleep(delay_s)
+        yield DELTA
+
+
+def paced_model() -> FunctionModel:
+    """The `paced` script as a streaming `FunctionModel`: `DELTA` N times, M ms apart (from the prompt)."""
+    return FunctionModel(_paced_script, stream_function=_paced_stream, model_name="bench-paced")
+
+
+def paced() -> ExecutableAgent[str]:
+    """One model request streaming its deltas at a provider's pace (`bench.wire.paced_prompt`)."""
+    return ExecutableAgent(paced_model(), name="paced")

@@ -9,7 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ("BARE_METHOD", "CHANNEL_OPTIONS", "DELTA", "PER_MESSAGE", "PROMPT", "events_of")
+__all__ = (
+    "BARE_METHOD",
+    "CHANNEL_OPTIONS",
+    "DELTA",
+    "PER_MESSAGE",
+    "PROMPT",
+    "events_of",
+    "paced_pace",
+    "paced_prompt",
+)
 
 PROMPT = "Compare the alpha and beta release notes and tell me which one to ship."
 """The user prompt of every `scenario` turn."""
@@ -30,3 +39,16 @@ PER_MESSAGE = 64
 def events_of(response: Any) -> Sequence[Any]:
     """The events of one `StreamRunResponse`, whichever form it carries them in."""
     return response.events if len(response.events) else (response.event,)
+
+
+def paced_prompt(deltas: int, delay_ms: float) -> str:
+    """The prompt of a `paced` turn: `deltas` text deltas, `delay_ms` apart."""
+    return f"{deltas} {delay_ms:g}"
+
+
+def paced_pace(prompt: str) -> tuple[int, float]:
+    """`paced_prompt`'s `(deltas, delay in seconds)` back (one undelayed delta for any other prompt)."""
+    parts = prompt.split()
+    if len(parts) != 2:
+        return 1, 0.0
+    return int(parts[0]), float(parts[1]) / 1e3

@@ -19,13 +19,14 @@ from bench.stream_rate import PACKED_REPEAT
 
 REPO = Path(__file__).resolve().parent.parent
 H_TARGETS = {name for name, (_c, _t, what) in TARGETS.items() if what.startswith("(h)")}
+I_TARGETS = {name for name, (_c, _t, what) in TARGETS.items() if what.startswith("(i)")}
 
 
 def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
     out = tmp_path / "smoke.json"
     before = LATEST.stat().st_mtime_ns if LATEST.exists() else None
     finished = subprocess.run(
-        # (h), with its PostgreSQL cluster, runs once: in the thread sections' test below.
+        # (h) and (i), with their PostgreSQL clusters, run in the tests below.
         [sys.executable, "-m", "bench", "--smoke", "--sections", "abcdefg", "--out", str(out)],
         cwd=REPO,
         capture_output=True,
@@ -51,7 +52,7 @@ def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
     }
     ratios = report["ratios"]
     assert "stream_run_over_in_process" in ratios
-    assert set(TARGETS) - H_TARGETS <= set(ratios)
+    assert set(TARGETS) - H_TARGETS - I_TARGETS <= set(ratios)
     assert all(isinstance(v, int | float) and math.isfinite(v) for v in ratios.values())
     for name, target in report["targets"].items():
         assert target["value"] == ratios[name]
@@ -193,6 +194,75 @@ def test_smoke_run_of_the_thread_sections(tmp_path: Path) -> None:
         assert cost["bare_wrote_the_same_rows"] is True
         assert cost["store_ms_per_turn"] > 0 and cost["bare_ms_per_turn"] > 0
         assert report["targets"][f"{kind}_store_over_bare_per_turn"]["threshold"] == 1.5
+
+
+def test_smoke_run_of_the_live_runs_section(tmp_path: Path) -> None:
+    out = tmp_path / "live.json"
+    finished = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--sections", "i", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert set(report["sections"]) == {"i_live"}
+    assert set(report["ratios"]) >= I_TARGETS
+    assert len(I_TARGETS) == 6  # CPU, commits/s and bytes, log on / off, on each store
+    for name in I_TARGETS:
+        assert name in finished.stdout  # the printed table
+    assert all(isinstance(v, int | float) and math.isfinite(v) for v in report["ratios"].values())
+    sizes = report["sizes"]
+    live = report["sections"]["i_live"]
+    for kind in ("sqlite", "postgresql"):
+        store = live[kind]
+        for name in ("same", "other"):
+            for q in ("p50", "p99"):
+                for measure in ("replay_first_event", "live_first_event", "live_lag"):
+                    assert f"{kind}_{measure}_{q}_ms_{name}" in report["ratios"]
+        # A finished run replayed to every join, on the holder's replica and the other one, whole.
+        replay = store["replay"]
+        assert replay["events"] > sizes["live_replay_events"]
+        assert replay["events_per_join"] == [replay["events"]]
+        for name in ("same", "other"):
+            assert replay["first_event"][name]["n"] == sizes["live_replay_joins"]
+        # Live: both joins followed each paced turn to its end, with every event the first caller got.
+        followed = store["live"]
+        assert followed["turns"] == sizes["live_rounds"]
+        assert followed["events_per_turn"] > sizes["live_deltas"]
+        for name in ("same", "other"):
+            assert followed["joined_events"][name] == followed["events_per_turn"] * sizes["live_rounds"]
+            assert followed["lag"][name]["n"] > 0
+        cpu = store["cpu_per_turn"]
+        assert set(cpu["cost"]) == {"log_on", "log_off"}
+        assert cpu["events_per_turn"] == followed["events_per_turn"]
+        written = store["log_bytes"]
+        assert written["turns"] == sizes["live_cpu_rounds"] * sizes["live_cpu_turns"]
+        assert written["log_bytes_per_turn"] > 0 and written["streamed_bytes_per_turn"] > 0
+        # (h)'s level beside paced runs, log on and off: every paced run streamed, every turn completed.
+        beside = store["beside_paced_runs"]
+        assert len(beside["rounds"]) == sizes["live_side_rounds"]
+        for mode in ("log_on", "log_off"):
+            alone = beside["paced_runs_alone"][mode]
+            assert alone["paced_runs_streaming"] == sizes["live_side_runs"]
+            assert alone["server_cpu_s_per_s"] > 0
+        for row in beside["rounds"]:
+            for mode in ("log_on", "log_off"):
+                level = row[mode]
+                assert level["turns"] == sizes["store_threads"] * sizes["store_turns"]
+                assert level["commits"] >= 2 * level["turns"]
+                assert level["paced_runs_streaming"] == sizes["live_side_runs"]
+                assert set(level["paced_outcomes"]) == {"RUN_STATUS_COMPLETED"}
+        watchers = store["idle_watchers"]
+        assert watchers["open_watchers"] == sizes["live_watchers"]
+        assert watchers["outcomes_after_cancel"] == {"cancelled_by_client": sizes["live_watchers"]}
+        assert f"{kind}_kib_per_idle_watcher" in report["ratios"]
+    for name in I_TARGETS:
+        target = report["targets"][name]
+        assert target["value"] == report["ratios"][name]
+    assert report["targets"]["sqlite_log_on_over_off_cpu_per_turn"]["threshold"] == 1.15
+    assert report["targets"]["postgresql_log_on_over_off_commits_per_s"]["comparison"] == ">="
 
 
 def test_smoke_run_refuses_to_overwrite_the_committed_results() -> None:
