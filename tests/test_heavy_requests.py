@@ -36,7 +36,7 @@ from threadline.v1 import (
     thread_service_pb2_grpc,
 )
 
-from harness import HarnessState
+from harness import HarnessRunStream, HarnessState
 from server.mapping.state import state_to_pb
 
 pytestmark = pytest.mark.anyio
@@ -189,18 +189,33 @@ async def _answered_before(seen: _Seen, event: str, ask: Callable[[], Awaitable[
     assert not seen.events.setdefault(event, threading.Event()).is_set(), f"{event} came first"
 
 
-async def test_other_rpcs_answer_while_a_long_history_is_prepared(server: RunningServer, seen: _Seen) -> None:
+async def test_other_rpcs_answer_while_a_long_history_is_prepared(
+    server: RunningServer, seen: _Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The preparation waits for the test's answers, so no machine's speed decides the order; held on
+    # the server's event loop, it would hold the answers too, and the calls would time out.
+    answered = threading.Event()
+    prepare = HarnessRunStream.prepare
+
+    def held(self: HarnessRunStream[Any], pause: Callable[[], None] | None = None) -> None:
+        answered.wait(60)
+        prepare(self, pause)
+
+    monkeypatch.setattr(HarnessRunStream, "prepare", held)
     async with grpc.aio.insecure_channel(server.address, options=CHANNEL) as channel:
         stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
         heavy = asyncio.ensure_future(stub.Run(long_run("long-1"), timeout=300))
         preparing = await seen.wait("preparing_off_loop")
         assert preparing["request_id"] == "long-1" and preparing["messages"] == 2 * LONG_PAIRS
         # Answered while the run was being prepared: admitted, not started (its `run_started` is later).
-        await _answered_before(
-            seen,
-            "run_started",
-            lambda: stub.GetServerInfo(harness_service_pb2.GetServerInfoRequest(), timeout=60),
-        )
+        try:
+            await _answered_before(
+                seen,
+                "run_started",
+                lambda: stub.GetServerInfo(harness_service_pb2.GetServerInfoRequest(), timeout=20),
+            )
+        finally:
+            answered.set()
         result = (await heavy).result
     assert result.status == run_pb2.RUN_STATUS_COMPLETED
     assert json.loads(result.output_json) == "You said: hello"
