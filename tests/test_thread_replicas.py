@@ -155,7 +155,8 @@ def start_replica(
 
 
 def start_replicas(url: str, env: dict[str, str], workdir: Path, count: int = 2, **kw: Any) -> list[Replica]:
-    """`count` replicas started at once (each takes a while to import, so side by side is faster)."""
+    """`count` replicas: the first alone (it migrates a new store: two processes migrating one fresh SQLite
+    file at once can find it locked past the busy timeout on a loaded machine), then the rest side by side."""
     results: list[Replica | BaseException | None] = [None] * count
 
     def one(index: int) -> None:
@@ -164,7 +165,11 @@ def start_replicas(url: str, env: dict[str, str], workdir: Path, count: int = 2,
         except BaseException as error:  # reported below, after every thread ended
             results[index] = error
 
-    workers = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    # The first opens (and migrates) the store alone; the rest start side by side on the migrated store.
+    one(0)
+    workers = (
+        [threading.Thread(target=one, args=(i,)) for i in range(1, count)] if results[0] is not None else []
+    )
     for worker in workers:
         worker.start()
     for worker in workers:
