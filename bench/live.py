@@ -20,7 +20,8 @@ writes its commits carry.
 - CPU (`cpu_per_turn`): each of `cpu_rounds` rounds runs `cpu_turns` paced turns at once on A, and as
   many on C, in rotating order, each batch on threads of its own made beforehand; the server's CPU
   (every thread, to the nanosecond) per turn. `log_on_over_off_cpu_per_turn` is the median of the
-  per-round ratios.
+  per-round ratios. `cpu_per_lone_turn` does the same one turn at a time: nothing for the replica's
+  grouped appends to share.
 - Bytes (`log_bytes`): the `run_events.data` bytes of A's CPU turns, read from the store afterwards,
   over the bytes of the `StreamThreadRunResponse` messages their first callers received (serialized
   size; gRPC's framing not counted).
@@ -311,14 +312,15 @@ async def _live(replicas: dict[str, Replica], *, rounds: int, deltas: int, delta
 
 
 async def _cpu(
-    on: Replica, other: Replica, off: Replica, log: LogReader, sizes: LiveSizes
+    on: Replica, other: Replica, off: Replica, log: LogReader, sizes: LiveSizes, turns: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Server CPU per paced turn, log on (A) and off (C); then A's log bytes over what it streamed."""
+    """Server CPU per paced turn, `turns` at once, log on (A) and off (C); then A's log bytes over
+    what it streamed."""
     servers = {"log_on": on, "log_off": off}
     measured: list[dict[str, Cost]] = []
     streamed: list[Turn] = []
     other_cpu = 0.0
-    text, turns = paced_prompt(sizes.deltas, sizes.delta_ms), sizes.cpu_turns
+    text = paced_prompt(sizes.deltas, sizes.delta_ms)
     for index in range(sizes.cpu_rounds):
         costs: dict[str, Cost] = {}
         for name in _rotated(list(servers), index):
@@ -552,8 +554,10 @@ async def live_store_section(
             took("replay")
             live = await _live(replicas, rounds=sizes.rounds, deltas=sizes.deltas, delta_ms=sizes.delta_ms)
             took("live")
-            cpu, written = await _cpu(a, b, c, log, sizes)
+            cpu, written = await _cpu(a, b, c, log, sizes, sizes.cpu_turns)
             took("cpu_per_turn")
+            lone, _lone_written = await _cpu(a, b, c, log, sizes, 1)
+            took("cpu_per_lone_turn")
             beside = await _beside(a, b, c, log, sizes)
             took("beside_paced_runs")
             watchers = _watchers(a, watchers=sizes.watchers, processes=sizes.client_processes)
@@ -568,6 +572,7 @@ async def live_store_section(
             for q in ("p50", "p99"):
                 ratios[f"{kind}_{measure}_{q}_ms_{name}"] = figures[name][f"{q}_ms"]
     ratios[f"{kind}_log_on_over_off_cpu_per_turn"] = cpu["log_on_over_off"]
+    ratios[f"{kind}_log_on_over_off_cpu_per_lone_turn"] = lone["log_on_over_off"]
     ratios[f"{kind}_log_on_over_off_commits_per_s"] = beside["log_on_over_off_commits_per_s"]
     ratios[f"{kind}_log_on_over_off_cpu_paced_runs_alone"] = beside["paced_runs_alone_log_on_over_off_cpu"]
     ratios[f"{kind}_log_bytes_over_streamed"] = written["log_bytes_over_streamed"]
@@ -576,6 +581,7 @@ async def live_store_section(
         "replay": replay,
         "live": live,
         "cpu_per_turn": cpu,
+        "cpu_per_lone_turn": lone,
         "log_bytes": written,
         "beside_paced_runs": beside,
         "idle_watchers": watchers,

@@ -241,6 +241,7 @@ class ThreadlineServer:
             metrics = self.metrics
             self.threads.on_commit = metrics.thread_commits.inc
             self.threads.on_log = metrics.logged
+            self.threads.appends.on_append = metrics.appended
             metrics.followers = lambda: self._thread_service.followers if self._thread_service else 0
 
     def _store_health(self, healthy: bool) -> None:

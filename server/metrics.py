@@ -97,6 +97,16 @@ class Metrics:
         self.log_bytes = Counter(
             "threadline_event_log_bytes", "Bytes of run events written to event logs.", registry=r
         )
+        self.log_appends = Counter(
+            "threadline_event_log_appends",
+            "Append transactions: each writes the waiting events of every attempt this replica runs.",
+            registry=r,
+        )
+        self.log_appended = Counter(
+            "threadline_event_log_appended_attempts",
+            "Attempt logs written by append transactions (over appends: how many each grouped).",
+            registry=r,
+        )
         self.events_omitted = Counter(
             "threadline_events_omitted", "Run events their event log left out (events_omitted).", registry=r
         )
@@ -118,6 +128,11 @@ class Metrics:
         self.log_bytes.inc(written)
         if omitted:
             self.events_omitted.inc(omitted)
+
+    def appended(self, attempts: int) -> None:
+        """One append transaction, writing the logs of `attempts` attempts."""
+        self.log_appends.inc()
+        self.log_appended.inc(attempts)
 
     def run_started(self, service: Service, agent: str) -> None:
         self.runs_started.labels(service, agent).inc()

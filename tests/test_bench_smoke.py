@@ -234,9 +234,10 @@ def test_smoke_run_of_the_live_runs_section(tmp_path: Path) -> None:
         for name in ("same", "other"):
             assert followed["joined_events"][name] == followed["events_per_turn"] * sizes["live_rounds"]
             assert followed["lag"][name]["n"] > 0
-        cpu = store["cpu_per_turn"]
-        assert set(cpu["cost"]) == {"log_on", "log_off"}
-        assert cpu["events_per_turn"] == followed["events_per_turn"]
+        cpu, lone = store["cpu_per_turn"], store["cpu_per_lone_turn"]
+        assert set(cpu["cost"]) == set(lone["cost"]) == {"log_on", "log_off"}
+        assert cpu["events_per_turn"] == lone["events_per_turn"] == followed["events_per_turn"]
+        assert lone["turns_at_once"] == 1 and f"{kind}_log_on_over_off_cpu_per_lone_turn" in report["ratios"]
         written = store["log_bytes"]
         assert written["turns"] == sizes["live_cpu_rounds"] * sizes["live_cpu_turns"]
         assert written["log_bytes_per_turn"] > 0 and written["streamed_bytes_per_turn"] > 0

@@ -18,7 +18,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -154,14 +154,16 @@ def start_replica(
     return replica
 
 
-def start_replicas(url: str, env: dict[str, str], workdir: Path, count: int = 2, **kw: Any) -> list[Replica]:
+def start_replicas(
+    url: str, env: dict[str, str], workdir: Path, count: int = 2, *, args: Sequence[str] = (), **kw: Any
+) -> list[Replica]:
     """`count` replicas: the first alone (it migrates a new store: two processes migrating one fresh SQLite
     file at once can find it locked past the busy timeout on a loaded machine), then the rest side by side."""
     results: list[Replica | BaseException | None] = [None] * count
 
     def one(index: int) -> None:
         try:
-            results[index] = start_replica(url, env, workdir / f"r{index}", **kw)
+            results[index] = start_replica(url, env, workdir / f"r{index}", *args, **kw)
         except BaseException as error:  # reported below, after every thread ended
             results[index] = error
 

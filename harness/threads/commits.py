@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
 from ..deferred import DeferredToolResume
 from ..errors import ErrorCode, ThreadError
-from .eventlog import AttemptLog, LogWrite
+from .eventlog import AttemptLog
 from .lease import LeaseKeeper, Lost
 from .logstore import LogMoved, LogRow
 from .records import Head, ThreadRow
@@ -151,35 +150,3 @@ def settle(log: AttemptLog, row: LogRow | None, lease: LeaseKeeper, thread_id: s
         log.landed_through(row.last_sequence)  # a write whose answer was lost did land
     else:
         log.rewind(row.last_sequence)  # a database crash took back relaxed appends
-
-
-async def append(host: RunHost, log: AttemptLog, lease: LeaseKeeper, thread_id: str, stop: object) -> None:
-    """The attempt's appends (LIVE §2.2 b): the buffer once its oldest event is a window old or it holds
-    64 KiB, one write in flight, until cancelled; a cancel asked of the run (read in each append) stops
-    the run as a renewal's would."""
-    delay = 0.05
-    while lease.lost is None:
-        await log.pending.wait()
-        await asyncio.sleep(log.due_in())
-        async with log.turn:
-            if not log.pending.is_set() or log.due_in() > 0:
-                continue  # a commit took the buffer meanwhile
-            write: LogWrite | None = log.take()
-            if write is None:
-                return
-            try:
-                cancel = await host.store.logs.append(thread_id, write)
-            except LogMoved as moved:
-                with contextlib.suppress(Lost):
-                    settle(log, moved.row, lease, thread_id)
-                continue
-            except ThreadError as error:
-                if error.code != ErrorCode.STORE_UNAVAILABLE:
-                    raise
-                await asyncio.sleep(delay)  # unknown outcome: the next write's compare-and-set settles it
-                delay = min(delay * 2, 1.0)
-                continue
-            delay = 0.05
-            log.wrote(write)
-        if cancel and callable(stop):
-            stop()

@@ -7,7 +7,9 @@ WAL and shared memory) are recorded by device and inode: a file deleted or repla
 noticed (`Database.changed`) instead of taking commits that a restart would not find. A connection kept
 open for the store's life holds them, so they keep their identity (SQLite removes the WAL and `-shm` when
 the last connection to the file closes, and makes new ones with the next); the pool's connections open
-the file without creating it, so a deleted database is not replaced by an empty one.
+the file without creating it, so a deleted database is not replaced by an empty one. The event log's
+appends (LIVE §2.2) have a connection of their own with `synchronous=NORMAL`: their commit skips the
+fsync, which a killed process does not lose, and the next `FULL` commit's fsync of the WAL covers them.
 
 PostgreSQL (several replicas on one database): psycopg 3's synchronous driver (the store runs each
 transaction whole in a worker thread), libpq's own connection string (so `PGPASSWORD`, `~/.pgpass`,
@@ -137,6 +139,8 @@ class Database:
     """SQLite: the database file, its WAL and its `-shm` as opened (none in memory or on PostgreSQL)."""
     keeper: sqlite3.Connection | None = field(default=None, repr=False)
     """SQLite: the connection that holds `files` open from start to close."""
+    relaxed: Engine | None = field(default=None, repr=False)
+    """SQLite: the event log appends' own connection, `synchronous=NORMAL` (None: `engine` serves)."""
 
     def changed(self) -> str | None:
         """Why the files at the store's path are not those it opened (deleted, replaced), or None.
@@ -155,6 +159,8 @@ class Database:
 
     def _close(self) -> None:
         self.engine.dispose()
+        if self.relaxed is not None:
+            self.relaxed.dispose()
         if self.keeper is not None:
             self.keeper.close()
 
@@ -163,7 +169,8 @@ def _sqlite_uri(path: str, mode: Literal["rw", "rwc"]) -> str:
     return f"file:{quote(os.path.abspath(path))}?mode={mode}"
 
 
-def _sqlite_engine(path: str | None) -> Engine:
+def _sqlite_engine(path: str | None, *, relaxed: bool = False) -> Engine:
+    """The pool of a file's (or memory's) connections; `relaxed`: one connection, `synchronous=NORMAL`."""
     # Worker threads share the connections, one transaction at a time each.
     if path is None:
         # One connection for the process: an in-memory database lives exactly as long as it.
@@ -175,7 +182,10 @@ def _sqlite_engine(path: str | None) -> Engine:
         def connect() -> sqlite3.Connection:
             return sqlite3.connect(uri, uri=True, check_same_thread=False)
 
-        engine = create_engine("sqlite://", creator=connect, poolclass=QueuePool, pool_size=8, max_overflow=8)
+        size = (1, 0) if relaxed else (8, 8)
+        engine = create_engine(
+            "sqlite://", creator=connect, poolclass=QueuePool, pool_size=size[0], max_overflow=size[1]
+        )
 
     @event.listens_for(engine, "connect")
     def _connected(dbapi_connection: Any, _record: Any) -> None:
@@ -184,7 +194,7 @@ def _sqlite_engine(path: str | None) -> Engine:
         cursor = dbapi_connection.cursor()
         if path is not None:
             cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute(f"PRAGMA synchronous={'NORMAL' if relaxed else 'FULL'}")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
@@ -326,4 +336,5 @@ def _open(kind: StoreKind, path: str | None) -> Database:
         return Database(engine, kind, redacted(path), bytes.fromhex(key), postgresql_conninfo(path))
     if path is None:
         return Database(engine, kind, ":memory:", bytes.fromhex(key))
-    return Database(engine, kind, path, bytes.fromhex(key), files=files, keeper=keeper)
+    relaxed = _sqlite_engine(path, relaxed=True)
+    return Database(engine, kind, path, bytes.fromhex(key), files=files, keeper=keeper, relaxed=relaxed)

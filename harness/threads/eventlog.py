@@ -3,7 +3,8 @@
 The attempt numbers every item it streams (so every stream of it carries the same numbers), encodes it
 once with the host's encoder (the server's `RunEvent` bytes: harness/ never parses them) and buffers the
 recorded ones. The buffer is written in order, one write in flight (`turn`): by each of the holder's
-commits, or by an append of its own once its oldest event is a window old or it holds 64 KiB. Past a
+commits, or by an append once its oldest event is a window old or it holds 64 KiB (`appends`: grouped
+with the other attempts' of the replica). Past a
 quarter of the cap text deltas are not recorded (`part_end` carries the whole part); near the cap only
 commits and markers are; an event over 1 MiB never is. Each run of events left out is recorded as one
 `EventsOmitted`, at the place of its last event, so every follower on every replica reads the same log.
@@ -152,8 +153,8 @@ class AttemptLog:
         self._omitting: tuple[int, int, OmissionReason] | None = None
         self.turn = asyncio.Lock()
         """Held by the one write in flight (an append or a commit)."""
-        self.pending = asyncio.Event()
-        """Set while events wait to be written (the appender waits on it)."""
+        self.on_pending: Callable[[], None] | None = None
+        """Called when events start waiting to be written, and when they reach `APPEND_BYTES`."""
         self.omitted = 0
         """Events left out so far (a server counts them)."""
 
@@ -212,15 +213,23 @@ class AttemptLog:
         self._buffer_event(last, data, front=front)
 
     def _buffer_event(self, sequence: int, data: bytes, *, front: bool = False) -> None:
-        if not self._buffer:
+        first = not self._buffer
+        if first:
             self._oldest = time.monotonic()
-            self.pending.set()
         if front:
             self._buffer.insert(0, (sequence, data))
         else:
             self._buffer.append((sequence, data))
+        before = self._buffer_bytes
         self._buffer_bytes += len(data)
         self._log_bytes += len(data)
+        if self.on_pending is not None and (first or before < APPEND_BYTES <= self._buffer_bytes):
+            self.on_pending()
+
+    @property
+    def pending(self) -> bool:
+        """Whether events wait to be written."""
+        return bool(self._buffer)
 
     # -- writing --------------------------------------------------------------------------------------
 
@@ -264,8 +273,6 @@ class AttemptLog:
         self.written = max(self.written, last)
         if kept:
             self._oldest = time.monotonic()
-        else:
-            self.pending.clear()
 
     def rewind(self, last: int) -> None:
         """The log holds events only up to `last` (a database crash took back relaxed appends): the

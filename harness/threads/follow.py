@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,15 +107,27 @@ class Hub:
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody follows anymore
             self._loop.call_soon_threadsafe(self._fire, thread_id, run_id, changed)
 
-    def noted(self, thread_id: str, change_seq: int, run_id: str) -> None:
+    def poke_logs(self, written: Sequence[tuple[str, str, int]]) -> None:
+        """The logs of these attempts (thread ID, run ID, last sequence) were written, no thread changed:
+        one wake-up on the loop for all (callable from any thread)."""
+        if written:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._fire_logs, list(written))
+
+    def _fire_logs(self, written: list[tuple[str, str, int]]) -> None:
+        for thread_id, run_id, _last in written:
+            self._fire(thread_id, run_id, False)
+
+    def noted(self, thread_id: str, change_seq: int | None, run_id: str) -> None:
         """A `threadline_thread` notification from another replica (callable from any thread): the thread
-        changed when its change sequence is not the one last seen, and `run_id`'s log was written."""
+        changed when its change sequence is not the one last seen (`None`: it did not), and `run_id`'s log
+        was written."""
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._noted, thread_id, change_seq, run_id)
 
-    def _noted(self, thread_id: str, change_seq: int, run_id: str) -> None:
-        changed = self._seen.changes.get(thread_id) != change_seq
-        if changed and thread_id in self._threads:
+    def _noted(self, thread_id: str, change_seq: int | None, run_id: str) -> None:
+        changed = change_seq is not None and self._seen.changes.get(thread_id) != change_seq
+        if changed and change_seq is not None and thread_id in self._threads:
             self._seen.changes[thread_id] = change_seq
         self._fire(thread_id, run_id, changed)
 

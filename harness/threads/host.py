@@ -23,6 +23,7 @@ from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume, stored_resume
 from ..errors import ErrorCode, InputError, StateError, ThreadError, error_reason
 from ..state import HarnessState
+from .appends import Appends
 from .cache import CachedHead, HeadCache
 from .codec import state_parts
 from .detached import next_attempt
@@ -118,6 +119,8 @@ class DurableHost:
         """Taken by an attached retry while it follows (a server bounds them with `--max-followers`)."""
         self.on_log: Callable[[int, int], None] | None = None
         """Told of each event log write: its bytes and the events left out since (a server counts them)."""
+        self.appends = Appends(store.logs)
+        """The grouped appends of the logs of the attempts this host runs."""
         self.cache = HeadCache(cache_bytes)
         self.pages = PageTokens(store.database.page_key)
         """The page tokens of this store's listings (every replica's host makes the same)."""

@@ -10,6 +10,8 @@ left `open`: a stalled or fenced-out holder gets `LEASE_LOST`.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,7 @@ __all__ = (
     "LogStore",
     "delete_logs",
     "lose_logs",
+    "notify_appends",
     "notify_thread",
     "open_log",
     "write_log",
@@ -160,7 +163,9 @@ _NOTIFY = Statement(
 )
 """PostgreSQL: `[thread_id, change_seq, run_id, last_sequence]` on `threadline_thread`, the thread's change
 sequence read by the same statement (as this transaction leaves it)."""
-_RELAXED = Statement(text("SET LOCAL synchronous_commit = off"))
+_NOTIFY_TEXT = Statement(text("SELECT pg_notify(:channel, :payload)"))
+_NOTE_BYTES = 7000
+"""The longest payload `notify_appends` sends (PostgreSQL refuses 8000 bytes and more; ids are bounded)."""
 _CANCEL_ASKED = Statement(select(threads.c.cancel_requested).where(*_keyed(threads)))
 _CHANGE_SEQ = Statement(select(threads.c.change_seq).where(*_keyed(threads)))
 _LOGS_OF = Statement(select(run_logs.c.run_id).where(*_keyed(run_logs)))
@@ -231,11 +236,18 @@ def lose_logs(conn: Connection, thread_id: str, now: float) -> None:
 
 
 def write_log(conn: Connection, thread_id: str, write: LogWrite, now: float) -> None:
-    """One log write (a commit's or an append's), by compare-and-set.
+    """One log write (a commit's), by compare-and-set.
 
     Raises:
         LogMoved: the row is not as its writer last left it (lost, or written by an answer it never got).
     """
+    _advance(conn, thread_id, write, now)
+    if write.data:
+        _INSERT_EVENTS.run(conn, _events(thread_id, write))
+
+
+def _advance(conn: Connection, thread_id: str, write: LogWrite, now: float) -> None:
+    """A log write's compare-and-set on its row (`LogMoved` when it fails)."""
     params = {
         **key(thread_id),
         "run_id": write.run_id,
@@ -248,17 +260,17 @@ def write_log(conn: Connection, thread_id: str, write: LogWrite, now: float) -> 
     if _WRITE_LOG[write.end].first(conn, params) is None:
         found = _SELECT_LOG.first(conn, {**key(thread_id), "run_id": write.run_id})
         raise LogMoved(None if found is None else _row(found))
-    if write.data:
-        _INSERT_EVENTS.run(
-            conn,
-            {
-                **key(thread_id),
-                "run_id": write.run_id,
-                "first_sequence": write.after + 1,
-                "last_sequence": write.last,
-                "data": write.data,
-            },
-        )
+
+
+def _events(thread_id: str, write: LogWrite) -> dict[str, Any]:
+    """The `run_events` row of a write."""
+    return {
+        **key(thread_id),
+        "run_id": write.run_id,
+        "first_sequence": write.after + 1,
+        "last_sequence": write.last,
+        "data": write.data,
+    }
 
 
 def notify_thread(conn: Connection, thread_id: str, *, run_id: str = "", last_sequence: int = -1) -> None:
@@ -268,6 +280,23 @@ def notify_thread(conn: Connection, thread_id: str, *, run_id: str = "", last_se
             conn,
             {"channel": THREAD_CHANNEL, **key(thread_id), "run_id": run_id, "last_sequence": last_sequence},
         )
+
+
+def notify_appends(conn: Connection, written: Sequence[tuple[str, str, int]]) -> None:
+    """PostgreSQL: the notification of a grouped append: `[[thread_id, null, run_id, last_sequence], ...]`
+    (no thread changed), split so each payload stays under PostgreSQL's 8000 bytes."""
+    if conn.dialect.name != "postgresql" or not written:
+        return
+    chunk: list[str] = []
+    size = 2
+    for thread_id, run_id, last in written:
+        entry = json.dumps([thread_id, None, run_id, last], separators=(",", ":"))
+        if chunk and size + len(entry) + 1 > _NOTE_BYTES:
+            _NOTIFY_TEXT.run(conn, {"channel": THREAD_CHANNEL, "payload": f"[{','.join(chunk)}]"})
+            chunk, size = [], 2
+        chunk.append(entry)
+        size += len(entry) + 1
+    _NOTIFY_TEXT.run(conn, {"channel": THREAD_CHANNEL, "payload": f"[{','.join(chunk)}]"})
 
 
 def delete_logs(conn: Connection, thread_id: str) -> None:
@@ -288,21 +317,29 @@ class LogStore:
         self._hub = hub
 
     @offloaded(read=False)
-    def append(self, thread_id: str, write: LogWrite) -> bool:
-        """An append of the holder (relaxed durability on PostgreSQL: a later commit flushes it);
-        returns whether a cancel was asked of the thread's run (read in the same transaction).
-
-        Raises:
-            LogMoved: as `write_log`.
-        """
-        with self.worker.transaction() as (conn, now):
-            if conn.dialect.name == "postgresql":
-                _RELAXED.run(conn, {})
-            write_log(conn, thread_id, write, now)
-            notify_thread(conn, thread_id, run_id=write.run_id, last_sequence=write.last)
-            asked = _CANCEL_ASKED.first(conn, key(thread_id))
-        self._hub.poke(thread_id, write.run_id, changed=False)
-        return asked is not None and bool(asked.cancel_requested)
+    def append(self, writes: Sequence[tuple[str, LogWrite]]) -> list[bool | LogMoved]:
+        """Appends of holders on this replica (`appends`), in one transaction of relaxed durability (a
+        later commit flushes it). For each write: whether a cancel was asked of its thread's run (read in
+        the same transaction), or the `LogMoved` its compare-and-set found (the others still land)."""
+        outcomes: list[bool | LogMoved] = []
+        written: list[tuple[str, str, int]] = []
+        with self.worker.transaction(relaxed=True) as (conn, now):
+            rows = []
+            for thread_id, write in writes:
+                try:
+                    _advance(conn, thread_id, write, now)
+                except LogMoved as moved:
+                    outcomes.append(moved)
+                    continue
+                if write.data:
+                    rows.append(_events(thread_id, write))
+                asked = _CANCEL_ASKED.first(conn, key(thread_id))
+                outcomes.append(asked is not None and bool(asked.cancel_requested))
+                written.append((thread_id, write.run_id, write.last))
+            _INSERT_EVENTS.run_many(conn, rows)
+            notify_appends(conn, written)
+        self._hub.poke_logs(written)
+        return outcomes
 
     @offloaded(read=True)
     def log(self, thread_id: str, run_id: str) -> LogRow | None:

@@ -46,14 +46,14 @@ class CancelListener:
         conninfo: str,
         loop: asyncio.AbstractEventLoop,
         deliver: Callable[[str, str], None],
-        changed: Callable[[str, int, str], None] | None = None,
+        changed: Callable[[str, int | None, str], None] | None = None,
     ) -> None:
         self._conninfo = conninfo
         self._loop = loop
         self._deliver = deliver
         self._changed = changed
-        """Called (from the listening thread) for each `threadline_thread` note: thread id, its change
-        sequence, run id."""
+        """Called (from the listening thread) for each attempt or thread a `threadline_thread` note names:
+        thread id, its change sequence (`None`: unchanged), run id."""
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="threadline-cancels", daemon=True)
         self._thread.start()
@@ -83,15 +83,26 @@ class CancelListener:
                 failures += 1
 
     def _thread_changed(self, text: str) -> None:
-        """A `threadline_thread` note: `[thread_id, change_seq, run_id, last_sequence]` (LIVE §2.6)."""
+        """A `threadline_thread` note (LIVE §2.6): `[thread_id, change_seq, run_id, last_sequence]` from a
+        commit, or a list of them from a grouped append (`change_seq` null: the thread did not change)."""
         if self._changed is None:
             return
         try:
-            thread_id, change, run_id, _last = json.loads(text)
-        except (ValueError, TypeError):
+            note = json.loads(text)
+        except ValueError:
             return
-        if isinstance(thread_id, str) and isinstance(run_id, str) and isinstance(change, int):
-            self._changed(thread_id, change, run_id)  # thread-safe: it only schedules a wake-up on the loop
+        if not isinstance(note, list):
+            return
+        for entry in note if note and isinstance(note[0], list) else [note]:
+            if not isinstance(entry, list) or len(entry) != 4:
+                continue
+            thread_id, change, run_id, _last = entry
+            if (
+                isinstance(thread_id, str)
+                and isinstance(run_id, str)
+                and (change is None or isinstance(change, int))
+            ):
+                self._changed(thread_id, change, run_id)  # thread-safe: it only schedules a wake-up
 
     def _hand_over(self, text: str) -> None:
         try:

@@ -27,6 +27,7 @@ from .records import Head, RunRowStatus, ThreadRow
 from .store import ThreadStore
 
 if TYPE_CHECKING:
+    from .appends import Appends
     from .run import ThreadRun
 
 __all__ = ("Launcher", "RunHost", "ThreadRunRequest")
@@ -85,6 +86,8 @@ class RunHost(Protocol):
     follower_slot: Callable[[], AbstractContextManager[None]]
     on_log: Callable[[int, int], None] | None
     """Told of each log write: its bytes and the events left out since the last one (a server counts them)."""
+    appends: Appends
+    """The replica's grouped appends of its attempts' logs."""
 
     async def thread(self, thread_id: str) -> ThreadRow:
         """The thread, or `THREAD_NOT_FOUND`."""

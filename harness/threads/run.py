@@ -35,7 +35,7 @@ from ..run_request import RunRequest
 from ..state import HarnessState
 from .begin import Attach, Cancelled, GiveUp, Refuse, Replay, decide
 from .codec import state_parts
-from .commits import Committer, append
+from .commits import Committer
 from .detached import spec_json
 from .eventlog import AttemptLog, Numbered
 from .items import TERMINAL_KIND as _KIND
@@ -435,61 +435,56 @@ class _Holder:
 
     async def _run(self) -> AsyncIterator[Numbered]:
         renewer = asyncio.create_task(self._lease.keep())
-        appender = (
-            asyncio.create_task(
-                append(self._host, self._log, self._lease, self._thread.thread_id, self.request_cancel)
-            )
-            if self._log.recorded
-            else None
+        appending = self._host.appends.attempt(
+            self._log, self._lease, self._thread.thread_id, self.request_cancel
         )
         number = self._log.number
         stream = self._stream
         try:
-            try:
-                async with stream:
-                    async for item in stream:
-                        self._lease.check()
-                        if self._lease.lost is not None:
-                            continue  # cancelled: let the stream close, commit nothing
-                        if isinstance(item, HarnessCheckpointEvent):
-                            for committed in await self._mid_run(item.state):
-                                yield number(committed)
-                        elif isinstance(item, HarnessRunResultEvent):
-                            renewer.cancel()
-                            async for end in self._finish(item.result):
-                                yield end
-                        else:
-                            if self._first_event:
-                                # `run_started`: its time is what a replay reports as the run's start.
-                                self._first_event = False
-                                self._started_at = getattr(item, "occurred_at", self._started_at)
-                            yield number(item)
-            except Lost as lost:
-                self._lease.lost = lost.error
-            except HarnessError as error:
-                if self._status == "parked":
-                    raise self._lease.lost or error from None
-                self._ended("error", error)
-                if self._lease.lost is None:
-                    await self._failed(error)
-                raise
-            except Exception:
-                self._status = "internal_error"
-                if self._lease.lost is None:
-                    await self._release("interrupted", None, pending=None, accepted=self._commits.accepted)
-                raise
-            if self._lease.lost is not None:
-                if self._status != "parked":
-                    self._ended("error", self._lease.lost)
-                raise self._lease.lost
+            with appending:
+                try:
+                    async with stream:
+                        async for item in stream:
+                            self._lease.check()
+                            if self._lease.lost is not None:
+                                continue  # cancelled: let the stream close, commit nothing
+                            if isinstance(item, HarnessCheckpointEvent):
+                                for committed in await self._mid_run(item.state):
+                                    yield number(committed)
+                            elif isinstance(item, HarnessRunResultEvent):
+                                renewer.cancel()
+                                async for end in self._finish(item.result):
+                                    yield end
+                            else:
+                                if self._first_event:
+                                    # `run_started`: its time is what a replay reports as the run's start.
+                                    self._first_event = False
+                                    self._started_at = getattr(item, "occurred_at", self._started_at)
+                                yield number(item)
+                except Lost as lost:
+                    self._lease.lost = lost.error
+                except HarnessError as error:
+                    if self._status == "parked":
+                        raise self._lease.lost or error from None
+                    self._ended("error", error)
+                    if self._lease.lost is None:
+                        await self._failed(error)
+                    raise
+                except Exception:
+                    self._status = "internal_error"
+                    if self._lease.lost is None:
+                        await self._release(
+                            "interrupted", None, pending=None, accepted=self._commits.accepted
+                        )
+                    raise
+                if self._lease.lost is not None:
+                    if self._status != "parked":
+                        self._ended("error", self._lease.lost)
+                    raise self._lease.lost
         finally:
             renewer.cancel()
-            if appender is not None:
-                appender.cancel()
-            for task in (renewer, appender):
-                if task is not None:
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await renewer
 
     def request_cancel(self) -> None:
         """Stop the run; the core delivers it at the holder's next wait on the stream, never in a commit."""

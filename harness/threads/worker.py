@@ -22,13 +22,14 @@ from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from sqlalchemy import Connection, Engine, RootTransaction
+from sqlalchemy import Connection, Engine, RootTransaction, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from ..errors import ErrorCode, ThreadError
 from .database import POOL_SIZE, READ, Database
 from .faults import fault_of
 from .queries import NOW
+from .statements import Statement
 
 __all__ = ("PROBE_S", "Offloading", "StoreWorker", "offloaded", "store_unavailable")
 
@@ -36,6 +37,8 @@ LOGGER = logging.getLogger("threadline.threads")
 
 PROBE_S = 1.0
 """How often a store whose database is down tries it again, and an SQLite store checks its files."""
+
+_RELAXED = Statement(text("SET LOCAL synchronous_commit = off"))
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -62,6 +65,7 @@ class StoreWorker:
         self._engine = database.engine
         self._reader = database.engine.execution_options(**READ)
         self._now = NOW[database.engine.dialect.name]
+        self._relaxed = database.engine if database.relaxed is None else database.relaxed
         # SQLite: this process's write transactions take turns (an in-memory database is one connection,
         # so all of its transactions do): waiting here is cheaper than in SQLite's busy handler, which
         # sleeps. PostgreSQL locks rows, so transactions on different threads run side by side.
@@ -145,8 +149,12 @@ class StoreWorker:
     # -- transactions -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def transaction(self, *, read: bool = False) -> Iterator[tuple[Connection, float]]:
+    def transaction(self, *, read: bool = False, relaxed: bool = False) -> Iterator[tuple[Connection, float]]:
         """One transaction and the store's time at its start; a failing database is `store_unavailable`.
+
+        `relaxed`: a write whose commit need not be flushed (the event log's appends, LIVE §2.2): the
+        next durable commit flushes it (SQLite: the appends' own connection; PostgreSQL:
+        `synchronous_commit = off`).
 
         The store's files are checked before it starts (no connection opens a file put in their place)
         and after it ends, before the caller answers anyone: a commit made into a file deleted meanwhile
@@ -154,7 +162,10 @@ class StoreWorker:
         """
         self._check_files()
         try:
-            with self._begun(self._reader if read else self._engine) as (conn, now):
+            engine = self._reader if read else self._relaxed if relaxed else self._engine
+            with self._begun(engine) as (conn, now):
+                if relaxed and self.database.kind == "postgresql":
+                    _RELAXED.run(conn, {})
                 yield conn, now
         except (ThreadError, IntegrityError):
             raise
