@@ -392,6 +392,8 @@ def user_prompts(state: Any) -> list[str]:
 
 from pgcluster import Cluster  # noqa: E402
 
+from harness.threads import ThreadStore, open_database  # noqa: E402
+
 
 @dataclass(frozen=True)
 class PgStore:
@@ -424,3 +426,21 @@ def pg_store(pg_cluster: Cluster) -> PgStore:
     if not pg_cluster.running():
         pg_cluster.start()
     return PgStore(pg_cluster, pg_cluster.database())
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[ThreadStore]:
+    """An in-process thread store on a new SQLite file, then on a new PostgreSQL database (a test
+    module's own `store` fixture overrides it)."""
+    if request.param == "sqlite":
+        database = await open_database("sqlite", str(tmp_path / "threads.db"))
+    else:
+        pg: PgStore = request.getfixturevalue("pg_store")
+        monkeypatch.setenv("PGPASSWORD", pg.env["PGPASSWORD"])
+        database = await open_database("postgresql", pg.url)
+    opened = ThreadStore(database, replica="test")
+    yield opened
+    opened.close()
+    await database.close()

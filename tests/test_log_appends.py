@@ -120,22 +120,6 @@ async def test_the_runs_of_one_replica_append_together_and_joins_elsewhere_get_e
 # -- the store's side, in process -------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def store(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[ThreadStore]:
-    if request.param == "sqlite":
-        database = await open_database("sqlite", str(tmp_path / "threads.db"))
-    else:
-        pg: PgStore = request.getfixturevalue("pg_store")
-        monkeypatch.setenv("PGPASSWORD", pg.env["PGPASSWORD"])
-        database = await open_database("postgresql", pg.url)
-    opened = ThreadStore(database, replica="test")
-    yield opened
-    opened.close()
-    await database.close()
-
-
 async def test_one_append_transaction_writes_several_logs_and_a_moved_one_fails_alone(
     store: ThreadStore,
 ) -> None:

@@ -9,6 +9,7 @@ database migrated by an older server gets one when it is upgraded.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from collections.abc import AsyncIterator
@@ -137,6 +138,37 @@ async def test_a_lock_held_past_the_busy_timeout_is_unavailable_but_no_outage(tm
         holder.close()
         store.close()
         await store.database.close()
+
+
+async def test_a_new_file_locked_past_the_busy_timeout_by_another_starting_process_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two servers starting at once on a new SQLite file: the second finds it locked while the first
+    migrates (on a loaded machine, past the busy timeout) and opens it once it is free."""
+    monkeypatch.setattr(database_module, "BUSY_TIMEOUT_MS", 300)  # so the lock outlasts the busy timeout
+    path = tmp_path / "threads.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # as a migration of the new file holds it
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        released = True
+        holder.rollback()
+
+    loop = asyncio.get_running_loop()
+    loop.call_later(2.0, release)  # several busy timeouts later
+    try:
+        database = await open_database("sqlite", str(path))
+    finally:
+        holder.close()
+    try:
+        assert released, "it opened only once the lock was released"
+        store = ThreadStore(database, replica="test")
+        await _a_write(store)
+        store.close()
+    finally:
+        await database.close()
 
 
 async def test_a_row_locked_past_the_lock_timeout_is_unavailable_but_no_outage(

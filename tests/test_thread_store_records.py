@@ -9,19 +9,16 @@ tools as they were, and a listing pairs each thread with its head.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
-from conftest import PgStore
 from pydantic_ai.messages import ImageUrl, ToolCallPart
 from pydantic_ai.usage import RunUsage
 
 from harness import ClientTool, DeferredToolRequests, DeferredToolResume, HarnessState
 from harness.deferred import DeferredToolCall
 from harness.errors import ErrorCode, HarnessError
-from harness.threads import ThreadRunOutcome, ThreadStore, open_database
+from harness.threads import ThreadRunOutcome, ThreadStore
 from harness.threads.codec import state_parts
 from harness.threads.records import Head
 from harness.threads.store import Finish, NewCheckpoint
@@ -32,22 +29,6 @@ TOOLS = (
     ClientTool("get_weather", "The weather in a city.", '{"type":"object","properties":{}}'),
     ClientTool("get_time", parameters_json_schema={"type": "object", "properties": {}}),
 )
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def store(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[ThreadStore]:
-    if request.param == "sqlite":
-        database = await open_database("sqlite", str(tmp_path / "threads.db"))
-    else:
-        pg: PgStore = request.getfixturevalue("pg_store")
-        monkeypatch.setenv("PGPASSWORD", pg.env["PGPASSWORD"])
-        database = await open_database("postgresql", pg.url)
-    opened = ThreadStore(database, replica="test")
-    yield opened
-    opened.close()
-    await database.close()
 
 
 def a_batch() -> DeferredToolRequests:

@@ -10,6 +10,7 @@ the last connection to the file closes, and makes new ones with the next); the p
 the file without creating it, so a deleted database is not replaced by an empty one. The event log's
 appends (LIVE §2.2) have a connection of their own with `synchronous=NORMAL`: their commit skips the
 fsync, which a killed process does not lose, and the next `FULL` commit's fsync of the WAL covers them.
+On PostgreSQL their session has `synchronous_commit = off` (the next durable commit flushes the WAL).
 
 PostgreSQL (several replicas on one database): psycopg 3's synchronous driver (the store runs each
 transaction whole in a worker thread), libpq's own connection string (so `PGPASSWORD`, `~/.pgpass`,
@@ -30,6 +31,7 @@ import asyncio
 import os
 import re
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +44,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from sqlalchemy import Connection, Engine, create_engine, event, select, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import QueuePool, StaticPool
 
 from .schema import PAGE_TOKEN_KEY, settings
@@ -140,7 +143,8 @@ class Database:
     keeper: sqlite3.Connection | None = field(default=None, repr=False)
     """SQLite: the connection that holds `files` open from start to close."""
     relaxed: Engine | None = field(default=None, repr=False)
-    """SQLite: the event log appends' own connection, `synchronous=NORMAL` (None: `engine` serves)."""
+    """The event log appends' own connection (SQLite: `synchronous=NORMAL`; PostgreSQL:
+    `synchronous_commit = off`); None in memory, where `engine` serves."""
 
     def changed(self) -> str | None:
         """Why the files at the store's path are not those it opened (deleted, replaced), or None.
@@ -180,7 +184,7 @@ def _sqlite_engine(path: str | None, *, relaxed: bool = False) -> Engine:
         uri = _sqlite_uri(path, "rw")
 
         def connect() -> sqlite3.Connection:
-            return sqlite3.connect(uri, uri=True, check_same_thread=False)
+            return sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
 
         size = (1, 0) if relaxed else (8, 8)
         engine = create_engine(
@@ -244,8 +248,14 @@ def redacted(location: str) -> str:
     return f"postgresql://{user}{params.get('host', '')}{port}/{params.get('dbname', '')}"
 
 
-def _postgresql_engine(location: str) -> Engine:
+def _postgresql_engine(location: str, *, relaxed: bool = False) -> Engine:
+    """The pool of the store's sessions; `relaxed`: the event log appends' one session, whose commits
+    do not wait for the WAL flush (`synchronous_commit = off`: the next durable commit flushes them)."""
     conninfo = postgresql_conninfo(location)
+    if relaxed:
+        conninfo = make_conninfo(
+            conninfo, options=f"{conninfo_to_dict(conninfo)['options']} -c synchronous_commit=off"
+        )
 
     def connect() -> Any:
         return psycopg.connect(conninfo)
@@ -254,12 +264,36 @@ def _postgresql_engine(location: str) -> Engine:
     return create_engine(
         "postgresql+psycopg://",
         creator=connect,
-        pool_size=POOL_SIZE,
+        pool_size=1 if relaxed else POOL_SIZE,
         max_overflow=0,
         pool_timeout=10,
         # No pre-ping: the store's first statement of each transaction checks the connection
         # (`ThreadStore._begun`), which saves a round trip a transaction.
     )
+
+
+LOCKED_WAIT_S = 60.0
+"""How long a server starting on an SQLite file that another process holds locked (it is migrating it,
+or making it WAL) keeps trying before it gives up."""
+
+
+def _migrate_when_free(engine: Engine) -> None:
+    """Migrate; on SQLite, while another process starting on the same new file holds it locked past the
+    busy timeout (two servers started at once on a loaded machine), wait and try again."""
+    deadline = time.monotonic() + LOCKED_WAIT_S
+    delay = 0.1
+    while True:
+        try:
+            with engine.begin() as connection:
+                _migrate(connection)
+            return
+        except OperationalError as error:
+            locked = isinstance(error.orig, sqlite3.OperationalError) and "locked" in str(error.orig)
+            if not locked or time.monotonic() + delay > deadline:
+                raise
+        engine.dispose()  # a connection that failed halfway through its set-up is not reused
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
 
 
 def _migrate(connection: Connection) -> None:
@@ -311,8 +345,7 @@ def _open(kind: StoreKind, path: str | None) -> Database:
             )
         engine = _sqlite_engine(path if kind == "sqlite" else None)
     try:
-        with engine.begin() as connection:
-            _migrate(connection)
+        _migrate_when_free(engine)
         with engine.begin() as connection:
             # SQLite opens a read-only file without complaint: prove now that a write commits.
             connection.execute(text("UPDATE alembic_version SET version_num = version_num"))
@@ -333,7 +366,14 @@ def _open(kind: StoreKind, path: str | None) -> Database:
         raise
     if kind == "postgresql":
         assert path is not None
-        return Database(engine, kind, redacted(path), bytes.fromhex(key), postgresql_conninfo(path))
+        return Database(
+            engine,
+            kind,
+            redacted(path),
+            bytes.fromhex(key),
+            postgresql_conninfo(path),
+            relaxed=_postgresql_engine(path, relaxed=True),
+        )
     if path is None:
         return Database(engine, kind, ":memory:", bytes.fromhex(key))
     relaxed = _sqlite_engine(path, relaxed=True)

@@ -66,6 +66,9 @@ class Hub:
         self._positions = positions
         self._attempts: dict[tuple[str, str], Signal] = {}
         self._threads: dict[str, Signal] = {}
+        self._followed: dict[str, int] = {}
+        """Per thread, its attempts followed here: a note for a thread nobody follows is dropped where
+        it arrives, without waking the loop."""
         self._poller: asyncio.Task[None] | None = None
         self._seen = _Seen({}, {})
 
@@ -77,8 +80,16 @@ class Hub:
     @contextlib.contextmanager
     def attempt(self, thread_id: str, run_id: str) -> Iterator[Signal]:
         """The signal of one attempt's log, registered (for the poll) while the block runs."""
-        with self._use(self._attempts, (thread_id, run_id)) as signal:
-            yield signal
+        self._followed[thread_id] = self._followed.get(thread_id, 0) + 1
+        try:
+            with self._use(self._attempts, (thread_id, run_id)) as signal:
+                yield signal
+        finally:
+            left = self._followed[thread_id] - 1
+            if left:
+                self._followed[thread_id] = left
+            else:
+                del self._followed[thread_id]
 
     @contextlib.contextmanager
     def thread(self, thread_id: str) -> Iterator[Signal]:
@@ -122,6 +133,8 @@ class Hub:
         """A `threadline_thread` notification from another replica (callable from any thread): the thread
         changed when its change sequence is not the one last seen (`None`: it did not), and `run_id`'s log
         was written."""
+        if thread_id not in self._followed and thread_id not in self._threads:
+            return  # nobody here follows it (the poll catches up a follower that arrives meanwhile)
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._noted, thread_id, change_seq, run_id)
 

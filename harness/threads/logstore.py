@@ -90,10 +90,17 @@ _WRITE_LOG = StatementFamily[bool](
                 else {}
             ),
         )
-        .returning(run_logs.c.run_id)
+        .returning(
+            run_logs.c.run_id,
+            select(threads.c.cancel_requested)
+            .where(threads.c.namespace == run_logs.c.namespace, threads.c.thread_id == run_logs.c.thread_id)
+            .scalar_subquery()
+            .label("cancel_requested"),
+        )
     )
 )
-"""A log write's compare-and-set; `[True]`: the attempt's last write, which ends the log."""
+"""A log write's compare-and-set, which also reads whether a cancel was asked of the thread's run (§4.3);
+`[True]`: the attempt's last write, which ends the log."""
 _INSERT_EVENTS = Statement(
     insert(run_events).values(
         {
@@ -166,7 +173,6 @@ sequence read by the same statement (as this transaction leaves it)."""
 _NOTIFY_TEXT = Statement(text("SELECT pg_notify(:channel, :payload)"))
 _NOTE_BYTES = 7000
 """The longest payload `notify_appends` sends (PostgreSQL refuses 8000 bytes and more; ids are bounded)."""
-_CANCEL_ASKED = Statement(select(threads.c.cancel_requested).where(*_keyed(threads)))
 _CHANGE_SEQ = Statement(select(threads.c.change_seq).where(*_keyed(threads)))
 _LOGS_OF = Statement(select(run_logs.c.run_id).where(*_keyed(run_logs)))
 
@@ -246,8 +252,9 @@ def write_log(conn: Connection, thread_id: str, write: LogWrite, now: float) -> 
         _INSERT_EVENTS.run(conn, _events(thread_id, write))
 
 
-def _advance(conn: Connection, thread_id: str, write: LogWrite, now: float) -> None:
-    """A log write's compare-and-set on its row (`LogMoved` when it fails)."""
+def _advance(conn: Connection, thread_id: str, write: LogWrite, now: float) -> bool:
+    """A log write's compare-and-set on its row (`LogMoved` when it fails); whether a cancel was asked
+    of the thread's run."""
     params = {
         **key(thread_id),
         "run_id": write.run_id,
@@ -257,9 +264,11 @@ def _advance(conn: Connection, thread_id: str, write: LogWrite, now: float) -> N
         "now": now,
         "result_sequence": write.result_sequence,
     }
-    if _WRITE_LOG[write.end].first(conn, params) is None:
+    written = _WRITE_LOG[write.end].first(conn, params)
+    if written is None:
         found = _SELECT_LOG.first(conn, {**key(thread_id), "run_id": write.run_id})
         raise LogMoved(None if found is None else _row(found))
+    return bool(written.cancel_requested)
 
 
 def _events(thread_id: str, write: LogWrite) -> dict[str, Any]:
@@ -327,14 +336,13 @@ class LogStore:
             rows = []
             for thread_id, write in writes:
                 try:
-                    _advance(conn, thread_id, write, now)
+                    asked = _advance(conn, thread_id, write, now)
                 except LogMoved as moved:
                     outcomes.append(moved)
                     continue
                 if write.data:
                     rows.append(_events(thread_id, write))
-                asked = _CANCEL_ASKED.first(conn, key(thread_id))
-                outcomes.append(asked is not None and bool(asked.cancel_requested))
+                outcomes.append(asked)
                 written.append((thread_id, write.run_id, write.last))
             _INSERT_EVENTS.run_many(conn, rows)
             notify_appends(conn, written)

@@ -22,14 +22,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from sqlalchemy import Connection, Engine, RootTransaction, text
+from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from ..errors import ErrorCode, ThreadError
 from .database import POOL_SIZE, READ, Database
 from .faults import fault_of
 from .queries import NOW
-from .statements import Statement
 
 __all__ = ("PROBE_S", "Offloading", "StoreWorker", "offloaded", "store_unavailable")
 
@@ -37,8 +36,6 @@ LOGGER = logging.getLogger("threadline.threads")
 
 PROBE_S = 1.0
 """How often a store whose database is down tries it again, and an SQLite store checks its files."""
-
-_RELAXED = Statement(text("SET LOCAL synchronous_commit = off"))
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -152,9 +149,8 @@ class StoreWorker:
     def transaction(self, *, read: bool = False, relaxed: bool = False) -> Iterator[tuple[Connection, float]]:
         """One transaction and the store's time at its start; a failing database is `store_unavailable`.
 
-        `relaxed`: a write whose commit need not be flushed (the event log's appends, LIVE §2.2): the
-        next durable commit flushes it (SQLite: the appends' own connection; PostgreSQL:
-        `synchronous_commit = off`).
+        `relaxed`: a write whose commit need not be flushed (the event log's appends, LIVE §2.2), on the
+        appends' own connection (`Database.relaxed`): the next durable commit flushes it.
 
         The store's files are checked before it starts (no connection opens a file put in their place)
         and after it ends, before the caller answers anyone: a commit made into a file deleted meanwhile
@@ -164,8 +160,6 @@ class StoreWorker:
         try:
             engine = self._reader if read else self._relaxed if relaxed else self._engine
             with self._begun(engine) as (conn, now):
-                if relaxed and self.database.kind == "postgresql":
-                    _RELAXED.run(conn, {})
                 yield conn, now
         except (ThreadError, IntegrityError):
             raise
