@@ -341,8 +341,11 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
     ) -> thread_service_pb2.CancelThreadRunResponse:
         async def answer() -> thread_service_pb2.CancelThreadRunResponse:
             thread_id = _required_id(request.thread_id)
-            run_id = _required_id(request.run_id, "run_id")
-            status = await self._h.cancel(thread_id, run_id)
+            if not request.run_id and not request.request_id:
+                raise _invalid("run_id or request_id is required.", "run_id")
+            request_id = _required_id(request.request_id, "request_id") if request.request_id else ""
+            run_id = _required_id(request.run_id, "run_id") if request.run_id else ""
+            status = await self._h.cancel(thread_id, run_id, request_id=request_id)
             return thread_service_pb2.CancelThreadRunResponse(status=RUN_STATUS_PB[status])
 
         return await self._call(context, "CancelThreadRun", answer)

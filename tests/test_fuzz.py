@@ -971,6 +971,8 @@ class ThreadSeeds:
     """Imported suspended on `delete_file`; only read and forked, never answered."""
     run_id: str
     """The idle thread's finished run."""
+    request_id: str
+    """That run's request."""
 
 
 @pytest.fixture(scope="module")
@@ -986,7 +988,9 @@ def thread_seeds(channel: grpc.Channel, seeds: Seeds) -> ThreadSeeds:
     assert isinstance(turn, thread_service_pb2.RunThreadResponse)
     assert turn.result.status == run_pb2.RUN_STATUS_COMPLETED, turn
     suspended = imported(channel, seeds.approval, pending=seeds.approval.deferred)
-    return ThreadSeeds(idle=idle, suspended=suspended, run_id=turn.result.run_id)
+    return ThreadSeeds(
+        idle=idle, suspended=suspended, run_id=turn.result.run_id, request_id=turn.result.request_id
+    )
 
 
 def working_thread_requests(
@@ -1041,7 +1045,10 @@ def working_thread_requests(
                 for s in thread_run_specs(channel, seeds, new_thread(channel))
             ]
         case "CancelThreadRun":
-            return [ts.CancelThreadRunRequest(thread_id=threads.idle, run_id=threads.run_id)]
+            return [
+                ts.CancelThreadRunRequest(thread_id=threads.idle, run_id=threads.run_id),
+                ts.CancelThreadRunRequest(thread_id=threads.idle, request_id=threads.request_id),
+            ]
         case "JoinThreadRun":
             return [
                 ts.JoinThreadRunRequest(thread_id=threads.idle, run_id=threads.run_id),
@@ -1300,6 +1307,10 @@ def thread_hostile_cases() -> dict[str, Callable[[grpc.Channel, Seeds], tuple[st
     cases["join: run_id and request_id of 100 000 characters"] = lambda channel, seeds: (
         "JoinThreadRun",
         ts.JoinThreadRunRequest(thread_id=new_thread(channel), run_id="r" * 100_000, request_id="\x00" * 10),
+    )
+    cases["cancel: request_id of 100 000 characters"] = lambda channel, seeds: (
+        "CancelThreadRun",
+        ts.CancelThreadRunRequest(thread_id=new_thread(channel), request_id="\x00" * 100_000),
     )
     cases["start: NULs in every ID"] = lambda channel, seeds: (
         "StartThreadRun",

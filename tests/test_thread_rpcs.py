@@ -494,6 +494,48 @@ async def test_cancel_names_a_run_of_this_thread(stub: Stub) -> None:
         assert (await refused(stub.CancelThreadRun(request)))[:2] == (code, reason)
 
 
+async def test_cancel_by_request_id_stops_the_request_a_host_knows_only_by_its_id(stub: Stub) -> None:
+    thread = await create_thread(stub)
+    request_id = f"req-{uuid.uuid4().hex}"
+    call = stub.StreamThreadRun(
+        ts.StreamThreadRunRequest(spec=thread_spec(thread.thread_id, text="sleep 30", request_id=request_id))
+    )
+    seen = await until_tool_runs(call)
+    run_id = seen[0].run_id
+    other = await run_thread(stub, (await create_thread(stub)).thread_id, text="hello")
+    for fields, code, reason, field in (
+        ({"request_id": f"req-{uuid.uuid4().hex}"}, Code.NOT_FOUND, "RUN_NOT_FOUND", None),
+        ({"request_id": request_id, "run_id": other.result.run_id}, Code.NOT_FOUND, "RUN_NOT_FOUND", None),
+        ({}, Code.INVALID_ARGUMENT, "INPUT_INVALID", "run_id"),
+        ({"request_id": "x" * 257}, Code.INVALID_ARGUMENT, "INPUT_INVALID", "request_id"),
+    ):
+        request = ts.CancelThreadRunRequest(thread_id=thread.thread_id, **fields)
+        got_code, got_reason, meta = await refused(stub.CancelThreadRun(request))
+        assert (got_code, got_reason) == (code, reason), fields
+        if field is not None:
+            assert meta.get("field") == field, (fields, meta)
+        elif "run_id" not in fields:
+            assert meta["request_id"] == fields["request_id"], "names the request it never had"
+    assert (await get_thread(stub, thread.thread_id)).lease.run_id == run_id, "nothing was cancelled"
+
+    both = ts.CancelThreadRunRequest(
+        thread_id=thread.thread_id, run_id=run_id, request_id=f"req-{uuid.uuid4().hex}"
+    )
+    assert (await refused(stub.CancelThreadRun(both)))[:2] == (Code.INVALID_ARGUMENT, "INPUT_INVALID")
+
+    asked = await stub.CancelThreadRun(
+        ts.CancelThreadRunRequest(thread_id=thread.thread_id, request_id=request_id)
+    )
+    assert asked.status in (thread_pb2.THREAD_RUN_STATUS_RUNNING, thread_pb2.THREAD_RUN_STATUS_CANCELLED)
+    async for response in call:
+        seen += events_of(response)
+    assert seen[-1].result.status == run_pb2.RUN_STATUS_CANCELLED and seen[-1].run_id == run_id
+    again = await stub.CancelThreadRun(
+        ts.CancelThreadRunRequest(thread_id=thread.thread_id, run_id=run_id, request_id=request_id)
+    )
+    assert again.status == thread_pb2.THREAD_RUN_STATUS_CANCELLED, "both naming the one request: its status"
+
+
 # --- checkpoints, streaming, RunThread -------------------------------------------------------------------
 
 
@@ -1007,6 +1049,9 @@ def bad_input_cases() -> dict[str, tuple[str, Message, Refusals]]:
     no_run = INPUT | {(Code.NOT_FOUND, "RUN_NOT_FOUND")}
     add("CancelThreadRun without a run_id", "CancelThreadRun", no_run, thread_id=EXISTING)
     add("CancelThreadRun malformed run_id", "CancelThreadRun", no_run, thread_id=EXISTING, run_id="nope")
+    add(
+        "CancelThreadRun unknown request_id", "CancelThreadRun", no_run, thread_id=EXISTING, request_id="nope"
+    )
     not_an_object = run_pb2.ClientTool(name="x", parameters_json_schema='{"type":"string"}')
     run_cases: dict[str, tuple[dict[str, Any], Refusals]] = {
         "request_id of 129 characters": ({"text": "hi", "request_id": "r" * 129}, INPUT),

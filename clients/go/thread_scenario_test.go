@@ -1509,6 +1509,37 @@ func TestThreadStartedRunCancelEndsItCancelled(t *testing.T) {
 	}
 }
 
+func TestThreadARunKnownOnlyByItsRequestIDIsCancelledByIt(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	run := &threadline.ThreadRun{Text: "sleep 3", RequestID: "req-" + randomHex()}
+	started := mustStart(t, th, ctx, id, run)
+	s := started.Events(ctx, nil)
+	t.Cleanup(func() { _ = s.Close() })
+	untilToolCall(t, s)
+
+	status, err := th.CancelRequest(ctx, id, run.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_RUNNING && status != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_CANCELLED {
+		t.Errorf("cancel status %v", status)
+	}
+	outcome, err := started.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outcome.Result.GetStatus() != threadline.StatusCancelled || outcome.Result.GetRequestId() != run.RequestID {
+		t.Errorf("outcome %v request %q, want cancelled %q", outcome.Result.GetStatus(), outcome.Result.GetRequestId(), run.RequestID)
+	}
+	if again, err := th.CancelRequest(ctx, id, run.RequestID); err != nil || again != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_CANCELLED {
+		t.Errorf("again: %v %v", again, err)
+	}
+	_, err = th.CancelRequest(ctx, id, "req-"+randomHex())
+	asErr[*threadline.RunNotFoundError](t, err, codes.NotFound, threadline.ReasonRunNotFound)
+}
+
 func TestThreadStartRunOnABusyThreadIsBusy(t *testing.T) {
 	c, ctx := newClient(t)
 	th := c.Threads()

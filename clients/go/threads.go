@@ -435,6 +435,19 @@ func (t *Threads) Cancel(ctx context.Context, threadID, runID string) (ThreadRun
 	return resp.GetStatus(), nil
 }
 
+// CancelRequest asks the run of a request to stop, named by the request's ID (its latest attempt),
+// for a host that knows only the RequestID it sent (its stream broke before run_started). It
+// answers as Cancel does; a request the thread never had is a *RunNotFoundError.
+func (t *Threads) CancelRequest(ctx context.Context, threadID, requestID string) (ThreadRunStatus, error) {
+	ctx, cancel := withDefaultTimeout(ctx, t.c.timeout)
+	defer cancel()
+	resp, err := t.svc.CancelThreadRun(ctx, &threadlinev1.CancelThreadRunRequest{ThreadId: threadID, RequestId: requestID})
+	if err != nil {
+		return 0, threadErr(err)
+	}
+	return resp.GetStatus(), nil
+}
+
 // pages walks a paged listing: fetch returns one page's items and the next page's token.
 func pages[T any](fetch func(token string) ([]T, string, error)) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {

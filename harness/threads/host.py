@@ -383,9 +383,16 @@ class DurableHost:
         finally:
             self._running.pop(key, None)
 
-    async def cancel(self, thread_id: str, run_id: str) -> RunRowStatus:
-        """THREADS §3 `CancelThreadRun`: ask the holder, or close a run whose holder is gone."""
+    async def cancel(self, thread_id: str, run_id: str = "", *, request_id: str = "") -> RunRowStatus:
+        """THREADS §3 `CancelThreadRun`: ask the holder, or close a run whose holder is gone; the run
+        named by its ID or by its request's (that request's latest attempt).
+
+        Raises:
+            ThreadError: `thread_not_found`, `run_not_found`; InputError: ids naming two requests.
+        """
         thread = await self.thread(thread_id)
+        if request_id:
+            run_id, _request_id = await attempt_of(self.store, thread, run_id=run_id, request_id=request_id)
         now = datetime.fromtimestamp(thread.now, UTC)
         outcome = ThreadRunOutcome(
             thread_id=thread_id,

@@ -900,6 +900,29 @@ async def test_a_started_run_cancelled_ends_cancelled(client: tl.Client) -> None
     assert (await client.threads.get(thread.thread_id)).status == tl.ThreadStatus.IDLE
 
 
+async def test_a_run_known_only_by_its_request_id_is_cancelled_by_it(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    request_id = f"req-{uuid.uuid4().hex}"
+    started = await client.threads.start_run(thread.thread_id, text="sleep 3", request_id=request_id)
+    async with started.events() as joined:
+        async for event in joined:
+            if event.tool_call is not None:
+                break
+
+    status = await client.threads.cancel(thread.thread_id, request_id=request_id)
+    outcome = await started.result()
+
+    assert status in (tl.ThreadRunStatus.RUNNING, tl.ThreadRunStatus.CANCELLED)
+    assert outcome.result.status == tl.RunStatus.CANCELLED and outcome.result.request_id == request_id
+    both = await client.threads.cancel(thread.thread_id, started.run_id, request_id=request_id)
+    assert both == tl.ThreadRunStatus.CANCELLED
+    with pytest.raises(tl.RunNotFound):
+        await client.threads.cancel(thread.thread_id, request_id=f"req-{uuid.uuid4().hex}")
+    with pytest.raises(tl.ThreadlineError) as caught:
+        await client.threads.cancel(thread.thread_id)
+    assert caught.value.reason == "INPUT_INVALID"
+
+
 async def test_a_start_on_a_busy_thread_is_thread_busy(client: tl.Client) -> None:
     thread = await client.threads.create()
     first = await client.threads.start_run(thread.thread_id, text="sleep 3")

@@ -855,6 +855,18 @@ export class Threads {
     return response.status;
   }
 
+  /**
+   * Ask the run of a request to stop, named by the request's ID (its latest attempt): for a host that
+   * knows only the `requestId` it sent (its stream broke before `run_started`). Answers as `cancel`.
+   *
+   * @param requestId - The request (`ThreadRunInput.requestId`, `StartedRun.requestId`).
+   * @throws RunNotFound when the thread never had this request.
+   */
+  async cancelRequest(threadId: string, requestId: string, options: CallOptions = {}): Promise<ThreadRunStatus> {
+    const response = await call(this.service.cancelThreadRun({ threadId, requestId }, this.#unary(options)));
+    return response.status;
+  }
+
   #unary(options: CallOptions) {
     return connectOptions(options, this.#unaryTimeoutMs);
   }

@@ -1067,6 +1067,23 @@ describe("background runs: startRun", () => {
     assert.equal((await client.threads.get(thread.threadId)).status, ThreadStatus.IDLE);
   });
 
+  test("a run known only by its requestId is cancelled by it", async () => {
+    const thread = await client.threads.create();
+    const requestId = `req-${randomUUID().replaceAll("-", "")}`;
+    const started = await client.threads.startRun(thread.threadId, { text: "sleep 3", requestId });
+
+    const status = await client.threads.cancelRequest(thread.threadId, requestId);
+    assert.ok([ThreadRunStatus.RUNNING, ThreadRunStatus.CANCELLED].includes(status), ThreadRunStatus[status]);
+    const outcome = await started.result();
+
+    assert.deepEqual([outcome.result.status, outcome.result.requestId], [RunStatus.CANCELLED, requestId]);
+    assert.equal(await client.threads.cancelRequest(thread.threadId, requestId), ThreadRunStatus.CANCELLED);
+    await assert.rejects(
+      client.threads.cancelRequest(thread.threadId, `req-${randomUUID().replaceAll("-", "")}`),
+      RunNotFound,
+    );
+  });
+
   test("startRun on a busy thread is ThreadBusy", async () => {
     const thread = await client.threads.create();
     const started = await client.threads.startRun(thread.threadId, { text: "sleep 3" });

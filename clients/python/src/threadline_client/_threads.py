@@ -684,7 +684,9 @@ class Threads:
         response = await self._start(spec, self._deadline(timeout), self._client._call_metadata())
         return StartedRun(self, spec, response)
 
-    async def cancel(self, thread_id: str, run_id: str, *, timeout: Timeout = UNSET) -> ThreadRunStatus:
+    async def cancel(
+        self, thread_id: str, run_id: str = "", *, request_id: str = "", timeout: Timeout = UNSET
+    ) -> ThreadRunStatus:
         """Ask a thread's run to stop; it ends CANCELLED with its progress committed.
 
         Returns as soon as the server recorded the request, before the run ends.
@@ -692,6 +694,8 @@ class Threads:
         Args:
             thread_id: The thread.
             run_id: The run (`RunEvent.run_id`, `Thread.lease.run_id`, `ThreadBusy.run_id`).
+            request_id: Or the request whose run to stop (its latest attempt): for a host that
+                knows only the `request_id` it sent. Either is required; both must name one request.
             timeout: Deadline in seconds; default the client's.
 
         Returns:
@@ -699,9 +703,11 @@ class Threads:
             gone and the record was closed at once, or the status of a run that had ended.
 
         Raises:
-            RunNotFound: The thread never had this run.
+            RunNotFound: The thread never had this run (or request).
+            ThreadlineError: INVALID_ARGUMENT `INPUT_INVALID`: neither ID, or the two name different
+                requests.
         """
-        request = CancelThreadRunRequest(thread_id=thread_id, run_id=run_id)
+        request = CancelThreadRunRequest(thread_id=thread_id, run_id=run_id, request_id=request_id)
         try:
             response = await self._stub().cancel_thread_run(request, **self._options(timeout))
         except Exception as exc:

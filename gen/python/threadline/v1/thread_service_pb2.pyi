@@ -936,21 +936,29 @@ class CancelThreadRunRequest(_message.Message):
 
     THREAD_ID_FIELD_NUMBER: _builtins.int
     RUN_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
     """The thread's ID. Required."""
     run_id: _builtins.str
-    """The run to cancel (`Thread.lease.run_id`, `RunResult.run_id`). Required; a run this thread
-    never had fails with NOT_FOUND RUN_NOT_FOUND.
+    """The run to cancel (`Thread.lease.run_id`, `RunResult.run_id`, any attempt's). This or
+    `request_id` is required; a run this thread never had fails with NOT_FOUND RUN_NOT_FOUND.
+    """
+    request_id: _builtins.str
+    """The request whose run to cancel (its latest attempt: the one running now, if any), so a host
+    that knows only the `request_id` it sent (its stream broke before `run_started`) can stop it.
+    A request this thread never had fails with NOT_FOUND RUN_NOT_FOUND (`field` `request_id`). With
+    `run_id`, both must name one request, else INVALID_ARGUMENT INPUT_INVALID.
     """
     def __init__(
         self,
         *,
         thread_id: _builtins.str = ...,
         run_id: _builtins.str = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id", "thread_id", b"thread_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "run_id", b"run_id", "thread_id", b"thread_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

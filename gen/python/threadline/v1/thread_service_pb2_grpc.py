@@ -236,8 +236,9 @@ class ThreadServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CancelThreadRun(self, request, context):
-        """Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
-        once the cancellation is recorded, without waiting for the run to end.
+        """Asks the run holding a thread to stop (named by its `run_id` or its `request_id`); it ends
+        CANCELLED with its progress committed. Returns once the cancellation is recorded, without
+        waiting for the run to end.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -95,8 +95,9 @@ class ThreadServiceStub:
     checks before the run are `RunThread`'s, with the same errors.
     """
     CancelThreadRun: _grpc.UnaryUnaryMultiCallable[_thread_service_pb2.CancelThreadRunRequest, _thread_service_pb2.CancelThreadRunResponse]
-    """Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
-    once the cancellation is recorded, without waiting for the run to end.
+    """Asks the run holding a thread to stop (named by its `run_id` or its `request_id`); it ends
+    CANCELLED with its progress committed. Returns once the cancellation is recorded, without
+    waiting for the run to end.
     """
     JoinThreadRun: _grpc.UnaryStreamMultiCallable[_thread_service_pb2.JoinThreadRunRequest, _thread_service_pb2.JoinThreadRunResponse]
     """Follows one attempt of a thread run from any replica: the events its log holds with a
@@ -185,8 +186,9 @@ class ThreadServiceAsyncStub(ThreadServiceStub):
     checks before the run are `RunThread`'s, with the same errors.
     """
     CancelThreadRun: _aio.UnaryUnaryMultiCallable[_thread_service_pb2.CancelThreadRunRequest, _thread_service_pb2.CancelThreadRunResponse]  # type: ignore[assignment]
-    """Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
-    once the cancellation is recorded, without waiting for the run to end.
+    """Asks the run holding a thread to stop (named by its `run_id` or its `request_id`); it ends
+    CANCELLED with its progress committed. Returns once the cancellation is recorded, without
+    waiting for the run to end.
     """
     JoinThreadRun: _aio.UnaryStreamMultiCallable[_thread_service_pb2.JoinThreadRunRequest, _thread_service_pb2.JoinThreadRunResponse]  # type: ignore[assignment]
     """Follows one attempt of a thread run from any replica: the events its log holds with a
@@ -344,8 +346,9 @@ class ThreadServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _thread_service_pb2.CancelThreadRunRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_thread_service_pb2.CancelThreadRunResponse, _abc.Awaitable[_thread_service_pb2.CancelThreadRunResponse]]:
-        """Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
-        once the cancellation is recorded, without waiting for the run to end.
+        """Asks the run holding a thread to stop (named by its `run_id` or its `request_id`); it ends
+        CANCELLED with its progress committed. Returns once the cancellation is recorded, without
+        waiting for the run to end.
         """
 
     @_abc_1.abstractmethod

@@ -1677,9 +1677,14 @@ type CancelThreadRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The thread's ID. Required.
 	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
-	// The run to cancel (`Thread.lease.run_id`, `RunResult.run_id`). Required; a run this thread
-	// never had fails with NOT_FOUND RUN_NOT_FOUND.
-	RunId         string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The run to cancel (`Thread.lease.run_id`, `RunResult.run_id`, any attempt's). This or
+	// `request_id` is required; a run this thread never had fails with NOT_FOUND RUN_NOT_FOUND.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The request whose run to cancel (its latest attempt: the one running now, if any), so a host
+	// that knows only the `request_id` it sent (its stream broke before `run_started`) can stop it.
+	// A request this thread never had fails with NOT_FOUND RUN_NOT_FOUND (`field` `request_id`). With
+	// `run_id`, both must name one request, else INVALID_ARGUMENT INPUT_INVALID.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1724,6 +1729,13 @@ func (x *CancelThreadRunRequest) GetThreadId() string {
 func (x *CancelThreadRunRequest) GetRunId() string {
 	if x != nil {
 		return x.RunId
+	}
+	return ""
+}
+
+func (x *CancelThreadRunRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -2131,10 +2143,12 @@ const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"\brevision\x18\x03 \x01(\x03R\brevision\x126\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x1e.threadline.v1.ThreadRunStatusR\x06status\x12\x1a\n" +
 	"\breplayed\x18\x05 \x01(\bR\breplayed\x120\n" +
-	"\x06result\x18\x06 \x01(\v2\x18.threadline.v1.RunResultR\x06result\"L\n" +
+	"\x06result\x18\x06 \x01(\v2\x18.threadline.v1.RunResultR\x06result\"k\n" +
 	"\x16CancelThreadRunRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x15\n" +
-	"\x06run_id\x18\x02 \x01(\tR\x05runId\"Q\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"Q\n" +
 	"\x17CancelThreadRunResponse\x126\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1e.threadline.v1.ThreadRunStatusR\x06status\"\xdd\x01\n" +
 	"\x14JoinThreadRunRequest\x12\x1b\n" +

@@ -98,8 +98,9 @@ type ThreadServiceClient interface {
 	// once it finished, `replayed` with its status and result (an error status comes again). The
 	// checks before the run are `RunThread`'s, with the same errors.
 	StartThreadRun(ctx context.Context, in *StartThreadRunRequest, opts ...grpc.CallOption) (*StartThreadRunResponse, error)
-	// Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
-	// once the cancellation is recorded, without waiting for the run to end.
+	// Asks the run holding a thread to stop (named by its `run_id` or its `request_id`); it ends
+	// CANCELLED with its progress committed. Returns once the cancellation is recorded, without
+	// waiting for the run to end.
 	CancelThreadRun(ctx context.Context, in *CancelThreadRunRequest, opts ...grpc.CallOption) (*CancelThreadRunResponse, error)
 	// Follows one attempt of a thread run from any replica: the events its log holds with a
 	// `sequence` above `after_sequence` (unset: all of them), then each new one as it is written,
@@ -358,8 +359,9 @@ type ThreadServiceServer interface {
 	// once it finished, `replayed` with its status and result (an error status comes again). The
 	// checks before the run are `RunThread`'s, with the same errors.
 	StartThreadRun(context.Context, *StartThreadRunRequest) (*StartThreadRunResponse, error)
-	// Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
-	// once the cancellation is recorded, without waiting for the run to end.
+	// Asks the run holding a thread to stop (named by its `run_id` or its `request_id`); it ends
+	// CANCELLED with its progress committed. Returns once the cancellation is recorded, without
+	// waiting for the run to end.
 	CancelThreadRun(context.Context, *CancelThreadRunRequest) (*CancelThreadRunResponse, error)
 	// Follows one attempt of a thread run from any replica: the events its log holds with a
 	// `sequence` above `after_sequence` (unset: all of them), then each new one as it is written,

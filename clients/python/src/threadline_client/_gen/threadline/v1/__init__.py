@@ -1377,8 +1377,18 @@ class CancelThreadRunRequest(betterproto2.Message):
         betterproto2.field(2, betterproto2.TYPE_STRING)
     )
     """
-    The run to cancel (`Thread.lease.run_id`, `RunResult.run_id`). Required; a run this thread
-    never had fails with NOT_FOUND RUN_NOT_FOUND.
+    The run to cancel (`Thread.lease.run_id`, `RunResult.run_id`, any attempt's). This or
+    `request_id` is required; a run this thread never had fails with NOT_FOUND RUN_NOT_FOUND.
+    """
+
+    request_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(3, betterproto2.TYPE_STRING)
+    )
+    """
+    The request whose run to cancel (its latest attempt: the one running now, if any), so a host
+    that knows only the `request_id` it sent (its stream broke before `run_started`) can stop it.
+    A request this thread never had fails with NOT_FOUND RUN_NOT_FOUND (`field` `request_id`). With
+    `run_id`, both must name one request, else INVALID_ARGUMENT INPUT_INVALID.
     """
 
 
@@ -5347,8 +5357,9 @@ class ThreadServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "CancelThreadRunResponse":
         """
-        Asks the run holding a thread to stop; it ends CANCELLED with its progress committed. Returns
-        once the cancellation is recorded, without waiting for the run to end.
+        Asks the run holding a thread to stop (named by its `run_id` or its `request_id`); it ends
+        CANCELLED with its progress committed. Returns once the cancellation is recorded, without
+        waiting for the run to end.
         """
 
         return await self._unary_unary(
