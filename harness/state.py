@@ -573,7 +573,17 @@ read_through(HarnessState, "message_history", read_history)
 read_through(HarnessState, "environment_states", _read_environment_states)
 
 
+_THREAD_ID_RULE = (
+    "thread_id is not a valid thread ID: a lowercase letter, then lowercase letters or digits, one "
+    "underscore and lowercase letters or digits (`thread_4f2a`), or `thread-` and 32 lowercase hex "
+    "digits; at most 256 characters."
+)
+
+
 def _invalid(error: ValidationError, message: str) -> StateError:
-    """A construction's pydantic error as the core's own, so no host repairs it (issue 24, item 9)."""
+    """A construction's pydantic error as the core's own, so no host repairs it (issue 24, item 9).
+    A bad `thread_id` alone says the rule it broke, since a host passes that ID itself."""
     errors: list[Any] = [{"loc": list(e["loc"]), "type": e["type"], "msg": e["msg"]} for e in error.errors()]
+    if errors and all(e["loc"] == ["thread_id"] for e in errors):
+        message = _THREAD_ID_RULE
     return StateError(message, code=ErrorCode.STATE_INVALID, details={"errors": errors})

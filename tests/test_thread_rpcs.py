@@ -227,6 +227,18 @@ async def test_import_a_host_held_state(stub: Stub, harness: Harness) -> None:
     assert second.revision > 1 and not second.result.HasField("state")
 
 
+async def test_a_thread_id_breaking_the_rule_is_refused_with_the_rule(stub: Stub) -> None:
+    for thread_id in ("thread_paced_0", "Thread_x", "9_x", "thread-" + "a" * 31):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await create_thread(stub, thread_id=thread_id)
+        code, reason, meta = refusal(caught.value)
+        assert (code, reason) == (Code.INVALID_ARGUMENT, "STATE_INVALID"), thread_id
+        assert bad_request_fields(caught.value) == ["thread_id"]
+        details = caught.value.details() or ""
+        assert details.startswith("thread_id is not a valid thread ID") and "one underscore" in details
+        assert "string_pattern_mismatch" in meta["errors"]
+
+
 async def test_import_with_another_thread_id_is_state_invalid(stub: Stub, harness: Harness) -> None:
     held = (await host_run(harness, text="hello")).state
     with pytest.raises(grpc.aio.AioRpcError) as caught:
