@@ -411,6 +411,28 @@ async def test_sigterm_parks_a_detached_run_at_its_next_model_request_and_anothe
     assert executions(other.log, "write_note") == {}, "resumed from the parked checkpoint"
 
 
+async def test_a_parked_run_is_taken_up_by_the_note_not_the_sweep_interval_on_postgresql(
+    pg_store: PgStore, replicas: list[Replica], tmp_path: Path
+) -> None:
+    """The other replica's sweeper waits an hour between passes: only the parking commit's notification
+    (`threadline_thread`, work due now) can wake it, and it does (LIVE §3.2 "early when notified")."""
+    store = (pg_store.url, pg_store.env)
+    holder = await replica(replicas, store, tmp_path / "r0")
+    other = await replica(replicas, store, tmp_path / "r1", "--sweep-interval", "3600")
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_noted")
+    started = await start(a, "thread_noted", "noted", AT_MODEL)
+    await holder.wait_for_marker("model")
+    holder.serve.process.send_signal(signal.SIGTERM)
+    holder.gate.touch()
+    assert await asyncio.to_thread(holder.serve.process.wait, DEADLINE) == 0
+    assert [p["run_id"] for p in logged(holder, "run_parked")] == [started.run_id]
+    assert await ended(b, "thread_noted", "noted") == "result", "the other replica ran the next attempt"
+    assert list(executions(holder.log, "write_note").values()) == [1]
+    assert executions(other.log, "write_note") == {}
+
+
 async def test_an_attached_run_a_start_made_server_driven_parks_on_sigterm_too(
     store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
 ) -> None:

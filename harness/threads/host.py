@@ -128,7 +128,7 @@ class DurableHost:
         """Told of every checkpoint a run commits (a server counts them)."""
         self._running: dict[tuple[str, str], ThreadRun] = {}
         self._runs: set[ThreadRun] = set()
-        store.listen_for_cancels(self._cancel_here)
+        store.listen_for_cancels(self._cancel_here, self.sweep_soon)
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -370,7 +370,8 @@ class DurableHost:
         return await asyncio.shield(run.started)
 
     def sweep_soon(self) -> None:
-        """A request found a detached request's next attempt due: the sweeper starts it now."""
+        """A request here found a detached request's next attempt due, or another replica parked one
+        (PostgreSQL's note): the sweeper starts it now."""
         self._sweep_now.set()
 
     @contextlib.contextmanager

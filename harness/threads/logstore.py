@@ -161,15 +161,18 @@ _DELETE_LOG = tuple(
     Statement(delete(table).where(*_keyed(table), table.c.run_id == bindparam("run_id")))
     for table in (run_events, run_logs)
 )
-_NOTIFY = Statement(
-    text(
-        "SELECT pg_notify(:channel, json_build_array(CAST(:thread_id AS text),"
-        " COALESCE((SELECT change_seq FROM threads WHERE namespace = :namespace AND thread_id = :thread_id), 0),"
-        " CAST(:run_id AS text), CAST(:last_sequence AS bigint))::text)"
-    )
+_NOTE = (
+    "json_build_array(CAST(:thread_id AS text),"
+    " COALESCE((SELECT change_seq FROM threads WHERE namespace = :namespace AND thread_id = :thread_id), 0),"
+    " CAST(:run_id AS text), CAST(:last_sequence AS bigint){due})::text"
+)
+_NOTIFY = tuple(
+    Statement(text(f"SELECT pg_notify(:channel, {_NOTE.format(due=', true' if due else '')})"))
+    for due in (False, True)
 )
 """PostgreSQL: `[thread_id, change_seq, run_id, last_sequence]` on `threadline_thread`, the thread's change
-sequence read by the same statement (as this transaction leaves it)."""
+sequence read by the same statement (as this transaction leaves it); `[1]` adds `true`: the server's own
+work on the thread is due now (a parked attempt), so every replica's sweeper looks at once."""
 _NOTIFY_TEXT = Statement(text("SELECT pg_notify(:channel, :payload)"))
 _NOTE_BYTES = 7000
 """The longest payload `notify_appends` sends (PostgreSQL refuses 8000 bytes and more; ids are bounded)."""
@@ -282,10 +285,13 @@ def _events(thread_id: str, write: LogWrite) -> dict[str, Any]:
     }
 
 
-def notify_thread(conn: Connection, thread_id: str, *, run_id: str = "", last_sequence: int = -1) -> None:
-    """PostgreSQL: one notification for whatever this transaction changed (events, the thread)."""
+def notify_thread(
+    conn: Connection, thread_id: str, *, run_id: str = "", last_sequence: int = -1, due: bool = False
+) -> None:
+    """PostgreSQL: one notification for whatever this transaction changed (events, the thread, work
+    due now: `due`)."""
     if conn.dialect.name == "postgresql":
-        _NOTIFY.run(
+        _NOTIFY[due].run(
             conn,
             {"channel": THREAD_CHANNEL, **key(thread_id), "run_id": run_id, "last_sequence": last_sequence},
         )

@@ -10,6 +10,7 @@ costs only that promptness: the row still says it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -47,6 +48,7 @@ class CancelListener:
         loop: asyncio.AbstractEventLoop,
         deliver: Callable[[str, str], None],
         changed: Callable[[str, int | None, str], None] | None = None,
+        due: Callable[[], None] | None = None,
     ) -> None:
         self._conninfo = conninfo
         self._loop = loop
@@ -54,6 +56,8 @@ class CancelListener:
         self._changed = changed
         """Called (from the listening thread) for each attempt or thread a `threadline_thread` note names:
         thread id, its change sequence (`None`: unchanged), run id."""
+        self._due = due
+        """Called on `loop` for a note that says the server's own work on a thread is due now."""
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="threadline-cancels", daemon=True)
         self._thread.start()
@@ -84,9 +88,8 @@ class CancelListener:
 
     def _thread_changed(self, text: str) -> None:
         """A `threadline_thread` note (LIVE §2.6): `[thread_id, change_seq, run_id, last_sequence]` from a
-        commit, or a list of them from a grouped append (`change_seq` null: the thread did not change)."""
-        if self._changed is None:
-            return
+        commit (with a fifth `true` when work on the thread is due now: the sweeper looks at once), or a
+        list of them from a grouped append (`change_seq` null: the thread did not change)."""
         try:
             note = json.loads(text)
         except ValueError:
@@ -94,11 +97,15 @@ class CancelListener:
         if not isinstance(note, list):
             return
         for entry in note if note and isinstance(note[0], list) else [note]:
-            if not isinstance(entry, list) or len(entry) != 4:
+            if not isinstance(entry, list) or len(entry) not in (4, 5):
                 continue
-            thread_id, change, run_id, _last = entry
+            thread_id, change, run_id, _last, *due = entry
+            if due == [True] and self._due is not None:
+                with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+                    self._loop.call_soon_threadsafe(self._due)
             if (
-                isinstance(thread_id, str)
+                self._changed is not None
+                and isinstance(thread_id, str)
                 and isinstance(run_id, str)
                 and (change is None or isinstance(change, int))
             ):

@@ -167,14 +167,18 @@ class ThreadStore:
     ) -> tuple[dict[tuple[str, str], tuple[str, int]], dict[str, int]]:
         return await self.logs.positions(attempts, thread_ids)
 
-    def listen_for_cancels(self, deliver: Callable[[str, str], None]) -> None:
-        """Call `deliver(thread_id, run_id)` on this loop when another replica asks to cancel a run.
+    def listen_for_cancels(
+        self, deliver: Callable[[str, str], None], due: Callable[[], None] | None = None
+    ) -> None:
+        """Call `deliver(thread_id, run_id)` on this loop when another replica asks to cancel a run, and
+        `due()` when one made the server's own work on a thread due now (a parked attempt, LIVE §3.2).
 
-        PostgreSQL only (LISTEN/NOTIFY); elsewhere the holder reads the request at its next renewal.
+        PostgreSQL only (LISTEN/NOTIFY); elsewhere the holder reads the request at its next renewal, and
+        sweepers find due work by their interval.
         """
         if self.database.conninfo is not None and self._listener is None:
             self._listener = CancelListener(
-                self.database.conninfo, asyncio.get_running_loop(), deliver, self.hub.noted
+                self.database.conninfo, asyncio.get_running_loop(), deliver, self.hub.noted, due
             )
 
     def close(self) -> None:
@@ -521,6 +525,7 @@ class ThreadStore:
                     thread_id,
                     run_id="" if log is None else log.run_id,
                     last_sequence=-1 if log is None else log.last,
+                    due=bool(park),
                 )
         if checkpoint is not None or finish is not None or park or (log is not None and log.count):
             changed = checkpoint is not None or finish is not None or bool(park)
