@@ -57,9 +57,7 @@ async def sleeping(client: tl.Client, thread_id: str) -> tuple[tl.ThreadRunStrea
     """A stream of a run that sleeps 30 s, read until the `sleep` tool is called; and the run's ID.
 
     Waiting for the tool call (not only `run_started`) cancels a run that is inside a tool, clear of
-    its checkpoint boundaries: a cancel landing on the boundary after `model_request_completed` can
-    stall the run on the current server (reported to the server's owner; the run then neither
-    commits nor ends until its lease expires).
+    its checkpoint boundaries (a cancel at a boundary is its own scenario below).
     """
     stream = client.threads.stream(thread_id, text="sleep 30")
     first = await anext(stream)
