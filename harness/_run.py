@@ -12,6 +12,7 @@ normalized for `export_state()`. How an exception ends the run is decided in one
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -125,7 +126,7 @@ class HarnessRunStream(Generic[OutputT]):
         self._usage_baseline = usage
         self._usage_limits = usage_limits if usage_limits is not None else executable.usage_limits
         self.thread_id: str = inputs.state.thread_id
-        self.run_id: str = f"run-{uuid.uuid4().hex}"
+        self.run_id: str = _run_id(request.run_id)
         self._store = CapabilityStateStore(inputs.state.agent_context_state)
         self._pending_lifecycle: list[HarnessExtensionEvent] = []
         self._environment = (
@@ -721,3 +722,19 @@ async def consume(stream: HarnessRunStream[OutputT]) -> HarnessRunResult[OutputT
             if isinstance(item, HarnessRunResultEvent):
                 return item.result
     raise RunError("The run stream ended without a result.", code=ErrorCode.RUN_RESULT_MISSING)
+
+
+_RUN_ID = re.compile(r"run-[0-9a-f]{32}")
+
+
+def _run_id(given: str | None) -> str:
+    """The run's ID: the host's (`RunRequest.run_id`), checked, or a new one."""
+    if given is None:
+        return f"run-{uuid.uuid4().hex}"
+    if not isinstance(given, str) or not _RUN_ID.fullmatch(given):
+        raise RunError(
+            "run_id must be run-<32 lowercase hex>.",
+            code=ErrorCode.RUN_ID_INVALID,
+            details={"run_id": str(given)[:64]},
+        )
+    return given

@@ -145,13 +145,16 @@ class ExecutableAgent(Generic[OutputT]):
         usage_limits: UsageLimits | None = None,
         checkpoints: bool = False,
         barrier: RunBarrier | None = None,
+        run_id: str | None = None,
     ) -> HarnessRunStream[OutputT]:
         """Start a run as a stream: `async with agent.stream(...) as s: async for item in s: ...`.
 
         Every construction check (SPEC §2.2.2) runs here, synchronously; the arguments are those of
         `run`, plus `checkpoints`: offer a `HarnessCheckpointEvent` after each `model_request_started`
         and `model_request_completed` event (where `export_state()` moves, SPEC §2.3.4), and `barrier`:
-        awaited before each model request with the state that ends with it (`harness.barrier`).
+        awaited before each model request with the state that ends with it (`harness.barrier`), and
+        `run_id`: the run's ID when the host allocated it before the run (`run-<32 lowercase hex>`,
+        else `RunError` `run_id_invalid`).
         """
         request = RunRequest(
             input,
@@ -163,6 +166,7 @@ class ExecutableAgent(Generic[OutputT]):
             usage_limits=usage_limits,
             checkpoints=checkpoints,
             barrier=barrier,
+            run_id=run_id,
         )
         return HarnessRunStream(self, request)
 
@@ -177,6 +181,7 @@ class ExecutableAgent(Generic[OutputT]):
         usage: RunUsage | None = None,
         usage_limits: UsageLimits | None = None,
         barrier: RunBarrier | None = None,
+        run_id: str | None = None,
     ) -> HarnessRunResult[OutputT]:
         """Run to the terminal result. Construction checks raise when awaited, before any model request.
 
@@ -192,6 +197,7 @@ class ExecutableAgent(Generic[OutputT]):
             usage: A native `RunUsage` baseline.
             usage_limits: Native `UsageLimits` (default: the agent's).
             barrier: Awaited before each model request (`harness.barrier`); a durable host commits there.
+            run_id: The run's ID, allocated by the host before the run (default: the run makes one).
         """
         stream = self.stream(
             input,
@@ -202,5 +208,6 @@ class ExecutableAgent(Generic[OutputT]):
             usage=usage,
             usage_limits=usage_limits,
             barrier=barrier,
+            run_id=run_id,
         )
         return await consume(stream)

@@ -68,6 +68,7 @@ class ErrorCode(StrEnum):
     RUN_STREAM_CONCURRENT_NEXT = "run_stream_concurrent_next"
     RUN_SUSPENDED = "run_suspended"
     RUN_CANCELLED = "run_cancelled"
+    RUN_ID_INVALID = "run_id_invalid"
     DEFERRED_RESUME_INVALID = "deferred_resume_invalid"
     DEFERRED_STATE_REQUIRED = "deferred_state_required"
     DEFERRED_REQUEST_MISSING = "deferred_request_missing"
@@ -129,6 +130,7 @@ class ErrorCode(StrEnum):
     LISTENER_TOO_SLOW = "listener_too_slow"
     RUN_ATTEMPT_LOST = "run_attempt_lost"
     RUN_EVENTS_EXPIRED = "run_events_expired"
+    THREAD_QUEUE_FULL = "thread_queue_full"
 
 
 ErrorFamily = Literal[
@@ -154,6 +156,7 @@ _FAMILIES: dict[ErrorFamily, tuple[ErrorCode, ...]] = {
         ErrorCode.RUN_STREAM_CONCURRENT_NEXT,
         ErrorCode.RUN_SUSPENDED,
         ErrorCode.RUN_CANCELLED,
+        ErrorCode.RUN_ID_INVALID,
     ),
     "deferred": (
         ErrorCode.DEFERRED_RESUME_INVALID,
@@ -221,6 +224,7 @@ _FAMILIES: dict[ErrorFamily, tuple[ErrorCode, ...]] = {
         ErrorCode.LISTENER_TOO_SLOW,
         ErrorCode.RUN_ATTEMPT_LOST,
         ErrorCode.RUN_EVENTS_EXPIRED,
+        ErrorCode.THREAD_QUEUE_FULL,
     ),
 }
 _FAMILY_OF: dict[ErrorCode, ErrorFamily] = {

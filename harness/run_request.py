@@ -44,3 +44,6 @@ class RunRequest:
     """Offer a `HarnessCheckpointEvent` where the export moves (streams only)."""
     barrier: RunBarrier | None = None
     """Awaited before each model request (`harness.barrier`)."""
+    run_id: str | None = None
+    """The run's ID, `run-<32 lowercase hex>`, when the host allocated it before the run (a queued
+    thread request is named at acceptance); `None`: the run makes one."""

@@ -147,6 +147,7 @@ class ThreadlineServer:
             store_info.event_retention.FromTimedelta(timedelta(seconds=config.event_retention_s))
             store_info.event_log_max_bytes = config.event_log_max_bytes
             store_info.max_run_attempts = config.max_run_attempts
+            store_info.max_queued_runs = config.max_queued_runs
         service = HarnessService(
             registry,
             self.runs,
@@ -233,6 +234,7 @@ class ThreadlineServer:
                 max_followers=config.max_followers,
             ),
             max_run_attempts=config.max_run_attempts,
+            max_queued_runs=config.max_queued_runs,
         )
         self.threads.follower_slot = self._thread_service.follower_slot
         self._sweeper = asyncio.ensure_future(self.threads.sweep(config.sweep_interval_s))

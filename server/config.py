@@ -235,6 +235,13 @@ class ServerConfig:
         "lease) before the request ends INTERRUPTED; attempts parked by SIGTERM do not count",
     )
     """The attempt cap of detached requests (LIVE §3.2)."""
+    max_queued_runs: int = _setting(
+        16,
+        "--max-queued-runs",
+        "how many requests may wait in one thread's queue (BUSY_STRATEGY_ENQUEUE); one more is refused "
+        "RESOURCE_EXHAUSTED THREAD_QUEUE_FULL",
+    )
+    """The bound of each thread's queue (LIVE §4.2)."""
 
     mounts: tuple[str, ...] = _setting(
         (),
@@ -390,6 +397,7 @@ class ServerConfig:
         _between(self.max_followers, 1, 1_000_000, "--max-followers", "max_followers")
         _between(self.sweep_interval_s, 0.05, 3600, "--sweep-interval", "sweep_interval_s", " seconds")
         _between(self.max_run_attempts, 1, 100, "--max-run-attempts", "max_run_attempts")
+        _between(self.max_queued_runs, 1, 10_000, "--max-queued-runs", "max_queued_runs")
 
     def tls_pair(self) -> tuple[bytes, bytes] | None:
         """The PEM key and certificate chain (`--tls-key`, `--tls-cert`), read and checked to be a

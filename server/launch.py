@@ -129,6 +129,7 @@ def start_stream(
             usage_limits=usage_limits,
             checkpoints=run.checkpoints,
             barrier=run.barrier,
+            **({"run_id": run.run_id} if run.run_id is not None else {}),  # a wrapper may predate it
         )
     except HarnessError as error:
         if resume_field is not None and error.code.family == "deferred":

@@ -467,7 +467,10 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
                 run_id=started.run_id, request_id=run_request.request_id, revision=started.revision
             )
             outcome = started.replayed
-            if outcome is None:
+            if started.queue_position:
+                response.status = RUN_STATUS_PB["queued"]
+                response.queue_position = started.queue_position
+            elif outcome is None:
                 response.status = RUN_STATUS_PB["running"]
             else:
                 fill_outcome(response.result, outcome)

@@ -67,6 +67,7 @@ def test_the_file_sets_every_flag(tmp_path: Path) -> None:
         "max_followers": ("8", 8),
         "sweep_interval_s": ("2", 2.0),
         "max_run_attempts": ("5", 5),
+        "max_queued_runs": ("4", 4),
         "mounts": (f'["work=local:{tmp_path / "work"}"]', (f"work=local:{tmp_path / 'work'}",)),
         "allow_root_shell": ("true", True),
         "allow_remote_shell": ("true", True),

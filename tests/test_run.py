@@ -94,6 +94,21 @@ async def test_continue_a_thread_twice() -> None:
     assert first.output_json() == b'"turn 1: Draft the plan"'
 
 
+async def test_a_run_takes_the_run_id_its_host_allocated_and_refuses_a_malformed_one() -> None:
+    """A durable host names a queued request's run before it starts (LIVE §4.2)."""
+    executable = ExecutableAgent(scripted_model(echo_script))
+    given = "run-" + "ab" * 16
+    result = await executable.run("hello", run_id=given)
+    assert result.run_id == given
+    async with executable.stream("hello", run_id=given) as stream:
+        events = [event async for event in stream]
+    assert {getattr(event, "run_id", given) for event in events} == {given}
+    for bad in ("run-ABC", "run-" + "a" * 31, "job-" + "a" * 32, ""):
+        with pytest.raises(RunError) as caught:
+            executable.stream("hello", run_id=bad)
+        assert caught.value.code == "run_id_invalid" and caught.value.details == {"run_id": bad}
+
+
 async def test_a_run_continuing_a_result_state_takes_its_messages_instead_of_decoding(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

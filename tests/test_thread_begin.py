@@ -19,9 +19,9 @@ from pydantic_ai.usage import RunUsage
 from harness import ClientTool, DeferredToolRequests, DeferredToolResume
 from harness.deferred import DeferredToolCall
 from harness.errors import ErrorCode, HarnessError, ThreadError
-from harness.threads.begin import Attach, Refuse, Replay, RunAttempt, decide
+from harness.threads.begin import Attach, Enqueue, Queued, Refuse, Replay, RunAttempt, decide
 from harness.threads.outcome import ThreadRunOutcome
-from harness.threads.records import Attempt, Lease, RunRow, ThreadRow
+from harness.threads.records import Attempt, Lease, QueuedRun, RunRow, ThreadRow
 from harness.threads.request import ThreadRunRequest
 
 NOW = 1_000_000.0
@@ -114,6 +114,22 @@ STORED_ERROR = HarnessError(
 )
 
 
+ENQUEUE = {"busy_strategy": "enqueue"}
+WAITING = (QueuedRun("req-queued", "run-queued", "enqueued", NOW),)
+
+
+def queued(**changes: Any) -> ThreadRow:
+    """A thread with one request waiting in its queue."""
+    return thread(queue_length=1, queue=WAITING, **changes)
+
+
+def waiting_record() -> RunRow:
+    """The queued record of `request(**ENQUEUE)`."""
+    return dataclasses.replace(
+        record("queued", of=request(**ENQUEUE)), attempts=(), run_id="run-queued", queue_kind="enqueued"
+    )
+
+
 def refused(code: ErrorCode) -> tuple[str, ErrorCode]:
     return ("refuse", code)
 
@@ -132,6 +148,10 @@ def summary(decision: Any) -> tuple[Any, ...]:
         return ("replay", decision.outcome.run_id)
     if isinstance(decision, Attach):
         return ("attach", decision.run_id)
+    if isinstance(decision, Enqueue):
+        return ("enqueue",)
+    if isinstance(decision, Queued):
+        return ("queued", decision.run_id)
     assert isinstance(decision, RunAttempt)
     resume = None
     if decision.resume is not None:
@@ -266,7 +286,104 @@ CASES: dict[str, tuple[ThreadRow, RunRow | None, ThreadRunRequest, tuple[Any, ..
         request(input=None, answers=ANSWERS),
         attempt("hello", resume="recovery", head_tools=True),
     ),
+    # -- busy strategies (LIVE §4.1, §4.2) --
+    "enqueue: a free thread with an empty queue runs it now": (
+        thread(),
+        None,
+        request(**ENQUEUE),
+        attempt("hello"),
+    ),
+    "enqueue: a live lease queues it": (
+        thread(lease=lease(NOW + 5)),
+        None,
+        request(**ENQUEUE),
+        ("enqueue",),
+    ),
+    "enqueue: a waiting queue queues it last": (queued(), None, request(**ENQUEUE), ("enqueue",)),
+    "enqueue: a detached request's due attempt queues it": (
+        thread(lease=lease(NOW - 1), sweep_after=NOW - 1),
+        None,
+        request(**ENQUEUE),
+        ("enqueue",),
+    ),
+    "enqueue: an expired attached lease is superseded, as REJECT does": (
+        thread(lease=lease(NOW - 1)),
+        None,
+        request(**ENQUEUE),
+        attempt("hello", head_tools=True),
+    ),
+    "enqueue: a stale expected_revision is a conflict at acceptance": (
+        thread(lease=lease(NOW + 5)),
+        None,
+        request(expected_revision=2, **ENQUEUE),
+        refused(ErrorCode.REVISION_CONFLICT),
+    ),
+    "enqueue: answers on a running thread are never queued": (
+        thread(lease=lease(NOW + 5)),
+        None,
+        request(input=None, answers=ANSWERS, **ENQUEUE),
+        refused(ErrorCode.THREAD_NOT_SUSPENDED),
+    ),
+    "reject: a waiting queue is busy (FIFO)": (queued(), None, request(), refused(ErrorCode.THREAD_BUSY)),
+    "reject: answers to a suspended thread run ahead of its waiting queue": (
+        queued(pending=batch()),
+        None,
+        request(input=None, answers=ANSWERS),
+        attempt(None, resume="answers", head_tools=True),
+    ),
+    "enqueue: a prompt on a suspended thread with a queue waits behind it": (
+        queued(pending=batch()),
+        None,
+        request(**ENQUEUE),
+        ("enqueue",),
+    ),
+    "retry: a queued request waits for its turn": (
+        queued(),
+        waiting_record(),
+        request(**ENQUEUE),
+        ("queued", "run-queued"),
+    ),
 }
+START_CASES: dict[str, tuple[ThreadRow, RunRow, tuple[Any, ...]]] = {
+    "start: the queue's head runs its prompt on the head": (queued(), waiting_record(), attempt("hello")),
+    "start: it supersedes an attached request whose lease expired, recovering": (
+        queued(lease=lease(NOW - 1), sweep_after=NOW - 1),
+        waiting_record(),
+        attempt("hello", head_tools=True),
+    ),
+    "start: a live lease refuses it (the sweeper tries again)": (
+        queued(lease=lease(NOW + 5)),
+        waiting_record(),
+        refused(ErrorCode.THREAD_BUSY),
+    ),
+    "start: a suspended head holds it": (
+        queued(pending=batch()),
+        waiting_record(),
+        refused(ErrorCode.THREAD_BUSY),
+    ),
+    "start: one cancelled meanwhile replays, never runs": (
+        queued(),
+        dataclasses.replace(waiting_record(), status="cancelled", outcome=OUTCOME),
+        ("replay", "run-1"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(START_CASES))
+def test_a_queue_start_decides(case: str) -> None:
+    row, queued_record, expected = START_CASES[case]
+    assert summary(decide(row, queued_record, request(**ENQUEUE), start=True)) == expected
+
+
+def test_a_queue_busy_names_its_head_and_no_lease() -> None:
+    decision = decide(queued(), None, request())
+    assert isinstance(decision, Refuse) and isinstance(decision.error, ThreadError)
+    assert decision.error.details == {
+        "run_id": "run-queued",
+        "request_id": "req-queued",
+        "lease_expires_at": "",
+        "queue_length": 1,
+    }
 
 
 @pytest.mark.parametrize("case", list(CASES))

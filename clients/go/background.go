@@ -29,6 +29,7 @@ type StartedRun struct {
 	runID    string
 	revision int64
 	status   ThreadRunStatus
+	position int               // QUEUED: the place in the thread's queue when accepted (1 = next)
 	outcome  *ThreadRunOutcome // set when the request had already finished (Replayed)
 }
 
@@ -36,19 +37,26 @@ type StartedRun struct {
 func (r *StartedRun) ThreadID() string { return r.threadID }
 
 // RunID returns the attempt running the request when the server answered (or the one that ran
-// it last, when Replayed). Every attempt's run ID names the request for Cancel.
+// it last, when Replayed); for a QUEUED request, the run ID its first attempt will run under.
+// Every attempt's run ID names the request for Cancel.
 func (r *StartedRun) RunID() string { return r.runID }
 
 // RequestID returns the request's ID: StartRun with the same ThreadRun and this ID answers the
 // same again (the running attempt, or the finished request's outcome), never a second run.
 func (r *StartedRun) RequestID() string { return r.spec.GetRequestId() }
 
-// Revision returns the head the run began from; when Replayed, its terminal checkpoint.
+// Revision returns the head the run began from; when Replayed, its terminal checkpoint; when
+// QUEUED, the head when it was accepted (it runs on whatever head its turn finds).
 func (r *StartedRun) Revision() int64 { return r.revision }
 
-// Status returns the request's status when the server answered: RUNNING while it goes on; when
+// Status returns the request's status when the server answered: RUNNING while it goes on;
+// QUEUED while it waits in the thread's queue (BusyEnqueue; QueuePosition says where); when
 // Replayed, how it ended (COMPLETED, SUSPENDED, FAILED or CANCELLED).
 func (r *StartedRun) Status() ThreadRunStatus { return r.status }
+
+// QueuePosition returns the request's place in the thread's queue when the server answered QUEUED
+// (1 = next to run); 0 when it was not queued.
+func (r *StartedRun) QueuePosition() int { return r.position }
 
 // Replayed reports whether the request had already finished: nothing ran this time, and Outcome
 // holds its stored result.
@@ -68,19 +76,25 @@ func (r *StartedRun) Outcome() *ThreadRunOutcome {
 // run holds the thread, with RUNNING, its RunID and the Revision it began from; the server runs
 // it to its end with no client, the next attempt on another replica (or the restarted server)
 // if its server is lost, at most ServerInfo's max_run_attempts times. run is what Run takes
-// (prompt or answers, RequestID, ExpectedRevision, ToolRecovery, ClientTools, UsageLimits;
-// NoReconnect is ignored). UNAVAILABLE is retried as Run retries it, with the same request ID;
-// the same request already running answers its current attempt, one that finished answers
-// Replayed with its Outcome. WithTimeout bounds each call, retries included.
+// (prompt or answers, RequestID, ExpectedRevision, ToolRecovery, ClientTools, UsageLimits,
+// BusyStrategy; NoReconnect is ignored). UNAVAILABLE is retried as Run retries it, with the same
+// request ID; the same request already running answers its current attempt, one still queued
+// QUEUED again, one that finished answers Replayed with its Outcome. WithTimeout bounds each
+// call, retries included.
+//
+// With BusyEnqueue on a busy thread it returns at once with QUEUED, its QueuePosition and the
+// RunID its first attempt will run under; the request starts when its turn comes, and Events
+// and Result wait for that.
 //
 //	started, err := c.Threads().StartRun(ctx, threadID, &threadline.ThreadRun{Text: "summarise the logs"})
 //	...
 //	outcome, err := started.Result(ctx) // later, from this process: how it ended
 //
 // The checks before the run are Run's, with the same errors (*ThreadBusyError,
-// *RevisionConflictError, *ThreadNotSuspendedError, *RequestIDReusedError, ...); a retry of a
-// request that ended with an error status gets that error again, e.g. *RequestInterruptedError
-// (Attempts set when the server gave up after that many lost attempts).
+// *RevisionConflictError, *ThreadNotSuspendedError, *RequestIDReusedError,
+// *ThreadQueueFullError, ...); a retry of a request that ended with an error status gets that
+// error again, e.g. *RequestInterruptedError (Attempts set when the server gave up after that
+// many lost attempts).
 func (t *Threads) StartRun(ctx context.Context, threadID string, run *ThreadRun) (*StartedRun, error) {
 	spec, err := run.spec(threadID)
 	if err != nil {
@@ -92,7 +106,10 @@ func (t *Threads) StartRun(ctx context.Context, threadID string, run *ThreadRun)
 	if err != nil {
 		return nil, err
 	}
-	started := &StartedRun{threads: t, threadID: threadID, spec: spec, runID: resp.GetRunId(), revision: resp.GetRevision(), status: resp.GetStatus()}
+	started := &StartedRun{
+		threads: t, threadID: threadID, spec: spec,
+		runID: resp.GetRunId(), revision: resp.GetRevision(), status: resp.GetStatus(), position: int(resp.GetQueuePosition()),
+	}
 	if resp.GetReplayed() {
 		if started.outcome, err = replayedOutcome(resp); err != nil {
 			return nil, err
@@ -130,12 +147,12 @@ func replayedOutcome(resp *threadlinev1.StartThreadRunResponse) (*ThreadRunOutco
 	return &ThreadRunOutcome{Result: result, Revision: resp.GetRevision(), Replayed: true}, nil
 }
 
-// Events follows the run (Threads.JoinRun), read like any ThreadRunStream. With afterSequence
-// nil it joins the request (JoinRun{RequestID}) from its latest attempt's first event, and
-// follows its next attempt, from that attempt's run_started, when one is lost. With
-// afterSequence k it joins the attempt RunID after its event k (JoinRun{RunID, AfterSequence}:
-// a stream of it that broke after k continues so), which ends with *RunAttemptLostError if that
-// attempt is lost. A finished request's events are replayed while its log is kept (else
+// Events follows the run (Threads.JoinRun), read like any ThreadRunStream; a QUEUED request's
+// stream hands out nothing until it starts. With afterSequence nil it joins the request
+// (JoinRun{RequestID}) from its latest attempt's first event, and follows its next attempt, from
+// that attempt's run_started, when one is lost. With afterSequence k it joins the attempt RunID
+// after its event k (JoinRun{RunID, AfterSequence}: a stream of it that broke after k continues
+// so), which ends with *RunAttemptLostError if that attempt is lost. A finished request's events are replayed while its log is kept (else
 // *RunEventsExpiredError; Result still reads the outcome). WithRunTimeout bounds the stream;
 // closing it stops the events, not the run.
 func (r *StartedRun) Events(ctx context.Context, afterSequence *uint64) *ThreadRunStream {
@@ -154,8 +171,10 @@ func (r *StartedRun) Events(ctx context.Context, afterSequence *uint64) *ThreadR
 // status; or the log is past its retention) it sends the same StartThreadRun again and returns
 // its replayed outcome, or the error status it answers: e.g. *RequestInterruptedError (its
 // Attempts say how many attempts a lost server ended). While the request still runs without a
-// log to follow, it asks again, up to 5 s apart. WithRunTimeout (or ctx's deadline) bounds the
-// wait. A Replayed StartedRun returns its Outcome at once.
+// log to follow, it asks again, up to 5 s apart. A QUEUED request is waited for until it
+// starts, then followed; one cancelled before its turn returns its CANCELLED result (Replayed).
+// WithRunTimeout (or ctx's deadline) bounds the wait, the queue's included. A Replayed
+// StartedRun returns its Outcome at once.
 func (r *StartedRun) Result(ctx context.Context) (*ThreadRunOutcome, error) {
 	if r.outcome != nil {
 		return r.Outcome(), nil
@@ -197,7 +216,8 @@ func (r *StartedRun) Result(ctx context.Context) (*ThreadRunOutcome, error) {
 // IDs names the request); it ends CANCELLED with its progress committed, which Result then
 // returns. It returns once the server recorded the cancellation, with the record's status:
 // RUNNING while the run stops, CANCELLED when its server was gone and the record was closed at
-// once, or how a request that had already ended ended.
+// once, or how a request that had already ended ended. A request still waiting in the thread's
+// queue is removed at once, CANCELLED: it never runs.
 func (r *StartedRun) Cancel(ctx context.Context) (ThreadRunStatus, error) {
 	return r.threads.Cancel(ctx, r.threadID, r.runID)
 }

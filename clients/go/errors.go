@@ -83,6 +83,7 @@ const (
 	ReasonThreadNotSuspended = "THREAD_NOT_SUSPENDED"
 	ReasonRequestInterrupted = "REQUEST_INTERRUPTED"
 	ReasonThreadBusy         = "THREAD_BUSY"
+	ReasonThreadQueueFull    = "THREAD_QUEUE_FULL"
 	ReasonRevisionConflict   = "REVISION_CONFLICT"
 	ReasonLeaseLost          = "LEASE_LOST"
 	ReasonStoreUnavailable   = "STORE_UNAVAILABLE"

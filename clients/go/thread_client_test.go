@@ -53,6 +53,7 @@ func TestEachThreadReasonIsItsOwnType(t *testing.T) {
 		{threadline.ReasonThreadNotSuspended, codes.FailedPrecondition, is(new(*threadline.ThreadNotSuspendedError))},
 		{threadline.ReasonRequestInterrupted, codes.FailedPrecondition, is(new(*threadline.RequestInterruptedError))},
 		{threadline.ReasonThreadBusy, codes.Aborted, is(new(*threadline.ThreadBusyError))},
+		{threadline.ReasonThreadQueueFull, codes.ResourceExhausted, is(new(*threadline.ThreadQueueFullError))},
 		{threadline.ReasonRevisionConflict, codes.Aborted, is(new(*threadline.RevisionConflictError))},
 		{threadline.ReasonLeaseLost, codes.Aborted, is(new(*threadline.LeaseLostError))},
 		{threadline.ReasonStoreUnavailable, codes.Unavailable, is(new(*threadline.StoreUnavailableError))},
@@ -126,16 +127,35 @@ func reasonsOfCatalogue(t *testing.T, tag string) []string {
 func TestThreadErrorMetadataBecomesFields(t *testing.T) {
 	var busy *threadline.ThreadBusyError
 	err := threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonThreadBusy, threadline.Domain, map[string]string{
-		"run_id": "run-1", "request_id": "req-1", "lease_expires_at": "2030-01-02T03:04:05.250Z",
+		"run_id": "run-1", "request_id": "req-1", "lease_expires_at": "2030-01-02T03:04:05.250Z", "queue_length": "0",
 	}))
 	if !errors.As(err, &busy) {
 		t.Fatalf("%T", err)
 	}
-	if want := time.Date(2030, 1, 2, 3, 4, 5, 250e6, time.UTC); busy.RunID != "run-1" || busy.RequestID != "req-1" || !busy.LeaseExpiresAt.Equal(want) {
-		t.Errorf("busy %q %q %v", busy.RunID, busy.RequestID, busy.LeaseExpiresAt)
+	if want := time.Date(2030, 1, 2, 3, 4, 5, 250e6, time.UTC); busy.RunID != "run-1" || busy.RequestID != "req-1" || !busy.LeaseExpiresAt.Equal(want) || busy.QueueLength != 0 {
+		t.Errorf("busy %q %q %v queue %d", busy.RunID, busy.RequestID, busy.LeaseExpiresAt, busy.QueueLength)
 	}
 	if busy.Code() != codes.Aborted || busy.Reason() != threadline.ReasonThreadBusy || busy.Message() != "it happened" {
 		t.Errorf("busy %v %q %q", busy.Code(), busy.Reason(), busy.Message())
+	}
+
+	// The queue, not a lease, holds the thread: its head's IDs, no expiry.
+	err = threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonThreadBusy, threadline.Domain, map[string]string{
+		"run_id": "run-q", "request_id": "q00", "lease_expires_at": "", "queue_length": "3",
+	}))
+	if !errors.As(err, &busy) || busy.RunID != "run-q" || busy.RequestID != "q00" || !busy.LeaseExpiresAt.IsZero() || busy.QueueLength != 3 {
+		t.Errorf("busy by the queue %+v", busy)
+	}
+
+	var queueFull *threadline.ThreadQueueFullError
+	err = threadline.ThreadErr(statusErr(t, codes.ResourceExhausted, threadline.ReasonThreadQueueFull, threadline.Domain, map[string]string{
+		"thread_id": "t-1", "limit": "16", "queue_length": "16",
+	}))
+	if !errors.As(err, &queueFull) || queueFull.ThreadID != "t-1" || queueFull.Limit != 16 || queueFull.QueueLength != 16 {
+		t.Errorf("queue full %+v", queueFull)
+	}
+	if queueFull.Code() != codes.ResourceExhausted || queueFull.Reason() != threadline.ReasonThreadQueueFull || status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("queue full %v %q", queueFull.Code(), queueFull.Reason())
 	}
 
 	var conflict *threadline.RevisionConflictError
@@ -196,8 +216,13 @@ func TestLiveRunErrorMetadataBecomesFields(t *testing.T) {
 func TestThreadErrorMissingOrMalformedMetadataReadsAsZero(t *testing.T) {
 	var busy *threadline.ThreadBusyError
 	err := threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonThreadBusy, threadline.Domain, map[string]string{"lease_expires_at": "soon"}))
-	if !errors.As(err, &busy) || busy.RunID != "" || busy.RequestID != "" || !busy.LeaseExpiresAt.IsZero() {
+	if !errors.As(err, &busy) || busy.RunID != "" || busy.RequestID != "" || !busy.LeaseExpiresAt.IsZero() || busy.QueueLength != 0 {
 		t.Errorf("busy %v", busy)
+	}
+	var queueFull *threadline.ThreadQueueFullError
+	err = threadline.ThreadErr(statusErr(t, codes.ResourceExhausted, threadline.ReasonThreadQueueFull, threadline.Domain, map[string]string{"limit": "lots"}))
+	if !errors.As(err, &queueFull) || queueFull.ThreadID != "" || queueFull.Limit != 0 || queueFull.QueueLength != 0 {
+		t.Errorf("queue full %+v", queueFull)
 	}
 	var conflict *threadline.RevisionConflictError
 	err = threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonRevisionConflict, threadline.Domain, map[string]string{"current_revision": "x"}))
@@ -390,6 +415,51 @@ func TestStreamSendsItsRequestAgainBeforeItsFirstEventUnlessNoReconnect(t *testi
 	}
 	if waited := time.Since(started); waited < (200+400+800+1600+3200)*time.Millisecond {
 		t.Errorf("%d attempts in %v: want 0.2 s before the first retry, doubling", len(seen.times), waited)
+	}
+}
+
+func TestTheBusyStrategyIsSentInTheSpec(t *testing.T) {
+	for _, tc := range []struct {
+		run  *threadline.ThreadRun
+		want threadlinev1.BusyStrategy
+	}{
+		{&threadline.ThreadRun{Text: "hi"}, threadlinev1.BusyStrategy_BUSY_STRATEGY_UNSPECIFIED}, // the server's default, REJECT
+		{&threadline.ThreadRun{Text: "hi", BusyStrategy: threadline.BusyReject}, threadlinev1.BusyStrategy_BUSY_STRATEGY_REJECT},
+		{&threadline.ThreadRun{Text: "hi", BusyStrategy: threadline.BusyEnqueue}, threadlinev1.BusyStrategy_BUSY_STRATEGY_ENQUEUE},
+	} {
+		spec, err := threadline.RunSpecOf(tc.run, "thread_t")
+		if err != nil || spec.GetBusyStrategy() != tc.want || spec.GetThreadId() != "thread_t" {
+			t.Errorf("%v: spec %v, %v; want busy_strategy %v", tc.run.BusyStrategy, spec, err, tc.want)
+		}
+	}
+
+	// StartRun and Run send it (seen by an interceptor that fails each call itself: no retries).
+	var sent []threadlinev1.BusyStrategy
+	var mu sync.Mutex
+	c, err := threadline.Dial(droppingListener(t), threadline.WithDialOptions(grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if r, ok := req.(interface {
+				GetSpec() *threadlinev1.ThreadRunSpec
+			}); ok {
+				mu.Lock()
+				sent = append(sent, r.GetSpec().GetBusyStrategy())
+				mu.Unlock()
+			}
+			return status.Error(codes.PermissionDenied, "not sent") // not retried
+		})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	enqueue := &threadline.ThreadRun{Text: "hi", BusyStrategy: threadline.BusyEnqueue}
+	if _, err := c.Threads().StartRun(t.Context(), "thread_t", enqueue); threadline.CodeOf(err) != codes.PermissionDenied {
+		t.Errorf("StartRun: %v", err)
+	}
+	if _, err := c.Threads().Run(t.Context(), "thread_t", enqueue); threadline.CodeOf(err) != codes.PermissionDenied {
+		t.Errorf("Run: %v", err)
+	}
+	if want := []threadlinev1.BusyStrategy{threadline.BusyEnqueue, threadline.BusyEnqueue}; !slices.Equal(sent, want) {
+		t.Errorf("sent %v, want %v", sent, want)
 	}
 }
 

@@ -84,18 +84,35 @@ type RequestInterruptedError struct {
 	Attempts int64
 }
 
-// ThreadBusyError is ABORTED THREAD_BUSY: another run holds the thread's lease. When RequestID is
-// the request just sent, that request's own run is still going (e.g. a retry after a dropped
+// ThreadBusyError is ABORTED THREAD_BUSY: another run holds the thread's lease, or requests wait
+// in its queue (their turn comes first; BusyEnqueue would wait with them). When RequestID is the
+// request just sent, that request's own run is still going (e.g. a retry after a dropped
 // connection): retry later with the same ID to get its outcome.
 type ThreadBusyError struct {
 	threadError
-	// RunID is the run holding the thread (Cancel takes it).
+	// RunID is the run holding the thread (Cancel takes it); when the queue holds the thread (no
+	// lease), the queue head's run ID.
 	RunID string
-	// RequestID is the request that run serves.
+	// RequestID is the request that run serves; when the queue holds the thread, the queue head's.
 	RequestID string
 	// LeaseExpiresAt is when the holder's lease expires unless renewed, by the store's clock;
-	// the zero time when the server sent none.
+	// the zero time when the server sent none (the queue, not a lease, holds the thread).
 	LeaseExpiresAt time.Time
+	// QueueLength is how many requests wait in the thread's queue; 0 when none (or not sent).
+	QueueLength int64
+}
+
+// ThreadQueueFullError is RESOURCE_EXHAUSTED THREAD_QUEUE_FULL: a BusyEnqueue request found
+// the thread's queue full (Limit requests waiting, the server's --max-queued-runs). Nothing was
+// written: try again once the queue moved (Thread.Queue).
+type ThreadQueueFullError struct {
+	threadError
+	// ThreadID is the thread whose queue is full.
+	ThreadID string
+	// Limit is the server's --max-queued-runs (ThreadStoreInfo.max_queued_runs); 0 when not sent.
+	Limit int64
+	// QueueLength is how many requests wait in the thread's queue; 0 when not sent.
+	QueueLength int64
 }
 
 // RevisionConflictError is ABORTED REVISION_CONFLICT: the expected revision is not the head.
@@ -215,6 +232,14 @@ func threadErr(err error) error {
 			RunID:          md["run_id"],
 			RequestID:      md["request_id"],
 			LeaseExpiresAt: metaTime(md["lease_expires_at"]),
+			QueueLength:    metaInt(md["queue_length"]),
+		}
+	case ReasonThreadQueueFull:
+		return &ThreadQueueFullError{
+			threadError: base,
+			ThreadID:    md["thread_id"],
+			Limit:       metaInt(md["limit"]),
+			QueueLength: metaInt(md["queue_length"]),
 		}
 	case ReasonRevisionConflict:
 		return &RevisionConflictError{threadError: base, CurrentRevision: metaInt(md["current_revision"])}

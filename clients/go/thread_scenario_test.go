@@ -1625,3 +1625,180 @@ func TestThreadAStartedRunWhoseServerDiesEndsOnAnother(t *testing.T) {
 		t.Errorf("cancelled: %v request %q replayed %v, want a replayed CANCELLED", stopped.Result.GetStatus(), stopped.Result.GetRequestId(), stopped.Replayed)
 	}
 }
+
+// --- busy strategies: the thread's queue (LIVE §4.2) --------------------------------------------
+
+// requestsOfCheckpoints returns the requests that committed the thread's checkpoints, oldest
+// first, each run once (consecutive checkpoints of one request collapsed).
+func requestsOfCheckpoints(t *testing.T, th *threadline.Threads, ctx context.Context, id string) []string {
+	t.Helper()
+	newestFirst := collectAll(t, th.Checkpoints(ctx, id, 0))
+	var order []string
+	for _, cp := range slices.Backward(newestFirst) {
+		if cp.GetRequestId() != "" && (len(order) == 0 || order[len(order)-1] != cp.GetRequestId()) {
+			order = append(order, cp.GetRequestId())
+		}
+	}
+	return order
+}
+
+func TestThreadAnEnqueuedStartWaitsItsTurnThenRuns(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	s, sleepingRun := sleeping(t, th, ctx, id)
+
+	queued := mustStart(t, th, ctx, id, &threadline.ThreadRun{Text: "hello", BusyStrategy: threadline.BusyEnqueue})
+
+	if queued.Status() != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_QUEUED || queued.QueuePosition() != 1 ||
+		!strings.HasPrefix(queued.RunID(), "run-") || queued.RunID() == sleepingRun || queued.Replayed() {
+		t.Fatalf("queued: %v position %d run %q replayed %v, want QUEUED 1 with a run-… ID of its own",
+			queued.Status(), queued.QueuePosition(), queued.RunID(), queued.Replayed())
+	}
+	waiting := mustGet(t, th, ctx, id).GetQueue()
+	if len(waiting) != 1 || waiting[0].GetRequestId() != queued.RequestID() || waiting[0].GetRunId() != queued.RunID() ||
+		waiting[0].GetKind() != threadline.QueuedEnqueued || waiting[0].GetCreateTime() == nil {
+		t.Fatalf("queue %v, want one ENQUEUED entry for %s / %s with a create time", waiting, queued.RequestID(), queued.RunID())
+	}
+	// A REJECT request is refused while a run holds the thread and one waits.
+	for name, call := range map[string]func() error{
+		"Run": func() error {
+			_, err := th.Run(ctx, id, &threadline.ThreadRun{Text: "hello", BusyStrategy: threadline.BusyReject})
+			return err
+		},
+		"StartRun": func() error { _, err := th.StartRun(ctx, id, &threadline.ThreadRun{Text: "hello"}); return err },
+	} {
+		busy := asErr[*threadline.ThreadBusyError](t, call(), codes.Aborted, threadline.ReasonThreadBusy)
+		if busy.RunID != sleepingRun || busy.RequestID != s.RequestID() || busy.QueueLength != 1 {
+			t.Errorf("%s: busy with %q %q queue %d, want %q %q queue 1", name, busy.RunID, busy.RequestID, busy.QueueLength, sleepingRun, s.RequestID())
+		}
+	}
+
+	if _, err := th.Cancel(ctx, id, sleepingRun); err != nil {
+		t.Fatal(err)
+	}
+	outcome, err := queued.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outcome.Result.GetStatus() != threadline.StatusCompleted || outcome.Result.GetRunId() != queued.RunID() ||
+		outcome.Result.GetRequestId() != queued.RequestID() {
+		t.Errorf("outcome %v run %q request %q, want COMPLETED %q %q", outcome.Result.GetStatus(), outcome.Result.GetRunId(),
+			outcome.Result.GetRequestId(), queued.RunID(), queued.RequestID())
+	}
+	if after := mustGet(t, th, ctx, id); len(after.GetQueue()) != 0 || after.GetStatus() != threadline.ThreadIdle {
+		t.Errorf("thread %v queue %v, want idle with an empty queue", after.GetStatus(), after.GetQueue())
+	}
+}
+
+func TestThreadAFullQueueIsThreadQueueFullAndAQueuedRequestIsCancelledBeforeItRuns(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	s, sleepingRun := sleeping(t, th, ctx, id)
+
+	var queued []*threadline.StartedRun
+	for i := range 16 {
+		started := mustStart(t, th, ctx, id, &threadline.ThreadRun{Text: "hello", RequestID: fmt.Sprintf("q%02d", i), BusyStrategy: threadline.BusyEnqueue})
+		if started.Status() != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_QUEUED || started.QueuePosition() != i+1 {
+			t.Fatalf("q%02d: %v position %d, want QUEUED %d", i, started.Status(), started.QueuePosition(), i+1)
+		}
+		queued = append(queued, started)
+	}
+	_, err := th.StartRun(ctx, id, &threadline.ThreadRun{Text: "hello", BusyStrategy: threadline.BusyEnqueue})
+	full := asErr[*threadline.ThreadQueueFullError](t, err, codes.ResourceExhausted, threadline.ReasonThreadQueueFull)
+	if full.ThreadID != id || full.Limit != 16 || full.QueueLength != 16 {
+		t.Errorf("queue full: thread %q limit %d length %d, want %q 16 16", full.ThreadID, full.Limit, full.QueueLength, id)
+	}
+
+	status, err := th.CancelRequest(ctx, id, "q00")
+	if err != nil || status != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_CANCELLED {
+		t.Fatalf("cancel q00: %v, %v; want CANCELLED", status, err)
+	}
+	cancelled, err := queued[0].Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// It never ran: no events to follow, so Result reads the outcome from a retry (Replayed).
+	if cancelled.Result.GetStatus() != threadline.StatusCancelled || cancelled.Result.GetRequestId() != "q00" ||
+		cancelled.Result.GetRunId() != queued[0].RunID() || !cancelled.Replayed {
+		t.Errorf("q00 ended %v request %q run %q replayed %v, want a replayed CANCELLED of %s", cancelled.Result.GetStatus(),
+			cancelled.Result.GetRequestId(), cancelled.Result.GetRunId(), cancelled.Replayed, queued[0].RunID())
+	}
+	// A retry of it (same input and strategy) replays CANCELLED: it never runs.
+	if again := mustStart(t, th, ctx, id, &threadline.ThreadRun{Text: "hello", RequestID: "q00", BusyStrategy: threadline.BusyEnqueue}); !again.Replayed() ||
+		again.Status() != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_CANCELLED || again.Outcome().Result.GetStatus() != threadline.StatusCancelled {
+		t.Errorf("q00 again: replayed %v %v, want a replayed CANCELLED", again.Replayed(), again.Status())
+	}
+	if waiting := mustGet(t, th, ctx, id).GetQueue(); len(waiting) != 15 || waiting[0].GetRequestId() != "q01" {
+		t.Errorf("queue %v, want 15 from q01", waiting)
+	}
+
+	if _, err := th.Cancel(ctx, id, sleepingRun); err != nil {
+		t.Fatal(err)
+	}
+	if outcome, err := s.Collect(); err != nil || outcome.Result.GetStatus() != threadline.StatusCancelled {
+		t.Errorf("the sleeping run ended %+v, %v", outcome, err)
+	}
+	last, err := queued[15].Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Result.GetStatus() != threadline.StatusCompleted || last.Result.GetRequestId() != "q15" {
+		t.Errorf("q15 ended %v request %q, want COMPLETED", last.Result.GetStatus(), last.Result.GetRequestId())
+	}
+	if after := mustGet(t, th, ctx, id); after.GetStatus() != threadline.ThreadIdle || len(after.GetQueue()) != 0 {
+		t.Errorf("thread %v queue %v, want idle with an empty queue", after.GetStatus(), after.GetQueue())
+	}
+	want := []string{s.RequestID()}
+	for i := 1; i < 16; i++ {
+		want = append(want, fmt.Sprintf("q%02d", i))
+	}
+	if ran := requestsOfCheckpoints(t, th, ctx, id); len(ran) < len(want) || !slices.Equal(ran[len(ran)-len(want):], want) {
+		t.Errorf("checkpoints by request %v, want them to end with %v: the rest ran once each, in order", ran, want)
+	}
+}
+
+func TestThreadRunWithBusyEnqueueWaitsForItsTurn(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	requestID := "req-" + randomHex()
+	_, sleepingRun := sleeping(t, th, ctx, id)
+
+	type ran struct {
+		outcome *threadline.ThreadRunOutcome
+		err     error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		outcome, err := th.Run(ctx, id, &threadline.ThreadRun{Text: "hello", RequestID: requestID, BusyStrategy: threadline.BusyEnqueue})
+		done <- ran{outcome, err}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		waiting := mustGet(t, th, ctx, id).GetQueue()
+		if len(waiting) == 1 && waiting[0].GetRequestId() == requestID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %v: the request never waited in it", waiting)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("Run returned while its request was queued: %+v, %v", r.outcome, r.err)
+	default:
+	}
+
+	if _, err := th.Cancel(ctx, id, sleepingRun); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.outcome.Result.GetStatus() != threadline.StatusCompleted || r.outcome.Result.GetRequestId() != requestID || r.outcome.Replayed {
+		t.Errorf("outcome %v request %q replayed %v, want COMPLETED %q", r.outcome.Result.GetStatus(), r.outcome.Result.GetRequestId(), r.outcome.Replayed, requestID)
+	}
+}

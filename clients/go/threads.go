@@ -116,8 +116,9 @@ func (t *Threads) Create(ctx context.Context, spec *CreateThread) (*Thread, erro
 	return required(resp.GetThread(), "CreateThreadResponse.thread")
 }
 
-// Get returns a thread as it is now; full adds its head checkpoint's state. No such thread is a
-// *ThreadNotFoundError.
+// Get returns a thread as it is now; full adds its head checkpoint's state. Its Queue (GetQueue)
+// lists the requests waiting for their turn (BusyEnqueue), in the order they will run; List
+// leaves it empty. No such thread is a *ThreadNotFoundError.
 func (t *Threads) Get(ctx context.Context, threadID string, full bool) (*Thread, error) {
 	view := threadlinev1.ThreadView_THREAD_VIEW_BASIC
 	if full {
@@ -280,6 +281,12 @@ type ThreadRun struct {
 	ClientTools []*ClientTool
 	// UsageLimits limits the run's model usage; nil = the agent's own.
 	UsageLimits *UsageLimits
+	// BusyStrategy is what the request does when the thread is busy (a run holds it, or requests
+	// wait in its queue): BusyReject (the zero value) fails with a *ThreadBusyError, BusyEnqueue
+	// waits in the thread's queue for its turn (StartRun answers QUEUED at once; Run and Stream
+	// wait, without events, until it starts, within WithRunTimeout). It is part of the request: a
+	// retry with the same RequestID must send the same strategy, or it is a *RequestIDReusedError.
+	BusyStrategy BusyStrategy
 	// NoReconnect keeps Stream from reconnecting (joining its run again after a transport failure,
 	// sending its request again after RUN_ATTEMPT_LOST): the first error ends it. Run ignores it.
 	NoReconnect bool
@@ -304,6 +311,7 @@ func (run *ThreadRun) spec(threadID string) (*threadlinev1.ThreadRunSpec, error)
 		ToolRecovery:     run.ToolRecovery,
 		ClientTools:      run.ClientTools,
 		UsageLimits:      run.UsageLimits,
+		BusyStrategy:     run.BusyStrategy,
 	}
 	if spec.RequestId == "" {
 		spec.RequestId = NewRequestID()
@@ -347,6 +355,10 @@ type ThreadRunOutcome struct {
 // from its first event), or JoinRun its RunID from its LastSequence. Errors, e.g.
 // *ThreadBusyError, *RevisionConflictError, *ThreadNotSuspendedError, *RequestIDReusedError or
 // ReasonDeferredResultsIncomplete, end the stream and are its Err.
+//
+// With run.BusyStrategy BusyEnqueue on a busy thread the request waits in the thread's queue: the
+// stream hands out nothing until it starts, then its attempt from sequence 0 (a full queue is a
+// *ThreadQueueFullError).
 func (t *Threads) Stream(ctx context.Context, threadID string, run *ThreadRun) *ThreadRunStream {
 	spec, err := run.spec(threadID)
 	if err != nil {
@@ -378,7 +390,10 @@ func (t *Threads) Stream(ctx context.Context, threadID string, run *ThreadRun) *
 // unreachable, the connection lost, a *StoreUnavailableError) is retried up to RunRetries times,
 // 0.2 s apart and doubling, with the same request ID, so the run happens at most once;
 // Replayed says the server answered it from its record. WithRunTimeout (or ctx's deadline)
-// bounds the whole call, retries included.
+// bounds the whole call, retries included. With run.BusyStrategy BusyEnqueue on a busy thread it
+// waits for the request's turn in the thread's queue, then for its result (a full queue is a
+// *ThreadQueueFullError); the timeout bounds the wait in the queue too, and the request stays
+// queued when the call gives up (CancelRequest removes it).
 func (t *Threads) Run(ctx context.Context, threadID string, run *ThreadRun) (*ThreadRunOutcome, error) {
 	spec, err := run.spec(threadID)
 	if err != nil {
@@ -424,7 +439,9 @@ func waitFor(ctx context.Context, d time.Duration) bool {
 // as soon as the server recorded the request, before the run ends, with the run record's
 // status: RUNNING while the run stops, CANCELLED when its server was gone and the record was
 // closed at once, or the status of a run that had ended. A run the thread never had is a
-// *RunNotFoundError. runID is RunEvent.RunId, Thread.Lease.RunId or ThreadBusyError.RunID.
+// *RunNotFoundError. runID is RunEvent.RunId, Thread.Lease.RunId or ThreadBusyError.RunID. A
+// request waiting in the thread's queue (its run ID is StartedRun.RunID or QueuedRun.RunId) is
+// removed at once and never runs: CANCELLED, which a retry of it replays.
 func (t *Threads) Cancel(ctx context.Context, threadID, runID string) (ThreadRunStatus, error) {
 	ctx, cancel := withDefaultTimeout(ctx, t.c.timeout)
 	defer cancel()

@@ -48,10 +48,20 @@ type (
 	Checkpoint = threadlinev1.Checkpoint
 	// ThreadStatus is what a thread is doing: IDLE, RUNNING or SUSPENDED.
 	ThreadStatus = threadlinev1.ThreadStatus
-	// ThreadRunStatus is the status of a thread run's record (Threads.Cancel).
+	// ThreadRunStatus is the status of a thread run's record (Threads.Cancel, StartedRun.Status);
+	// THREAD_RUN_STATUS_QUEUED while the request waits in its thread's queue (BusyEnqueue).
 	ThreadRunStatus = threadlinev1.ThreadRunStatus
 	// CheckpointKind is what made a checkpoint.
 	CheckpointKind = threadlinev1.CheckpointKind
+	// BusyStrategy is what a run request does when its thread is busy (ThreadRun.BusyStrategy):
+	// BusyReject or BusyEnqueue.
+	BusyStrategy = threadlinev1.BusyStrategy
+	// QueuedRun is a request waiting in a thread's queue (Thread.Queue, GetQueue): its RequestId,
+	// the RunId its first attempt will run under (JoinRun and Cancel take it), its Kind and its
+	// CreateTime (when it was accepted, by the store's clock).
+	QueuedRun = threadlinev1.QueuedRun
+	// QueuedRunKind is why a request waits in a thread's queue: QueuedEnqueued.
+	QueuedRunKind = threadlinev1.QueuedRunKind
 )
 
 // Short names for the values of RunStatus and DeferredKind.
@@ -78,6 +88,23 @@ const (
 	ThreadRunning   = threadlinev1.ThreadStatus_THREAD_STATUS_RUNNING
 	ThreadSuspended = threadlinev1.ThreadStatus_THREAD_STATUS_SUSPENDED
 )
+
+// Short names for the values of BusyStrategy. The zero value (unspecified) is BusyReject.
+const (
+	// BusyReject fails at once with a *ThreadBusyError while a run holds the thread or requests
+	// wait in its queue (a retry of the running request itself attaches to it instead).
+	BusyReject = threadlinev1.BusyStrategy_BUSY_STRATEGY_REJECT
+	// BusyEnqueue waits in the thread's durable queue (Thread.Queue) and runs after the requests
+	// accepted before it, each once, in acceptance order; a free thread with an empty queue runs
+	// it at once. At most ThreadStoreInfo.max_queued_runs wait per thread: one more is a
+	// *ThreadQueueFullError. Answers are never queued (a running thread's are a
+	// *ThreadNotSuspendedError).
+	BusyEnqueue = threadlinev1.BusyStrategy_BUSY_STRATEGY_ENQUEUE
+)
+
+// QueuedEnqueued is the QueuedRunKind of a request a BusyEnqueue run queued: it waits for every
+// request accepted before it.
+const QueuedEnqueued = threadlinev1.QueuedRunKind_QUEUED_RUN_KIND_ENQUEUED
 
 // Text is a plain text prompt for RunSpec.Prompt.
 //

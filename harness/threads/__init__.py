@@ -6,10 +6,19 @@ package loads SQLAlchemy; `import harness` alone does not.
 """
 
 from .database import Database, SchemaTooNew, StoreKind, open_database
+from .digest import BusyStrategy
 from .host import MAX_LABEL_FILTERS, DurableHost, check_labels, check_storable
 from .items import ThreadRunItem, ThreadRunStarted
 from .outcome import ThreadCommittedEvent, ThreadRunOutcome
-from .records import THREAD_STATUS_NAMES, CheckpointKind, CheckpointRow, RunRowStatus, ThreadRow, ThreadStatus
+from .records import (
+    THREAD_STATUS_NAMES,
+    CheckpointKind,
+    CheckpointRow,
+    QueuedKind,
+    RunRowStatus,
+    ThreadRow,
+    ThreadStatus,
+)
 from .request import Launcher, ThreadRunRequest
 from .run import LISTENER_BACKLOG, ThreadRun
 from .store import ThreadStore
@@ -18,11 +27,13 @@ __all__ = (
     "LISTENER_BACKLOG",
     "MAX_LABEL_FILTERS",
     "THREAD_STATUS_NAMES",
+    "BusyStrategy",
     "CheckpointKind",
     "CheckpointRow",
     "Database",
     "DurableHost",
     "Launcher",
+    "QueuedKind",
     "RunRowStatus",
     "SchemaTooNew",
     "StoreKind",

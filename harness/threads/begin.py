@@ -18,9 +18,20 @@ from ..errors import ErrorCode, HarnessError, RecordedRefusal, ThreadError
 from .outcome import ThreadRunOutcome
 from .records import THREAD_STATUS_NAMES, RunRow, ThreadRow
 from .request import ThreadRunRequest
-from .store import busy, conflict, interrupted
+from .store import busy, conflict, interrupted, queue_busy
 
-__all__ = ("Attach", "Cancelled", "Decision", "GiveUp", "Refuse", "Replay", "RunAttempt", "decide")
+__all__ = (
+    "Attach",
+    "Cancelled",
+    "Decision",
+    "Enqueue",
+    "GiveUp",
+    "Queued",
+    "Refuse",
+    "Replay",
+    "RunAttempt",
+    "decide",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +89,32 @@ class Cancelled:
     run_id: str
 
 
-Decision = Replay | Refuse | Attach | RunAttempt | GiveUp | Cancelled
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    """The thread is busy and the request is `BUSY_STRATEGY_ENQUEUE`: accept it into the queue."""
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """The request waits in the thread's queue (a retry of a queued one): follow it once it starts."""
+
+    run_id: str
+
+
+Decision = Replay | Refuse | Attach | RunAttempt | GiveUp | Cancelled | Enqueue | Queued
 
 
 def decide(
-    thread: ThreadRow, record: RunRow | None, request: ThreadRunRequest, *, max_attempts: int = 0
+    thread: ThreadRow,
+    record: RunRow | None,
+    request: ThreadRunRequest,
+    *,
+    max_attempts: int = 0,
+    start: bool = False,
 ) -> Decision:
     """What `request` does on `thread`, whose run record for the request's ID is `record` (or none);
-    a detached request gets at most `max_attempts` attempts that end by a lost server (0: no cap)."""
+    a detached request gets at most `max_attempts` attempts that end by a lost server (0: no cap).
+    `start`: the server starts the queued `record`, its queue's head (LIVE §4.2)."""
     if record is not None:
         if not request.matches(record.digest):
             return Refuse(
@@ -109,19 +138,34 @@ def decide(
                     attempts=record.crashed_attempts if _spent(record, max_attempts) else None,
                 )
             )
+        if record.status == "queued" and not start:
+            return Queued(record.run_id)
     elif request.expected_revision and request.expected_revision != thread.revision:
         return Refuse(conflict(thread))
     lease = thread.live_lease
     if lease is not None:
         if record is not None and lease.request_id == request.request_id:
             return Attach(lease.run_id)  # its answers and revision are not checked again (LIVE §2.5)
-        return Refuse(busy(thread, lease))
+        return _busy(thread, record, request, start, busy(thread, lease))
     stopped = thread.lease  # expired: its attempt stopped
     if stopped is not None and thread.cancel_requested and stopped.request_id == request.request_id:
         return Cancelled(stopped.run_id)  # asked, and never carried out by its holder
-    if stopped is not None and thread.sweep_after is not None and stopped.request_id != request.request_id:
+    if (
+        not start
+        and stopped is not None
+        and thread.sweep_after is not None
+        and stopped.request_id != request.request_id
+    ):
         # The server's own work comes first (LIVE §3.2): a detached request is never superseded.
-        return Refuse(busy(thread, stopped), sweep=True)
+        error = queue_busy(thread) if thread.queue else busy(thread, stopped)
+        return _busy(thread, record, request, start, error, sweep=True)
+    answers_now = request.answers is not None and thread.pending is not None
+    if (thread.queue and not start and record is None and not answers_now) or (
+        start and thread.pending is not None
+    ):
+        # Requests wait their turn (FIFO); answers to the pending batch go first (LIVE §4.5), and a
+        # suspended thread's queue waits for them.
+        return _busy(thread, record, request, start, queue_busy(thread), sweep=not start)
     if record is not None and _spent(record, max_attempts):
         return GiveUp(record.crashed_attempts)
     if record is None and request.answers is not None and thread.pending is None:
@@ -144,6 +188,31 @@ def decide(
         normal_resume=normal,
         head_tools=not request.client_tools and (resume is not None or thread.recovery_pending),
     )
+
+
+def _busy(
+    thread: ThreadRow,
+    record: RunRow | None,
+    request: ThreadRunRequest,
+    start: bool,
+    error: ThreadError,
+    *,
+    sweep: bool = False,
+) -> Decision:
+    """The thread is busy: a new ENQUEUE request waits in its queue (answers cannot: the batch they
+    answer is being consumed, LIVE §4.5); any other is refused with `error`."""
+    if start or record is not None or request.busy_strategy != "enqueue":
+        return Refuse(error, sweep=sweep)
+    if request.answers is not None:
+        return Refuse(
+            ThreadError(
+                f"Thread {thread.thread_id!r} is running: its pending batch is being consumed, and "
+                "answers are never queued.",
+                code=ErrorCode.THREAD_NOT_SUSPENDED,
+                details={"thread_id": thread.thread_id, "status": THREAD_STATUS_NAMES[thread.status]},
+            )
+        )
+    return Enqueue()
 
 
 def _spent(record: RunRow, max_attempts: int) -> bool:

@@ -33,8 +33,8 @@ DIGEST_VERSION = "v2:"
 """The prefix of every digest this core makes; a stored digest without it is a legacy one."""
 _HEX_DIGITS = 60
 
-BusyStrategy = Literal["reject"]
-"""What a request does when another run holds its thread (THREADS §9); only `reject` for now."""
+BusyStrategy = Literal["reject", "enqueue"]
+"""What a request does when its thread is busy (LIVE §4.1): refused, or queued after the others."""
 
 _PROMPT: TypeAdapter[str | list[UserContent]] = TypeAdapter(str | list[UserContent])
 _ANSWERS: TypeAdapter[DeferredToolResults] = TypeAdapter(DeferredToolResults)

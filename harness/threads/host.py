@@ -28,7 +28,7 @@ from .cache import CachedHead, HeadCache
 from .codec import state_parts
 from .detached import next_attempt
 from .eventlog import Encoder, LogSettings, Numbered
-from .join import ChangeKind, attempt_of, follow_on, watch
+from .join import ChangeKind, attempt_of, follow_on, until_started, watch
 from .outcome import ThreadRunOutcome
 from .pages import PageTokens
 from .records import CheckpointKind, CheckpointRow, Head, RunRow, RunRowStatus, ThreadRow, ThreadStatus
@@ -104,12 +104,15 @@ class DurableHost:
         encode: Encoder | None = None,
         log_settings: LogSettings | None = None,
         max_run_attempts: int = 3,
+        max_queued_runs: int = 16,
     ) -> None:
         self.store = store
         self.launcher = launcher
         self.lease_ttl = lease_ttl
         self.max_run_attempts = max_run_attempts
         """A detached request closes INTERRUPTED once this many attempts ended by a lost server."""
+        self.max_queued_runs = max_queued_runs
+        """How many requests may wait in one thread's queue; one more is refused `THREAD_QUEUE_FULL`."""
         self._sweep_now = asyncio.Event()
         self.encode = encode
         """The wire form of every event a run streams (the server's `RunEvent` bytes); with none, events
@@ -350,10 +353,13 @@ class DurableHost:
 
     # -- runs ---------------------------------------------------------------------------------------
 
-    def run(self, request: ThreadRunRequest, *, detached: bool = False, driven: bool = False) -> ThreadRun:
+    def run(
+        self, request: ThreadRunRequest, *, detached: bool = False, driven: bool = False, queued: str = ""
+    ) -> ThreadRun:
         """Start `request` in a task of its own; follow it with `ThreadRun.items()`. `detached`: the
-        server drives it (`StartThreadRun`); `driven`: the server itself started it (a next attempt)."""
-        run = ThreadRun(self, request, detached=detached, driven=driven)
+        server drives it (`StartThreadRun`); `driven`: the server itself started it (a next attempt);
+        `queued`: it is its queue's head, accepted under that run ID."""
+        run = ThreadRun(self, request, detached=detached, driven=driven, queued=queued)
         self._runs.add(run)
         run.task.add_done_callback(lambda _task: self._runs.discard(run))
         return run
@@ -433,7 +439,10 @@ class DurableHost:
         """
         thread = await self.thread(thread_id)
         run_id, request_id = await attempt_of(self.store, thread, run_id=run_id, request_id=request_id)
-        return run_id, request_id, follow_on(self, thread_id, run_id, after=after)
+        events = follow_on(self, thread_id, run_id, after=after)
+        if any(queued.run_id == run_id for queued in thread.queue):
+            events = _once_started(self.store, thread_id, request_id, events)
+        return run_id, request_id, events
 
     def watch(self, thread_id: str) -> AsyncGenerator[tuple[ThreadRow, tuple[ChangeKind, ...]], None]:
         """`WatchThread` (LIVE §2.7): the thread's snapshot, then one per change."""
@@ -469,7 +478,8 @@ class DurableHost:
 
     async def _take_up(self, thread_id: str, claim: float) -> None:
         """The claimed thread's due work: (a) a detached request's next attempt, (c) closing a run whose
-        cancel was asked of a holder now gone; else none is left (or not yet: a lease renewed)."""
+        cancel was asked of a holder now gone, (b) starting its queue's head; else none is left (or not
+        yet: a lease renewed)."""
         thread = await self.store.thread(thread_id)
         if thread is None:
             return
@@ -484,25 +494,45 @@ class DurableHost:
                 await self.cancel(thread_id, stopped.run_id)  # closes it CANCELLED, releasing the thread
                 return
             if record.detached:
-                run = self.run(next_attempt(thread_id, record), detached=True, driven=True)
-                run.detach()
-                await asyncio.wait([run.started])
-                if not run.started.cancelled() and (error := run.started.exception()) is not None:
-                    LOGGER.info(
-                        "sweep_start_refused",
-                        extra={"fields": {**_request_ids(thread_id, record), "reason": error_reason(error)}},
-                    )
-                    # No room after all, or a race: due again at the next pass (a failed start's close
-                    # has cleared the work already).
-                    await self.store.move_sweep(thread_id, seen=claim, after=0.0)
+                await self._start_driven(thread_id, claim, record, queued="")
+                return
+        if thread.queue and thread.pending is None:
+            # The head of the queue, superseding an attached request whose holder is gone (LIVE §4.2).
+            head = await self.store.run_record(thread_id, thread.queue[0].request_id)
+            if head is not None and head.status == "queued":
+                await self._start_driven(thread_id, claim, head, queued=head.run_id)
                 return
         await self.store.move_sweep(thread_id, seen=claim, after=None)
+
+    async def _start_driven(self, thread_id: str, claim: float, record: RunRow, *, queued: str) -> None:
+        """Start the server-driven `record`: its next attempt, or (`queued`) its first from the queue.
+        A start refused (no room after all, a race) leaves the work due at the next pass; a failed
+        start's close has cleared it already."""
+        run = self.run(next_attempt(thread_id, record), detached=True, driven=True, queued=queued)
+        run.detach()
+        await asyncio.wait([run.started])
+        if not run.started.cancelled() and (error := run.started.exception()) is not None:
+            LOGGER.info(
+                "sweep_start_refused",
+                extra={"fields": {**_request_ids(thread_id, record), "reason": error_reason(error)}},
+            )
+            await self.store.move_sweep(thread_id, seen=claim, after=0.0)
 
     async def drain(self, grace: float) -> None:
         """Wait up to `grace` seconds for the runs to end (the caller cancelled their streams)."""
         tasks = [run.task for run in self._runs]
         if tasks:
             await asyncio.wait(tasks, timeout=grace)
+
+
+async def _once_started(
+    store: ThreadStore, thread_id: str, request_id: str, events: AsyncGenerator[Numbered, None]
+) -> AsyncGenerator[Numbered, None]:
+    """A join of a queued request: its first attempt's events, once it left the queue (LIVE §4.2)."""
+    async with contextlib.aclosing(events):
+        await until_started(store, thread_id, request_id)
+        async for event in events:
+            yield event
 
 
 def _request_ids(thread_id: str, record: RunRow) -> dict[str, str]:

@@ -20,7 +20,7 @@ from .outcome import ThreadRunOutcome
 from .records import RunRow, ThreadRow
 from .store import ThreadStore, interrupted, not_found, run_not_found
 
-__all__ = ("ChangeKind", "Following", "attempt_of", "follow", "follow_on", "watch")
+__all__ = ("ChangeKind", "Following", "attempt_of", "follow", "follow_on", "until_started", "watch")
 
 ChangeKind = Literal[
     "snapshot", "committed", "run_started", "run_ended", "rolled_back", "queue", "lease_expired"
@@ -68,6 +68,22 @@ async def attempt_of(
         code=ErrorCode.RUN_NOT_FOUND,
         details={"thread_id": thread.thread_id},
     )
+
+
+_QUEUE_POLL_S = 1.0
+"""A queued request's follower re-reads its record at least this often (every change wakes it too)."""
+
+
+async def until_started(store: ThreadStore, thread_id: str, request_id: str) -> None:
+    """Wait while the request waits in its thread's queue (LIVE §4.2): return once it started, was
+    cancelled, or its thread is gone. Every change of the thread wakes this, on any replica (`Hub`)."""
+    with store.hub.thread(thread_id) as signal:
+        while True:
+            seen = signal.version
+            record = await store.run_record(thread_id, request_id)
+            if record is None or record.status != "queued":
+                return
+            await signal.wait(seen, _QUEUE_POLL_S)
 
 
 class Following(Protocol):
@@ -250,4 +266,6 @@ async def _changes(store: ThreadStore, last: ThreadRow, current: ThreadRow) -> t
         found.append(committed)
     if ended is not None:
         found.append(ended)
+    if [queued.request_id for queued in last.queue] != [queued.request_id for queued in current.queue]:
+        found.append("queue")
     return tuple(found)

@@ -6,7 +6,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Literal
 
-__all__ = ("FINISHED", "THREAD_STATUS_NAMES", "CheckpointKind", "RunRowStatus", "ThreadStatus")
+__all__ = (
+    "FINISHED",
+    "THREAD_STATUS_NAMES",
+    "CheckpointKind",
+    "QueuedKind",
+    "RunRowStatus",
+    "ThreadStatus",
+)
 
 ThreadStatus = Literal["idle", "running", "suspended"]
 THREAD_STATUS_NAMES: Mapping[ThreadStatus, str] = MappingProxyType(
@@ -17,6 +24,10 @@ ErrorInfo metadata, where a `status` must read as `Thread.status` does, so they 
 CheckpointKind = Literal[
     "created", "imported", "forked", "mid_run", "completed", "suspended", "failed", "cancelled", "rolled_back"
 ]
-RunRowStatus = Literal["running", "completed", "suspended", "failed", "cancelled", "error", "interrupted"]
+RunRowStatus = Literal[
+    "queued", "running", "completed", "suspended", "failed", "cancelled", "error", "interrupted"
+]
+QueuedKind = Literal["enqueued"]
+"""Why a request waits in its thread's queue (LIVE §4.2): `BUSY_STRATEGY_ENQUEUE`, after those before it."""
 FINISHED: frozenset[RunRowStatus] = frozenset({"completed", "suspended", "failed", "cancelled", "error"})
 """Run record statuses whose outcome a retry replays."""

@@ -12,7 +12,21 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, case, delete, exists, insert, or_, select, text, update
+from sqlalchemy import (
+    Float,
+    Table,
+    and_,
+    bindparam,
+    case,
+    cast,
+    delete,
+    exists,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 
 from .kinds import ThreadStatus
 from .schema import blobs, checkpoints, labels, runs, threads
@@ -40,15 +54,18 @@ __all__ = (
     "SELECT_CHECKPOINT",
     "SELECT_CHECKPOINTS",
     "SELECT_DUE",
+    "SELECT_QUEUE",
     "SELECT_RUN",
     "SELECT_RUNS_BY_RUN_ID",
     "SELECT_RUNS_WITH_ATTEMPT",
     "SELECT_THREAD",
+    "START_QUEUED",
     "TAKE_THREAD",
     "UPDATE_RUN",
     "UPDATE_THREAD",
     "ListingShape",
     "key",
+    "released",
 )
 
 NAMESPACE = ""
@@ -72,15 +89,39 @@ _SWEEP_WITH_LEASE = case((threads.c.sweep_after.is_(None), None), else_=bindpara
 """A renewal moves the server's own work on the thread (`sweep_after`) with the lease, if it has any."""
 
 
+_SWEEP_QUEUE = case((threads.c.queue_length > 0, cast(bindparam("sweep_queue"), Float)), else_=None)
+"""A lease's end makes the queue's head due (`sweep_queue`: the store's now, or NULL while the new head
+is suspended, LIVE §4.2); no queue, no work."""
+
+
+_SWEEP_BEGIN = case(
+    (threads.c.queue_length > 0, bindparam("lease_expires")), else_=bindparam("sweep_begin", type_=Float)
+)
+"""A Begin makes the server's work due at the lease's expiry when a queue waits behind it (should its
+holder die, the queue goes on), else `sweep_begin` (the expiry for a detached request, or NULL)."""
+
+
 def _update(names: tuple[str, ...]) -> dict[str, Any]:
     """An update of a thread's columns `names`, each from its parameter; `change_seq` grows by one;
-    `sweep_with_lease` (no column) moves `sweep_after` to `lease_expires` unless it is NULL."""
+    no column: `sweep_with_lease` moves `sweep_after` to `lease_expires` unless it is NULL,
+    `sweep_queue` sets it to its parameter if requests wait in the queue, `sweep_begin` is a Begin's
+    (`_SWEEP_BEGIN`), `queue_push` adds one to the
+    queue (its length and its allocator), `queue_pop` takes one off."""
     values: dict[str, Any] = {}
     for name in names:
         if name == "change_seq":
             values[name] = threads.c.change_seq + 1
         elif name == "sweep_with_lease":
             values["sweep_after"] = _SWEEP_WITH_LEASE
+        elif name == "sweep_queue":
+            values["sweep_after"] = _SWEEP_QUEUE
+        elif name == "sweep_begin":
+            values["sweep_after"] = _SWEEP_BEGIN
+        elif name == "queue_push":
+            values["queue_length"] = threads.c.queue_length + 1
+            values["queue_next"] = threads.c.queue_next + 1
+        elif name == "queue_pop":
+            values["queue_length"] = threads.c.queue_length - 1
         else:
             values[name] = bindparam(name)
     return values
@@ -104,6 +145,13 @@ LEASE_RELEASED: Mapping[str, Any] = MappingProxyType(
 )
 """The lease columns of a thread no run holds: what a run's end, a rollback and a cancel write (no work
 is left for the server either)."""
+
+
+def released(queue_due: float | None) -> dict[str, Any]:
+    """`LEASE_RELEASED`, but a waiting queue's head due at `queue_due` (None: it waits, LIVE §4.2)."""
+    values = {name: value for name, value in LEASE_RELEASED.items() if name != "sweep_after"}
+    return {**values, "sweep_queue": queue_due}
+
 
 # -- threads -------------------------------------------------------------------------------------------
 
@@ -136,7 +184,7 @@ COMMIT_HEAD = StatementFamily[tuple[str, ...]](
             threads.c.revision == bindparam("expected_revision"),
         )
         .values(_update(names))
-        .returning(threads.c.incarnation)
+        .returning(threads.c.incarnation, threads.c.sweep_after)
     )
 )
 """A lease holder's fenced commit: sets the columns `names`; returns the incarnation (no row: fenced out)."""
@@ -149,8 +197,20 @@ RENEW_LEASE = Statement(
         threads.c.lease_expires > bindparam("now"),  # an expired lease is left to expire (THREADS §4 step 2)
     )
     .values(lease_expires=bindparam("lease_expires"), sweep_after=_SWEEP_WITH_LEASE)
-    .returning(threads.c.cancel_requested, threads.c.sweep_after)
+    .returning(
+        threads.c.cancel_requested,
+        select(runs.c.detached)
+        .where(
+            runs.c.namespace == threads.c.namespace,
+            runs.c.thread_id == threads.c.thread_id,
+            runs.c.request_id == threads.c.lease_request_id,
+        )
+        .scalar_subquery()
+        .label("detached"),
+    )
 )
+"""A holder's renewal; returns whether a cancel was asked and whether its request is server-driven now
+(a `StartThreadRun` retry may have made it so)."""
 SELECT_DUE = Statement(
     select(threads.c.thread_id, threads.c.sweep_after)
     .where(threads.c.namespace == bindparam("namespace"), threads.c.sweep_after <= bindparam("now"))
@@ -233,6 +293,20 @@ UPDATE_RUN = StatementFamily[tuple[str, ...]](
         update(runs).where(*_keyed(runs), runs.c.request_id == bindparam("request_id")).values(_set(names))
     )
 )
+SELECT_QUEUE = Statement(
+    select(runs.c.request_id, runs.c.run_id, runs.c.queue_kind, runs.c.create_time)
+    .where(*_keyed(runs), runs.c.status == "queued")
+    .order_by(runs.c.queue_seq)
+)
+"""A thread's queue in run order (LIVE §4.2; index `runs_by_queue`)."""
+START_QUEUED = Statement(
+    update(runs)
+    .where(*_keyed(runs), runs.c.request_id == bindparam("request_id"), runs.c.status == "queued")
+    .values(_set(("status", "attempts", "begin_revision", "update_time")))
+    .returning(runs.c.request_id)
+)
+"""A queued record leaves the queue only by this compare-and-set on its own status (LIVE §4.8): a cancel
+that won the race leaves the start writing nothing."""
 CLOSE_UNFINISHED_RUN = Statement(
     update(runs)
     .where(*_keyed(runs), runs.c.request_id == bindparam("request_id"), runs.c.status == "running")

@@ -16,7 +16,7 @@ from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume
 from ..errors import HarnessError, RecordedRefusal
 from .blobs import BlobRef
-from .kinds import FINISHED, THREAD_STATUS_NAMES, CheckpointKind, RunRowStatus, ThreadStatus
+from .kinds import FINISHED, THREAD_STATUS_NAMES, CheckpointKind, QueuedKind, RunRowStatus, ThreadStatus
 from .outcome import ThreadRunOutcome
 
 __all__ = (
@@ -27,6 +27,8 @@ __all__ = (
     "Head",
     "Lease",
     "Prompt",
+    "QueuedKind",
+    "QueuedRun",
     "RunEnd",
     "RunRow",
     "RunRowStatus",
@@ -64,6 +66,17 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
+class QueuedRun:
+    """A request waiting in its thread's queue (LIVE §4.2), with the run ID its first attempt takes."""
+
+    request_id: str
+    run_id: str
+    kind: QueuedKind
+    create_time: float
+    """Seconds since the epoch, by the store's clock."""
+
+
+@dataclass(frozen=True, slots=True)
 class ThreadRow:
     """A thread as stored, read at the store's time `now`."""
 
@@ -88,11 +101,25 @@ class ThreadRow:
     sweep_after: float | None = None
     """When the server has work of its own on the thread (LIVE §3.2): a server-driven request's next
     attempt, or a cancel whose holder may be gone, due then (store's clock); None: none."""
+    queue_length: int = 0
+    """How many requests wait in the thread's queue (LIVE §4.2)."""
+    queue: tuple[QueuedRun, ...] = ()
+    """Those requests in run order (read with the thread when it has any; empty in a listing)."""
 
     @property
     def live_lease(self) -> Lease | None:
         """The lease, while it has not expired by the store's clock."""
         return self.lease if self.lease is not None and self.lease.expires > self.now else None
+
+    @property
+    def busy(self) -> bool:
+        """Whether a new request finds the thread busy (LIVE §4.1): a live lease, a server-driven
+        request's due attempt (work due on a stopped lease), or requests waiting in its queue."""
+        return (
+            self.live_lease is not None
+            or self.queue_length > 0
+            or (self.lease is not None and self.sweep_after is not None)
+        )
 
     @property
     def recovery_pending(self) -> bool:
@@ -166,6 +193,8 @@ class RunRow:
     """Started by `StartThreadRun`: the server drives it to its end (LIVE §3.2)."""
     spec: str | None = None
     """A detached request's `DetachedSpec` JSON: what its next attempts run with."""
+    queue_kind: QueuedKind | None = None
+    """Why it waited in the queue, for a request accepted there (LIVE §4.2); None: it ran at once."""
 
     @property
     def crashed_attempts(self) -> int:

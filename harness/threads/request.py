@@ -79,6 +79,8 @@ class RunHost(Protocol):
     lease_ttl: float
     max_run_attempts: int
     """A detached request closes INTERRUPTED once this many attempts ended by a lost server (0: no cap)."""
+    max_queued_runs: int
+    """How many requests may wait in one thread's queue (LIVE §4.2)."""
     on_commit: Callable[[], None] | None
     encode: Encoder | None
     """The wire form of each event (the server's); `None`: events are not encoded, and no log is kept."""

@@ -96,8 +96,6 @@ _LATER_THREAD_COLUMNS: dict[str, Any] = {
 """LIVE §4-§5's columns of a new thread (migration 0003), at their defaults until those parts write them."""
 
 _LATER_RUN_COLUMNS: dict[str, Any] = {
-    "queue_seq": None,
-    "queue_kind": None,
     "rollback_of": None,
     "rolled_back": False,
     "digest_parts": None,
@@ -129,6 +127,7 @@ def thread_row(row: Any, now: float) -> ThreadRow:
         now=now,
         change_seq=int(row.change_seq),
         sweep_after=None if row.sweep_after is None else float(row.sweep_after),
+        queue_length=int(row.queue_length),
     )
 
 
@@ -179,9 +178,11 @@ def checkpoint_row(row: Any, prefix: str = "") -> CheckpointRow:
 # -- run records ---------------------------------------------------------------------------------------
 
 
-def run_values(record: RunRow, *, thread_id: str, now: float, begin_revision: int) -> dict[str, Any]:
+def run_values(
+    record: RunRow, *, thread_id: str, now: float, begin_revision: int, queue_seq: int | None = None
+) -> dict[str, Any]:
     """Every column of a new run record (`INSERT_RUN`), made at the store's time `now` on the head
-    `begin_revision`."""
+    `begin_revision` (0 for a queued one: it begins later), `queue_seq` its place in the queue."""
     return {
         "namespace": NAMESPACE,
         "thread_id": thread_id,
@@ -189,7 +190,7 @@ def run_values(record: RunRow, *, thread_id: str, now: float, begin_revision: in
         "digest": record.digest,
         "prompt": prompt_json(record.prompt),
         "status": record.status,
-        "outcome": None if record.status == "running" else end_json(record.outcome),
+        "outcome": None if record.status in ("running", "queued") else end_json(record.outcome),
         "attempts": attempts_json(record.attempts),
         "run_id": record.run_id,
         "committed_revision": record.committed_revision,
@@ -198,6 +199,8 @@ def run_values(record: RunRow, *, thread_id: str, now: float, begin_revision: in
         "detached": record.detached,
         "spec": record.spec,
         "begin_revision": begin_revision,
+        "queue_seq": queue_seq,
+        "queue_kind": record.queue_kind,
         **_LATER_RUN_COLUMNS,
     }
 
@@ -216,6 +219,7 @@ def run_row(row: Any) -> RunRow:
         begin_revision=int(row.begin_revision or 0),
         detached=bool(row.detached),
         spec=row.spec,
+        queue_kind=row.queue_kind,
     )
 
 

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,14 +34,14 @@ from ..events import HarnessCheckpointEvent, HarnessRunResultEvent
 from ..results import HarnessRunResult
 from ..run_request import RunRequest
 from ..state import HarnessState
-from .begin import Attach, Cancelled, GiveUp, Refuse, Replay, decide
+from .begin import Attach, Cancelled, Enqueue, GiveUp, Queued, Refuse, Replay, decide
 from .codec import state_parts
 from .commits import Committer
 from .detached import spec_json
 from .eventlog import AttemptLog, Numbered
 from .items import TERMINAL_KIND as _KIND
 from .items import replay
-from .join import follow_on
+from .join import follow_on, until_started
 from .lease import LeaseKeeper, Lost
 from .outcome import ThreadCommittedEvent, ThreadRunOutcome
 from .records import CheckpointKind, Head, RunRowStatus, StateParts, ThreadRow
@@ -74,6 +75,8 @@ class Started:
     run_id: str
     revision: int
     replayed: ThreadRunOutcome | None = None
+    queue_position: int = 0
+    """The request waits in the thread's queue at this place (1 = next); 0: it runs, or ran."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +95,18 @@ class ThreadRun:
     """
 
     def __init__(
-        self, host: RunHost, request: ThreadRunRequest, *, detached: bool = False, driven: bool = False
+        self,
+        host: RunHost,
+        request: ThreadRunRequest,
+        *,
+        detached: bool = False,
+        driven: bool = False,
+        queued: str = "",
     ) -> None:
         self._host = host
         self.request = request
+        self._queued = queued
+        """The run ID a queued request was accepted with, when the server starts it (its queue's head)."""
         self.detached = detached
         """Server-driven (`StartThreadRun`, a sweeper's next attempt): no listener; parked by a drain."""
         self._driven = driven
@@ -230,10 +241,13 @@ class ThreadRun:
     async def _execute(self) -> AsyncGenerator[Numbered, None]:
         host, request = self._host, self.request
         store = host.store
-        for attempt in range(_BEGIN_TRIES):
+        races = 0
+        while True:
             thread = await host.thread(request.thread_id)
             record = await store.run_record(request.thread_id, request.request_id)
-            decision = decide(thread, record, request, max_attempts=host.max_run_attempts)
+            decision = decide(
+                thread, record, request, max_attempts=host.max_run_attempts, start=bool(self._queued)
+            )
             if isinstance(decision, Refuse):
                 if decision.sweep:
                     host.sweep_soon()
@@ -241,7 +255,7 @@ class ThreadRun:
                 raise host.launcher.refused_again(error) if isinstance(error, RecordedRefusal) else error
             if isinstance(decision, Replay):
                 outcome = decision.outcome
-                self.started.set_result(Started(outcome.run_id, outcome.revision, replayed=outcome))
+                self._announce(Started(outcome.run_id, outcome.revision, replayed=outcome))
                 encode = host.encode
                 for sequence, replayed in enumerate(replay(outcome)):
                     yield Numbered(sequence, replayed, None if encode is None else encode(replayed, sequence))
@@ -254,7 +268,7 @@ class ThreadRun:
                 try:
                     await store.close_request(thread, record.request_id, status="interrupted", outcome=None)
                 except ThreadError as error:
-                    if error.code in _MOVED and attempt + 1 < _BEGIN_TRIES:
+                    if error.code in _MOVED and (races := races + 1) < _BEGIN_TRIES:
                         continue
                     raise
                 LOGGER.warning(
@@ -268,12 +282,32 @@ class ThreadRun:
                 if self.detached and not await store.detach(request.thread_id, request.request_id):
                     continue  # it finished meanwhile: decide again (a replay)
                 assert record is not None
-                self.started.set_result(Started(decision.run_id, record.begin_revision))
+                self._announce(Started(decision.run_id, record.begin_revision))
                 if self.detached:
                     return  # nobody listens: the run goes on where it runs
                 async for event in self._attach(thread, decision.run_id):
                     yield event
                 return
+            if isinstance(decision, Enqueue | Queued):
+                if isinstance(decision, Enqueue):
+                    try:
+                        queued = await self._enqueue(thread)
+                    except ThreadError as error:
+                        if error.code in _MOVED and (races := races + 1) < _BEGIN_TRIES:
+                            continue  # free now, or accepted meanwhile: decide again
+                        raise
+                else:
+                    waiting = [entry.request_id for entry in thread.queue]
+                    if request.request_id not in waiting:  # accepted after our read of the thread
+                        races += 1
+                        continue
+                    place = waiting.index(request.request_id) + 1
+                    queued = Started(decision.run_id, thread.revision, queue_position=place)
+                self._announce(queued)
+                if self.detached:
+                    return  # `StartThreadRun`: QUEUED; the server starts it in its turn
+                await until_started(store, request.thread_id, request.request_id)
+                continue  # it started (attach), or ended (replay), or the thread went away
             head, state = await host.head_state(thread)
             tools = list(head.checkpoint.client_tools if decision.head_tools else request.client_tools)
             run = RunRequest(
@@ -283,6 +317,7 @@ class ThreadRun:
                 tool_recovery=request.tool_recovery,
                 usage_limits=request.usage_limits,
                 barrier=self,
+                run_id=self._queued or None,
             )
             try:
                 stream = host.launcher.stream(thread.agent, run, client_tools=tools)
@@ -311,7 +346,7 @@ class ThreadRun:
                         spec=spec_json(request) if self.detached else None,
                     )
                 except ThreadError as error:
-                    if error.code in _MOVED and attempt + 1 < _BEGIN_TRIES:
+                    if error.code in _MOVED and (races := races + 1) < _BEGIN_TRIES:
                         continue  # the thread moved between our read and our write: decide again
                     raise
                 if time.monotonic() - sent > host.lease_ttl:
@@ -319,7 +354,7 @@ class ThreadRun:
                 begun()
                 self.run_id = stream.run_id
                 self._recorded = recorded
-                self.started.set_result(Started(stream.run_id, thread.revision))
+                self._announce(Started(stream.run_id, thread.revision))
                 holder = _Holder(
                     host,
                     taken,
@@ -340,7 +375,40 @@ class ThreadRun:
                     async for item in holder.run():
                         yield item
                 return
-        raise AssertionError("unreachable: the last Begin try raises")  # pragma: no cover
+
+    def _announce(self, started: Started) -> None:
+        """Resolve `started` once: a queued request's caller decides again after it started."""
+        if not self.started.done():
+            self.started.set_result(started)
+
+    async def _enqueue(self, thread: ThreadRow) -> Started:
+        """Accept the request into the busy thread's queue (LIVE §4.2) under the run ID its first
+        attempt will take. The checks a start makes run now, on the head as it is (a request the
+        server would refuse is refused before it waits); they run again when it starts."""
+        host, request = self._host, self.request
+        head, state = await host.head_state(thread)
+        tools = list(head.checkpoint.client_tools if not request.client_tools else request.client_tools)
+        check = RunRequest(
+            request.input,
+            previous_state=state,
+            tool_recovery=request.tool_recovery,
+            usage_limits=request.usage_limits,
+        )
+        host.launcher.stream(thread.agent, check, client_tools=tools)  # raises what a start would
+        run_id = f"run-{uuid.uuid4().hex}"
+        written, place = await host.store.enqueue(
+            thread,
+            request_id=request.request_id,
+            run_id=run_id,
+            digest=request.digest,
+            prompt=request.input,
+            spec=spec_json(request),
+            expected_revision=request.expected_revision,
+            limit=host.max_queued_runs,
+        )
+        self.run_id = run_id
+        LOGGER.info("run_queued", extra={"fields": {**self._ids, "queue_position": place}})
+        return Started(run_id, written.revision, queue_position=place)
 
     async def _failed_start(self, thread: ThreadRow, request_id: str, error: HarnessError | Refusal) -> None:
         """A server-driven start failed the host's checks (the agent is gone, a check fails on the head it

@@ -42,7 +42,6 @@ from .queries import (
     INSERT_LABEL,
     INSERT_RUN,
     INSERT_THREAD,
-    LEASE_RELEASED,
     LIST_THREADS,
     LOCK_THREAD,
     MOVE_SWEEP,
@@ -52,14 +51,17 @@ from .queries import (
     SELECT_CHECKPOINT,
     SELECT_CHECKPOINTS,
     SELECT_DUE,
+    SELECT_QUEUE,
     SELECT_RUN,
     SELECT_RUNS_BY_RUN_ID,
     SELECT_RUNS_WITH_ATTEMPT,
     SELECT_THREAD,
+    START_QUEUED,
     TAKE_THREAD,
     UPDATE_RUN,
     UPDATE_THREAD,
     key,
+    released,
 )
 from .records import (
     Attempt,
@@ -68,6 +70,7 @@ from .records import (
     Head,
     Lease,
     Prompt,
+    QueuedRun,
     RunEnd,
     RunRow,
     RunRowStatus,
@@ -97,6 +100,8 @@ __all__ = (
     "busy",
     "conflict",
     "not_found",
+    "queue_busy",
+    "queue_full",
     "store_unavailable",
 )
 
@@ -147,6 +152,8 @@ class ThreadStore:
         self.logs = LogStore(self.worker, self.hub)
         """The run event logs' own transactions (appends, followers, the sweeper)."""
         self._listener: CancelListener | None = None
+        self._due: Callable[[], None] | None = None
+        """Told when a transaction here made the server's own work due now (a queue's head, LIVE §4.2)."""
 
     @property
     def healthy(self) -> bool:
@@ -176,6 +183,7 @@ class ThreadStore:
         PostgreSQL only (LISTEN/NOTIFY); elsewhere the holder reads the request at its next renewal, and
         sweepers find due work by their interval.
         """
+        self._due = due
         if self.database.conninfo is not None and self._listener is None:
             self._listener = CancelListener(
                 self.database.conninfo, asyncio.get_running_loop(), deliver, self.hub.noted, due
@@ -187,6 +195,12 @@ class ThreadStore:
             self._listener.close()
         self.hub.close()
         self.worker.close()
+
+    def _made_due(self, thread_id: str, due: bool) -> None:
+        """After a commit: poke the thread's followers, and this replica's sweeper when work is due now."""
+        self.hub.poke(thread_id)
+        if due and self._due is not None:
+            self._due()
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -332,7 +346,7 @@ class ThreadStore:
                 pending=requests_json(source.pending),
                 accepted=resume_json(source.remaining),
                 change_seq=None,
-                **LEASE_RELEASED,
+                **released(now if source.pending is None else None),
             )
             lose_logs(conn, thread.thread_id, now)
             copy = dataclasses.replace(
@@ -340,8 +354,9 @@ class ThreadStore:
             )
             INSERT_CHECKPOINT.run(conn, checkpoint_values(copy))
             _close_unfinished(conn, thread, now, status="interrupted")
-            notify_thread(conn, thread.thread_id)
-        self.hub.poke(thread.thread_id)
+            due = rolled.sweep_after is not None
+            notify_thread(conn, thread.thread_id, due=due)
+        self._made_due(thread.thread_id, due)
         return rolled
 
     @offloaded(read=False)
@@ -388,11 +403,13 @@ class ThreadStore:
                 (nothing was written; read again and decide again).
         """
         detached = spec is not None or (record is not None and record.detached)
+        queued = record is not None and record.status == "queued"
         with self.worker.transaction() as (conn, now):
             taken = _take(
                 conn,
                 thread,
                 now,
+                **({"queue_pop": 0} if queued else {}),
                 pending=None,
                 accepted=resume_json(accepted),
                 lease_run_id=run_id,
@@ -401,7 +418,7 @@ class ThreadStore:
                 lease_expires=now + ttl,
                 cancel_requested=False,
                 last_request_id=request_id,
-                sweep_after=now + ttl if detached else None,
+                sweep_begin=now + ttl if detached else None,
                 change_seq=None,
             )
             lose_logs(conn, thread.thread_id, now)
@@ -438,6 +455,24 @@ class ThreadStore:
                         taken_record, thread_id=thread.thread_id, now=now, begin_revision=thread.revision
                     ),
                 )
+            elif queued:
+                # Out of the queue only by a compare-and-set on its own status (LIVE §4.8).
+                taken_record = dataclasses.replace(
+                    record, status="running", attempts=(attempt,), begin_revision=thread.revision
+                )
+                started = START_QUEUED.first(
+                    conn,
+                    {
+                        **key(thread.thread_id),
+                        "request_id": request_id,
+                        "status": "running",
+                        "attempts": attempts_json(taken_record.attempts),
+                        "begin_revision": thread.revision,
+                        "update_time": now,
+                    },
+                )
+                if started is None:  # cancelled meanwhile: nothing is written, the caller decides again
+                    raise conflict(taken)
             else:
                 taken_record = dataclasses.replace(
                     record, attempts=(*record.attempts, attempt), run_id=run_id, detached=detached
@@ -490,7 +525,9 @@ class ThreadStore:
             expires: float | None = None
             names: tuple[str, ...] = ()
             if finish is not None:
-                values.update(pending=requests_json(finish.pending), update_time=now, **LEASE_RELEASED)
+                # The lease's end hands the thread to its queue's head, unless it waits on answers now.
+                due = now if finish.pending is None else None
+                values.update(pending=requests_json(finish.pending), update_time=now, **released(due))
             elif park:
                 values.update(lease_expires=now, sweep_after=now, change_seq=None)
             elif ttl is not None:
@@ -519,17 +556,20 @@ class ThreadStore:
                     record.update(status=finish.status, outcome=end_json(finish.outcome))
                 request_id = finish.request_id if finish is not None else checkpoint.request_id  # type: ignore[union-attr]
                 UPDATE_RUN[tuple(record)].run(conn, {**key(thread_id), "request_id": request_id, **record})
+            queue_due = finish is not None and written_row.sweep_after is not None
             if checkpoint is not None or finish is not None or park or (log is not None and log.count):
                 notify_thread(
                     conn,
                     thread_id,
                     run_id="" if log is None else log.run_id,
                     last_sequence=-1 if log is None else log.last,
-                    due=bool(park),
+                    due=bool(park) or queue_due,
                 )
         if checkpoint is not None or finish is not None or park or (log is not None and log.count):
             changed = checkpoint is not None or finish is not None or bool(park)
             self.hub.poke(thread_id, "" if log is None else log.run_id, changed=changed)
+        if queue_due and self._due is not None:
+            self._due()
         return Committed(head, expires, written)
 
     @offloaded(read=False)
@@ -548,7 +588,7 @@ class ThreadStore:
             )
             if renewed is None:
                 raise lease_lost(thread_id)
-        return now + ttl, bool(renewed.cancel_requested), renewed.sweep_after is not None
+        return now + ttl, bool(renewed.cancel_requested), bool(renewed.detached)
 
     @offloaded(read=False)
     def cancel(self, thread_id: str, run_id: str, *, outcome: ThreadRunOutcome) -> tuple[RunRowStatus, bool]:
@@ -568,6 +608,13 @@ class ThreadStore:
             record = _run_of(conn, thread_id, run_id)
             if record is None:
                 raise run_not_found(thread_id, run_id)
+            outcome = dataclasses.replace(outcome, request_id=record.request_id)
+            if record.status == "queued":
+                # It never runs (LIVE §4.2): closed with a result that has no state, at the head.
+                _close_queued(conn, thread_id, record.request_id, end_json(outcome), now)
+                notify_thread(conn, thread_id)
+                self.hub.poke(thread_id)
+                return "cancelled", False
             if record.status != "running":
                 return record.status, False
             live = thread.live_lease
@@ -589,15 +636,96 @@ class ThreadStore:
                     "update_time": now,
                 },
             )
+            due = False
             if thread.lease is not None and thread.lease.request_id == record.request_id:
-                released = {"fence": _fence(), "change_seq": None, **LEASE_RELEASED}
-                UPDATE_THREAD[tuple(released)].run(conn, {**key(thread_id), **released})
+                ended = {
+                    "fence": _fence(),
+                    "change_seq": None,
+                    **released(now if thread.pending is None else None),
+                }
+                UPDATE_THREAD[tuple(ended)].run(conn, {**key(thread_id), **ended})
                 lose_logs(conn, thread_id, now)
-                notify_thread(conn, thread_id)
-        self.hub.poke(thread_id)
+                due = thread.queue_length > 0 and thread.pending is None
+                notify_thread(conn, thread_id, due=due)
+        self._made_due(thread_id, due)
         return "cancelled", False
 
-    # -- server-driven requests (LIVE §3) ----------------------------------------------------------------
+    # -- server-driven requests (LIVE §3, §4) ------------------------------------------------------------
+
+    @offloaded(read=False)
+    def enqueue(
+        self,
+        thread: ThreadRow,
+        *,
+        request_id: str,
+        run_id: str,
+        digest: str,
+        prompt: Prompt | None,
+        spec: str,
+        expected_revision: int,
+        limit: int,
+    ) -> tuple[ThreadRow, int]:
+        """Accept a request into the queue of the busy `thread` (LIVE §4.2): its record `queued`, with
+        its spec and the `run_id` its first attempt takes; returns the thread as written and the
+        request's place (1 = next). One transaction, the thread row first.
+
+        Raises:
+            ThreadError: `thread_queue_full` at `limit`; `revision_conflict` when the head is not
+                `expected_revision` (0: any), or when the thread is not busy any more or the request
+                was accepted meanwhile (nothing was written: read again and decide again).
+        """
+        try:
+            with self.worker.transaction() as (conn, now):
+                locked = _thread(conn, thread.thread_id, now, lock=True)
+                if locked is None:
+                    raise not_found(thread.thread_id)
+                if not locked.busy or (expected_revision and expected_revision != locked.revision):
+                    raise conflict(locked)  # free now (decide again), or a stale revision
+                if locked.queue_length >= limit:
+                    raise queue_full(locked, limit)
+                record = RunRow(
+                    request_id=request_id,
+                    digest=digest,
+                    prompt=prompt,
+                    status="queued",
+                    outcome=None,
+                    attempts=(),
+                    run_id=run_id,
+                    committed_revision=0,
+                    detached=True,
+                    spec=spec,
+                    queue_kind="enqueued",
+                )
+                INSERT_RUN.run(
+                    conn,
+                    run_values(
+                        record,
+                        thread_id=thread.thread_id,
+                        now=now,
+                        begin_revision=0,
+                        queue_seq=_queue_next(conn, thread.thread_id),
+                    ),
+                )
+                live = locked.live_lease
+                # The server's own work (LIVE §3.2): the queue's head once the lease expires, or now
+                # when no lease holds it; none while the thread waits on answers.
+                sweep = locked.sweep_after
+                if sweep is None and live is not None:
+                    sweep = live.expires
+                elif sweep is None and locked.pending is None:
+                    sweep = now
+                UPDATE_THREAD["queue_push", "change_seq", "sweep_after"].run(
+                    conn, {**key(thread.thread_id), "queue_push": 0, "change_seq": 0, "sweep_after": sweep}
+                )
+                notify_thread(conn, thread.thread_id, due=sweep is not None and sweep <= now)
+                written = dataclasses.replace(
+                    locked, queue_length=locked.queue_length + 1, sweep_after=sweep, change_seq=0
+                )
+        except IntegrityError:
+            # The same request was accepted meanwhile (its retry raced it): decide again.
+            raise conflict(thread) from None
+        self._made_due(thread.thread_id, sweep is not None and sweep <= now)
+        return written, written.queue_length
 
     @offloaded(read=False)
     def detach(self, thread_id: str, request_id: str) -> bool:
@@ -647,13 +775,23 @@ class ThreadStore:
     ) -> ThreadRow:
         """Close the unfinished request `request_id` of `thread` as read (compare-and-set, its lease
         free): `interrupted` by the attempt cap, `error` when a server-driven start failed its checks
-        (LIVE §3.2). The lease is released with a new fence; the retained batch stays.
+        (LIVE §3.2), a queued one too (it leaves the queue). The lease is released with a new fence;
+        the retained batch stays.
 
         Raises:
             ThreadError: `thread_busy` / `revision_conflict` when the thread changed since it was read.
         """
         with self.worker.transaction() as (conn, now):
-            closed = _take(conn, thread, now, change_seq=None, **LEASE_RELEASED)
+            found = SELECT_RUN.first(conn, {**key(thread.thread_id), "request_id": request_id})
+            popped = {"queue_pop": 0} if found is not None and found.status == "queued" else {}
+            closed = _take(
+                conn,
+                thread,
+                now,
+                change_seq=None,
+                **popped,
+                **released(now if thread.pending is None else None),
+            )
             lose_logs(conn, thread.thread_id, now)
             UPDATE_RUN["status", "outcome", "update_time"].run(
                 conn,
@@ -665,8 +803,9 @@ class ThreadStore:
                     "update_time": now,
                 },
             )
-            notify_thread(conn, thread.thread_id)
-        self.hub.poke(thread.thread_id)
+            due = closed.sweep_after is not None
+            notify_thread(conn, thread.thread_id, due=due)
+        self._made_due(thread.thread_id, due)
         return closed
 
 
@@ -678,8 +817,40 @@ def _fence() -> str:
 
 
 def _thread(conn: Connection, thread_id: str, now: float, *, lock: bool = False) -> ThreadRow | None:
+    """The thread's row, with its queue when it has one (locked: `LOCK_THREAD`)."""
     row = (LOCK_THREAD if lock else SELECT_THREAD).first(conn, key(thread_id))
-    return None if row is None else thread_row(row, now)
+    if row is None:
+        return None
+    thread = thread_row(row, now)
+    if not thread.queue_length:
+        return thread
+    queue = tuple(
+        QueuedRun(entry.request_id, entry.run_id, entry.queue_kind, float(entry.create_time))
+        for entry in SELECT_QUEUE.run(conn, key(thread_id))
+    )
+    return dataclasses.replace(thread, queue=queue)
+
+
+def _queue_next(conn: Connection, thread_id: str) -> int:
+    """The next place of the thread's queue (its allocator, `threads.queue_next`; the row is locked)."""
+    row = SELECT_THREAD.first(conn, key(thread_id))
+    assert row is not None  # locked by the caller
+    return int(row.queue_next)
+
+
+def _close_queued(conn: Connection, thread_id: str, request_id: str, outcome: str, now: float) -> None:
+    """Take a queued request out of its queue, closed `cancelled` with `outcome` (it never ran)."""
+    UPDATE_RUN["status", "outcome", "update_time"].run(
+        conn,
+        {
+            **key(thread_id),
+            "request_id": request_id,
+            "status": "cancelled",
+            "outcome": outcome,
+            "update_time": now,
+        },
+    )
+    UPDATE_THREAD["queue_pop", "change_seq"].run(conn, {**key(thread_id), "queue_pop": 0, "change_seq": 0})
 
 
 def _take(conn: Connection, thread: ThreadRow, now: float, **values: Any) -> ThreadRow:
@@ -836,7 +1007,38 @@ def busy(thread: ThreadRow, lease: Lease) -> ThreadError:
     return ThreadError(
         f"Thread {thread.thread_id!r} is running {lease.run_id}; retry after it ends.",
         code=ErrorCode.THREAD_BUSY,
-        details={"run_id": lease.run_id, "request_id": lease.request_id, "lease_expires_at": expires},
+        details={
+            "run_id": lease.run_id,
+            "request_id": lease.request_id,
+            "lease_expires_at": expires,
+            "queue_length": thread.queue_length,
+        },
+    )
+
+
+def queue_busy(thread: ThreadRow) -> ThreadError:
+    """`thread_busy` while requests wait in the thread's queue (LIVE §4.1): the ids are its head's, no
+    lease expiry is given (the queue holds the thread, not a lease)."""
+    head = thread.queue[0] if thread.queue else None
+    return ThreadError(
+        f"Thread {thread.thread_id!r} has {thread.queue_length} requests waiting in its queue; retry "
+        "after they ran, or enqueue this one (BUSY_STRATEGY_ENQUEUE).",
+        code=ErrorCode.THREAD_BUSY,
+        details={
+            "run_id": "" if head is None else head.run_id,
+            "request_id": "" if head is None else head.request_id,
+            "lease_expires_at": "",
+            "queue_length": thread.queue_length,
+        },
+    )
+
+
+def queue_full(thread: ThreadRow, limit: int) -> ThreadError:
+    """`thread_queue_full`: `limit` requests wait in the thread's queue already (`--max-queued-runs`)."""
+    return ThreadError(
+        f"Thread {thread.thread_id!r} has {thread.queue_length} requests queued, its limit; retry later.",
+        code=ErrorCode.THREAD_QUEUE_FULL,
+        details={"thread_id": thread.thread_id, "limit": limit, "queue_length": thread.queue_length},
     )
 
 

@@ -21,8 +21,10 @@ from harness import HarnessState, InputError
 from harness.errors import ErrorCode
 from harness.threads import (
     THREAD_STATUS_NAMES,
+    BusyStrategy,
     CheckpointKind,
     CheckpointRow,
+    QueuedKind,
     RunRowStatus,
     ThreadCommittedEvent,
     ThreadRow,
@@ -67,6 +69,14 @@ KIND_PB: dict[CheckpointKind, thread_pb2.CheckpointKind.ValueType] = {
     "cancelled": thread_pb2.CHECKPOINT_KIND_CANCELLED,
     "rolled_back": thread_pb2.CHECKPOINT_KIND_ROLLED_BACK,
 }
+_BUSY_STRATEGIES: dict[int, BusyStrategy] = {
+    thread_service_pb2.BUSY_STRATEGY_UNSPECIFIED: "reject",
+    thread_service_pb2.BUSY_STRATEGY_REJECT: "reject",
+    thread_service_pb2.BUSY_STRATEGY_ENQUEUE: "enqueue",
+}
+QUEUED_KIND_PB: dict[QueuedKind, thread_pb2.QueuedRunKind.ValueType] = {
+    "enqueued": thread_pb2.QUEUED_RUN_KIND_ENQUEUED,
+}
 RUN_STATUS_PB: dict[RunRowStatus, thread_pb2.ThreadRunStatus.ValueType] = {
     "running": thread_pb2.THREAD_RUN_STATUS_RUNNING,
     "completed": thread_pb2.THREAD_RUN_STATUS_COMPLETED,
@@ -75,6 +85,7 @@ RUN_STATUS_PB: dict[RunRowStatus, thread_pb2.ThreadRunStatus.ValueType] = {
     "cancelled": thread_pb2.THREAD_RUN_STATUS_CANCELLED,
     "error": thread_pb2.THREAD_RUN_STATUS_ERROR,
     "interrupted": thread_pb2.THREAD_RUN_STATUS_INTERRUPTED,
+    "queued": thread_pb2.THREAD_RUN_STATUS_QUEUED,
 }
 STORE_KIND_PB = {
     "sqlite": harness_service_pb2.THREAD_STORE_KIND_SQLITE,
@@ -134,6 +145,11 @@ def fill_thread(
         msg.lease.run_id = lease.run_id
         msg.lease.request_id = lease.request_id
         fill_timestamp(msg.lease.expire_time, _moment(lease.expires))
+    for queued in row.queue:
+        entry = msg.queue.add(
+            request_id=queued.request_id, run_id=queued.run_id, kind=QUEUED_KIND_PB[queued.kind]
+        )
+        fill_timestamp(entry.create_time, _moment(queued.create_time))
 
 
 def fill_committed(msg: events_pb2.RunEvent, event: ThreadCommittedEvent, *, sequence: int) -> None:
@@ -169,10 +185,8 @@ def run_request_from_pb(spec: thread_service_pb2.ThreadRunSpec) -> ThreadRunRequ
             raise at_field(error, f"spec.{field}") from None
     if spec.expected_revision < 0:
         raise _invalid("expected_revision must not be negative.", "spec.expected_revision")
-    if spec.busy_strategy not in (
-        thread_service_pb2.BUSY_STRATEGY_UNSPECIFIED,
-        thread_service_pb2.BUSY_STRATEGY_REJECT,
-    ):
+    busy_strategy = _BUSY_STRATEGIES.get(spec.busy_strategy)
+    if busy_strategy is None:
         raise _invalid(f"busy_strategy {spec.busy_strategy} is not supported.", "spec.busy_strategy")
     request_id = spec.request_id or new_request_id()
     return ThreadRunRequest(
@@ -184,7 +198,7 @@ def run_request_from_pb(spec: thread_service_pb2.ThreadRunSpec) -> ThreadRunRequ
         tool_recovery=tool_recovery_from_pb(spec.tool_recovery),
         client_tools=tuple(client_tools_from_pb(spec.client_tools)),
         usage_limits=limits_from_pb(spec.usage_limits) if spec.HasField("usage_limits") else None,
-        busy_strategy="reject",
+        busy_strategy=busy_strategy,
         legacy_digest=_legacy_digest(spec, request_id),
     )
 

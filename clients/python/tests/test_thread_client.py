@@ -32,6 +32,7 @@ THREAD_ERRORS: list[tuple[type[tl.ThreadlineError], str, grpclib.const.Status]] 
     (tl.ThreadNotSuspended, "THREAD_NOT_SUSPENDED", grpclib.const.Status.FAILED_PRECONDITION),
     (tl.RequestInterrupted, "REQUEST_INTERRUPTED", grpclib.const.Status.FAILED_PRECONDITION),
     (tl.ThreadBusy, "THREAD_BUSY", grpclib.const.Status.ABORTED),
+    (tl.ThreadQueueFull, "THREAD_QUEUE_FULL", grpclib.const.Status.RESOURCE_EXHAUSTED),
     (tl.RevisionConflict, "REVISION_CONFLICT", grpclib.const.Status.ABORTED),
     (tl.LeaseLost, "LEASE_LOST", grpclib.const.Status.ABORTED),
     (tl.StoreUnavailable, "STORE_UNAVAILABLE", grpclib.const.Status.UNAVAILABLE),
@@ -102,6 +103,25 @@ def test_metadata_becomes_typed_attributes() -> None:
     assert isinstance(busy, tl.ThreadBusy)
     assert (busy.run_id, busy.request_id) == ("run-1", "req-1")
     assert busy.lease_expires_at == datetime.datetime(2030, 1, 2, 3, 4, 5, 250_000, tzinfo=datetime.UTC)
+    assert busy.queue_length == 0, "a server before queues sends none"
+    queued = translate(
+        grpc_error(
+            grpclib.const.Status.ABORTED,
+            "THREAD_BUSY",
+            {"run_id": "run-q", "request_id": "req-q", "lease_expires_at": "", "queue_length": "3"},
+        )
+    )
+    assert isinstance(queued, tl.ThreadBusy)
+    assert (queued.request_id, queued.lease_expires_at, queued.queue_length) == ("req-q", None, 3)
+    full = translate(
+        grpc_error(
+            grpclib.const.Status.RESOURCE_EXHAUSTED,
+            "THREAD_QUEUE_FULL",
+            {"thread_id": "t1", "limit": "16", "queue_length": "16"},
+        )
+    )
+    assert isinstance(full, tl.ThreadQueueFull)
+    assert (full.thread_id, full.limit, full.queue_length) == ("t1", 16, 16)
 
     conflict = translate(
         grpc_error(grpclib.const.Status.ABORTED, "REVISION_CONFLICT", {"current_revision": "7"})

@@ -934,6 +934,95 @@ async def test_a_start_on_a_busy_thread_is_thread_busy(client: tl.Client) -> Non
     assert (await first.result()).result.status == tl.RunStatus.CANCELLED
 
 
+# --- busy strategies: the thread's queue ----------------------------------------------------------
+
+
+async def requests_of_checkpoints(client: tl.Client, thread_id: str) -> list[str]:
+    """The requests that committed the thread's checkpoints, oldest first, each run once."""
+    order: list[str] = []
+    newest_first = [c async for c in client.threads.checkpoints(thread_id)]
+    for checkpoint in reversed(newest_first):
+        if checkpoint.request_id and (not order or order[-1] != checkpoint.request_id):
+            order.append(checkpoint.request_id)
+    return order
+
+
+async def test_an_enqueued_start_waits_its_turn_then_runs(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    stream, sleeping_run = await sleeping(client, thread.thread_id)
+    async with stream:
+        queued = await client.threads.start_run(thread.thread_id, text="hello", busy_strategy="enqueue")
+        assert (queued.status, queued.queue_position) == (tl.ThreadRunStatus.QUEUED, 1)
+        assert queued.run_id.startswith("run-") and not queued.replayed
+        waiting = (await client.threads.get(thread.thread_id)).queue
+        assert [(q.request_id, q.run_id, q.kind) for q in waiting] == [
+            (queued.request_id, queued.run_id, tl.QueuedRunKind.ENQUEUED)
+        ]
+        assert waiting[0].create_time is not None
+        with pytest.raises(tl.ThreadBusy) as busy:
+            await client.threads.start_run(thread.thread_id, text="hello")
+        assert (busy.value.run_id, busy.value.queue_length) == (sleeping_run, 1)
+        await client.threads.cancel(thread.thread_id, sleeping_run)
+        outcome = await queued.result()
+
+    assert outcome.result.status == tl.RunStatus.COMPLETED and outcome.result.run_id == queued.run_id
+    after = await client.threads.get(thread.thread_id)
+    assert after.queue == [] and after.status == tl.ThreadStatus.IDLE
+
+
+async def test_a_full_queue_is_refused_and_a_queued_request_is_cancelled_before_it_runs(
+    client: tl.Client,
+) -> None:
+    thread = await client.threads.create()
+    stream, sleeping_run = await sleeping(client, thread.thread_id)
+    async with stream:
+        queued = [
+            await client.threads.start_run(
+                thread.thread_id, text="hello", request_id=f"q{i:02d}", busy_strategy="enqueue"
+            )
+            for i in range(16)
+        ]
+        assert [q.queue_position for q in queued] == list(range(1, 17))
+        with pytest.raises(tl.ThreadQueueFull) as full:
+            await client.threads.start_run(thread.thread_id, text="hello", busy_strategy="enqueue")
+        assert (full.value.status, full.value.limit, full.value.queue_length) == (
+            tl.StatusCode.RESOURCE_EXHAUSTED,
+            16,
+            16,
+        )
+        status = await client.threads.cancel(thread.thread_id, request_id="q00")
+        assert status == tl.ThreadRunStatus.CANCELLED
+        assert (await queued[0].result()).result.status == tl.RunStatus.CANCELLED
+        assert len((await client.threads.get(thread.thread_id)).queue) == 15
+        await client.threads.cancel(thread.thread_id, sleeping_run)
+        last = await queued[-1].result()
+
+    assert last.result.status == tl.RunStatus.COMPLETED
+    after = await client.threads.get(thread.thread_id)
+    assert (after.status, after.queue) == (tl.ThreadStatus.IDLE, [])
+    ran = await requests_of_checkpoints(client, thread.thread_id)
+    assert ran[-15:] == [f"q{i:02d}" for i in range(1, 16)], "the rest ran once each, in order"
+
+
+async def test_run_with_enqueue_waits_for_its_turn(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    request_id = f"req-{uuid.uuid4().hex}"
+    stream, sleeping_run = await sleeping(client, thread.thread_id)
+    async with stream:
+        waiting = asyncio.ensure_future(
+            client.threads.run(thread.thread_id, text="hello", request_id=request_id, busy_strategy="enqueue")
+        )
+        while not (await client.threads.get(thread.thread_id)).queue:
+            await asyncio.sleep(0.05)
+        assert not waiting.done(), "run waits while its request is queued"
+        await client.threads.cancel(thread.thread_id, sleeping_run)
+        outcome = await waiting
+
+    assert outcome.result.status == tl.RunStatus.COMPLETED and outcome.result.request_id == request_id
+    with pytest.raises(ValueError):
+        await client.threads.run(thread.thread_id, text="hello", busy_strategy="later")  # type: ignore[arg-type]
+
+
 async def test_a_started_runs_result_follows_its_next_attempt_after_its_server_is_killed(
     serve_with: Callable[..., AbstractContextManager[Any]], tmp_path: Path
 ) -> None:

@@ -27,7 +27,8 @@
  *  ├── RequestIdReused     INVALID_ARGUMENT
  *  ├── ThreadNotSuspended  FAILED_PRECONDITION
  *  ├── RequestInterrupted  FAILED_PRECONDITION  .runId .revision .attempts
- *  ├── ThreadBusy          ABORTED              .runId .requestId .leaseExpiresAt
+ *  ├── ThreadBusy          ABORTED              .runId .requestId .leaseExpiresAt .queueLength
+ *  ├── ThreadQueueFull     RESOURCE_EXHAUSTED   .threadId .limit .queueLength
  *  ├── RevisionConflict    ABORTED              .currentRevision
  *  ├── LeaseLost           ABORTED
  *  ├── StoreUnavailable    UNAVAILABLE
@@ -264,27 +265,59 @@ export class RequestInterrupted extends ReasonError {
 }
 
 /**
- * ABORTED: a run holds the thread's lease (`THREAD_BUSY`). When `requestId` is the request just
- * sent, that request's own run is still going (e.g. a retry after a dropped connection): retry
- * later with the same ID to get its outcome.
+ * ABORTED: a run holds the thread's lease, or requests wait in its queue (`THREAD_BUSY`). When
+ * `requestId` is the request just sent, that request's own run is still going (e.g. a retry after a
+ * dropped connection): retry later with the same ID to get its outcome. To wait for the thread
+ * instead of failing, send the request with `busyStrategy: "enqueue"`.
  */
 export class ThreadBusy extends ReasonError {
   override name = "ThreadBusy";
   /** The ErrorInfo reason this class stands for. */
   static readonly REASON = "THREAD_BUSY";
-  /** The run holding the thread (`threads.cancel` takes it). */
+  /** The run holding the thread (`threads.cancel` takes it); when only the queue holds it, the queue's head's run ID. */
   get runId(): string {
     return this.metadata["run_id"] ?? "";
   }
-  /** The request that run serves. */
+  /** The request that run serves (or the queue's head's, when only the queue holds the thread). */
   get requestId(): string {
     return this.metadata["request_id"] ?? "";
   }
-  /** When the holder's lease expires unless renewed, by the store's clock; undefined if not sent. */
+  /**
+   * When the holder's lease expires unless renewed, by the store's clock; undefined if not sent, and
+   * when only the queue holds the thread (no lease).
+   */
   get leaseExpiresAt(): Date | undefined {
     const text = this.metadata["lease_expires_at"] ?? "";
     const time = text === "" ? Number.NaN : Date.parse(text);
     return Number.isNaN(time) ? undefined : new Date(time);
+  }
+  /** How many requests wait in the thread's queue (`Thread.queue`); 0 when none (or not sent). */
+  get queueLength(): number {
+    return numberEntry(this.metadata, "queue_length");
+  }
+}
+
+/**
+ * RESOURCE_EXHAUSTED: a `busyStrategy: "enqueue"` request found the thread's queue full
+ * (`THREAD_QUEUE_FULL`): `limit` requests (the server's `--max-queued-runs`,
+ * `ThreadStoreInfo.maxQueuedRuns`) wait already. Nothing was written: send it again once the queue
+ * has room (a `watchThread` change `QUEUE` says when), with the same request ID.
+ */
+export class ThreadQueueFull extends ReasonError {
+  override name = "ThreadQueueFull";
+  /** The ErrorInfo reason this class stands for. */
+  static readonly REASON = "THREAD_QUEUE_FULL";
+  /** The thread whose queue is full; "" when the server sent none. */
+  get threadId(): string {
+    return this.metadata["thread_id"] ?? "";
+  }
+  /** How many requests may wait in one thread's queue (`--max-queued-runs`); 0 when not sent. */
+  get limit(): number {
+    return numberEntry(this.metadata, "limit");
+  }
+  /** How many requests waited in it when the server refused this one; 0 when not sent. */
+  get queueLength(): number {
+    return numberEntry(this.metadata, "queue_length");
   }
 }
 
@@ -444,6 +477,7 @@ const BY_REASON: ReadonlyMap<string, new (cause: ConnectError) => ThreadlineErro
     ThreadNotSuspended,
     RequestInterrupted,
     ThreadBusy,
+    ThreadQueueFull,
     RevisionConflict,
     LeaseLost,
     StoreUnavailable,

@@ -40,6 +40,7 @@ export { decodeMessage, decodeState, encodeMessage, encodeState } from "./codec.
 export type { Format } from "./codec.js";
 export { RECONNECT_RETRIES, RUN_RETRIES, StartedRun, ThreadRunStream, Threads, newRequestId } from "./threads.js";
 export type {
+  BusyStrategyName,
   ClientToolInput,
   CreateThreadOptions,
   ExpectedRevisionOptions,
@@ -89,6 +90,7 @@ export {
   ThreadExists,
   ThreadNotFound,
   ThreadNotSuspended,
+  ThreadQueueFull,
   ThreadlineError,
   codeName,
   reasonOf,

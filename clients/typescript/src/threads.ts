@@ -12,6 +12,9 @@
  *   reconnects a broken stream by joining its run from the last sequence it yielded.
  * - A thread run outlives its RPC: leaving a stream early, a deadline or a dropped connection
  *   stops the events, not the run, which goes on to commit. Stop a run with `cancel`.
+ * - A thread runs one request at a time. A request for a busy thread fails with `ThreadBusy`, or,
+ *   with `busyStrategy: "enqueue"`, waits in the thread's durable queue (`Thread.queue`) and runs
+ *   in its turn, after the requests accepted before it.
  * - A thread run's `RunResult` has no `state`; the state is the checkpoint at the outcome's
  *   `revision` (`checkpoint(threadId, revision)`), so a turn's answer does not grow with the thread.
  *
@@ -54,6 +57,7 @@ import type { HarnessState } from "./gen/threadline/v1/state_pb.js";
 import type { Checkpoint, Thread } from "./gen/threadline/v1/thread_pb.js";
 import { ThreadRunStatus, ThreadStatus } from "./gen/threadline/v1/thread_pb.js";
 import {
+  BusyStrategy,
   type JoinThreadRunRequest,
   type ListThreadsResponse,
   type StartThreadRunResponse,
@@ -88,6 +92,29 @@ export type ClientToolInput = MessageInitShape<typeof ClientToolSchema>;
 
 /** A revision: the contract's int64 as a `bigint`, or a safe integer. */
 export type Revision = bigint | number;
+
+/**
+ * What a run request does when its thread is busy (a run holds it, or requests wait in its queue):
+ * `ThreadRunInput.busyStrategy`, the contract's `BusyStrategy` by name.
+ *
+ * - `"reject"` (the default): fail at once with `ThreadBusy` (ABORTED THREAD_BUSY).
+ * - `"enqueue"`: wait in the thread's durable queue (`Thread.queue`) and run after the requests
+ *   accepted before it, each once, in acceptance order; a free thread with an empty queue runs it at
+ *   once. `startRun` answers QUEUED at once (`StartedRun.queuePosition`); `run` and `stream` wait
+ *   (no events) until it starts, then follow it from its first event. Beyond the server's
+ *   `--max-queued-runs` waiting requests it fails with `ThreadQueueFull`. Answers are never queued:
+ *   `answers` for a running thread fail with `ThreadNotSuspended`.
+ *
+ * The strategy is part of the request: a retry with the same `requestId` must send the same one, or
+ * it is `RequestIdReused`.
+ */
+export type BusyStrategyName = "reject" | "enqueue";
+
+/** The contract's `BusyStrategy` of each name. */
+const BUSY_STRATEGIES: Readonly<Record<BusyStrategyName, BusyStrategy>> = {
+  reject: BusyStrategy.REJECT,
+  enqueue: BusyStrategy.ENQUEUE,
+};
 
 /** How a thread run ended: `Threads.run`, or `ThreadRunStream.collect()`. */
 export interface ThreadRunOutcome {
@@ -185,6 +212,12 @@ export interface ThreadRunInput extends CallOptions {
   clientTools?: ClientToolInput[];
   /** Limits on the run's model usage; default the agent's own. */
   usageLimits?: MessageInitShape<typeof UsageLimitsSchema>;
+  /**
+   * What to do when the thread is busy: `"reject"` (the default: `ThreadBusy`) or `"enqueue"` (wait
+   * in its queue for its turn; see `BusyStrategyName`). Unset sends the contract's default
+   * (UNSPECIFIED, which is REJECT). A retry must send the same strategy.
+   */
+  busyStrategy?: BusyStrategyName;
   /**
    * `stream` only: reconnect a broken stream by joining its run, and send the request again when
    * its attempt is lost (default true). `false`: the first error ends the stream.
@@ -385,20 +418,40 @@ export class ThreadRunStream implements AsyncIterableIterator<RunEvent, void> {
  * await started.cancel();                          // or stop it
  * ```
  *
+ * A request started with `busyStrategy: "enqueue"` on a busy thread is QUEUED: it waits in
+ * `Thread.queue` at `queuePosition`, and its first attempt will run under `runId`. `events()` and
+ * `result()` wait for it to start, then follow it; `cancel()` takes it out of the queue at once
+ * (it never runs, and `result()` is CANCELLED).
+ *
  * Another process can do the same with the request ID: `startRun(threadId, { ...same input,
- * requestId })` answers the same request again (RUNNING while it runs, then `replayed`).
+ * requestId })` answers the same request again (QUEUED while it waits, RUNNING while it runs, then
+ * `replayed`).
  */
 export class StartedRun {
   /** The thread it runs. */
   readonly threadId: string;
-  /** The attempt that runs the request now (or ran it last, when `replayed`). */
+  /**
+   * The attempt that runs the request now (or ran it last, when `replayed`); QUEUED: the run ID its
+   * first attempt will run under (join it, cancel it).
+   */
   readonly runId: string;
   /** The request's ID: `startRun` with it (and the same input) answers this request again. */
   readonly requestId: string;
-  /** RUNNING: the head the run began from. Replayed: the revision of its terminal checkpoint. */
+  /**
+   * RUNNING: the head the run began from. QUEUED: the head when the start answered (the run begins
+   * from whatever head its turn finds). Replayed: the revision of its terminal checkpoint.
+   */
   readonly revision: bigint;
-  /** RUNNING while the run goes on; for a request that had finished (`replayed`), how it ended. */
+  /**
+   * RUNNING while the run goes on; QUEUED while the request waits in the thread's queue
+   * (`busyStrategy: "enqueue"`); for a request that had finished (`replayed`), how it ended.
+   */
   readonly status: ThreadRunStatus;
+  /**
+   * QUEUED: the request's place in `Thread.queue` when the start answered (1 = next); 0 otherwise.
+   * It only moves up as the requests before it run or are cancelled: read `Thread.queue` for now.
+   */
+  readonly queuePosition: number;
   /** True when the start answered a request that had already finished: nothing ran again. */
   readonly replayed: boolean;
   /** When `replayed`, its outcome (`result` without `state`, `revision`, `replayed: true`); undefined while it runs. */
@@ -415,6 +468,7 @@ export class StartedRun {
     this.requestId = response.requestId;
     this.revision = response.revision;
     this.status = response.status;
+    this.queuePosition = response.queuePosition;
     this.replayed = response.replayed;
     this.outcome = replayedOutcome(response);
     this.#threads = init.threads;
@@ -425,7 +479,8 @@ export class StartedRun {
   /**
    * Follow the run (`JoinThreadRun`), live or finished, as `joinRun` does: without `afterSequence`,
    * by its request ID, from its latest attempt's first event and on to its next attempts when one
-   * is lost; with `afterSequence` k, the events of the attempt `runId` after k.
+   * is lost; with `afterSequence` k, the events of the attempt `runId` after k. A QUEUED request's
+   * stream yields nothing until it starts (within `timeoutMs`, default the client's `runTimeoutMs`).
    *
    * @throws while iterating, as `joinRun`: e.g. `RunEventsExpired` once the log is past its
    *   retention (`result()` still reads the outcome), `Code.Unimplemented` with the log off.
@@ -441,7 +496,8 @@ export class StartedRun {
    * Wait for the request's end, following its next attempts, and return its outcome, as `run`
    * returns it (`replayed` when the start had already found it finished).
    *
-   * It joins the request to its result. When the join cannot say how it ended (its attempt was
+   * It joins the request to its result (a QUEUED request's join waits for its turn first). When the
+   * join cannot say how it ended (its attempt was
    * lost and the request closed without that attempt's result, its log is past its retention or
    * not kept), it sends the same `StartThreadRun` again, whose answer is the stored outcome, or
    * the request's error status (thrown); while that answers RUNNING (a next attempt not begun
@@ -481,7 +537,8 @@ export class StartedRun {
   /**
    * Ask the run to stop (`CancelThreadRun`, as `Threads.cancel`); it ends CANCELLED with its
    * progress committed, which `result()` then returns. Returns the run record's status at once:
-   * RUNNING while the run stops, CANCELLED when its server was gone, or how it had ended.
+   * RUNNING while the run stops, CANCELLED when its server was gone or the request was still
+   * QUEUED (taken out of the queue: it never runs), or how it had ended.
    */
   async cancel(options: CallOptions = {}): Promise<ThreadRunStatus> {
     return this.#threads.cancel(this.threadId, this.runId, options);
@@ -538,7 +595,9 @@ export class Threads {
   }
 
   /**
-   * A thread as it is now; `{ full: true }` adds its head checkpoint's `state`.
+   * A thread as it is now; `{ full: true }` adds its head checkpoint's `state`. Its `queue` lists the
+   * requests waiting for their turn (`busyStrategy: "enqueue"`), in the order they will run, each a
+   * `QueuedRun` (`requestId`, `runId` its first attempt will take, `kind`, `createTime`).
    *
    * @throws ThreadNotFound when no thread has this ID.
    */
@@ -557,7 +616,8 @@ export class Threads {
   }
 
   /**
-   * Every matching thread, newest `updateTime` first, walking every page.
+   * Every matching thread, newest `updateTime` first, walking every page. Their `queue` is empty
+   * (`get` reads it).
    *
    * ```ts
    * for await (const thread of client.threads.list({ labels: { user: "ada" } })) { ... }
@@ -666,10 +726,13 @@ export class Threads {
    * With `reconnect: false` nothing is retried: after a transport error, send the same request
    * again with `requestId: stream.requestId` (a finished run is replayed, a running one attached to
    * from its first event), or `joinRun` from `stream.lastSequence`. Errors are thrown while
-   * iterating: e.g. `ThreadBusy`, `RevisionConflict`, `ThreadNotSuspended`, `RequestIdReused`, or a
-   * `DEFERRED_*` reason for the answers.
+   * iterating: e.g. `ThreadBusy`, `ThreadQueueFull`, `RevisionConflict`, `ThreadNotSuspended`,
+   * `RequestIdReused`, or a `DEFERRED_*` reason for the answers.
    *
-   * @throws TypeError at once when `input` has both `text` and `parts`.
+   * With `busyStrategy: "enqueue"` on a busy thread the request waits in the thread's queue: the
+   * stream yields nothing until it starts (within `timeoutMs`), then its attempt from `runStarted`.
+   *
+   * @throws TypeError at once when `input` has both `text` and `parts`, or an unknown `busyStrategy`.
    */
   stream(threadId: string, input: ThreadRunInput = {}): ThreadRunStream {
     const spec = runSpec(threadId, input);
@@ -688,8 +751,9 @@ export class Threads {
   /**
    * Follow one attempt of a thread run (`JoinThreadRun`): the events it already wrote, then each
    * new one as it is written, no gap and no repeat, ending as the run does (its `result`, or the
-   * run's own error). A finished run in retention is replayed the same way. The events are those
-   * `stream` yields, with the same sequences and contents, read the same way.
+   * run's own error). A finished run in retention is replayed the same way; a queued request (by
+   * its `requestId`, or the `runId` it was queued with) yields nothing until it starts. The events
+   * are those `stream` yields, with the same sequences and contents, read the same way.
    *
    * ```ts
    * const joined = client.threads.joinRun(threadId, { runId }); // or { requestId }; neither: the running one, else the latest
@@ -770,10 +834,13 @@ export class Threads {
    * the caller's `signal`) are retried up to `RUN_RETRIES` times, 200 ms apart and
    * doubling, with the same request ID, so the run happens at most once; `replayed` says the
    * server answered it from its record. `timeoutMs` bounds the whole call, retries included.
+   * With `busyStrategy: "enqueue"` on a busy thread it waits in the thread's queue for its turn,
+   * within `timeoutMs` (a deadline ends the call, not the request: it stays queued and runs).
    *
-   * @throws TypeError when `input` has both `text` and `parts`; `ThreadlineError` e.g.
-   *   `ThreadBusy`, `RevisionConflict`, `ThreadNotSuspended`, `RequestIdReused`,
-   *   `RequestInterrupted`, `LeaseLost`; the last failure once retries run out.
+   * @throws TypeError when `input` has both `text` and `parts`, or an unknown `busyStrategy`;
+   *   `ThreadlineError` e.g. `ThreadBusy`, `ThreadQueueFull`, `RevisionConflict`,
+   *   `ThreadNotSuspended`, `RequestIdReused`, `RequestInterrupted`, `LeaseLost`; the last failure
+   *   once retries run out.
    */
   async run(threadId: string, input: ThreadRunInput = {}): Promise<ThreadRunOutcome> {
     const spec = runSpec(threadId, input);
@@ -787,21 +854,24 @@ export class Threads {
    * the thread, with no client: the server drives it to its end (a next attempt of its own if its
    * server is lost). `StartedRun` answers RUNNING with its `runId`, `requestId` and `revision` (the
    * head it began from); follow it with `events()`, wait for it with `result()`, stop it with
-   * `cancel()`.
+   * `cancel()`. With `busyStrategy: "enqueue"` on a busy thread it answers at once QUEUED, with its
+   * `queuePosition` (1 = next) and the `runId` its first attempt will take; the server starts it in
+   * its turn.
    *
    * ```ts
    * const started = await client.threads.startRun(threadId, { text: "summarise the logs", requestId: "job-7" });
    * const { result, revision } = await started.result();
    * ```
    *
-   * The same `requestId` (and input) again answers the same request: RUNNING while it runs
-   * (`runId` of its current attempt), then `replayed` with its `status` and `outcome`. UNAVAILABLE
+   * The same `requestId` (and input) again answers the same request: QUEUED while it waits, RUNNING
+   * while it runs (`runId` of its current attempt), then `replayed` with its `status` and `outcome`
+   * (CANCELLED for a request cancelled in the queue). UNAVAILABLE
    * and transport failures are retried as `run` retries them, with the same request ID;
    * `timeoutMs` (default the client's unary `timeoutMs`) bounds the start, not the run.
    *
-   * @throws TypeError when `input` has both `text` and `parts`; `ThreadlineError` as `run` throws
-   *   before a run: e.g. `ThreadBusy`, `RevisionConflict`, `ThreadNotSuspended`,
-   *   `RequestIdReused`, `ThreadNotFound`; for a finished request that ended with an error status,
+   * @throws TypeError when `input` has both `text` and `parts`, or an unknown `busyStrategy`;
+   *   `ThreadlineError` as `run` throws before a run: e.g. `ThreadBusy`, `ThreadQueueFull`,
+   *   `RevisionConflict`, `ThreadNotSuspended`, `RequestIdReused`, `ThreadNotFound`; for a finished request that ended with an error status,
    *   that status again (`RequestInterrupted`, …).
    */
   async startRun(threadId: string, input: StartRunInput = {}): Promise<StartedRun> {
@@ -844,10 +914,11 @@ export class Threads {
   /**
    * Ask a thread's run to stop; it ends CANCELLED with its progress committed. Returns as soon as
    * the server recorded the request, before the run ends: RUNNING while the run stops, CANCELLED
-   * when its server was gone and the record was closed at once, or the status of a run that had
-   * ended.
+   * when its server was gone and the record was closed at once, or when the request was still
+   * queued (taken out of `Thread.queue`: it never runs), or the status of a run that had ended.
    *
-   * @param runId - The run (`RunEvent.runId`, `Thread.lease.runId`, `ThreadBusy.runId`).
+   * @param runId - The run (`RunEvent.runId`, `Thread.lease.runId`, `ThreadBusy.runId`,
+   *   `QueuedRun.runId`, `StartedRun.runId`).
    * @throws RunNotFound when the thread never had this run.
    */
   async cancel(threadId: string, runId: string, options: CallOptions = {}): Promise<ThreadRunStatus> {
@@ -859,7 +930,7 @@ export class Threads {
    * Ask the run of a request to stop, named by the request's ID (its latest attempt): for a host that
    * knows only the `requestId` it sent (its stream broke before `run_started`). Answers as `cancel`.
    *
-   * @param requestId - The request (`ThreadRunInput.requestId`, `StartedRun.requestId`).
+   * @param requestId - The request (`ThreadRunInput.requestId`, `StartedRun.requestId`, `QueuedRun.requestId`).
    * @throws RunNotFound when the thread never had this request.
    */
   async cancelRequest(threadId: string, requestId: string, options: CallOptions = {}): Promise<ThreadRunStatus> {
@@ -963,9 +1034,12 @@ async function backoff(attempt: number, signal: AbortSignal | undefined): Promis
 
 /** The `ThreadRunSpec` of a run request, with a fresh request ID unless the caller gave one. */
 function runSpec(threadId: string, input: ThreadRunInput): ThreadRunSpec {
-  const { text, parts, answers, requestId, expectedRevision = 0n, toolRecovery, clientTools = [], usageLimits } = input;
+  const { text, parts, answers, requestId, expectedRevision = 0n, toolRecovery, clientTools = [], usageLimits, busyStrategy } = input;
   if (text !== undefined && parts !== undefined) {
     throw new TypeError("give the prompt as text or as parts, not both");
+  }
+  if (busyStrategy !== undefined && !Object.hasOwn(BUSY_STRATEGIES, busyStrategy)) {
+    throw new TypeError(`busyStrategy must be "reject" or "enqueue", not ${JSON.stringify(busyStrategy)}`);
   }
   return create(ThreadRunSpecSchema, {
     threadId,
@@ -981,6 +1055,7 @@ function runSpec(threadId: string, input: ThreadRunInput): ThreadRunSpec {
     toolRecovery,
     clientTools,
     usageLimits,
+    busyStrategy: busyStrategy === undefined ? BusyStrategy.UNSPECIFIED : BUSY_STRATEGIES[busyStrategy],
   });
 }
 

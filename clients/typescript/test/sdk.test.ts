@@ -205,6 +205,7 @@ test("each of ThreadService's reasons is its own ThreadlineError", () => {
     sdk.ThreadNotSuspended,
     sdk.RequestInterrupted,
     sdk.ThreadBusy,
+    sdk.ThreadQueueFull,
     sdk.RevisionConflict,
     sdk.LeaseLost,
     sdk.StoreUnavailable,
@@ -225,6 +226,7 @@ test("each of ThreadService's reasons is its own ThreadlineError", () => {
       "THREAD_NOT_SUSPENDED",
       "REQUEST_INTERRUPTED",
       "THREAD_BUSY",
+      "THREAD_QUEUE_FULL",
       "REVISION_CONFLICT",
       "LEASE_LOST",
       "STORE_UNAVAILABLE",
@@ -257,8 +259,20 @@ test("thread reasons' metadata becomes typed properties", () => {
     statusWith("THREAD_BUSY", { run_id: "run-1", request_id: "req-1", lease_expires_at: "2026-12-01T10:00:00.250Z" }),
   );
   assert.ok(busy instanceof sdk.ThreadBusy);
-  assert.deepEqual([busy.runId, busy.requestId], ["run-1", "req-1"]);
+  assert.deepEqual([busy.runId, busy.requestId, busy.queueLength], ["run-1", "req-1", 0]);
   assert.equal(busy.leaseExpiresAt?.toISOString(), "2026-12-01T10:00:00.250Z");
+  const leased = ThreadlineError.from(
+    statusWith("THREAD_BUSY", { run_id: "run-1", request_id: "req-1", lease_expires_at: "2026-12-01T10:00:00Z", queue_length: "3" }),
+  );
+  assert.ok(leased instanceof sdk.ThreadBusy);
+  assert.deepEqual([leased.runId, leased.requestId, leased.queueLength], ["run-1", "req-1", 3]);
+  // Only the queue holds the thread: its head's IDs, no lease.
+  const queued = ThreadlineError.from(statusWith("THREAD_BUSY", { run_id: "run-5", request_id: "q00", lease_expires_at: "", queue_length: "1" }));
+  assert.ok(queued instanceof sdk.ThreadBusy);
+  assert.deepEqual([queued.runId, queued.requestId, queued.leaseExpiresAt, queued.queueLength], ["run-5", "q00", undefined, 1]);
+  const full = ThreadlineError.from(statusWith("THREAD_QUEUE_FULL", { thread_id: "t-1", limit: "16", queue_length: "16" }));
+  assert.ok(full instanceof sdk.ThreadQueueFull);
+  assert.deepEqual([full.threadId, full.limit, full.queueLength], ["t-1", 16, 16]);
   const conflict = ThreadlineError.from(statusWith("REVISION_CONFLICT", { current_revision: "12" }));
   assert.ok(conflict instanceof sdk.RevisionConflict);
   assert.equal(conflict.currentRevision, 12n);
@@ -310,7 +324,15 @@ test("live runs' reasons' metadata becomes typed properties", () => {
 test("missing or malformed thread metadata reads as empty", () => {
   const busy = ThreadlineError.from(statusWith("THREAD_BUSY", { lease_expires_at: "soon" }));
   assert.ok(busy instanceof sdk.ThreadBusy);
-  assert.deepEqual([busy.runId, busy.requestId, busy.leaseExpiresAt], ["", "", undefined]);
+  assert.deepEqual([busy.runId, busy.requestId, busy.leaseExpiresAt, busy.queueLength], ["", "", undefined, 0]);
+  for (const count of ["", "many", "-"]) {
+    const busyNow = ThreadlineError.from(statusWith("THREAD_BUSY", { queue_length: count }));
+    assert.ok(busyNow instanceof sdk.ThreadBusy);
+    assert.equal(busyNow.queueLength, 0, count);
+    const full = ThreadlineError.from(statusWith("THREAD_QUEUE_FULL", { limit: count, queue_length: count }));
+    assert.ok(full instanceof sdk.ThreadQueueFull);
+    assert.deepEqual([full.threadId, full.limit, full.queueLength], ["", 0, 0], count);
+  }
   const conflict = ThreadlineError.from(statusWith("REVISION_CONFLICT", { current_revision: "12x" }));
   assert.ok(conflict instanceof sdk.RevisionConflict);
   assert.equal(conflict.currentRevision, 0n);
@@ -325,7 +347,12 @@ test("missing or malformed thread metadata reads as empty", () => {
 });
 
 test("other reasons, and thread reasons of another domain, stay plain ThreadlineErrors", () => {
-  for (const cause of [statusWith("AGENT_UNKNOWN"), statusWith("THREAD_BUSY", {}, "example.com"), new ConnectError("x", Code.Aborted)]) {
+  for (const cause of [
+    statusWith("AGENT_UNKNOWN"),
+    statusWith("THREAD_BUSY", {}, "example.com"),
+    statusWith("THREAD_QUEUE_FULL", {}, "example.com"),
+    new ConnectError("x", Code.Aborted),
+  ]) {
     const err = ThreadlineError.from(cause);
     assert.equal(Object.getPrototypeOf(err), ThreadlineError.prototype);
     assert.equal(err.name, "ThreadlineError");
@@ -371,6 +398,88 @@ test("every thread request gets a fresh request ID unless given, and a prompt is
   } finally {
     client.close();
   }
+});
+
+test("busyStrategy is sent as the contract's BusyStrategy; unset is UNSPECIFIED; another value is a TypeError", async () => {
+  // Every call is answered here, before the network: INVALID_ARGUMENT, which nothing retries.
+  const sent: { method: string; strategy: threadServicePb.BusyStrategy | undefined }[] = [];
+  const client = createThreadlineClient({
+    baseUrl: "127.0.0.1:1",
+    interceptors: [
+      () => async (request) => {
+        let message: unknown;
+        if (request.stream) {
+          for await (const first of request.message) {
+            message = first;
+            break;
+          }
+        } else {
+          message = request.message;
+        }
+        const spec = (message as { spec?: threadServicePb.ThreadRunSpec }).spec;
+        sent.push({ method: request.method.name, strategy: spec?.busyStrategy });
+        throw new ConnectError("answered offline", Code.InvalidArgument);
+      },
+    ],
+  });
+  const { BusyStrategy } = threadServicePb;
+  try {
+    for (const [busyStrategy, want] of [
+      [undefined, BusyStrategy.UNSPECIFIED],
+      ["reject", BusyStrategy.REJECT],
+      ["enqueue", BusyStrategy.ENQUEUE],
+    ] as const) {
+      sent.length = 0;
+      const input = busyStrategy === undefined ? { text: "hello" } : { text: "hello", busyStrategy };
+      await assert.rejects(client.threads.run("thread_x", input), { code: Code.InvalidArgument });
+      await assert.rejects(client.threads.startRun("thread_x", input), { code: Code.InvalidArgument });
+      await assert.rejects(client.threads.stream("thread_x", { ...input, reconnect: false }).collect(), { code: Code.InvalidArgument });
+      assert.deepEqual(
+        sent,
+        ["RunThread", "StartThreadRun", "StreamThreadRun"].map((method) => ({ method, strategy: want })),
+        String(busyStrategy),
+      );
+    }
+    sent.length = 0;
+    const bogus = { text: "hello", busyStrategy: "interrupt" as sdk.BusyStrategyName };
+    const message = 'busyStrategy must be "reject" or "enqueue", not "interrupt"';
+    assert.throws(() => client.threads.stream("thread_x", bogus), { name: "TypeError", message });
+    await assert.rejects(client.threads.run("thread_x", bogus), { name: "TypeError", message });
+    await assert.rejects(client.threads.startRun("thread_x", bogus), { name: "TypeError", message });
+    assert.deepEqual(sent, [], "nothing was sent");
+  } finally {
+    client.close();
+  }
+});
+
+test("a QUEUED start exposes its queue position; otherwise it is 0", () => {
+  const threads = createThreadlineClient({ baseUrl: "127.0.0.1:1" }).threads;
+  const start = () => Promise.reject(new Error("not sent"));
+  const queued = new sdk.StartedRun({
+    threads,
+    threadId: "thread_x",
+    response: create(threadServicePb.StartThreadRunResponseSchema, {
+      runId: "run-q",
+      requestId: "req-q",
+      revision: 4n,
+      status: threadPb.ThreadRunStatus.QUEUED,
+      queuePosition: 2,
+    }),
+    start,
+    runTimeoutMs: 0,
+  });
+  assert.deepEqual(
+    [queued.status, queued.queuePosition, queued.runId, queued.requestId, queued.revision, queued.replayed, queued.outcome],
+    [threadPb.ThreadRunStatus.QUEUED, 2, "run-q", "req-q", 4n, false, undefined],
+  );
+  const running = new sdk.StartedRun({
+    threads,
+    threadId: "thread_x",
+    response: create(threadServicePb.StartThreadRunResponseSchema, { runId: "run-r", status: threadPb.ThreadRunStatus.RUNNING }),
+    start,
+    runTimeoutMs: 0,
+  });
+  assert.equal(running.queuePosition, 0);
 });
 
 /** A checkpoint candidate event whose history is `data`, sent as a delta on `base` or whole. */
@@ -565,6 +674,7 @@ test("the package exports exactly its public surface plus the generated contract
     "ThreadExists",
     "ThreadNotFound",
     "ThreadNotSuspended",
+    "ThreadQueueFull",
     "ThreadRunStream",
     "ThreadlineError",
     "Threads",

@@ -31,7 +31,9 @@ import {
   ThreadExists,
   ThreadNotFound,
   ThreadNotSuspended,
+  ThreadQueueFull,
   ProtocolError,
+  QueuedRunKind,
   RECONNECT_RETRIES,
   RUN_RETRIES,
   RunEventSchema,
@@ -1132,6 +1134,157 @@ describe("background runs: startRun", () => {
     } finally {
       blind.close();
     }
+  });
+});
+
+describe("busy strategy: enqueue", () => {
+  test("an enqueued start waits its turn, then runs", async () => {
+    const thread = await client.threads.create();
+    const { stream, runId } = await sleeping(thread.threadId);
+    let queued;
+    let followed: ReturnType<typeof drain> | undefined;
+    try {
+      queued = await client.threads.startRun(thread.threadId, { text: "hello", busyStrategy: "enqueue" });
+      assert.deepEqual([queued.status, queued.queuePosition, queued.replayed], [ThreadRunStatus.QUEUED, 1, false]);
+      assert.match(queued.runId, /^run-/);
+      assert.notEqual(queued.runId, runId);
+
+      const waiting = await client.threads.get(thread.threadId);
+      assert.equal(waiting.queue.length, 1, "exactly one request waits");
+      const entry = waiting.queue[0]!;
+      assert.deepEqual([entry.requestId, entry.runId, entry.kind], [queued.requestId, queued.runId, QueuedRunKind.ENQUEUED]);
+      assert.ok(entry.createTime !== undefined, "the entry has its create time");
+      assert.deepEqual([waiting.status, waiting.lease?.runId], [ThreadStatus.RUNNING, runId]);
+      // A retry of the queued request answers the same; its events wait for its start.
+      const again = await client.threads.startRun(thread.threadId, { text: "hello", busyStrategy: "enqueue", requestId: queued.requestId });
+      assert.deepEqual([again.status, again.queuePosition, again.runId], [ThreadRunStatus.QUEUED, 1, queued.runId]);
+      followed = drain(queued.events({ timeoutMs: 30_000 }));
+      followed.catch(() => {}); // awaited below; a failure before that is not unhandled
+
+      // A REJECT request is refused while the run holds the thread and one request waits.
+      for (const rejected of [
+        () => client.threads.run(thread.threadId, { text: "hello" }),
+        () => client.threads.startRun(thread.threadId, { text: "hello", busyStrategy: "reject" }),
+      ]) {
+        await assert.rejects(rejected(), (err: unknown) => {
+          assert.ok(err instanceof ThreadBusy, String(err));
+          assert.deepEqual([err.code, err.reason], [Code.Aborted, "THREAD_BUSY"]);
+          assert.deepEqual([err.runId, err.requestId, err.queueLength], [runId, stream.requestId, 1]);
+          return true;
+        });
+      }
+
+      await client.threads.cancel(thread.threadId, runId);
+      assert.equal((await stream.collect()).result.status, RunStatus.CANCELLED);
+    } finally {
+      await stream.close();
+    }
+
+    const outcome = await queued.result({ timeoutMs: 30_000 });
+    assert.equal(outcome.result.status, RunStatus.COMPLETED);
+    assert.deepEqual([outcome.result.runId, outcome.result.requestId, outcome.replayed], [queued.runId, queued.requestId, false]);
+    const { events, outcome: seen } = await followed!;
+    assert.equal(events[0]?.event.case, "runStarted");
+    assert.deepEqual(
+      events.map((event) => event.sequence),
+      events.map((_, index) => BigInt(index)),
+      "from sequence 0, each once",
+    );
+    assert.ok(events.every((event) => event.runId === queued.runId));
+    assert.deepEqual([seen.result.status, seen.revision], [RunStatus.COMPLETED, outcome.revision]);
+    const afterwards = await client.threads.get(thread.threadId);
+    assert.deepEqual([afterwards.queue, afterwards.status, afterwards.revision], [[], ThreadStatus.IDLE, outcome.revision]);
+  });
+
+  test("a full queue is THREAD_QUEUE_FULL, and a queued request is cancelled before it runs", async () => {
+    const limit = (await client.getServerInfo()).threadStore?.maxQueuedRuns;
+    assert.equal(limit, 16, "the suite's server keeps --max-queued-runs at its default");
+    const thread = await client.threads.create();
+    const { stream, runId } = await sleeping(thread.threadId);
+    const requestIds = Array.from({ length: limit }, (_, i) => `q${String(i).padStart(2, "0")}`);
+    const queued = [];
+    try {
+      for (const [i, requestId] of requestIds.entries()) {
+        const started = await client.threads.startRun(thread.threadId, { text: "hello", busyStrategy: "enqueue", requestId });
+        assert.deepEqual([started.status, started.queuePosition, started.requestId], [ThreadRunStatus.QUEUED, i + 1, requestId]);
+        queued.push(started);
+      }
+      await assert.rejects(
+        client.threads.startRun(thread.threadId, { text: "hello", busyStrategy: "enqueue", requestId: "q16" }),
+        (err: unknown) => {
+          assert.ok(err instanceof ThreadQueueFull, String(err));
+          assert.deepEqual([err.code, err.reason], [Code.ResourceExhausted, "THREAD_QUEUE_FULL"]);
+          assert.deepEqual([err.threadId, err.limit, err.queueLength], [thread.threadId, limit, limit]);
+          return true;
+        },
+      );
+      assert.deepEqual(
+        (await client.threads.get(thread.threadId)).queue.map((entry) => entry.requestId),
+        requestIds,
+        "the refused request was not written",
+      );
+
+      // The first queued request, cancelled by its request ID: out of the queue at once, never run.
+      assert.equal(await client.threads.cancelRequest(thread.threadId, "q00"), ThreadRunStatus.CANCELLED);
+      const cancelled = await queued[0]!.result({ timeoutMs: 30_000 });
+      assert.deepEqual([cancelled.result.status, cancelled.result.requestId], [RunStatus.CANCELLED, "q00"]);
+      const rest = await client.threads.get(thread.threadId);
+      assert.equal(rest.queue.length, limit - 1);
+      assert.deepEqual(
+        rest.queue.map((entry) => entry.requestId),
+        requestIds.slice(1),
+      );
+
+      await client.threads.cancel(thread.threadId, runId);
+      assert.equal((await stream.collect()).result.status, RunStatus.CANCELLED);
+    } finally {
+      await stream.close();
+    }
+
+    const last = await queued.at(-1)!.result({ timeoutMs: 60_000 });
+    assert.deepEqual([last.result.status, last.result.requestId, last.result.runId], [RunStatus.COMPLETED, "q15", queued.at(-1)!.runId]);
+    const idle = await client.threads.get(thread.threadId);
+    assert.deepEqual([idle.status, idle.queue], [ThreadStatus.IDLE, []]);
+
+    // Each request ran once, in acceptance order, after the sleeping one; q00 never ran.
+    const ran = (await all(client.threads.checkpoints(thread.threadId)))
+      .reverse()
+      .map((checkpoint) => checkpoint.requestId)
+      .filter((requestId, i, ids) => requestId !== "" && requestId !== ids[i - 1]);
+    assert.deepEqual(ran, [stream.requestId, ...requestIds.slice(1)]);
+  });
+
+  test("run with enqueue waits for its turn", async () => {
+    const thread = await client.threads.create();
+    const { stream, runId } = await sleeping(thread.threadId);
+    const requestId = newRequestId();
+    let settled = false;
+    const running = client.threads.run(thread.threadId, { text: "hello", busyStrategy: "enqueue", requestId, timeoutMs: 30_000 });
+    const done = running.then(
+      () => (settled = true),
+      () => (settled = true),
+    ); // also keeps a failure before the `await` below from being unhandled
+    let outcome;
+    try {
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const { queue } = await client.threads.get(thread.threadId);
+        if (queue.some((entry) => entry.requestId === requestId)) break;
+        assert.ok(Date.now() < deadline, "the request never showed in the queue");
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      assert.equal(settled, false, "run waits while its request is queued");
+
+      await client.threads.cancel(thread.threadId, runId);
+      assert.equal((await stream.collect()).result.status, RunStatus.CANCELLED);
+      outcome = await running;
+    } finally {
+      await stream.close();
+      await done;
+    }
+    assert.deepEqual([outcome.result.status, outcome.result.requestId, outcome.replayed], [RunStatus.COMPLETED, requestId, false]);
+    assert.deepEqual((await client.threads.get(thread.threadId)).queue, []);
   });
 });
 

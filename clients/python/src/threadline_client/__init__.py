@@ -63,6 +63,7 @@ from ._errors import (
     ThreadlineError,
     ThreadNotFound,
     ThreadNotSuspended,
+    ThreadQueueFull,
 )
 from ._gen.threadline.v1 import (
     Checkpoint,
@@ -78,6 +79,8 @@ from ._gen.threadline.v1 import (
     DeferredToolResume,
     DeferredToolsMode,
     HarnessState,
+    QueuedRun,
+    QueuedRunKind,
     RunEvent,
     RunResult,
     RunSpec,
@@ -91,11 +94,12 @@ from ._live import JoinedRun, ThreadUpdate, ThreadWatch
 from ._protojson import message_from_dict, message_from_json, message_to_dict, message_to_json
 from ._runs import client_tool, event_case, output
 from ._state import StateFormat, dump_state, load_state
-from ._threads import StartedRun, ThreadRunOutcome, ThreadRunStream, Threads
+from ._threads import BusyStrategyName, StartedRun, ThreadRunOutcome, ThreadRunStream, Threads
 
 __all__ = (
     "DEFAULT_TARGET",
     "DEFAULT_TIMEOUT",
+    "BusyStrategyName",
     "Checkpoint",
     "CheckpointKind",
     "CheckpointNotFound",
@@ -117,6 +121,8 @@ __all__ = (
     "LeaseLost",
     "ListenerTooSlow",
     "ProtocolError",
+    "QueuedRun",
+    "QueuedRunKind",
     "RequestIdReused",
     "RequestInterrupted",
     "RevisionConflict",
@@ -138,6 +144,7 @@ __all__ = (
     "ThreadExists",
     "ThreadNotFound",
     "ThreadNotSuspended",
+    "ThreadQueueFull",
     "ThreadRunOutcome",
     "ThreadRunStatus",
     "ThreadRunStream",

@@ -69,8 +69,11 @@ class StartedRun:
         self.revision: Final = response.revision
         """RUNNING: the head the run began from. Replayed: the revision of its terminal checkpoint."""
         self.status: Final = response.status
-        """`ThreadRunStatus.RUNNING` while the run goes on; for a finished request (`replayed`), how it
-        ended (COMPLETED, SUSPENDED, FAILED, CANCELLED)."""
+        """`ThreadRunStatus.RUNNING` while the run goes on; QUEUED while it waits in the thread's
+        queue (`busy_strategy="enqueue"`); for a finished request (`replayed`), how it ended
+        (COMPLETED, SUSPENDED, FAILED, CANCELLED)."""
+        self.queue_position: Final = response.queue_position
+        """QUEUED: its place in `Thread.queue` when the server answered (1 = next); else 0."""
         self.replayed: Final = response.replayed
         """True when the request had already finished: nothing ran again, `outcome` is how it ended."""
         self.outcome: Final = _replayed(response)
@@ -81,7 +84,7 @@ class StartedRun:
         return (
             f"StartedRun(thread_id={self.thread_id!r}, run_id={self.run_id!r}, "
             f"request_id={self.request_id!r}, revision={self.revision}, status={self.status!s}, "
-            f"replayed={self.replayed})"
+            f"queue_position={self.queue_position}, replayed={self.replayed})"
         )
 
     def events(

@@ -18,6 +18,8 @@ Exception
        ├── ThreadNotSuspended      FAILED_PRECONDITION
        ├── RequestInterrupted      FAILED_PRECONDITION  .run_id .revision .attempts
        ├── ThreadBusy              ABORTED              .run_id .request_id .lease_expires_at
+       │                                                .queue_length
+       ├── ThreadQueueFull         RESOURCE_EXHAUSTED   .thread_id .limit .queue_length
        ├── RevisionConflict        ABORTED              .current_revision
        ├── LeaseLost               ABORTED
        ├── StoreUnavailable        UNAVAILABLE
@@ -80,6 +82,7 @@ __all__ = (
     "ThreadExists",
     "ThreadNotFound",
     "ThreadNotSuspended",
+    "ThreadQueueFull",
     "ThreadlineError",
 )
 
@@ -301,10 +304,10 @@ class RequestInterrupted(_ReasonError):
 
 
 class ThreadBusy(_ReasonError):
-    """ABORTED: another run holds the thread's lease (`THREAD_BUSY`).
+    """ABORTED: another run holds the thread's lease, or requests wait in its queue (`THREAD_BUSY`).
 
-    When `request_id` is the request just sent, that request's own run is still going (e.g. a
-    retry after a dropped connection): retry later with the same ID to get its outcome.
+    When the queue holds the thread (no lease), `run_id` and `request_id` name the queue's head and
+    `lease_expires_at` is None; `busy_strategy="enqueue"` waits in that queue instead of failing.
     """
 
     REASON = "THREAD_BUSY"
@@ -328,6 +331,36 @@ class ThreadBusy(_ReasonError):
             return datetime.datetime.fromisoformat(text) if text else None
         except ValueError:
             return None
+
+    @property
+    def queue_length(self) -> int:
+        """How many requests wait in the thread's queue (0: none, or a server before queues)."""
+        return self._int("queue_length") if "queue_length" in self.metadata else 0
+
+
+class ThreadQueueFull(_ReasonError):
+    """RESOURCE_EXHAUSTED: `limit` requests wait in the thread's queue already (`THREAD_QUEUE_FULL`).
+
+    Nothing was written: the request was not queued. Try again once the queue moved, or cancel a
+    queued request. The limit is the server's `--max-queued-runs` (`ThreadStoreInfo.max_queued_runs`).
+    """
+
+    REASON = "THREAD_QUEUE_FULL"
+
+    @property
+    def thread_id(self) -> str:
+        """The thread whose queue is full."""
+        return self.metadata.get("thread_id", "")
+
+    @property
+    def limit(self) -> int:
+        """How many requests one thread's queue holds at most."""
+        return self._int("limit")
+
+    @property
+    def queue_length(self) -> int:
+        """How many wait in it now."""
+        return self._int("queue_length")
 
 
 class RevisionConflict(_ReasonError):
@@ -491,6 +524,7 @@ _BY_REASON: dict[str, type[ThreadlineError]] = {
         LeaseLost,
         StoreUnavailable,
         ListenerTooSlow,
+        ThreadQueueFull,
         RunAttemptLost,
         RunEventsExpired,
         FollowerLimitReached,

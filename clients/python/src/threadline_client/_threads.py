@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Final, Literal, TypedDict, TypeVar
 
 from grpclib.metadata import Deadline
 
@@ -28,6 +28,7 @@ from ._background import StartedRun
 from ._calls import UNSET, EventResponse, Timeout, missing, raise_translated
 from ._errors import RunAttemptLost, StatusCode, translate
 from ._gen.threadline.v1 import (
+    BusyStrategy,
     CancelThreadRunRequest,
     Checkpoint,
     ClientTool,
@@ -65,7 +66,15 @@ from ._tracing import Metadata
 if TYPE_CHECKING:
     from ._client import Client
 
-__all__ = ("RUN_RETRIES", "StartedRun", "ThreadRunOutcome", "ThreadRunStream", "Threads", "new_request_id")
+__all__ = (
+    "RUN_RETRIES",
+    "BusyStrategyName",
+    "StartedRun",
+    "ThreadRunOutcome",
+    "ThreadRunStream",
+    "Threads",
+    "new_request_id",
+)
 
 RUN_RETRIES: Final = 3
 """How many times `Threads.run` sends a request again after UNAVAILABLE, with the same request ID."""
@@ -440,6 +449,7 @@ class Threads:
         tool_recovery: ToolRecovery | None = None,
         client_tools: Sequence[ClientTool] = (),
         usage_limits: UsageLimits | None = None,
+        busy_strategy: BusyStrategyName = "reject",
         reconnect: bool = True,
         timeout: Timeout = UNSET,
     ) -> ThreadRunStream:
@@ -469,6 +479,9 @@ class Threads:
             client_tools: The host's tools for this run; none on a resume or recovery = the head
                 checkpoint's.
             usage_limits: Limits on the run's model usage; None = the agent's own.
+            busy_strategy: When the thread is busy: `"reject"` (the default: `ThreadBusy`), or
+                `"enqueue"`: wait in the thread's queue (`Thread.queue`) and run after the requests
+                accepted before it; the stream's events start when it does.
             reconnect: False = a transport failure or a lost attempt ends the stream.
             timeout: Deadline of the call (not of the run), reconnects included; default the client's.
 
@@ -488,6 +501,7 @@ class Threads:
             tool_recovery=tool_recovery,
             client_tools=client_tools,
             usage_limits=usage_limits,
+            busy_strategy=busy_strategy,
         )
         request = StreamThreadRunRequest(
             spec=spec, max_events_per_message=self._client._max_events_per_message
@@ -589,6 +603,7 @@ class Threads:
         tool_recovery: ToolRecovery | None = None,
         client_tools: Sequence[ClientTool] = (),
         usage_limits: UsageLimits | None = None,
+        busy_strategy: BusyStrategyName = "reject",
         timeout: Timeout = UNSET,
     ) -> ThreadRunOutcome:
         """Run the thread's next turn and return its outcome (`RunThread`).
@@ -618,6 +633,7 @@ class Threads:
             tool_recovery=tool_recovery,
             client_tools=client_tools,
             usage_limits=usage_limits,
+            busy_strategy=busy_strategy,
         )
         stub = self._stub()
         deadline = self._deadline(timeout)
@@ -641,6 +657,7 @@ class Threads:
         tool_recovery: ToolRecovery | None = None,
         client_tools: Sequence[ClientTool] = (),
         usage_limits: UsageLimits | None = None,
+        busy_strategy: BusyStrategyName = "reject",
         timeout: Timeout = UNSET,
     ) -> StartedRun:
         """Start the thread's next turn in the background (`StartThreadRun`) and return at once.
@@ -663,12 +680,14 @@ class Threads:
 
         Returns:
             A `StartedRun`: `run_id`, `request_id`, `revision` (the head the run began from),
-            `status` (RUNNING), `replayed`; `events()`, `result()`, `cancel()`.
+            `status` (RUNNING; QUEUED with `queue_position` when `busy_strategy="enqueue"` found the
+            thread busy), `replayed`; `events()`, `result()`, `cancel()`.
 
         Raises:
             ValueError: Both `text` and `parts`.
-            ThreadlineError: E.g. `ThreadBusy`, `RevisionConflict`, `ThreadNotSuspended`,
-                `RequestIdReused`, `RequestInterrupted`; UNAVAILABLE once retries run out.
+            ThreadlineError: E.g. `ThreadBusy`, `ThreadQueueFull`, `RevisionConflict`,
+                `ThreadNotSuspended`, `RequestIdReused`, `RequestInterrupted`; UNAVAILABLE once
+                retries run out.
         """
         spec = _run_spec(
             thread_id,
@@ -680,6 +699,7 @@ class Threads:
             tool_recovery=tool_recovery,
             client_tools=client_tools,
             usage_limits=usage_limits,
+            busy_strategy=busy_strategy,
         )
         response = await self._start(spec, self._deadline(timeout), self._client._call_metadata())
         return StartedRun(self, spec, response)
@@ -770,6 +790,15 @@ async def _retried(send: Callable[[], Awaitable[_T]], deadline: Deadline | None)
         await asyncio.sleep(backoff)
 
 
+BusyStrategyName = Literal["reject", "enqueue"]
+"""What a run request does when its thread is busy (`ThreadRunSpec.busy_strategy`)."""
+_BUSY_STRATEGIES: dict[str, BusyStrategy] = {
+    "reject": BusyStrategy.UNSPECIFIED,
+    "enqueue": BusyStrategy.ENQUEUE,
+}
+"""`reject` is sent as the field's default (unset), as before strategies existed."""
+
+
 def _run_spec(
     thread_id: str,
     *,
@@ -781,9 +810,13 @@ def _run_spec(
     tool_recovery: ToolRecovery | None,
     client_tools: Sequence[ClientTool],
     usage_limits: UsageLimits | None,
+    busy_strategy: BusyStrategyName,
 ) -> ThreadRunSpec:
     if text is not None and parts is not None:
         raise ValueError("give the prompt as text or as parts, not both")
+    strategy = _BUSY_STRATEGIES.get(busy_strategy)
+    if strategy is None:
+        raise ValueError(f"busy_strategy must be one of {sorted(_BUSY_STRATEGIES)}, not {busy_strategy!r}")
     spec = ThreadRunSpec(
         thread_id=thread_id,
         request_id=request_id or new_request_id(),
@@ -792,6 +825,7 @@ def _run_spec(
         tool_recovery=tool_recovery if tool_recovery is not None else ToolRecovery.UNSPECIFIED,
         client_tools=list(client_tools),
         usage_limits=usage_limits,
+        busy_strategy=strategy,
     )
     # Set after construction: one case of the `prompt` oneof, or none.
     if text is not None:

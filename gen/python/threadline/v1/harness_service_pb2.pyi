@@ -596,6 +596,7 @@ class ThreadStoreInfo(_message.Message):
     EVENT_RETENTION_FIELD_NUMBER: _builtins.int
     EVENT_LOG_MAX_BYTES_FIELD_NUMBER: _builtins.int
     MAX_RUN_ATTEMPTS_FIELD_NUMBER: _builtins.int
+    MAX_QUEUED_RUNS_FIELD_NUMBER: _builtins.int
     kind: Global___ThreadStoreKind.ValueType
     """The kind of store. Never THREAD_STORE_KIND_UNSPECIFIED in a message the server sent."""
     event_log: _builtins.bool
@@ -606,6 +607,10 @@ class ThreadStoreInfo(_message.Message):
     """How many attempts of a `StartThreadRun` request may end by a lost server (a crash, a stop past
     its lease) before the request ends INTERRUPTED (`--max-run-attempts`); parked attempts (a
     SIGTERM) do not count.
+    """
+    max_queued_runs: _builtins.int
+    """How many requests may wait in one thread's queue (`--max-queued-runs`); one more fails with
+    RESOURCE_EXHAUSTED THREAD_QUEUE_FULL.
     """
     @_builtins.property
     def lease_ttl(self) -> _duration_pb2.Duration:
@@ -626,10 +631,11 @@ class ThreadStoreInfo(_message.Message):
         event_retention: _duration_pb2.Duration | None = ...,
         event_log_max_bytes: _builtins.int = ...,
         max_run_attempts: _builtins.int = ...,
+        max_queued_runs: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event_retention", b"event_retention", "lease_ttl", b"lease_ttl"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_log", b"event_log", "event_log_max_bytes", b"event_log_max_bytes", "event_retention", b"event_retention", "kind", b"kind", "lease_ttl", b"lease_ttl", "max_run_attempts", b"max_run_attempts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_log", b"event_log", "event_log_max_bytes", b"event_log_max_bytes", "event_retention", b"event_retention", "kind", b"kind", "lease_ttl", b"lease_ttl", "max_queued_runs", b"max_queued_runs", "max_run_attempts", b"max_run_attempts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -23,6 +23,26 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _QueuedRunKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _QueuedRunKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_QueuedRunKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    QUEUED_RUN_KIND_UNSPECIFIED: _QueuedRunKind.ValueType  # 0
+    """Never sent by the server."""
+    QUEUED_RUN_KIND_ENQUEUED: _QueuedRunKind.ValueType  # 1
+    """`BUSY_STRATEGY_ENQUEUE`: after every request accepted before it."""
+
+class QueuedRunKind(_QueuedRunKind, metaclass=_QueuedRunKindEnumTypeWrapper):
+    """Why a request waits in a thread's queue."""
+
+QUEUED_RUN_KIND_UNSPECIFIED: QueuedRunKind.ValueType  # 0
+"""Never sent by the server."""
+QUEUED_RUN_KIND_ENQUEUED: QueuedRunKind.ValueType  # 1
+"""`BUSY_STRATEGY_ENQUEUE`: after every request accepted before it."""
+Global___QueuedRunKind: _TypeAlias = QueuedRunKind  # noqa: Y015
+
 class _ThreadStatus:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -127,6 +147,8 @@ class _ThreadRunStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Threa
     """Another request superseded the unfinished run (its holder was gone), or the run stopped on a
     server bug; a retry gets FAILED_PRECONDITION REQUEST_INTERRUPTED.
     """
+    THREAD_RUN_STATUS_QUEUED: _ThreadRunStatus.ValueType  # 8
+    """The request waits in the thread's queue (`Thread.queue`); it has not run yet."""
 
 class ThreadRunStatus(_ThreadRunStatus, metaclass=_ThreadRunStatusEnumTypeWrapper):
     """How the run of one request ended (its run record), as `CancelThreadRun` reports it."""
@@ -149,6 +171,8 @@ THREAD_RUN_STATUS_INTERRUPTED: ThreadRunStatus.ValueType  # 7
 """Another request superseded the unfinished run (its holder was gone), or the run stopped on a
 server bug; a retry gets FAILED_PRECONDITION REQUEST_INTERRUPTED.
 """
+THREAD_RUN_STATUS_QUEUED: ThreadRunStatus.ValueType  # 8
+"""The request waits in the thread's queue (`Thread.queue`); it has not run yet."""
 Global___ThreadRunStatus: _TypeAlias = ThreadRunStatus  # noqa: Y015
 
 @_typing.final
@@ -190,6 +214,7 @@ class Thread(_message.Message):
     PENDING_FIELD_NUMBER: _builtins.int
     RECOVERY_PENDING_FIELD_NUMBER: _builtins.int
     LEASE_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
     """The thread's ID (rules in `HarnessState.thread_id`)."""
     agent: _builtins.str
@@ -230,6 +255,13 @@ class Thread(_message.Message):
     def lease(self) -> Global___ThreadLease:
         """The run holding the thread; set exactly when `status` is THREAD_STATUS_RUNNING."""
 
+    @_builtins.property
+    def queue(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueuedRun]:
+        """The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`), in the order they will run:
+        the first starts when the thread's current run ends (unless it ends SUSPENDED). Empty in
+        `ListThreads`.
+        """
+
     def __init__(
         self,
         *,
@@ -244,14 +276,51 @@ class Thread(_message.Message):
         pending: _deferred_pb2.DeferredToolRequests | None = ...,
         recovery_pending: _builtins.bool = ...,
         lease: Global___ThreadLease | None = ...,
+        queue: _abc.Iterable[Global___QueuedRun] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "head", b"head", "lease", b"lease", "pending", b"pending", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "create_time", b"create_time", "head", b"head", "labels", b"labels", "lease", b"lease", "pending", b"pending", "recovery_pending", b"recovery_pending", "revision", b"revision", "status", b"status", "thread_id", b"thread_id", "update_time", b"update_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "create_time", b"create_time", "head", b"head", "labels", b"labels", "lease", b"lease", "pending", b"pending", "queue", b"queue", "recovery_pending", b"recovery_pending", "revision", b"revision", "status", b"status", "thread_id", b"thread_id", "update_time", b"update_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Thread: _TypeAlias = Thread  # noqa: Y015
+
+@_typing.final
+class QueuedRun(_message.Message):
+    """A request waiting in a thread's queue."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """The request's ID (`ThreadRunSpec.request_id`, or the one the server made)."""
+    run_id: _builtins.str
+    """The ID its first attempt will run under, allocated when it was accepted: join it, cancel it."""
+    kind: Global___QueuedRunKind.ValueType
+    """Why it waits."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was accepted, by the store's clock."""
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        kind: Global___QueuedRunKind.ValueType = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "kind", b"kind", "request_id", b"request_id", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueuedRun: _TypeAlias = QueuedRun  # noqa: Y015
 
 @_typing.final
 class ThreadLease(_message.Message):

@@ -57,9 +57,22 @@ class _BusyStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_BusyStra
     BUSY_STRATEGY_UNSPECIFIED: _BusyStrategy.ValueType  # 0
     """The default: BUSY_STRATEGY_REJECT."""
     BUSY_STRATEGY_REJECT: _BusyStrategy.ValueType  # 1
-    """Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow. A
-    retry of the request that is running (its own `request_id`) is never refused: it attaches and
-    follows that run (`StreamThreadRun` from its first event, `RunThread` to its result).
+    """Fail at once with ABORTED THREAD_BUSY, also while requests wait in the thread's queue (their
+    turn comes first). A retry of the request that is running (its own `request_id`) is never
+    refused: it attaches and follows that run (`StreamThreadRun` from its first event,
+    `RunThread` to its result).
+    """
+    BUSY_STRATEGY_ENQUEUE: _BusyStrategy.ValueType  # 2
+    """Wait in the thread's durable queue (`Thread.queue`) and run after the requests accepted before
+    it, each once, in acceptance order, on whichever replica ends the run before it. A thread with
+    nothing running and nothing queued runs it at once. While the thread is SUSPENDED the queue
+    waits (answers to `Thread.pending` run first, never queued). At most
+    `ThreadStoreInfo.max_queued_runs` wait per thread, beyond that RESOURCE_EXHAUSTED
+    THREAD_QUEUE_FULL. `expected_revision` is checked when the request is accepted; the request
+    then runs on whatever head its turn finds. A queued request is server-driven: its call
+    (`StreamThreadRun`, `RunThread`) follows it once it starts, `StartThreadRun` answers QUEUED at
+    once, and a client that goes away changes nothing. Answers on a running thread fail
+    FAILED_PRECONDITION THREAD_NOT_SUSPENDED: the batch they answer is being consumed.
     """
 
 class BusyStrategy(_BusyStrategy, metaclass=_BusyStrategyEnumTypeWrapper):
@@ -68,9 +81,22 @@ class BusyStrategy(_BusyStrategy, metaclass=_BusyStrategyEnumTypeWrapper):
 BUSY_STRATEGY_UNSPECIFIED: BusyStrategy.ValueType  # 0
 """The default: BUSY_STRATEGY_REJECT."""
 BUSY_STRATEGY_REJECT: BusyStrategy.ValueType  # 1
-"""Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow. A
-retry of the request that is running (its own `request_id`) is never refused: it attaches and
-follows that run (`StreamThreadRun` from its first event, `RunThread` to its result).
+"""Fail at once with ABORTED THREAD_BUSY, also while requests wait in the thread's queue (their
+turn comes first). A retry of the request that is running (its own `request_id`) is never
+refused: it attaches and follows that run (`StreamThreadRun` from its first event,
+`RunThread` to its result).
+"""
+BUSY_STRATEGY_ENQUEUE: BusyStrategy.ValueType  # 2
+"""Wait in the thread's durable queue (`Thread.queue`) and run after the requests accepted before
+it, each once, in acceptance order, on whichever replica ends the run before it. A thread with
+nothing running and nothing queued runs it at once. While the thread is SUSPENDED the queue
+waits (answers to `Thread.pending` run first, never queued). At most
+`ThreadStoreInfo.max_queued_runs` wait per thread, beyond that RESOURCE_EXHAUSTED
+THREAD_QUEUE_FULL. `expected_revision` is checked when the request is accepted; the request
+then runs on whatever head its turn finds. A queued request is server-driven: its call
+(`StreamThreadRun`, `RunThread`) follows it once it starts, `StartThreadRun` answers QUEUED at
+once, and a client that goes away changes nothing. Answers on a running thread fail
+FAILED_PRECONDITION THREAD_NOT_SUSPENDED: the batch they answer is being consumed.
 """
 Global___BusyStrategy: _TypeAlias = BusyStrategy  # noqa: Y015
 
@@ -894,6 +920,7 @@ class StartThreadRunResponse(_message.Message):
     STATUS_FIELD_NUMBER: _builtins.int
     REPLAYED_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_NUMBER: _builtins.int
+    QUEUE_POSITION_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The attempt that runs the request now (or ran it last, when `replayed`)."""
     request_id: _builtins.str
@@ -906,6 +933,8 @@ class StartThreadRunResponse(_message.Message):
     """RUNNING while the run goes on; for a finished request (`replayed`), how it ended."""
     replayed: _builtins.bool
     """True when this answers a request that had already finished: nothing ran again."""
+    queue_position: _builtins.int
+    """QUEUED: the request's place in `Thread.queue` when it was accepted (1 = next); 0 otherwise."""
     @_builtins.property
     def result(self) -> _run_pb2.RunResult:
         """The stored result, when `replayed`; unset while the run goes on. Its `state` is unset."""
@@ -919,10 +948,11 @@ class StartThreadRunResponse(_message.Message):
         status: _thread_pb2.ThreadRunStatus.ValueType = ...,
         replayed: _builtins.bool = ...,
         result: _run_pb2.RunResult | None = ...,
+        queue_position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["replayed", b"replayed", "request_id", b"request_id", "result", b"result", "revision", b"revision", "run_id", b"run_id", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queue_position", b"queue_position", "replayed", b"replayed", "request_id", b"request_id", "result", b"result", "revision", b"revision", "run_id", b"run_id", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1102,8 +1102,11 @@ type ThreadStoreInfo struct {
 	// its lease) before the request ends INTERRUPTED (`--max-run-attempts`); parked attempts (a
 	// SIGTERM) do not count.
 	MaxRunAttempts uint32 `protobuf:"varint,6,opt,name=max_run_attempts,json=maxRunAttempts,proto3" json:"max_run_attempts,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How many requests may wait in one thread's queue (`--max-queued-runs`); one more fails with
+	// RESOURCE_EXHAUSTED THREAD_QUEUE_FULL.
+	MaxQueuedRuns uint32 `protobuf:"varint,7,opt,name=max_queued_runs,json=maxQueuedRuns,proto3" json:"max_queued_runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ThreadStoreInfo) Reset() {
@@ -1174,6 +1177,13 @@ func (x *ThreadStoreInfo) GetEventLogMaxBytes() uint64 {
 func (x *ThreadStoreInfo) GetMaxRunAttempts() uint32 {
 	if x != nil {
 		return x.MaxRunAttempts
+	}
+	return 0
+}
+
+func (x *ThreadStoreInfo) GetMaxQueuedRuns() uint32 {
+	if x != nil {
+		return x.MaxQueuedRuns
 	}
 	return 0
 }
@@ -1656,14 +1666,15 @@ const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\x15environment_providers\x18\b \x03(\v2&.threadline.v1.EnvironmentProviderInfoR\x14environmentProviders\"c\n" +
 	"\x17EnvironmentProviderInfo\x12!\n" +
 	"\fprovider_key\x18\x01 \x01(\tR\vproviderKey\x12%\n" +
-	"\x0estate_versions\x18\x02 \x03(\tR\rstateVersions\"\xb7\x02\n" +
+	"\x0estate_versions\x18\x02 \x03(\tR\rstateVersions\"\xdf\x02\n" +
 	"\x0fThreadStoreInfo\x122\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1e.threadline.v1.ThreadStoreKindR\x04kind\x126\n" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x1b\n" +
 	"\tevent_log\x18\x03 \x01(\bR\beventLog\x12B\n" +
 	"\x0fevent_retention\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eeventRetention\x12-\n" +
 	"\x13event_log_max_bytes\x18\x05 \x01(\x04R\x10eventLogMaxBytes\x12(\n" +
-	"\x10max_run_attempts\x18\x06 \x01(\rR\x0emaxRunAttempts\"C\n" +
+	"\x10max_run_attempts\x18\x06 \x01(\rR\x0emaxRunAttempts\x12&\n" +
+	"\x0fmax_queued_runs\x18\a \x01(\rR\rmaxQueuedRuns\"C\n" +
 	"\rHistoryFormat\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x1a\n" +
 	"\bversions\x18\x02 \x03(\tR\bversions\"\xbb\x01\n" +

@@ -22,6 +22,55 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Why a request waits in a thread's queue.
+type QueuedRunKind int32
+
+const (
+	// Never sent by the server.
+	QueuedRunKind_QUEUED_RUN_KIND_UNSPECIFIED QueuedRunKind = 0
+	// `BUSY_STRATEGY_ENQUEUE`: after every request accepted before it.
+	QueuedRunKind_QUEUED_RUN_KIND_ENQUEUED QueuedRunKind = 1
+)
+
+// Enum value maps for QueuedRunKind.
+var (
+	QueuedRunKind_name = map[int32]string{
+		0: "QUEUED_RUN_KIND_UNSPECIFIED",
+		1: "QUEUED_RUN_KIND_ENQUEUED",
+	}
+	QueuedRunKind_value = map[string]int32{
+		"QUEUED_RUN_KIND_UNSPECIFIED": 0,
+		"QUEUED_RUN_KIND_ENQUEUED":    1,
+	}
+)
+
+func (x QueuedRunKind) Enum() *QueuedRunKind {
+	p := new(QueuedRunKind)
+	*p = x
+	return p
+}
+
+func (x QueuedRunKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QueuedRunKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_threadline_v1_thread_proto_enumTypes[0].Descriptor()
+}
+
+func (QueuedRunKind) Type() protoreflect.EnumType {
+	return &file_threadline_v1_thread_proto_enumTypes[0]
+}
+
+func (x QueuedRunKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QueuedRunKind.Descriptor instead.
+func (QueuedRunKind) EnumDescriptor() ([]byte, []int) {
+	return file_threadline_v1_thread_proto_rawDescGZIP(), []int{0}
+}
+
 // What a thread is doing.
 type ThreadStatus int32
 
@@ -63,11 +112,11 @@ func (x ThreadStatus) String() string {
 }
 
 func (ThreadStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_thread_proto_enumTypes[0].Descriptor()
+	return file_threadline_v1_thread_proto_enumTypes[1].Descriptor()
 }
 
 func (ThreadStatus) Type() protoreflect.EnumType {
-	return &file_threadline_v1_thread_proto_enumTypes[0]
+	return &file_threadline_v1_thread_proto_enumTypes[1]
 }
 
 func (x ThreadStatus) Number() protoreflect.EnumNumber {
@@ -76,7 +125,7 @@ func (x ThreadStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ThreadStatus.Descriptor instead.
 func (ThreadStatus) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_thread_proto_rawDescGZIP(), []int{0}
+	return file_threadline_v1_thread_proto_rawDescGZIP(), []int{1}
 }
 
 // What made a checkpoint.
@@ -144,11 +193,11 @@ func (x CheckpointKind) String() string {
 }
 
 func (CheckpointKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_thread_proto_enumTypes[1].Descriptor()
+	return file_threadline_v1_thread_proto_enumTypes[2].Descriptor()
 }
 
 func (CheckpointKind) Type() protoreflect.EnumType {
-	return &file_threadline_v1_thread_proto_enumTypes[1]
+	return &file_threadline_v1_thread_proto_enumTypes[2]
 }
 
 func (x CheckpointKind) Number() protoreflect.EnumNumber {
@@ -157,7 +206,7 @@ func (x CheckpointKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CheckpointKind.Descriptor instead.
 func (CheckpointKind) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_thread_proto_rawDescGZIP(), []int{1}
+	return file_threadline_v1_thread_proto_rawDescGZIP(), []int{2}
 }
 
 // How the run of one request ended (its run record), as `CancelThreadRun` reports it.
@@ -181,6 +230,8 @@ const (
 	// Another request superseded the unfinished run (its holder was gone), or the run stopped on a
 	// server bug; a retry gets FAILED_PRECONDITION REQUEST_INTERRUPTED.
 	ThreadRunStatus_THREAD_RUN_STATUS_INTERRUPTED ThreadRunStatus = 7
+	// The request waits in the thread's queue (`Thread.queue`); it has not run yet.
+	ThreadRunStatus_THREAD_RUN_STATUS_QUEUED ThreadRunStatus = 8
 )
 
 // Enum value maps for ThreadRunStatus.
@@ -194,6 +245,7 @@ var (
 		5: "THREAD_RUN_STATUS_CANCELLED",
 		6: "THREAD_RUN_STATUS_ERROR",
 		7: "THREAD_RUN_STATUS_INTERRUPTED",
+		8: "THREAD_RUN_STATUS_QUEUED",
 	}
 	ThreadRunStatus_value = map[string]int32{
 		"THREAD_RUN_STATUS_UNSPECIFIED": 0,
@@ -204,6 +256,7 @@ var (
 		"THREAD_RUN_STATUS_CANCELLED":   5,
 		"THREAD_RUN_STATUS_ERROR":       6,
 		"THREAD_RUN_STATUS_INTERRUPTED": 7,
+		"THREAD_RUN_STATUS_QUEUED":      8,
 	}
 )
 
@@ -218,11 +271,11 @@ func (x ThreadRunStatus) String() string {
 }
 
 func (ThreadRunStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_threadline_v1_thread_proto_enumTypes[2].Descriptor()
+	return file_threadline_v1_thread_proto_enumTypes[3].Descriptor()
 }
 
 func (ThreadRunStatus) Type() protoreflect.EnumType {
-	return &file_threadline_v1_thread_proto_enumTypes[2]
+	return &file_threadline_v1_thread_proto_enumTypes[3]
 }
 
 func (x ThreadRunStatus) Number() protoreflect.EnumNumber {
@@ -231,7 +284,7 @@ func (x ThreadRunStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ThreadRunStatus.Descriptor instead.
 func (ThreadRunStatus) EnumDescriptor() ([]byte, []int) {
-	return file_threadline_v1_thread_proto_rawDescGZIP(), []int{2}
+	return file_threadline_v1_thread_proto_rawDescGZIP(), []int{3}
 }
 
 // A durable thread that `ThreadService` keeps: its head checkpoint, what it waits on, and who runs
@@ -262,7 +315,11 @@ type Thread struct {
 	// not incorporated yet, or its last run stopped (a crash, a lost lease) without finishing.
 	RecoveryPending bool `protobuf:"varint,10,opt,name=recovery_pending,json=recoveryPending,proto3" json:"recovery_pending,omitempty"`
 	// The run holding the thread; set exactly when `status` is THREAD_STATUS_RUNNING.
-	Lease         *ThreadLease `protobuf:"bytes,11,opt,name=lease,proto3" json:"lease,omitempty"`
+	Lease *ThreadLease `protobuf:"bytes,11,opt,name=lease,proto3" json:"lease,omitempty"`
+	// The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`), in the order they will run:
+	// the first starts when the thread's current run ends (unless it ends SUSPENDED). Empty in
+	// `ListThreads`.
+	Queue         []*QueuedRun `protobuf:"bytes,12,rep,name=queue,proto3" json:"queue,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -374,6 +431,86 @@ func (x *Thread) GetLease() *ThreadLease {
 	return nil
 }
 
+func (x *Thread) GetQueue() []*QueuedRun {
+	if x != nil {
+		return x.Queue
+	}
+	return nil
+}
+
+// A request waiting in a thread's queue.
+type QueuedRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request's ID (`ThreadRunSpec.request_id`, or the one the server made).
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The ID its first attempt will run under, allocated when it was accepted: join it, cancel it.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Why it waits.
+	Kind QueuedRunKind `protobuf:"varint,3,opt,name=kind,proto3,enum=threadline.v1.QueuedRunKind" json:"kind,omitempty"`
+	// When it was accepted, by the store's clock.
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuedRun) Reset() {
+	*x = QueuedRun{}
+	mi := &file_threadline_v1_thread_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuedRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuedRun) ProtoMessage() {}
+
+func (x *QueuedRun) ProtoReflect() protoreflect.Message {
+	mi := &file_threadline_v1_thread_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuedRun.ProtoReflect.Descriptor instead.
+func (*QueuedRun) Descriptor() ([]byte, []int) {
+	return file_threadline_v1_thread_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *QueuedRun) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *QueuedRun) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *QueuedRun) GetKind() QueuedRunKind {
+	if x != nil {
+		return x.Kind
+	}
+	return QueuedRunKind_QUEUED_RUN_KIND_UNSPECIFIED
+}
+
+func (x *QueuedRun) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
 // The lease a running run holds on its thread.
 type ThreadLease struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -389,7 +526,7 @@ type ThreadLease struct {
 
 func (x *ThreadLease) Reset() {
 	*x = ThreadLease{}
-	mi := &file_threadline_v1_thread_proto_msgTypes[1]
+	mi := &file_threadline_v1_thread_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +538,7 @@ func (x *ThreadLease) String() string {
 func (*ThreadLease) ProtoMessage() {}
 
 func (x *ThreadLease) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_thread_proto_msgTypes[1]
+	mi := &file_threadline_v1_thread_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +551,7 @@ func (x *ThreadLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadLease.ProtoReflect.Descriptor instead.
 func (*ThreadLease) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_thread_proto_rawDescGZIP(), []int{1}
+	return file_threadline_v1_thread_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ThreadLease) GetRunId() string {
@@ -471,7 +608,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_threadline_v1_thread_proto_msgTypes[2]
+	mi := &file_threadline_v1_thread_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +620,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_threadline_v1_thread_proto_msgTypes[2]
+	mi := &file_threadline_v1_thread_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +633,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_threadline_v1_thread_proto_rawDescGZIP(), []int{2}
+	return file_threadline_v1_thread_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Checkpoint) GetThreadId() string {
@@ -573,7 +710,7 @@ var File_threadline_v1_thread_proto protoreflect.FileDescriptor
 
 const file_threadline_v1_thread_proto_rawDesc = "" +
 	"\n" +
-	"\x1athreadline/v1/thread.proto\x12\rthreadline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\"\xc7\x04\n" +
+	"\x1athreadline/v1/thread.proto\x12\rthreadline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cthreadline/v1/deferred.proto\x1a\x17threadline/v1/run.proto\x1a\x19threadline/v1/state.proto\"\xf7\x04\n" +
 	"\x06Thread\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x129\n" +
@@ -588,10 +725,18 @@ const file_threadline_v1_thread_proto_rawDesc = "" +
 	"\apending\x18\t \x01(\v2#.threadline.v1.DeferredToolRequestsR\apending\x12)\n" +
 	"\x10recovery_pending\x18\n" +
 	" \x01(\bR\x0frecoveryPending\x120\n" +
-	"\x05lease\x18\v \x01(\v2\x1a.threadline.v1.ThreadLeaseR\x05lease\x1a9\n" +
+	"\x05lease\x18\v \x01(\v2\x1a.threadline.v1.ThreadLeaseR\x05lease\x12.\n" +
+	"\x05queue\x18\f \x03(\v2\x18.threadline.v1.QueuedRunR\x05queue\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +
+	"\tQueuedRun\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x120\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x1c.threadline.v1.QueuedRunKindR\x04kind\x12;\n" +
+	"\vcreate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\x80\x01\n" +
 	"\vThreadLease\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n" +
 	"\n" +
@@ -612,7 +757,10 @@ const file_threadline_v1_thread_proto_rawDesc = "" +
 	"\apending\x18\b \x01(\v2#.threadline.v1.DeferredToolRequestsR\apending\x12?\n" +
 	"\tremaining\x18\t \x01(\v2!.threadline.v1.DeferredToolResumeR\tremaining\x12<\n" +
 	"\fclient_tools\x18\n" +
-	" \x03(\v2\x19.threadline.v1.ClientToolR\vclientTools*}\n" +
+	" \x03(\v2\x19.threadline.v1.ClientToolR\vclientTools*N\n" +
+	"\rQueuedRunKind\x12\x1f\n" +
+	"\x1bQUEUED_RUN_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18QUEUED_RUN_KIND_ENQUEUED\x10\x01*}\n" +
 	"\fThreadStatus\x12\x1d\n" +
 	"\x19THREAD_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12THREAD_STATUS_IDLE\x10\x01\x12\x19\n" +
@@ -628,7 +776,7 @@ const file_threadline_v1_thread_proto_rawDesc = "" +
 	"\x19CHECKPOINT_KIND_SUSPENDED\x10\x06\x12\x1a\n" +
 	"\x16CHECKPOINT_KIND_FAILED\x10\a\x12\x1d\n" +
 	"\x19CHECKPOINT_KIND_CANCELLED\x10\b\x12\x1f\n" +
-	"\x1bCHECKPOINT_KIND_ROLLED_BACK\x10\t*\x94\x02\n" +
+	"\x1bCHECKPOINT_KIND_ROLLED_BACK\x10\t*\xb2\x02\n" +
 	"\x0fThreadRunStatus\x12!\n" +
 	"\x1dTHREAD_RUN_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19THREAD_RUN_STATUS_RUNNING\x10\x01\x12\x1f\n" +
@@ -637,7 +785,8 @@ const file_threadline_v1_thread_proto_rawDesc = "" +
 	"\x18THREAD_RUN_STATUS_FAILED\x10\x04\x12\x1f\n" +
 	"\x1bTHREAD_RUN_STATUS_CANCELLED\x10\x05\x12\x1b\n" +
 	"\x17THREAD_RUN_STATUS_ERROR\x10\x06\x12!\n" +
-	"\x1dTHREAD_RUN_STATUS_INTERRUPTED\x10\aB\xa9\x01\n" +
+	"\x1dTHREAD_RUN_STATUS_INTERRUPTED\x10\a\x12\x1c\n" +
+	"\x18THREAD_RUN_STATUS_QUEUED\x10\bB\xa9\x01\n" +
 	"\x11dev.threadline.v1B\vThreadProtoP\x01ZNgithub.com/threadline-dev/threadline/clients/go/gen/threadline/v1;threadlinev1\xa2\x02\x03TLN\xaa\x02\rThreadline.V1\xca\x02\rThreadline\\V1\xea\x02\x0eThreadline::V1b\x06proto3"
 
 var (
@@ -652,42 +801,47 @@ func file_threadline_v1_thread_proto_rawDescGZIP() []byte {
 	return file_threadline_v1_thread_proto_rawDescData
 }
 
-var file_threadline_v1_thread_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_threadline_v1_thread_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_threadline_v1_thread_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_threadline_v1_thread_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_threadline_v1_thread_proto_goTypes = []any{
-	(ThreadStatus)(0),             // 0: threadline.v1.ThreadStatus
-	(CheckpointKind)(0),           // 1: threadline.v1.CheckpointKind
-	(ThreadRunStatus)(0),          // 2: threadline.v1.ThreadRunStatus
-	(*Thread)(nil),                // 3: threadline.v1.Thread
-	(*ThreadLease)(nil),           // 4: threadline.v1.ThreadLease
-	(*Checkpoint)(nil),            // 5: threadline.v1.Checkpoint
-	nil,                           // 6: threadline.v1.Thread.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
-	(*DeferredToolRequests)(nil),  // 8: threadline.v1.DeferredToolRequests
-	(*HarnessState)(nil),          // 9: threadline.v1.HarnessState
-	(*DeferredToolResume)(nil),    // 10: threadline.v1.DeferredToolResume
-	(*ClientTool)(nil),            // 11: threadline.v1.ClientTool
+	(QueuedRunKind)(0),            // 0: threadline.v1.QueuedRunKind
+	(ThreadStatus)(0),             // 1: threadline.v1.ThreadStatus
+	(CheckpointKind)(0),           // 2: threadline.v1.CheckpointKind
+	(ThreadRunStatus)(0),          // 3: threadline.v1.ThreadRunStatus
+	(*Thread)(nil),                // 4: threadline.v1.Thread
+	(*QueuedRun)(nil),             // 5: threadline.v1.QueuedRun
+	(*ThreadLease)(nil),           // 6: threadline.v1.ThreadLease
+	(*Checkpoint)(nil),            // 7: threadline.v1.Checkpoint
+	nil,                           // 8: threadline.v1.Thread.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*DeferredToolRequests)(nil),  // 10: threadline.v1.DeferredToolRequests
+	(*HarnessState)(nil),          // 11: threadline.v1.HarnessState
+	(*DeferredToolResume)(nil),    // 12: threadline.v1.DeferredToolResume
+	(*ClientTool)(nil),            // 13: threadline.v1.ClientTool
 }
 var file_threadline_v1_thread_proto_depIdxs = []int32{
-	6,  // 0: threadline.v1.Thread.labels:type_name -> threadline.v1.Thread.LabelsEntry
-	7,  // 1: threadline.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
-	7,  // 2: threadline.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 3: threadline.v1.Thread.status:type_name -> threadline.v1.ThreadStatus
-	5,  // 4: threadline.v1.Thread.head:type_name -> threadline.v1.Checkpoint
-	8,  // 5: threadline.v1.Thread.pending:type_name -> threadline.v1.DeferredToolRequests
-	4,  // 6: threadline.v1.Thread.lease:type_name -> threadline.v1.ThreadLease
-	7,  // 7: threadline.v1.ThreadLease.expire_time:type_name -> google.protobuf.Timestamp
-	1,  // 8: threadline.v1.Checkpoint.kind:type_name -> threadline.v1.CheckpointKind
-	7,  // 9: threadline.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
-	9,  // 10: threadline.v1.Checkpoint.state:type_name -> threadline.v1.HarnessState
-	8,  // 11: threadline.v1.Checkpoint.pending:type_name -> threadline.v1.DeferredToolRequests
-	10, // 12: threadline.v1.Checkpoint.remaining:type_name -> threadline.v1.DeferredToolResume
-	11, // 13: threadline.v1.Checkpoint.client_tools:type_name -> threadline.v1.ClientTool
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	8,  // 0: threadline.v1.Thread.labels:type_name -> threadline.v1.Thread.LabelsEntry
+	9,  // 1: threadline.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
+	9,  // 2: threadline.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 3: threadline.v1.Thread.status:type_name -> threadline.v1.ThreadStatus
+	7,  // 4: threadline.v1.Thread.head:type_name -> threadline.v1.Checkpoint
+	10, // 5: threadline.v1.Thread.pending:type_name -> threadline.v1.DeferredToolRequests
+	6,  // 6: threadline.v1.Thread.lease:type_name -> threadline.v1.ThreadLease
+	5,  // 7: threadline.v1.Thread.queue:type_name -> threadline.v1.QueuedRun
+	0,  // 8: threadline.v1.QueuedRun.kind:type_name -> threadline.v1.QueuedRunKind
+	9,  // 9: threadline.v1.QueuedRun.create_time:type_name -> google.protobuf.Timestamp
+	9,  // 10: threadline.v1.ThreadLease.expire_time:type_name -> google.protobuf.Timestamp
+	2,  // 11: threadline.v1.Checkpoint.kind:type_name -> threadline.v1.CheckpointKind
+	9,  // 12: threadline.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	11, // 13: threadline.v1.Checkpoint.state:type_name -> threadline.v1.HarnessState
+	10, // 14: threadline.v1.Checkpoint.pending:type_name -> threadline.v1.DeferredToolRequests
+	12, // 15: threadline.v1.Checkpoint.remaining:type_name -> threadline.v1.DeferredToolResume
+	13, // 16: threadline.v1.Checkpoint.client_tools:type_name -> threadline.v1.ClientTool
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_threadline_v1_thread_proto_init() }
@@ -703,8 +857,8 @@ func file_threadline_v1_thread_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_threadline_v1_thread_proto_rawDesc), len(file_threadline_v1_thread_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   4,
+			NumEnums:      4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

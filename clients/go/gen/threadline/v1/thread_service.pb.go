@@ -81,10 +81,22 @@ type BusyStrategy int32
 const (
 	// The default: BUSY_STRATEGY_REJECT.
 	BusyStrategy_BUSY_STRATEGY_UNSPECIFIED BusyStrategy = 0
-	// Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow. A
-	// retry of the request that is running (its own `request_id`) is never refused: it attaches and
-	// follows that run (`StreamThreadRun` from its first event, `RunThread` to its result).
+	// Fail at once with ABORTED THREAD_BUSY, also while requests wait in the thread's queue (their
+	// turn comes first). A retry of the request that is running (its own `request_id`) is never
+	// refused: it attaches and follows that run (`StreamThreadRun` from its first event,
+	// `RunThread` to its result).
 	BusyStrategy_BUSY_STRATEGY_REJECT BusyStrategy = 1
+	// Wait in the thread's durable queue (`Thread.queue`) and run after the requests accepted before
+	// it, each once, in acceptance order, on whichever replica ends the run before it. A thread with
+	// nothing running and nothing queued runs it at once. While the thread is SUSPENDED the queue
+	// waits (answers to `Thread.pending` run first, never queued). At most
+	// `ThreadStoreInfo.max_queued_runs` wait per thread, beyond that RESOURCE_EXHAUSTED
+	// THREAD_QUEUE_FULL. `expected_revision` is checked when the request is accepted; the request
+	// then runs on whatever head its turn finds. A queued request is server-driven: its call
+	// (`StreamThreadRun`, `RunThread`) follows it once it starts, `StartThreadRun` answers QUEUED at
+	// once, and a client that goes away changes nothing. Answers on a running thread fail
+	// FAILED_PRECONDITION THREAD_NOT_SUSPENDED: the batch they answer is being consumed.
+	BusyStrategy_BUSY_STRATEGY_ENQUEUE BusyStrategy = 2
 )
 
 // Enum value maps for BusyStrategy.
@@ -92,10 +104,12 @@ var (
 	BusyStrategy_name = map[int32]string{
 		0: "BUSY_STRATEGY_UNSPECIFIED",
 		1: "BUSY_STRATEGY_REJECT",
+		2: "BUSY_STRATEGY_ENQUEUE",
 	}
 	BusyStrategy_value = map[string]int32{
 		"BUSY_STRATEGY_UNSPECIFIED": 0,
 		"BUSY_STRATEGY_REJECT":      1,
+		"BUSY_STRATEGY_ENQUEUE":     2,
 	}
 )
 
@@ -1595,7 +1609,9 @@ type StartThreadRunResponse struct {
 	// True when this answers a request that had already finished: nothing ran again.
 	Replayed bool `protobuf:"varint,5,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	// The stored result, when `replayed`; unset while the run goes on. Its `state` is unset.
-	Result        *RunResult `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
+	Result *RunResult `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
+	// QUEUED: the request's place in `Thread.queue` when it was accepted (1 = next); 0 otherwise.
+	QueuePosition uint32 `protobuf:"varint,7,opt,name=queue_position,json=queuePosition,proto3" json:"queue_position,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1670,6 +1686,13 @@ func (x *StartThreadRunResponse) GetResult() *RunResult {
 		return x.Result
 	}
 	return nil
+}
+
+func (x *StartThreadRunResponse) GetQueuePosition() uint32 {
+	if x != nil {
+		return x.QueuePosition
+	}
+	return 0
 }
 
 // Request of `CancelThreadRun`.
@@ -2135,7 +2158,7 @@ const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x1a\n" +
 	"\breplayed\x18\x03 \x01(\bR\breplayed\"I\n" +
 	"\x15StartThreadRunRequest\x120\n" +
-	"\x04spec\x18\x01 \x01(\v2\x1c.threadline.v1.ThreadRunSpecR\x04spec\"\xf0\x01\n" +
+	"\x04spec\x18\x01 \x01(\v2\x1c.threadline.v1.ThreadRunSpecR\x04spec\"\x97\x02\n" +
 	"\x16StartThreadRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n" +
 	"\n" +
@@ -2143,7 +2166,8 @@ const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"\brevision\x18\x03 \x01(\x03R\brevision\x126\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x1e.threadline.v1.ThreadRunStatusR\x06status\x12\x1a\n" +
 	"\breplayed\x18\x05 \x01(\bR\breplayed\x120\n" +
-	"\x06result\x18\x06 \x01(\v2\x18.threadline.v1.RunResultR\x06result\"k\n" +
+	"\x06result\x18\x06 \x01(\v2\x18.threadline.v1.RunResultR\x06result\x12%\n" +
+	"\x0equeue_position\x18\a \x01(\rR\rqueuePosition\"k\n" +
 	"\x16CancelThreadRunRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n" +
@@ -2172,10 +2196,11 @@ const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"ThreadView\x12\x1b\n" +
 	"\x17THREAD_VIEW_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11THREAD_VIEW_BASIC\x10\x01\x12\x14\n" +
-	"\x10THREAD_VIEW_FULL\x10\x02*G\n" +
+	"\x10THREAD_VIEW_FULL\x10\x02*b\n" +
 	"\fBusyStrategy\x12\x1d\n" +
 	"\x19BUSY_STRATEGY_UNSPECIFIED\x10\x00\x12\x18\n" +
-	"\x14BUSY_STRATEGY_REJECT\x10\x01*\xfb\x01\n" +
+	"\x14BUSY_STRATEGY_REJECT\x10\x01\x12\x19\n" +
+	"\x15BUSY_STRATEGY_ENQUEUE\x10\x02*\xfb\x01\n" +
 	"\fThreadChange\x12\x1d\n" +
 	"\x19THREAD_CHANGE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16THREAD_CHANGE_SNAPSHOT\x10\x01\x12\x1b\n" +

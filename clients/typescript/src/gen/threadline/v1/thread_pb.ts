@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file threadline/v1/thread.proto.
  */
 export const file_threadline_v1_thread: GenFile = /*@__PURE__*/
-  fileDesc("Chp0aHJlYWRsaW5lL3YxL3RocmVhZC5wcm90bxINdGhyZWFkbGluZS52MSLRAwoGVGhyZWFkEhEKCXRocmVhZF9pZBgBIAEoCRINCgVhZ2VudBgCIAEoCRIxCgZsYWJlbHMYAyADKAsyIS50aHJlYWRsaW5lLnYxLlRocmVhZC5MYWJlbHNFbnRyeRIvCgtjcmVhdGVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJldmlzaW9uGAYgASgDEisKBnN0YXR1cxgHIAEoDjIbLnRocmVhZGxpbmUudjEuVGhyZWFkU3RhdHVzEicKBGhlYWQYCCABKAsyGS50aHJlYWRsaW5lLnYxLkNoZWNrcG9pbnQSNAoHcGVuZGluZxgJIAEoCzIjLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVxdWVzdHMSGAoQcmVjb3ZlcnlfcGVuZGluZxgKIAEoCBIpCgVsZWFzZRgLIAEoCzIaLnRocmVhZGxpbmUudjEuVGhyZWFkTGVhc2UaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiCgtUaHJlYWRMZWFzZRIOCgZydW5faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIvCgtleHBpcmVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi/AIKCkNoZWNrcG9pbnQSEQoJdGhyZWFkX2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEisKBGtpbmQYAyABKA4yHS50aHJlYWRsaW5lLnYxLkNoZWNrcG9pbnRLaW5kEg4KBnJ1bl9pZBgEIAEoCRISCgpyZXF1ZXN0X2lkGAUgASgJEi8KC2NyZWF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIqCgVzdGF0ZRgHIAEoCzIbLnRocmVhZGxpbmUudjEuSGFybmVzc1N0YXRlEjQKB3BlbmRpbmcYCCABKAsyIy50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlcXVlc3RzEjQKCXJlbWFpbmluZxgJIAEoCzIhLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVzdW1lEi8KDGNsaWVudF90b29scxgKIAMoCzIZLnRocmVhZGxpbmUudjEuQ2xpZW50VG9vbCp9CgxUaHJlYWRTdGF0dXMSHQoZVEhSRUFEX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElRIUkVBRF9TVEFUVVNfSURMRRABEhkKFVRIUkVBRF9TVEFUVVNfUlVOTklORxACEhsKF1RIUkVBRF9TVEFUVVNfU1VTUEVOREVEEAMqvwIKDkNoZWNrcG9pbnRLaW5kEh8KG0NIRUNLUE9JTlRfS0lORF9VTlNQRUNJRklFRBAAEhsKF0NIRUNLUE9JTlRfS0lORF9DUkVBVEVEEAESHAoYQ0hFQ0tQT0lOVF9LSU5EX0lNUE9SVEVEEAISGgoWQ0hFQ0tQT0lOVF9LSU5EX0ZPUktFRBADEhsKF0NIRUNLUE9JTlRfS0lORF9NSURfUlVOEAQSHQoZQ0hFQ0tQT0lOVF9LSU5EX0NPTVBMRVRFRBAFEh0KGUNIRUNLUE9JTlRfS0lORF9TVVNQRU5ERUQQBhIaChZDSEVDS1BPSU5UX0tJTkRfRkFJTEVEEAcSHQoZQ0hFQ0tQT0lOVF9LSU5EX0NBTkNFTExFRBAIEh8KG0NIRUNLUE9JTlRfS0lORF9ST0xMRURfQkFDSxAJKpQCCg9UaHJlYWRSdW5TdGF0dXMSIQodVEhSRUFEX1JVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIdChlUSFJFQURfUlVOX1NUQVRVU19SVU5OSU5HEAESHwobVEhSRUFEX1JVTl9TVEFUVVNfQ09NUExFVEVEEAISHwobVEhSRUFEX1JVTl9TVEFUVVNfU1VTUEVOREVEEAMSHAoYVEhSRUFEX1JVTl9TVEFUVVNfRkFJTEVEEAQSHwobVEhSRUFEX1JVTl9TVEFUVVNfQ0FOQ0VMTEVEEAUSGwoXVEhSRUFEX1JVTl9TVEFUVVNfRVJST1IQBhIhCh1USFJFQURfUlVOX1NUQVRVU19JTlRFUlJVUFRFRBAHQqkBChFkZXYudGhyZWFkbGluZS52MUILVGhyZWFkUHJvdG9QAVpOZ2l0aHViLmNvbS90aHJlYWRsaW5lLWRldi90aHJlYWRsaW5lL2NsaWVudHMvZ28vZ2VuL3RocmVhZGxpbmUvdjE7dGhyZWFkbGluZXYxogIDVExOqgINVGhyZWFkbGluZS5WMcoCDVRocmVhZGxpbmVcVjHqAg5UaHJlYWRsaW5lOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_threadline_v1_deferred, file_threadline_v1_run, file_threadline_v1_state]);
+  fileDesc("Chp0aHJlYWRsaW5lL3YxL3RocmVhZC5wcm90bxINdGhyZWFkbGluZS52MSL6AwoGVGhyZWFkEhEKCXRocmVhZF9pZBgBIAEoCRINCgVhZ2VudBgCIAEoCRIxCgZsYWJlbHMYAyADKAsyIS50aHJlYWRsaW5lLnYxLlRocmVhZC5MYWJlbHNFbnRyeRIvCgtjcmVhdGVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJldmlzaW9uGAYgASgDEisKBnN0YXR1cxgHIAEoDjIbLnRocmVhZGxpbmUudjEuVGhyZWFkU3RhdHVzEicKBGhlYWQYCCABKAsyGS50aHJlYWRsaW5lLnYxLkNoZWNrcG9pbnQSNAoHcGVuZGluZxgJIAEoCzIjLnRocmVhZGxpbmUudjEuRGVmZXJyZWRUb29sUmVxdWVzdHMSGAoQcmVjb3ZlcnlfcGVuZGluZxgKIAEoCBIpCgVsZWFzZRgLIAEoCzIaLnRocmVhZGxpbmUudjEuVGhyZWFkTGVhc2USJwoFcXVldWUYDCADKAsyGC50aHJlYWRsaW5lLnYxLlF1ZXVlZFJ1bhotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIowBCglRdWV1ZWRSdW4SEgoKcmVxdWVzdF9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSKgoEa2luZBgDIAEoDjIcLnRocmVhZGxpbmUudjEuUXVldWVkUnVuS2luZBIvCgtjcmVhdGVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiYgoLVGhyZWFkTGVhc2USDgoGcnVuX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSLwoLZXhwaXJlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIvwCCgpDaGVja3BvaW50EhEKCXRocmVhZF9pZBgBIAEoCRIQCghyZXZpc2lvbhgCIAEoAxIrCgRraW5kGAMgASgOMh0udGhyZWFkbGluZS52MS5DaGVja3BvaW50S2luZBIOCgZydW5faWQYBCABKAkSEgoKcmVxdWVzdF9pZBgFIAEoCRIvCgtjcmVhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoFc3RhdGUYByABKAsyGy50aHJlYWRsaW5lLnYxLkhhcm5lc3NTdGF0ZRI0CgdwZW5kaW5nGAggASgLMiMudGhyZWFkbGluZS52MS5EZWZlcnJlZFRvb2xSZXF1ZXN0cxI0CglyZW1haW5pbmcYCSABKAsyIS50aHJlYWRsaW5lLnYxLkRlZmVycmVkVG9vbFJlc3VtZRIvCgxjbGllbnRfdG9vbHMYCiADKAsyGS50aHJlYWRsaW5lLnYxLkNsaWVudFRvb2wqTgoNUXVldWVkUnVuS2luZBIfChtRVUVVRURfUlVOX0tJTkRfVU5TUEVDSUZJRUQQABIcChhRVUVVRURfUlVOX0tJTkRfRU5RVUVVRUQQASp9CgxUaHJlYWRTdGF0dXMSHQoZVEhSRUFEX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElRIUkVBRF9TVEFUVVNfSURMRRABEhkKFVRIUkVBRF9TVEFUVVNfUlVOTklORxACEhsKF1RIUkVBRF9TVEFUVVNfU1VTUEVOREVEEAMqvwIKDkNoZWNrcG9pbnRLaW5kEh8KG0NIRUNLUE9JTlRfS0lORF9VTlNQRUNJRklFRBAAEhsKF0NIRUNLUE9JTlRfS0lORF9DUkVBVEVEEAESHAoYQ0hFQ0tQT0lOVF9LSU5EX0lNUE9SVEVEEAISGgoWQ0hFQ0tQT0lOVF9LSU5EX0ZPUktFRBADEhsKF0NIRUNLUE9JTlRfS0lORF9NSURfUlVOEAQSHQoZQ0hFQ0tQT0lOVF9LSU5EX0NPTVBMRVRFRBAFEh0KGUNIRUNLUE9JTlRfS0lORF9TVVNQRU5ERUQQBhIaChZDSEVDS1BPSU5UX0tJTkRfRkFJTEVEEAcSHQoZQ0hFQ0tQT0lOVF9LSU5EX0NBTkNFTExFRBAIEh8KG0NIRUNLUE9JTlRfS0lORF9ST0xMRURfQkFDSxAJKrICCg9UaHJlYWRSdW5TdGF0dXMSIQodVEhSRUFEX1JVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIdChlUSFJFQURfUlVOX1NUQVRVU19SVU5OSU5HEAESHwobVEhSRUFEX1JVTl9TVEFUVVNfQ09NUExFVEVEEAISHwobVEhSRUFEX1JVTl9TVEFUVVNfU1VTUEVOREVEEAMSHAoYVEhSRUFEX1JVTl9TVEFUVVNfRkFJTEVEEAQSHwobVEhSRUFEX1JVTl9TVEFUVVNfQ0FOQ0VMTEVEEAUSGwoXVEhSRUFEX1JVTl9TVEFUVVNfRVJST1IQBhIhCh1USFJFQURfUlVOX1NUQVRVU19JTlRFUlJVUFRFRBAHEhwKGFRIUkVBRF9SVU5fU1RBVFVTX1FVRVVFRBAIQqkBChFkZXYudGhyZWFkbGluZS52MUILVGhyZWFkUHJvdG9QAVpOZ2l0aHViLmNvbS90aHJlYWRsaW5lLWRldi90aHJlYWRsaW5lL2NsaWVudHMvZ28vZ2VuL3RocmVhZGxpbmUvdjE7dGhyZWFkbGluZXYxogIDVExOqgINVGhyZWFkbGluZS5WMcoCDVRocmVhZGxpbmVcVjHqAg5UaHJlYWRsaW5lOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_threadline_v1_deferred, file_threadline_v1_run, file_threadline_v1_state]);
 
 /**
  * A durable thread that `ThreadService` keeps: its head checkpoint, what it waits on, and who runs
@@ -106,6 +106,15 @@ export type Thread = Message<"threadline.v1.Thread"> & {
    * @generated from field: threadline.v1.ThreadLease lease = 11;
    */
   lease?: ThreadLease | undefined;
+
+  /**
+   * The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`), in the order they will run:
+   * the first starts when the thread's current run ends (unless it ends SUSPENDED). Empty in
+   * `ListThreads`.
+   *
+   * @generated from field: repeated threadline.v1.QueuedRun queue = 12;
+   */
+  queue: QueuedRun[];
 };
 
 /**
@@ -114,6 +123,48 @@ export type Thread = Message<"threadline.v1.Thread"> & {
  */
 export const ThreadSchema: GenMessage<Thread> = /*@__PURE__*/
   messageDesc(file_threadline_v1_thread, 0);
+
+/**
+ * A request waiting in a thread's queue.
+ *
+ * @generated from message threadline.v1.QueuedRun
+ */
+export type QueuedRun = Message<"threadline.v1.QueuedRun"> & {
+  /**
+   * The request's ID (`ThreadRunSpec.request_id`, or the one the server made).
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * The ID its first attempt will run under, allocated when it was accepted: join it, cancel it.
+   *
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+
+  /**
+   * Why it waits.
+   *
+   * @generated from field: threadline.v1.QueuedRunKind kind = 3;
+   */
+  kind: QueuedRunKind;
+
+  /**
+   * When it was accepted, by the store's clock.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 4;
+   */
+  createTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message threadline.v1.QueuedRun.
+ * Use `create(QueuedRunSchema)` to create a new message.
+ */
+export const QueuedRunSchema: GenMessage<QueuedRun> = /*@__PURE__*/
+  messageDesc(file_threadline_v1_thread, 1);
 
 /**
  * The lease a running run holds on its thread.
@@ -148,7 +199,7 @@ export type ThreadLease = Message<"threadline.v1.ThreadLease"> & {
  * Use `create(ThreadLeaseSchema)` to create a new message.
  */
 export const ThreadLeaseSchema: GenMessage<ThreadLease> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_thread, 1);
+  messageDesc(file_threadline_v1_thread, 2);
 
 /**
  * One committed checkpoint of a thread. Checkpoints are never rewritten.
@@ -236,7 +287,34 @@ export type Checkpoint = Message<"threadline.v1.Checkpoint"> & {
  * Use `create(CheckpointSchema)` to create a new message.
  */
 export const CheckpointSchema: GenMessage<Checkpoint> = /*@__PURE__*/
-  messageDesc(file_threadline_v1_thread, 2);
+  messageDesc(file_threadline_v1_thread, 3);
+
+/**
+ * Why a request waits in a thread's queue.
+ *
+ * @generated from enum threadline.v1.QueuedRunKind
+ */
+export enum QueuedRunKind {
+  /**
+   * Never sent by the server.
+   *
+   * @generated from enum value: QUEUED_RUN_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * `BUSY_STRATEGY_ENQUEUE`: after every request accepted before it.
+   *
+   * @generated from enum value: QUEUED_RUN_KIND_ENQUEUED = 1;
+   */
+  ENQUEUED = 1,
+}
+
+/**
+ * Describes the enum threadline.v1.QueuedRunKind.
+ */
+export const QueuedRunKindSchema: GenEnum<QueuedRunKind> = /*@__PURE__*/
+  enumDesc(file_threadline_v1_thread, 0);
 
 /**
  * What a thread is doing.
@@ -277,7 +355,7 @@ export enum ThreadStatus {
  * Describes the enum threadline.v1.ThreadStatus.
  */
 export const ThreadStatusSchema: GenEnum<ThreadStatus> = /*@__PURE__*/
-  enumDesc(file_threadline_v1_thread, 0);
+  enumDesc(file_threadline_v1_thread, 1);
 
 /**
  * What made a checkpoint.
@@ -360,7 +438,7 @@ export enum CheckpointKind {
  * Describes the enum threadline.v1.CheckpointKind.
  */
 export const CheckpointKindSchema: GenEnum<CheckpointKind> = /*@__PURE__*/
-  enumDesc(file_threadline_v1_thread, 1);
+  enumDesc(file_threadline_v1_thread, 2);
 
 /**
  * How the run of one request ended (its run record), as `CancelThreadRun` reports it.
@@ -424,11 +502,18 @@ export enum ThreadRunStatus {
    * @generated from enum value: THREAD_RUN_STATUS_INTERRUPTED = 7;
    */
   INTERRUPTED = 7,
+
+  /**
+   * The request waits in the thread's queue (`Thread.queue`); it has not run yet.
+   *
+   * @generated from enum value: THREAD_RUN_STATUS_QUEUED = 8;
+   */
+  QUEUED = 8,
 }
 
 /**
  * Describes the enum threadline.v1.ThreadRunStatus.
  */
 export const ThreadRunStatusSchema: GenEnum<ThreadRunStatus> = /*@__PURE__*/
-  enumDesc(file_threadline_v1_thread, 2);
+  enumDesc(file_threadline_v1_thread, 3);
 

@@ -70,6 +70,8 @@ __all__ = (
     "PartStart",
     "PromptPart",
     "PromptParts",
+    "QueuedRun",
+    "QueuedRunKind",
     "RemainingDeferredRequest",
     "RemainingDeferredResponse",
     "RetryHint",
@@ -161,9 +163,24 @@ class BusyStrategy(betterproto2.Enum):
 
     REJECT = 1
     """
-    Fail at once with ABORTED THREAD_BUSY. Other strategies (enqueue, interrupt) may follow. A
-    retry of the request that is running (its own `request_id`) is never refused: it attaches and
-    follows that run (`StreamThreadRun` from its first event, `RunThread` to its result).
+    Fail at once with ABORTED THREAD_BUSY, also while requests wait in the thread's queue (their
+    turn comes first). A retry of the request that is running (its own `request_id`) is never
+    refused: it attaches and follows that run (`StreamThreadRun` from its first event,
+    `RunThread` to its result).
+    """
+
+    ENQUEUE = 2
+    """
+    Wait in the thread's durable queue (`Thread.queue`) and run after the requests accepted before
+    it, each once, in acceptance order, on whichever replica ends the run before it. A thread with
+    nothing running and nothing queued runs it at once. While the thread is SUSPENDED the queue
+    waits (answers to `Thread.pending` run first, never queued). At most
+    `ThreadStoreInfo.max_queued_runs` wait per thread, beyond that RESOURCE_EXHAUSTED
+    THREAD_QUEUE_FULL. `expected_revision` is checked when the request is accepted; the request
+    then runs on whatever head its turn finds. A queued request is server-driven: its call
+    (`StreamThreadRun`, `RunThread`) follows it once it starts, `StartThreadRun` answers QUEUED at
+    once, and a client that goes away changes nothing. Answers on a running thread fail
+    FAILED_PRECONDITION THREAD_NOT_SUSPENDED: the batch they answer is being consumed.
     """
 
     @classmethod
@@ -171,6 +188,7 @@ class BusyStrategy(betterproto2.Enum):
         return {
             0: "BUSY_STRATEGY_UNSPECIFIED",
             1: "BUSY_STRATEGY_REJECT",
+            2: "BUSY_STRATEGY_ENQUEUE",
         }
 
     @classmethod
@@ -178,6 +196,7 @@ class BusyStrategy(betterproto2.Enum):
         return {
             "BUSY_STRATEGY_UNSPECIFIED": 0,
             "BUSY_STRATEGY_REJECT": 1,
+            "BUSY_STRATEGY_ENQUEUE": 2,
         }
 
 
@@ -523,6 +542,36 @@ class PartKind(betterproto2.Enum):
         }
 
 
+class QueuedRunKind(betterproto2.Enum):
+    """
+    Why a request waits in a thread's queue.
+    """
+
+    UNSPECIFIED = 0
+    """
+    Never sent by the server.
+    """
+
+    ENQUEUED = 1
+    """
+    `BUSY_STRATEGY_ENQUEUE`: after every request accepted before it.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "QUEUED_RUN_KIND_UNSPECIFIED",
+            1: "QUEUED_RUN_KIND_ENQUEUED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "QUEUED_RUN_KIND_UNSPECIFIED": 0,
+            "QUEUED_RUN_KIND_ENQUEUED": 1,
+        }
+
+
 class RetryHint(betterproto2.Enum):
     """
     What a host may do after a failure.
@@ -810,6 +859,11 @@ class ThreadRunStatus(betterproto2.Enum):
     server bug; a retry gets FAILED_PRECONDITION REQUEST_INTERRUPTED.
     """
 
+    QUEUED = 8
+    """
+    The request waits in the thread's queue (`Thread.queue`); it has not run yet.
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
@@ -821,6 +875,7 @@ class ThreadRunStatus(betterproto2.Enum):
             5: "THREAD_RUN_STATUS_CANCELLED",
             6: "THREAD_RUN_STATUS_ERROR",
             7: "THREAD_RUN_STATUS_INTERRUPTED",
+            8: "THREAD_RUN_STATUS_QUEUED",
         }
 
     @classmethod
@@ -834,6 +889,7 @@ class ThreadRunStatus(betterproto2.Enum):
             "THREAD_RUN_STATUS_CANCELLED": 5,
             "THREAD_RUN_STATUS_ERROR": 6,
             "THREAD_RUN_STATUS_INTERRUPTED": 7,
+            "THREAD_RUN_STATUS_QUEUED": 8,
         }
 
 
@@ -3241,6 +3297,44 @@ default_message_pool.register_message("threadline.v1", "PromptParts", PromptPart
 
 
 @dataclass(eq=False, repr=False, config={"extra": "forbid"})
+class QueuedRun(betterproto2.Message):
+    """
+    A request waiting in a thread's queue.
+    """
+
+    request_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(1, betterproto2.TYPE_STRING)
+    )
+    """
+    The request's ID (`ThreadRunSpec.request_id`, or the one the server made).
+    """
+
+    run_id: "typing.Annotated[str, pydantic.AfterValidator(betterproto2.validators.validate_string)]" = (
+        betterproto2.field(2, betterproto2.TYPE_STRING)
+    )
+    """
+    The ID its first attempt will run under, allocated when it was accepted: join it, cancel it.
+    """
+
+    kind: "QueuedRunKind" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: QueuedRunKind(0)
+    )
+    """
+    Why it waits.
+    """
+
+    create_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When it was accepted, by the store's clock.
+    """
+
+
+default_message_pool.register_message("threadline.v1", "QueuedRun", QueuedRun)
+
+
+@dataclass(eq=False, repr=False, config={"extra": "forbid"})
 class RemainingDeferredRequest(betterproto2.Message):
     """
     Request of `RemainingDeferred`.
@@ -4007,6 +4101,13 @@ class StartThreadRunResponse(betterproto2.Message):
     The stored result, when `replayed`; unset while the run goes on. Its `state` is unset.
     """
 
+    queue_position: "typing.Annotated[int, pydantic.Field(ge=0, le=2**32 - 1)]" = betterproto2.field(
+        7, betterproto2.TYPE_UINT32
+    )
+    """
+    QUEUED: the request's place in `Thread.queue` when it was accepted (1 = next); 0 otherwise.
+    """
+
 
 default_message_pool.register_message("threadline.v1", "StartThreadRunResponse", StartThreadRunResponse)
 
@@ -4263,6 +4364,13 @@ class Thread(betterproto2.Message):
     The run holding the thread; set exactly when `status` is THREAD_STATUS_RUNNING.
     """
 
+    queue: "list[QueuedRun]" = betterproto2.field(12, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`), in the order they will run:
+    the first starts when the thread's current run ends (unless it ends SUSPENDED). Empty in
+    `ListThreads`.
+    """
+
 
 default_message_pool.register_message("threadline.v1", "Thread", Thread)
 
@@ -4467,6 +4575,14 @@ class ThreadStoreInfo(betterproto2.Message):
     How many attempts of a `StartThreadRun` request may end by a lost server (a crash, a stop past
     its lease) before the request ends INTERRUPTED (`--max-run-attempts`); parked attempts (a
     SIGTERM) do not count.
+    """
+
+    max_queued_runs: "typing.Annotated[int, pydantic.Field(ge=0, le=2**32 - 1)]" = betterproto2.field(
+        7, betterproto2.TYPE_UINT32
+    )
+    """
+    How many requests may wait in one thread's queue (`--max-queued-runs`); one more fails with
+    RESOURCE_EXHAUSTED THREAD_QUEUE_FULL.
     """
 
 

@@ -1,0 +1,341 @@
+"""Busy strategies, part one (LIVE §4.1, §4.2): `BUSY_STRATEGY_ENQUEUE` and the durable per-thread queue.
+
+Real `threadline serve` processes on both stores (two processes on one SQLite file, two replicas on one
+PostgreSQL database), the crash agent's gates holding a run where a test needs it. What ran is read from
+the thread itself (each checkpoint names the request that made it) and from each replica's tool log, so
+"each request ran once, in acceptance order" is shown by what the tools executed and what was committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+import pytest
+import test_background_runs as background
+from conftest import refusal
+from test_background_runs import AT_MODEL, ended, pair, replica, start
+from test_thread_crashes import answers_to
+from test_thread_joins import DEADLINE, HELD, create, events, spec, stub_of
+from test_thread_replicas import Replica
+from thread_agents import executions
+from threadline.v1 import run_pb2, thread_pb2, thread_service_pb2
+from threadline.v1.thread_service_pb2_grpc import ThreadServiceStub
+
+pytestmark = pytest.mark.anyio
+
+ts = thread_service_pb2
+ENQUEUE = ts.BUSY_STRATEGY_ENQUEUE
+PLAIN = "use:plain"
+"""A queued turn: the model calls `write_note` once (the gate is open by then), then answers."""
+
+
+def queued_spec(thread_id: str, request_id: str, text: str = PLAIN) -> ts.ThreadRunSpec:
+    return ts.ThreadRunSpec(thread_id=thread_id, request_id=request_id, text=text, busy_strategy=ENQUEUE)
+
+
+async def enqueue(stub: ThreadServiceStub, thread_id: str, request_id: str) -> ts.StartThreadRunResponse:
+    answer: ts.StartThreadRunResponse = await stub.StartThreadRun(
+        ts.StartThreadRunRequest(spec=queued_spec(thread_id, request_id)), timeout=DEADLINE
+    )
+    return answer
+
+
+async def thread_of(stub: ThreadServiceStub, thread_id: str) -> thread_pb2.Thread:
+    thread: thread_pb2.Thread = (await stub.GetThread(ts.GetThreadRequest(thread_id=thread_id))).thread
+    return thread
+
+
+async def made_by(stub: ThreadServiceStub, thread_id: str) -> list[str]:
+    """The requests that committed the thread's checkpoints, oldest first, each once (in the order
+    their runs committed: a run's several commits are one entry)."""
+    listed = await stub.ListCheckpoints(ts.ListCheckpointsRequest(thread_id=thread_id, page_size=100))
+    order: list[str] = []
+    for checkpoint in reversed(listed.checkpoints):
+        if checkpoint.request_id and (not order or order[-1] != checkpoint.request_id):
+            order.append(checkpoint.request_id)
+    return order
+
+
+def notes(*replicas_: Replica) -> int:
+    """How many times `write_note` started, over the replicas' tool logs (each call once, or a repeat)."""
+    counts = [n for r in replicas_ for n in executions(r.log, "write_note").values()]
+    assert all(n == 1 for n in counts), f"a note ran twice: {counts}"
+    return len(counts)
+
+
+async def idle(stub: ThreadServiceStub, thread_id: str) -> thread_pb2.Thread:
+    """Wait until the thread has nothing running and nothing queued."""
+    deadline = asyncio.get_running_loop().time() + DEADLINE
+    while True:
+        thread = await thread_of(stub, thread_id)
+        if thread.status != thread_pb2.THREAD_STATUS_RUNNING and not thread.queue:
+            return thread
+        assert asyncio.get_running_loop().time() < deadline, f"the queue never drained: {thread}"
+        await asyncio.sleep(0.1)
+
+
+store = background.store
+"""Each test on an SQLite file shared by the replicas, and on one PostgreSQL database."""
+replicas = background.replicas
+
+
+# -- the decision table (LIVE §4.1) ----------------------------------------------------------------------
+
+
+async def test_enqueue_on_a_free_thread_runs_at_once(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    only = await replica(replicas, store, tmp_path / "r0")
+    only.gate.touch()
+    stub = stub_of(only)
+    await create(stub, "thread_free")
+    done = await stub.RunThread(ts.RunThreadRequest(spec=queued_spec("thread_free", "now")), timeout=DEADLINE)
+    assert done.result.status == run_pb2.RUN_STATUS_COMPLETED and not done.replayed
+    assert (await made_by(stub, "thread_free")) == ["now"] and notes(only) == 1
+
+
+async def test_requests_enqueued_behind_a_run_wait_then_run_once_each_in_acceptance_order(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """Accepted on both replicas while the holder runs; REJECT is refused meanwhile; the queue drains
+    in order by hand-off, each request once, with no client."""
+    holder, other = await pair(replicas, store, tmp_path)
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_q")
+    first = await start(a, "thread_q", "first", HELD)
+    await holder.wait_for_marker("tool:write_note")
+    accepted = [await enqueue(stub, "thread_q", f"q{i}") for i, stub in enumerate((b, a, b), start=1)]
+    assert [(r.status, r.queue_position, r.request_id) for r in accepted] == [
+        (thread_pb2.THREAD_RUN_STATUS_QUEUED, i, f"q{i}") for i in (1, 2, 3)
+    ]
+    thread = await thread_of(b, "thread_q")
+    assert all(r.run_id.startswith("run-") and r.revision == thread.revision for r in accepted)
+    assert thread.status == thread_pb2.THREAD_STATUS_RUNNING and thread.lease.request_id == "first"
+    assert [(q.request_id, q.run_id, q.kind) for q in thread.queue] == [
+        (r.request_id, r.run_id, thread_pb2.QUEUED_RUN_KIND_ENQUEUED) for r in accepted
+    ]
+    again = await enqueue(a, "thread_q", "q2")
+    assert (again.status, again.run_id, again.queue_position) == (
+        thread_pb2.THREAD_RUN_STATUS_QUEUED,
+        accepted[1].run_id,
+        2,
+    ), "a retry of a queued request answers the same"
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await start(b, "thread_q", "late", "hello")
+    code, reason, meta = refusal(caught.value)
+    assert (code, reason, meta["request_id"], meta["queue_length"]) == (
+        grpc.StatusCode.ABORTED,
+        "THREAD_BUSY",
+        "first",
+        "3",
+    )
+    holder.gate.touch()
+    for request_id in ("first", "q1", "q2", "q3"):
+        assert (request_id, await ended(b, "thread_q", request_id)) == (request_id, "result")
+    assert (await made_by(b, "thread_q")) == ["first", "q1", "q2", "q3"]
+    assert notes(holder, other) == 4, "write_note ran once per request"
+    done = await enqueue(a, "thread_q", "q3")  # a retry, with the same strategy (it is in the digest)
+    assert (
+        done.replayed
+        and done.status == thread_pb2.THREAD_RUN_STATUS_COMPLETED
+        and done.result.run_id == accepted[2].run_id
+    )
+    assert first.status == thread_pb2.THREAD_RUN_STATUS_RUNNING
+    # Once drained, REJECT runs at once again.
+    await idle(b, "thread_q")
+    plain = await b.RunThread(ts.RunThreadRequest(spec=spec("thread_q", "after", "hello")), timeout=DEADLINE)
+    assert plain.result.status == run_pb2.RUN_STATUS_COMPLETED
+
+
+async def test_a_queued_stream_follows_its_run_from_sequence_0_once_it_starts(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    holder, other = await pair(replicas, store, tmp_path)
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_sq")
+    await start(a, "thread_sq", "first", HELD)
+    await holder.wait_for_marker("tool:write_note")
+    call = b.StreamThreadRun(
+        ts.StreamThreadRunRequest(spec=queued_spec("thread_sq", "waits")), timeout=DEADLINE
+    )
+    waited = asyncio.ensure_future(
+        a.RunThread(ts.RunThreadRequest(spec=queued_spec("thread_sq", "waits")), timeout=DEADLINE)
+    )
+    deadline = asyncio.get_running_loop().time() + DEADLINE
+    while not (await thread_of(a, "thread_sq")).queue:
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+    [queued] = (await thread_of(a, "thread_sq")).queue
+    assert not waited.done(), "RunThread waits while its request is queued"
+    holder.gate.touch()
+    streamed = await events(call)
+    assert [e.sequence for e in streamed] == list(range(len(streamed)))
+    assert {e.run_id for e in streamed} == {queued.run_id}
+    assert streamed[0].WhichOneof("event") == "run_started" and streamed[-1].WhichOneof("event") == "result"
+    assert streamed[-1].result.request_id == "waits"
+    result = await waited
+    assert (
+        result.result.run_id == queued.run_id and result.result.output_json == streamed[-1].result.output_json
+    )
+    assert (await made_by(a, "thread_sq")) == ["first", "waits"] and notes(holder, other) == 2
+
+
+async def test_the_queue_is_bounded_and_a_queued_request_can_be_cancelled_before_it_runs(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    only = await replica(replicas, store, tmp_path / "r0", "--max-queued-runs", "2")
+    stub = stub_of(only)
+    await create(stub, "thread_bound")
+    await start(stub, "thread_bound", "first", HELD)
+    await only.wait_for_marker("tool:write_note")
+    one, two = await enqueue(stub, "thread_bound", "one"), await enqueue(stub, "thread_bound", "two")
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await enqueue(stub, "thread_bound", "three")
+    code, reason, meta = refusal(caught.value)
+    assert (code, reason, meta["limit"], meta["queue_length"]) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "THREAD_QUEUE_FULL",
+        "2",
+        "2",
+    )
+    cancelled = await stub.CancelThreadRun(
+        ts.CancelThreadRunRequest(thread_id="thread_bound", request_id="one")
+    )
+    assert cancelled.status == thread_pb2.THREAD_RUN_STATUS_CANCELLED
+    assert [q.request_id for q in (await thread_of(stub, "thread_bound")).queue] == ["two"]
+    replay = await enqueue(stub, "thread_bound", "one")
+    assert replay.replayed and replay.status == thread_pb2.THREAD_RUN_STATUS_CANCELLED
+    assert replay.run_id == one.run_id and replay.result.status == run_pb2.RUN_STATUS_CANCELLED
+    assert replay.result.request_id == "one" and not replay.result.HasField("state")
+    three = await enqueue(stub, "thread_bound", "three")  # room again
+    assert three.queue_position == 2
+    by_run = await stub.CancelThreadRun(
+        ts.CancelThreadRunRequest(thread_id="thread_bound", run_id=three.run_id)
+    )
+    assert by_run.status == thread_pb2.THREAD_RUN_STATUS_CANCELLED
+    only.gate.touch()
+    assert await ended(stub, "thread_bound", "two") == "result"
+    await idle(stub, "thread_bound")
+    assert (await made_by(stub, "thread_bound")) == ["first", "two"], "the cancelled requests never ran"
+    assert notes(only) == 2
+    assert two.queue_position == 2
+
+
+async def test_a_suspended_head_holds_the_queue_until_its_answers_ran(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """ENQUEUE requests wait while the thread waits on answers (LIVE §4.2); the answers run ahead of
+    them, and when that run ends the queue goes on."""
+    only = await replica(replicas, store, tmp_path / "r0")
+    stub = stub_of(only)
+    await create(stub, "thread_held")
+    batch = f"use:batch {AT_MODEL.split()[1]}"
+    await start(stub, "thread_held", "asks", batch)
+    await only.wait_for_marker("model")
+    waiting = await enqueue(stub, "thread_held", "next")
+    only.gate.touch()
+    assert await ended(stub, "thread_held", "asks") == "result"
+    thread = await thread_of(stub, "thread_held")
+    assert thread.status == thread_pb2.THREAD_STATUS_SUSPENDED
+    assert [q.request_id for q in thread.queue] == ["next"], "the queue waits for the answers"
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await start(stub, "thread_held", "prompt", "hello")
+    assert refusal(caught.value)[1:3] == ("THREAD_BUSY", refusal(caught.value)[2])
+    assert (
+        refusal(caught.value)[2]["request_id"] == "next"
+        and refusal(caught.value)[2]["lease_expires_at"] == ""
+    )
+    answered = await stub.RunThread(
+        ts.RunThreadRequest(
+            spec=ts.ThreadRunSpec(
+                thread_id="thread_held", request_id="answer", answers=answers_to(thread.pending)
+            )
+        ),
+        timeout=DEADLINE,
+    )
+    assert answered.result.status == run_pb2.RUN_STATUS_COMPLETED
+    assert await ended(stub, "thread_held", "next") == "result"
+    assert (await made_by(stub, "thread_held")) == ["asks", "answer", "next"]
+    assert waiting.queue_position == 1
+
+
+async def test_answers_with_enqueue_on_a_running_thread_are_refused_not_queued(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    only = await replica(replicas, store, tmp_path / "r0")
+    stub = stub_of(only)
+    await create(stub, "thread_ans")
+    await start(stub, "thread_ans", "first", HELD)
+    await only.wait_for_marker("tool:write_note")
+    answers = ts.ThreadRunSpec(thread_id="thread_ans", request_id="late-answer", busy_strategy=ENQUEUE)
+    answers.answers.calls.add(tool_call_id="call-1", value_json='"x"')
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.RunThread(ts.RunThreadRequest(spec=answers), timeout=DEADLINE)
+    assert refusal(caught.value)[:2] == (grpc.StatusCode.FAILED_PRECONDITION, "THREAD_NOT_SUSPENDED")
+    assert not (await thread_of(stub, "thread_ans")).queue
+    only.gate.touch()
+    assert await ended(stub, "thread_ans", "first") == "result"
+
+
+# -- crashes and races (LIVE §4.8) --------------------------------------------------------------------------
+
+
+async def test_kill_9_of_the_holder_with_three_queued_runs_each_once_in_order_on_the_other(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """The holder's attached request is superseded by the queue's head (a recovery run), then each of the
+    three runs once, in acceptance order, with no client."""
+    holder, other = await pair(replicas, store, tmp_path)
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_k")
+    call = a.StreamThreadRun(ts.StreamThreadRunRequest(spec=spec("thread_k", "attached", HELD)))
+    await holder.wait_for_marker("tool:write_note")
+    for request_id in ("k1", "k2", "k3"):
+        await enqueue(b, "thread_k", request_id)
+    await holder.killed()
+    call.cancel()
+    for request_id in ("k1", "k2", "k3"):
+        assert await ended(b, "thread_k", request_id) == "result"
+    assert (await made_by(b, "thread_k"))[-3:] == ["k1", "k2", "k3"]
+    assert list(executions(holder.log, "write_note").values()) == [1]
+    # k1 is a recovery run: its model request carries the killed write_note's interrupted result, which
+    # the crash agent answers in text; k2 and k3 each write their note once, on the survivor.
+    assert notes(other) == 2
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await b.RunThread(ts.RunThreadRequest(spec=spec("thread_k", "attached", HELD)), timeout=DEADLINE)
+    assert refusal(caught.value)[1] == "REQUEST_INTERRUPTED", "the dead holder's request was superseded"
+
+
+async def test_twenty_clients_enqueueing_through_two_replicas_each_run_once_in_queue_order(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """20 at once on a busy thread: 16 accepted (the default bound), 4 `THREAD_QUEUE_FULL`; the 16 run
+    once each, in the order the queue accepted them."""
+    holder, other = await pair(replicas, store, tmp_path)
+    other.gate.touch()
+    stubs = (stub_of(holder), stub_of(other))
+    await create(stubs[0], "thread_20")
+    await start(stubs[0], "thread_20", "first", HELD)
+    await holder.wait_for_marker("tool:write_note")
+
+    async def one(i: int) -> str:
+        try:
+            await enqueue(stubs[i % 2], "thread_20", f"c{i:02d}")
+            return "queued"
+        except grpc.aio.AioRpcError as error:
+            return refusal(error)[1]
+
+    outcomes = await asyncio.gather(*(one(i) for i in range(20)))
+    assert sorted(outcomes) == ["THREAD_QUEUE_FULL"] * 4 + ["queued"] * 16
+    order = [q.request_id for q in (await thread_of(stubs[1], "thread_20")).queue]
+    assert len(order) == 16
+    holder.gate.touch()
+    for request_id in order:
+        assert await ended(stubs[1], "thread_20", request_id) == "result"
+    assert (await made_by(stubs[0], "thread_20")) == ["first", *order]
+    assert notes(holder, other) == 17
