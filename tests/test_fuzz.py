@@ -943,7 +943,7 @@ def imported(channel: grpc.Channel, result: run_pb2.RunResult, **fields: Any) ->
 def thread_run_specs(
     channel: grpc.Channel, seeds: Seeds, idle: str
 ) -> list[thread_service_pb2.ThreadRunSpec]:
-    """A turn of an idle thread (one rejecting, one enqueueing when busy), and the answers to two fresh
+    """Turns of an idle thread (rejecting, enqueueing, interrupting when busy), and the answers to two fresh
     suspended ones, each by a fixed request ID (sent again, each is a replay, so a seed stays accepted)."""
     approval, client = resume_of(seeds.approval), resume_of(seeds.client)
     return [
@@ -953,6 +953,12 @@ def thread_run_specs(
             request_id="fuzz-enqueue",
             text="queued",
             busy_strategy=thread_service_pb2.BUSY_STRATEGY_ENQUEUE,
+        ),
+        thread_service_pb2.ThreadRunSpec(
+            thread_id=idle,
+            request_id="fuzz-interrupt",
+            text="instead",
+            busy_strategy=thread_service_pb2.BUSY_STRATEGY_INTERRUPT,
         ),
         thread_service_pb2.ThreadRunSpec(
             thread_id=imported(channel, seeds.approval, pending=seeds.approval.deferred),

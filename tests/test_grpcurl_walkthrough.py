@@ -63,7 +63,7 @@ def test_the_doc_has_every_walkthrough_step() -> None:
         assert needle in codes
     for needle in ("JoinThreadRun", "after_sequence", "WatchThread", "DeleteThread", "StartThreadRun"):
         assert needle in codes
-    assert "BUSY_STRATEGY_ENQUEUE" in codes
+    assert "BUSY_STRATEGY_ENQUEUE" in codes and "BUSY_STRATEGY_INTERRUPT" in codes
     # The refused steps: a future schema version, and a thread turn against a stale revision.
     assert sum(step.should_fail for step in steps()) == 2
     assert "shell-bg" in codes and "shell-wait 8" in codes

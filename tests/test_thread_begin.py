@@ -115,6 +115,7 @@ STORED_ERROR = HarnessError(
 
 
 ENQUEUE = {"busy_strategy": "enqueue"}
+INTERRUPT = {"busy_strategy": "interrupt"}
 WAITING = (QueuedRun("req-queued", "run-queued", "enqueued", NOW),)
 
 
@@ -149,7 +150,7 @@ def summary(decision: Any) -> tuple[Any, ...]:
     if isinstance(decision, Attach):
         return ("attach", decision.run_id)
     if isinstance(decision, Enqueue):
-        return ("enqueue",)
+        return ("enqueue",) if decision.kind == "enqueued" else ("enqueue", decision.kind)
     if isinstance(decision, Queued):
         return ("queued", decision.run_id)
     assert isinstance(decision, RunAttempt)
@@ -159,7 +160,8 @@ def summary(decision: Any) -> tuple[Any, ...]:
         assert decision.accepted is not None, "a resumed batch is retained until incorporated"
     else:
         assert decision.accepted is None
-    return ("attempt", decision.input, resume, decision.head_tools)
+    superseding = ("supersede",) if decision.supersede else ()
+    return ("attempt", decision.input, resume, decision.head_tools, *superseding)
 
 
 CASES: dict[str, tuple[ThreadRow, RunRow | None, ThreadRunRequest, tuple[Any, ...]]] = {
@@ -337,6 +339,37 @@ CASES: dict[str, tuple[ThreadRow, RunRow | None, ThreadRunRequest, tuple[Any, ..
         request(**ENQUEUE),
         ("enqueue",),
     ),
+    "interrupt: a free thread runs it now": (thread(), None, request(**INTERRUPT), attempt("hello")),
+    "interrupt: a live lease queues it first (its holder is asked to stop)": (
+        thread(lease=lease(NOW + 5)),
+        None,
+        request(**INTERRUPT),
+        ("enqueue", "interrupting"),
+    ),
+    "interrupt: a waiting queue: it runs now, ahead of it": (
+        queued(),
+        None,
+        request(**INTERRUPT),
+        attempt("hello"),
+    ),
+    "interrupt: a detached request's due attempt is closed CANCELLED, and it runs now": (
+        thread(lease=lease(NOW - 1), sweep_after=NOW - 1),
+        None,
+        request(**INTERRUPT),
+        (*attempt("hello", head_tools=True), "supersede"),
+    ),
+    "interrupt: an attached request whose lease expired is closed CANCELLED, not INTERRUPTED": (
+        thread(lease=lease(NOW - 1)),
+        None,
+        request(**INTERRUPT),
+        (*attempt("hello", head_tools=True), "supersede"),
+    ),
+    "interrupt: answers on a running thread are never queued": (
+        thread(lease=lease(NOW + 5)),
+        None,
+        request(input=None, answers=ANSWERS, **INTERRUPT),
+        refused(ErrorCode.THREAD_NOT_SUSPENDED),
+    ),
     "retry: a queued request waits for its turn": (
         queued(),
         waiting_record(),
@@ -360,6 +393,11 @@ START_CASES: dict[str, tuple[ThreadRow, RunRow, tuple[Any, ...]]] = {
         queued(pending=batch()),
         waiting_record(),
         refused(ErrorCode.THREAD_BUSY),
+    ),
+    "start: an interrupting head starts whatever the head is, a suspended one too": (
+        queued(pending=batch()),
+        dataclasses.replace(waiting_record(), queue_kind="interrupting"),
+        attempt("hello"),
     ),
     "start: one cancelled meanwhile replays, never runs": (
         queued(),

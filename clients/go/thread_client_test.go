@@ -426,6 +426,7 @@ func TestTheBusyStrategyIsSentInTheSpec(t *testing.T) {
 		{&threadline.ThreadRun{Text: "hi"}, threadlinev1.BusyStrategy_BUSY_STRATEGY_UNSPECIFIED}, // the server's default, REJECT
 		{&threadline.ThreadRun{Text: "hi", BusyStrategy: threadline.BusyReject}, threadlinev1.BusyStrategy_BUSY_STRATEGY_REJECT},
 		{&threadline.ThreadRun{Text: "hi", BusyStrategy: threadline.BusyEnqueue}, threadlinev1.BusyStrategy_BUSY_STRATEGY_ENQUEUE},
+		{&threadline.ThreadRun{Text: "hi", BusyStrategy: threadline.BusyInterrupt}, threadlinev1.BusyStrategy_BUSY_STRATEGY_INTERRUPT},
 	} {
 		spec, err := threadline.RunSpecOf(tc.run, "thread_t")
 		if err != nil || spec.GetBusyStrategy() != tc.want || spec.GetThreadId() != "thread_t" {
@@ -458,7 +459,14 @@ func TestTheBusyStrategyIsSentInTheSpec(t *testing.T) {
 	if _, err := c.Threads().Run(t.Context(), "thread_t", enqueue); threadline.CodeOf(err) != codes.PermissionDenied {
 		t.Errorf("Run: %v", err)
 	}
-	if want := []threadlinev1.BusyStrategy{threadline.BusyEnqueue, threadline.BusyEnqueue}; !slices.Equal(sent, want) {
+	interrupt := &threadline.ThreadRun{Text: "hi", BusyStrategy: threadline.BusyInterrupt}
+	if _, err := c.Threads().StartRun(t.Context(), "thread_t", interrupt); threadline.CodeOf(err) != codes.PermissionDenied {
+		t.Errorf("StartRun interrupt: %v", err)
+	}
+	if _, err := c.Threads().Run(t.Context(), "thread_t", interrupt); threadline.CodeOf(err) != codes.PermissionDenied {
+		t.Errorf("Run interrupt: %v", err)
+	}
+	if want := []threadlinev1.BusyStrategy{threadline.BusyEnqueue, threadline.BusyEnqueue, threadline.BusyInterrupt, threadline.BusyInterrupt}; !slices.Equal(sent, want) {
 		t.Errorf("sent %v, want %v", sent, want)
 	}
 }

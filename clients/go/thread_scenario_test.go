@@ -1802,3 +1802,66 @@ func TestThreadRunWithBusyEnqueueWaitsForItsTurn(t *testing.T) {
 		t.Errorf("outcome %v request %q replayed %v, want COMPLETED %q", r.outcome.Result.GetStatus(), r.outcome.Result.GetRequestId(), r.outcome.Replayed, requestID)
 	}
 }
+
+func TestThreadAnInterruptStopsTheRunningTurnAndRunsAheadOfTheQueue(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	s, sleepingRun := sleeping(t, th, ctx, id)
+
+	later := mustStart(t, th, ctx, id, &threadline.ThreadRun{Text: "hello", RequestID: "later", BusyStrategy: threadline.BusyEnqueue})
+	if later.Status() != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_QUEUED || later.QueuePosition() != 1 {
+		t.Fatalf("later: %v position %d, want QUEUED 1", later.Status(), later.QueuePosition())
+	}
+	interruptedAt := time.Now()
+	now := mustStart(t, th, ctx, id, &threadline.ThreadRun{Text: "hello", RequestID: "now", BusyStrategy: threadline.BusyInterrupt})
+	if now.Status() != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_QUEUED || now.QueuePosition() != 1 ||
+		!strings.HasPrefix(now.RunID(), "run-") || now.RunID() == sleepingRun || now.RunID() == later.RunID() || now.Replayed() {
+		t.Fatalf("now: %v position %d run %q replayed %v, want QUEUED 1 with a run-… ID of its own",
+			now.Status(), now.QueuePosition(), now.RunID(), now.Replayed())
+	}
+	// Read before the stopped run hands off, the queue is [now, later]; on a fast server "now" may have
+	// started already, leaving [later] (the order it ran in is checked on the checkpoints below).
+	waiting := mustGet(t, th, ctx, id).GetQueue()
+	if len(waiting) == 2 {
+		if waiting[0].GetRequestId() != "now" || waiting[0].GetRunId() != now.RunID() || waiting[0].GetKind() != threadline.QueuedInterrupting {
+			t.Errorf("queue %v, want [now (INTERRUPTING), later (ENQUEUED)]", waiting)
+		}
+		waiting = waiting[1:]
+	}
+	if len(waiting) != 1 || waiting[0].GetRequestId() != "later" || waiting[0].GetRunId() != later.RunID() || waiting[0].GetKind() != threadline.QueuedEnqueued {
+		t.Errorf("queue %v, want [now (INTERRUPTING), later (ENQUEUED)] or [later (ENQUEUED)]", waiting)
+	}
+
+	// Nothing is cancelled here: the interrupt stops the sleeping run, long before its 30 s.
+	stopped, err := s.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stopped.Result.GetStatus() != threadline.StatusCancelled || stopped.Result.GetRunId() != sleepingRun ||
+		stopped.Result.GetRequestId() != s.RequestID() {
+		t.Errorf("the sleeping run ended %v run %q request %q, want CANCELLED %q %q", stopped.Result.GetStatus(),
+			stopped.Result.GetRunId(), stopped.Result.GetRequestId(), sleepingRun, s.RequestID())
+	}
+	if took := time.Since(interruptedAt); took > 15*time.Second {
+		t.Errorf("the sleeping run ended %v after the interrupt, want it stopped at once", took)
+	}
+	for _, started := range []*threadline.StartedRun{now, later} {
+		outcome, err := started.Result(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", started.RequestID(), err)
+		}
+		if outcome.Result.GetStatus() != threadline.StatusCompleted || outcome.Result.GetRequestId() != started.RequestID() ||
+			outcome.Result.GetRunId() != started.RunID() {
+			t.Errorf("%s ended %v run %q request %q, want COMPLETED %q", started.RequestID(), outcome.Result.GetStatus(),
+				outcome.Result.GetRunId(), outcome.Result.GetRequestId(), started.RunID())
+		}
+	}
+	want := []string{s.RequestID(), "now", "later"}
+	if ran := requestsOfCheckpoints(t, th, ctx, id); len(ran) < len(want) || !slices.Equal(ran[len(ran)-len(want):], want) {
+		t.Errorf("checkpoints by request %v, want them to end with %v", ran, want)
+	}
+	if after := mustGet(t, th, ctx, id); after.GetStatus() != threadline.ThreadIdle || len(after.GetQueue()) != 0 {
+		t.Errorf("thread %v queue %v, want idle with an empty queue", after.GetStatus(), after.GetQueue())
+	}
+}

@@ -49,18 +49,20 @@ type (
 	// ThreadStatus is what a thread is doing: IDLE, RUNNING or SUSPENDED.
 	ThreadStatus = threadlinev1.ThreadStatus
 	// ThreadRunStatus is the status of a thread run's record (Threads.Cancel, StartedRun.Status);
-	// THREAD_RUN_STATUS_QUEUED while the request waits in its thread's queue (BusyEnqueue).
+	// THREAD_RUN_STATUS_QUEUED while the request waits in its thread's queue (BusyEnqueue,
+	// BusyInterrupt).
 	ThreadRunStatus = threadlinev1.ThreadRunStatus
 	// CheckpointKind is what made a checkpoint.
 	CheckpointKind = threadlinev1.CheckpointKind
 	// BusyStrategy is what a run request does when its thread is busy (ThreadRun.BusyStrategy):
-	// BusyReject or BusyEnqueue.
+	// BusyReject, BusyEnqueue or BusyInterrupt.
 	BusyStrategy = threadlinev1.BusyStrategy
 	// QueuedRun is a request waiting in a thread's queue (Thread.Queue, GetQueue): its RequestId,
 	// the RunId its first attempt will run under (JoinRun and Cancel take it), its Kind and its
 	// CreateTime (when it was accepted, by the store's clock).
 	QueuedRun = threadlinev1.QueuedRun
-	// QueuedRunKind is why a request waits in a thread's queue: QueuedEnqueued.
+	// QueuedRunKind is why a request waits in a thread's queue: QueuedEnqueued or
+	// QueuedInterrupting.
 	QueuedRunKind = threadlinev1.QueuedRunKind
 )
 
@@ -100,11 +102,26 @@ const (
 	// *ThreadQueueFullError. Answers are never queued (a running thread's are a
 	// *ThreadNotSuspendedError).
 	BusyEnqueue = threadlinev1.BusyStrategy_BUSY_STRATEGY_ENQUEUE
+	// BusyInterrupt stops the running turn and runs next. With a run holding the thread it waits
+	// first in the queue (after earlier BusyInterrupt requests, before every BusyEnqueue one) and
+	// the holder is asked to stop as Threads.Cancel asks it: it ends CANCELLED with its progress
+	// committed (its caller gets that CANCELLED result), then this request runs on its head. A
+	// holder that is itself a BusyInterrupt request is not stopped: they run in arrival order. A
+	// thread no run holds runs it at once, ahead of a waiting queue. Otherwise as BusyEnqueue: the
+	// queue's bound, answers never queued.
+	BusyInterrupt = threadlinev1.BusyStrategy_BUSY_STRATEGY_INTERRUPT
 )
 
-// QueuedEnqueued is the QueuedRunKind of a request a BusyEnqueue run queued: it waits for every
-// request accepted before it.
-const QueuedEnqueued = threadlinev1.QueuedRunKind_QUEUED_RUN_KIND_ENQUEUED
+// Short names for the values of QueuedRunKind.
+const (
+	// QueuedEnqueued is the QueuedRunKind of a request a BusyEnqueue run queued: it waits for
+	// every request accepted before it.
+	QueuedEnqueued = threadlinev1.QueuedRunKind_QUEUED_RUN_KIND_ENQUEUED
+	// QueuedInterrupting is the QueuedRunKind of a request a BusyInterrupt run queued: it waits
+	// after the earlier interrupting requests, before every QueuedEnqueued one; the run it
+	// interrupts was asked to stop.
+	QueuedInterrupting = threadlinev1.QueuedRunKind_QUEUED_RUN_KIND_INTERRUPTING
+)
 
 // Text is a plain text prompt for RunSpec.Prompt.
 //

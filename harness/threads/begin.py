@@ -16,7 +16,7 @@ from pydantic_ai.messages import UserContent
 from ..deferred import DeferredToolResume, stored_resume
 from ..errors import ErrorCode, HarnessError, RecordedRefusal, ThreadError
 from .outcome import ThreadRunOutcome
-from .records import THREAD_STATUS_NAMES, RunRow, ThreadRow
+from .records import THREAD_STATUS_NAMES, QueuedKind, RunRow, ThreadRow
 from .request import ThreadRunRequest
 from .store import busy, conflict, interrupted, queue_busy
 
@@ -64,6 +64,9 @@ class RunAttempt:
     """Whether `resume` is the host's answers (not a recovery of a retained batch)."""
     head_tools: bool
     """Whether the run takes the head's client tools: it resumes or recovers and the request named none."""
+    supersede: bool = False
+    """An INTERRUPT supersedes the stopped lease's request: Begin closes it CANCELLED (LIVE §4.1), not
+    INTERRUPTED."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +94,10 @@ class Cancelled:
 
 @dataclass(frozen=True, slots=True)
 class Enqueue:
-    """The thread is busy and the request is `BUSY_STRATEGY_ENQUEUE`: accept it into the queue."""
+    """The thread is busy and the request waits: accept it into the queue as `kind` (ENQUEUE: last;
+    INTERRUPT: first, its holder asked to stop)."""
+
+    kind: QueuedKind = "enqueued"
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +156,12 @@ def decide(
     stopped = thread.lease  # expired: its attempt stopped
     if stopped is not None and thread.cancel_requested and stopped.request_id == request.request_id:
         return Cancelled(stopped.run_id)  # asked, and never carried out by its holder
+    interrupting = (request.busy_strategy == "interrupt" and record is None) or (
+        start and record is not None and record.queue_kind == "interrupting"
+    )
     if (
         not start
+        and not interrupting
         and stopped is not None
         and thread.sweep_after is not None
         and stopped.request_id != request.request_id
@@ -160,8 +170,8 @@ def decide(
         error = queue_busy(thread) if thread.queue else busy(thread, stopped)
         return _busy(thread, record, request, start, error, sweep=True)
     answers_now = request.answers is not None and thread.pending is not None
-    if (thread.queue and not start and record is None and not answers_now) or (
-        start and thread.pending is not None
+    if (thread.queue and not start and record is None and not answers_now and not interrupting) or (
+        start and thread.pending is not None and not interrupting
     ):
         # Requests wait their turn (FIFO); answers to the pending batch go first (LIVE §4.5), and a
         # suspended thread's queue waits for them.
@@ -187,6 +197,7 @@ def decide(
         accepted=accepted,
         normal_resume=normal,
         head_tools=not request.client_tools and (resume is not None or thread.recovery_pending),
+        supersede=interrupting and stopped is not None and stopped.request_id != request.request_id,
     )
 
 
@@ -199,9 +210,9 @@ def _busy(
     *,
     sweep: bool = False,
 ) -> Decision:
-    """The thread is busy: a new ENQUEUE request waits in its queue (answers cannot: the batch they
-    answer is being consumed, LIVE §4.5); any other is refused with `error`."""
-    if start or record is not None or request.busy_strategy != "enqueue":
+    """The thread is busy: a new ENQUEUE or INTERRUPT request waits in its queue (answers cannot: the
+    batch they answer is being consumed, LIVE §4.5); any other is refused with `error`."""
+    if start or record is not None or request.busy_strategy == "reject":
         return Refuse(error, sweep=sweep)
     if request.answers is not None:
         return Refuse(
@@ -212,7 +223,7 @@ def _busy(
                 details={"thread_id": thread.thread_id, "status": THREAD_STATUS_NAMES[thread.status]},
             )
         )
-    return Enqueue()
+    return Enqueue("interrupting" if request.busy_strategy == "interrupt" else "enqueued")
 
 
 def _spent(record: RunRow, max_attempts: int) -> bool:

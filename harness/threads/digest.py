@@ -33,8 +33,9 @@ DIGEST_VERSION = "v2:"
 """The prefix of every digest this core makes; a stored digest without it is a legacy one."""
 _HEX_DIGITS = 60
 
-BusyStrategy = Literal["reject", "enqueue"]
-"""What a request does when its thread is busy (LIVE §4.1): refused, or queued after the others."""
+BusyStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+"""What a request does when its thread is busy (LIVE §4.1): refused, queued after the others, or
+queued first with the current run stopped (and, `rollback`, its commits discarded)."""
 
 _PROMPT: TypeAdapter[str | list[UserContent]] = TypeAdapter(str | list[UserContent])
 _ANSWERS: TypeAdapter[DeferredToolResults] = TypeAdapter(DeferredToolResults)

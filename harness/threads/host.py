@@ -131,7 +131,7 @@ class DurableHost:
         """Told of every checkpoint a run commits (a server counts them)."""
         self._running: dict[tuple[str, str], ThreadRun] = {}
         self._runs: set[ThreadRun] = set()
-        store.listen_for_cancels(self._cancel_here, self.sweep_soon)
+        store.listen_for_cancels(self.cancel_here, self.sweep_soon)
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -417,10 +417,10 @@ class DurableHost:
         )
         status, live = await self.store.cancel(thread_id, run_id, outcome=outcome)
         if live:
-            self._cancel_here(thread_id, run_id)
+            self.cancel_here(thread_id, run_id)
         return status
 
-    def _cancel_here(self, thread_id: str, run_id: str) -> None:
+    def cancel_here(self, thread_id: str, run_id: str) -> None:
         """Cancel `run_id` if this process holds it (asked here, or by another replica)."""
         local = self._running.get((thread_id, run_id))
         if local is not None:
@@ -496,7 +496,7 @@ class DurableHost:
             if record.detached:
                 await self._start_driven(thread_id, claim, record, queued="")
                 return
-        if thread.queue and thread.pending is None:
+        if thread.queue and (thread.pending is None or thread.queue[0].kind != "enqueued"):
             # The head of the queue, superseding an attached request whose holder is gone (LIVE §4.2).
             head = await self.store.run_record(thread_id, thread.queue[0].request_id)
             if head is not None and head.status == "queued":

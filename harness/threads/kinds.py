@@ -27,7 +27,9 @@ CheckpointKind = Literal[
 RunRowStatus = Literal[
     "queued", "running", "completed", "suspended", "failed", "cancelled", "error", "interrupted"
 ]
-QueuedKind = Literal["enqueued"]
-"""Why a request waits in its thread's queue (LIVE §4.2): `BUSY_STRATEGY_ENQUEUE`, after those before it."""
+QueuedKind = Literal["enqueued", "interrupting", "rolling_back"]
+"""Why a request waits in its thread's queue (LIVE §4.2): `BUSY_STRATEGY_ENQUEUE`, after those before
+it; `BUSY_STRATEGY_INTERRUPT` and `_ROLLBACK`, queued first (after earlier ones of the two), the
+holder asked to stop."""
 FINISHED: frozenset[RunRowStatus] = frozenset({"completed", "suspended", "failed", "cancelled", "error"})
 """Run record statuses whose outcome a retry replays."""

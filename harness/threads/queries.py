@@ -33,6 +33,7 @@ from .schema import blobs, checkpoints, labels, runs, threads
 from .statements import Statement, StatementFamily
 
 __all__ = (
+    "CANCEL_UNFINISHED_RUN",
     "CLOSE_UNFINISHED_RUN",
     "COLLECT_BLOBS",
     "COMMIT_HEAD",
@@ -89,9 +90,21 @@ _SWEEP_WITH_LEASE = case((threads.c.sweep_after.is_(None), None), else_=bindpara
 """A renewal moves the server's own work on the thread (`sweep_after`) with the lease, if it has any."""
 
 
-_SWEEP_QUEUE = case((threads.c.queue_length > 0, cast(bindparam("sweep_queue"), Float)), else_=None)
-"""A lease's end makes the queue's head due (`sweep_queue`: the store's now, or NULL while the new head
-is suspended, LIVE §4.2); no queue, no work."""
+_FIRST_WAITING = exists().where(
+    runs.c.namespace == threads.c.namespace,
+    runs.c.thread_id == threads.c.thread_id,
+    runs.c.status == "queued",
+    runs.c.queue_kind != "enqueued",
+)
+"""An interrupting request waits in the thread's queue: it starts whatever the head is (LIVE §4.2)."""
+_SWEEP_QUEUE = case(
+    (threads.c.queue_length <= 0, None),
+    (_FIRST_WAITING, cast(bindparam("queue_now"), Float)),
+    else_=cast(bindparam("sweep_queue"), Float),
+)
+"""A lease's end makes the queue's head due: at `queue_now` (the store's now) when an interrupting
+request waits, else at `sweep_queue` (now, or NULL while the new head is suspended, LIVE §4.2); no
+queue, no work."""
 
 
 _SWEEP_BEGIN = case(
@@ -122,6 +135,8 @@ def _update(names: tuple[str, ...]) -> dict[str, Any]:
             values["queue_next"] = threads.c.queue_next + 1
         elif name == "queue_pop":
             values["queue_length"] = threads.c.queue_length - 1
+        elif name == "queue_now":
+            continue  # a parameter of `sweep_queue`, no column
         else:
             values[name] = bindparam(name)
     return values
@@ -147,10 +162,11 @@ LEASE_RELEASED: Mapping[str, Any] = MappingProxyType(
 is left for the server either)."""
 
 
-def released(queue_due: float | None) -> dict[str, Any]:
-    """`LEASE_RELEASED`, but a waiting queue's head due at `queue_due` (None: it waits, LIVE §4.2)."""
+def released(now: float, *, suspended: bool) -> dict[str, Any]:
+    """`LEASE_RELEASED`, but a waiting queue's head due `now`; while the thread is `suspended`, only an
+    interrupting one (an ENQUEUED head waits for the answers, LIVE §4.2)."""
     values = {name: value for name, value in LEASE_RELEASED.items() if name != "sweep_after"}
-    return {**values, "sweep_queue": queue_due}
+    return {**values, "sweep_queue": None if suspended else now, "queue_now": now}
 
 
 # -- threads -------------------------------------------------------------------------------------------
@@ -296,9 +312,10 @@ UPDATE_RUN = StatementFamily[tuple[str, ...]](
 SELECT_QUEUE = Statement(
     select(runs.c.request_id, runs.c.run_id, runs.c.queue_kind, runs.c.create_time)
     .where(*_keyed(runs), runs.c.status == "queued")
-    .order_by(runs.c.queue_seq)
+    .order_by(case((runs.c.queue_kind == "enqueued", 1), else_=0), runs.c.queue_seq)
 )
-"""A thread's queue in run order (LIVE §4.2; index `runs_by_queue`)."""
+"""A thread's queue in run order (LIVE §4.1): interrupting requests first, then ENQUEUED ones, each in
+acceptance order (index `runs_by_queue`)."""
 START_QUEUED = Statement(
     update(runs)
     .where(*_keyed(runs), runs.c.request_id == bindparam("request_id"), runs.c.status == "queued")
@@ -307,6 +324,12 @@ START_QUEUED = Statement(
 )
 """A queued record leaves the queue only by this compare-and-set on its own status (LIVE §4.8): a cancel
 that won the race leaves the start writing nothing."""
+CANCEL_UNFINISHED_RUN = Statement(
+    update(runs)
+    .where(*_keyed(runs), runs.c.request_id == bindparam("request_id"), runs.c.status == "running")
+    .values(_set(("status", "outcome", "update_time")))
+)
+"""Closes `cancelled`, with its outcome, a record an INTERRUPT supersedes (its holder gone, LIVE §4.1)."""
 CLOSE_UNFINISHED_RUN = Statement(
     update(runs)
     .where(*_keyed(runs), runs.c.request_id == bindparam("request_id"), runs.c.status == "running")

@@ -195,6 +195,10 @@ class RunRow:
     """A detached request's `DetachedSpec` JSON: what its next attempts run with."""
     queue_kind: QueuedKind | None = None
     """Why it waited in the queue, for a request accepted there (LIVE §4.2); None: it ran at once."""
+    rollback_of: str | None = None
+    """A ROLLBACK request: the request whose commits it discards (LIVE §4.4); None: none."""
+    rolled_back: bool = False
+    """Whether its rollback copy was written (by its first Begin): a later attempt never rolls back."""
 
     @property
     def crashed_attempts(self) -> int:

@@ -111,6 +111,10 @@ class RunHost(Protocol):
         """`CancelThreadRun`: ask the holder, or close a run whose holder is gone."""
         ...
 
+    def cancel_here(self, thread_id: str, run_id: str) -> None:
+        """Stop `run_id` if this process holds it (an INTERRUPT asked it to stop)."""
+        ...
+
     def sweep_soon(self) -> None:
         """Take up the server's due work now (a request found a detached request's next attempt due)."""
         ...

@@ -96,8 +96,6 @@ _LATER_THREAD_COLUMNS: dict[str, Any] = {
 """LIVE §4-§5's columns of a new thread (migration 0003), at their defaults until those parts write them."""
 
 _LATER_RUN_COLUMNS: dict[str, Any] = {
-    "rollback_of": None,
-    "rolled_back": False,
     "digest_parts": None,
 }
 """LIVE §4-§5's columns of a new run record, at their defaults until those parts write them."""
@@ -201,6 +199,8 @@ def run_values(
         "begin_revision": begin_revision,
         "queue_seq": queue_seq,
         "queue_kind": record.queue_kind,
+        "rollback_of": record.rollback_of,
+        "rolled_back": record.rolled_back,
         **_LATER_RUN_COLUMNS,
     }
 
@@ -220,6 +220,8 @@ def run_row(row: Any) -> RunRow:
         detached=bool(row.detached),
         spec=row.spec,
         queue_kind=row.queue_kind,
+        rollback_of=row.rollback_of,
+        rolled_back=bool(row.rolled_back),
     )
 
 

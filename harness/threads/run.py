@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic_ai.usage import RunUsage
+
 from .._run import HarnessRunStream
 from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume
@@ -291,7 +293,7 @@ class ThreadRun:
             if isinstance(decision, Enqueue | Queued):
                 if isinstance(decision, Enqueue):
                     try:
-                        queued = await self._enqueue(thread)
+                        queued = await self._enqueue(thread, decision)
                     except ThreadError as error:
                         if error.code in _MOVED and (races := races + 1) < _BEGIN_TRIES:
                             continue  # free now, or accepted meanwhile: decide again
@@ -344,6 +346,7 @@ class ThreadRun:
                         accepted=decision.accepted,
                         log=recorded,
                         spec=spec_json(request) if self.detached else None,
+                        superseded=_superseded(thread) if decision.supersede else None,
                     )
                 except ThreadError as error:
                     if error.code in _MOVED and (races := races + 1) < _BEGIN_TRIES:
@@ -381,7 +384,7 @@ class ThreadRun:
         if not self.started.done():
             self.started.set_result(started)
 
-    async def _enqueue(self, thread: ThreadRow) -> Started:
+    async def _enqueue(self, thread: ThreadRow, decision: Enqueue) -> Started:
         """Accept the request into the busy thread's queue (LIVE §4.2) under the run ID its first
         attempt will take. The checks a start makes run now, on the head as it is (a request the
         server would refuse is refused before it waits); they run again when it starts."""
@@ -396,7 +399,7 @@ class ThreadRun:
         )
         host.launcher.stream(thread.agent, check, client_tools=tools)  # raises what a start would
         run_id = f"run-{uuid.uuid4().hex}"
-        written, place = await host.store.enqueue(
+        written, place, asked = await host.store.enqueue(
             thread,
             request_id=request.request_id,
             run_id=run_id,
@@ -405,9 +408,13 @@ class ThreadRun:
             spec=spec_json(request),
             expected_revision=request.expected_revision,
             limit=host.max_queued_runs,
+            kind=decision.kind,
         )
         self.run_id = run_id
-        LOGGER.info("run_queued", extra={"fields": {**self._ids, "queue_position": place}})
+        if asked:
+            host.cancel_here(thread.thread_id, asked)  # another replica's holder hears it by its note
+        fields = {**self._ids, "queue_position": place, "kind": decision.kind, "interrupts": asked}
+        LOGGER.info("run_queued", extra={"fields": fields})
         return Started(run_id, written.revision, queue_position=place)
 
     async def _failed_start(self, thread: ThreadRow, request_id: str, error: HarnessError | Refusal) -> None:
@@ -745,4 +752,26 @@ def _parked(thread_id: str, run_id: str, request_id: str) -> ThreadError:
             "request_id": request_id,
             "request_status": "running",
         },
+    )
+
+
+def _superseded(thread: ThreadRow) -> ThreadRunOutcome:
+    """What an INTERRUPT's Begin closes the stopped lease's request with (LIVE §4.1): CANCELLED at the
+    head, nothing committed by that close, as `CancelThreadRun` closes a run whose holder is gone."""
+    stopped = thread.lease
+    assert stopped is not None
+    now = datetime.fromtimestamp(thread.now, UTC)
+    return ThreadRunOutcome(
+        thread_id=thread.thread_id,
+        run_id=stopped.run_id,
+        request_id=stopped.request_id,
+        status="cancelled",
+        revision=thread.revision,
+        committed=False,
+        output_json=None,
+        usage=RunUsage(),
+        failure=None,
+        deferred=None,
+        started_at=now,
+        ended_at=now,
     )

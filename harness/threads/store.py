@@ -35,6 +35,7 @@ from .logstore import LogStore, delete_logs, lose_logs, notify_thread, open_log,
 from .notify import CHANNEL, CancelListener, payload
 from .outcome import ThreadRunOutcome
 from .queries import (
+    CANCEL_UNFINISHED_RUN,
     CLOSE_UNFINISHED_RUN,
     COMMIT_HEAD,
     DELETE_THREAD,
@@ -70,6 +71,7 @@ from .records import (
     Head,
     Lease,
     Prompt,
+    QueuedKind,
     QueuedRun,
     RunEnd,
     RunRow,
@@ -346,7 +348,7 @@ class ThreadStore:
                 pending=requests_json(source.pending),
                 accepted=resume_json(source.remaining),
                 change_seq=None,
-                **released(now if source.pending is None else None),
+                **released(now, suspended=source.pending is not None),
             )
             lose_logs(conn, thread.thread_id, now)
             copy = dataclasses.replace(
@@ -388,6 +390,7 @@ class ThreadStore:
         accepted: DeferredToolResume | None,
         log: bool = False,
         spec: str | None = None,
+        superseded: ThreadRunOutcome | None = None,
     ) -> tuple[ThreadRow, RunRow]:
         """Take the lease of `thread` as read (compare-and-set) and write the run's record.
 
@@ -397,6 +400,7 @@ class ThreadStore:
         `client_tools`. `accepted` is the batch to retain (the request's answers, or the retained one).
         `pending` is cleared. The thread's open event log (an earlier attempt's) is marked lost, and with
         `log` this attempt's is opened. A detached request's lease is the server's work (`sweep_after`).
+        `superseded`: an INTERRUPT closes the superseded record `cancelled` with this outcome instead.
 
         Raises:
             ThreadError: `thread_busy` / `revision_conflict` when the thread changed since it was read
@@ -432,7 +436,18 @@ class ThreadStore:
                     now=now,
                 )
             notify_thread(conn, thread.thread_id)
-            if thread.last_request_id != request_id:
+            if thread.last_request_id != request_id and superseded is not None:
+                CANCEL_UNFINISHED_RUN.run(
+                    conn,
+                    {
+                        **key(thread.thread_id),
+                        "request_id": superseded.request_id,
+                        "status": "cancelled",
+                        "outcome": end_json(superseded),
+                        "update_time": now,
+                    },
+                )
+            elif thread.last_request_id != request_id:
                 _close_unfinished(conn, thread, now, status="interrupted")
             attempt = Attempt(run_id, self.replica, taken.fence, now, tuple(client_tools))
             if record is None:
@@ -526,8 +541,8 @@ class ThreadStore:
             names: tuple[str, ...] = ()
             if finish is not None:
                 # The lease's end hands the thread to its queue's head, unless it waits on answers now.
-                due = now if finish.pending is None else None
-                values.update(pending=requests_json(finish.pending), update_time=now, **released(due))
+                ended = released(now, suspended=finish.pending is not None)
+                values.update(pending=requests_json(finish.pending), update_time=now, **ended)
             elif park:
                 values.update(lease_expires=now, sweep_after=now, change_seq=None)
             elif ttl is not None:
@@ -641,11 +656,13 @@ class ThreadStore:
                 ended = {
                     "fence": _fence(),
                     "change_seq": None,
-                    **released(now if thread.pending is None else None),
+                    **released(now, suspended=thread.pending is not None),
                 }
                 UPDATE_THREAD[tuple(ended)].run(conn, {**key(thread_id), **ended})
                 lose_logs(conn, thread_id, now)
-                due = thread.queue_length > 0 and thread.pending is None
+                due = thread.queue_length > 0 and (
+                    thread.pending is None or any(queued.kind != "enqueued" for queued in thread.queue)
+                )
                 notify_thread(conn, thread_id, due=due)
         self._made_due(thread_id, due)
         return "cancelled", False
@@ -664,10 +681,14 @@ class ThreadStore:
         spec: str,
         expected_revision: int,
         limit: int,
-    ) -> tuple[ThreadRow, int]:
+        kind: QueuedKind = "enqueued",
+    ) -> tuple[ThreadRow, int, str]:
         """Accept a request into the queue of the busy `thread` (LIVE §4.2): its record `queued`, with
-        its spec and the `run_id` its first attempt takes; returns the thread as written and the
-        request's place (1 = next). One transaction, the thread row first.
+        its spec and the `run_id` its first attempt takes, last (`enqueued`) or first after the other
+        `interrupting` ones; an interrupting request also asks the live holder to stop as `cancel` asks
+        it (LIVE §4.3), unless that holder is an interrupting request itself. Returns the thread as
+        written, the request's place (1 = next), and the run asked to stop ("" if none). One
+        transaction, the thread row first.
 
         Raises:
             ThreadError: `thread_queue_full` at `limit`; `revision_conflict` when the head is not
@@ -694,7 +715,7 @@ class ThreadStore:
                     committed_revision=0,
                     detached=True,
                     spec=spec,
-                    queue_kind="enqueued",
+                    queue_kind=kind,
                 )
                 INSERT_RUN.run(
                     conn,
@@ -712,20 +733,31 @@ class ThreadStore:
                 sweep = locked.sweep_after
                 if sweep is None and live is not None:
                     sweep = live.expires
-                elif sweep is None and locked.pending is None:
+                elif sweep is None and (locked.pending is None or kind != "enqueued"):
                     sweep = now
-                UPDATE_THREAD["queue_push", "change_seq", "sweep_after"].run(
-                    conn, {**key(thread.thread_id), "queue_push": 0, "change_seq": 0, "sweep_after": sweep}
-                )
+                values: dict[str, Any] = {"queue_push": 0, "change_seq": 0, "sweep_after": sweep}
+                asked = ""
+                if kind != "enqueued" and live is not None and not locked.cancel_requested:
+                    holder = SELECT_RUN.first(conn, {**key(thread.thread_id), "request_id": live.request_id})
+                    if holder is None or holder.queue_kind in (None, "enqueued"):
+                        asked = live.run_id  # stopped as `cancel` stops it; it hands off to this one
+                        values["cancel_requested"] = True
+                        if conn.dialect.name == "postgresql" and live.replica != self.replica:
+                            NOTIFY_CANCEL.run(
+                                conn, {"channel": CHANNEL, "payload": payload(thread.thread_id, asked)}
+                            )
+                UPDATE_THREAD[tuple(values)].run(conn, {**key(thread.thread_id), **values})
                 notify_thread(conn, thread.thread_id, due=sweep is not None and sweep <= now)
                 written = dataclasses.replace(
                     locked, queue_length=locked.queue_length + 1, sweep_after=sweep, change_seq=0
                 )
+                first = sum(1 for queued in locked.queue if queued.kind != "enqueued")
+                place = written.queue_length if kind == "enqueued" else first + 1
         except IntegrityError:
             # The same request was accepted meanwhile (its retry raced it): decide again.
             raise conflict(thread) from None
         self._made_due(thread.thread_id, sweep is not None and sweep <= now)
-        return written, written.queue_length
+        return written, place, asked
 
     @offloaded(read=False)
     def detach(self, thread_id: str, request_id: str) -> bool:
@@ -790,7 +822,7 @@ class ThreadStore:
                 now,
                 change_seq=None,
                 **popped,
-                **released(now if thread.pending is None else None),
+                **released(now, suspended=thread.pending is not None),
             )
             lose_logs(conn, thread.thread_id, now)
             UPDATE_RUN["status", "outcome", "update_time"].run(

@@ -1004,6 +1004,33 @@ async def test_a_full_queue_is_refused_and_a_queued_request_is_cancelled_before_
     assert ran[-15:] == [f"q{i:02d}" for i in range(1, 16)], "the rest ran once each, in order"
 
 
+async def test_an_interrupt_stops_the_running_turn_and_runs_ahead_of_the_queue(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    stream, _sleeping_run = await sleeping(client, thread.thread_id)
+    async with stream:
+        later = await client.threads.start_run(
+            thread.thread_id, text="hello", request_id="later", busy_strategy="enqueue"
+        )
+        now = await client.threads.start_run(
+            thread.thread_id, text="hello", request_id="now", busy_strategy="interrupt"
+        )
+        assert (later.queue_position, now.status, now.queue_position) == (1, tl.ThreadRunStatus.QUEUED, 1)
+        # Read before the stopped run hands off, the queue is [now, later]; on a fast server "now" may
+        # have started already, leaving [later] (the order it ran in is checked on the checkpoints).
+        waiting = [(q.request_id, q.kind) for q in (await client.threads.get(thread.thread_id)).queue]
+        expected = [("now", tl.QueuedRunKind.INTERRUPTING), ("later", tl.QueuedRunKind.ENQUEUED)]
+        assert waiting in (expected, expected[1:])
+        stopped = await stream.collect()  # nobody cancelled it: the interrupt did, well before 30 s
+
+    assert stopped.result.status == tl.RunStatus.CANCELLED
+    assert (await now.result()).result.status == tl.RunStatus.COMPLETED
+    assert (await later.result()).result.status == tl.RunStatus.COMPLETED
+    ran = await requests_of_checkpoints(client, thread.thread_id)
+    assert ran[-3:] == [stream.request_id, "now", "later"]
+    after = await client.threads.get(thread.thread_id)
+    assert (after.status, after.queue) == (tl.ThreadStatus.IDLE, [])
+
+
 async def test_run_with_enqueue_waits_for_its_turn(client: tl.Client) -> None:
     thread = await client.threads.create()
     request_id = f"req-{uuid.uuid4().hex}"

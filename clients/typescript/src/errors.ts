@@ -268,7 +268,8 @@ export class RequestInterrupted extends ReasonError {
  * ABORTED: a run holds the thread's lease, or requests wait in its queue (`THREAD_BUSY`). When
  * `requestId` is the request just sent, that request's own run is still going (e.g. a retry after a
  * dropped connection): retry later with the same ID to get its outcome. To wait for the thread
- * instead of failing, send the request with `busyStrategy: "enqueue"`.
+ * instead of failing, send the request with `busyStrategy: "enqueue"`; to stop the running turn and
+ * run next, `"interrupt"`.
  */
 export class ThreadBusy extends ReasonError {
   override name = "ThreadBusy";
@@ -298,10 +299,10 @@ export class ThreadBusy extends ReasonError {
 }
 
 /**
- * RESOURCE_EXHAUSTED: a `busyStrategy: "enqueue"` request found the thread's queue full
- * (`THREAD_QUEUE_FULL`): `limit` requests (the server's `--max-queued-runs`,
- * `ThreadStoreInfo.maxQueuedRuns`) wait already. Nothing was written: send it again once the queue
- * has room (a `watchThread` change `QUEUE` says when), with the same request ID.
+ * RESOURCE_EXHAUSTED: a `busyStrategy: "enqueue"` (or `"interrupt"`) request found the thread's
+ * queue full (`THREAD_QUEUE_FULL`): `limit` requests (the server's `--max-queued-runs`,
+ * `ThreadStoreInfo.maxQueuedRuns`) wait already. Nothing was written: send it again once the
+ * queue has room (a `watchThread` change `QUEUE` says when), with the same request ID.
  */
 export class ThreadQueueFull extends ReasonError {
   override name = "ThreadQueueFull";

@@ -14,7 +14,8 @@
  *   stops the events, not the run, which goes on to commit. Stop a run with `cancel`.
  * - A thread runs one request at a time. A request for a busy thread fails with `ThreadBusy`, or,
  *   with `busyStrategy: "enqueue"`, waits in the thread's durable queue (`Thread.queue`) and runs
- *   in its turn, after the requests accepted before it.
+ *   in its turn, after the requests accepted before it; with `busyStrategy: "interrupt"` it stops
+ *   the running turn (CANCELLED, its progress committed) and runs next, ahead of the queue.
  * - A thread run's `RunResult` has no `state`; the state is the checkpoint at the outcome's
  *   `revision` (`checkpoint(threadId, revision)`), so a turn's answer does not grow with the thread.
  *
@@ -104,16 +105,25 @@ export type Revision = bigint | number;
  *   (no events) until it starts, then follow it from its first event. Beyond the server's
  *   `--max-queued-runs` waiting requests it fails with `ThreadQueueFull`. Answers are never queued:
  *   `answers` for a running thread fail with `ThreadNotSuspended`.
+ * - `"interrupt"`: stop the running turn and run this input next. With a run holding the thread it
+ *   waits first in the queue (after earlier interrupting requests, before every enqueued one;
+ *   `QueuedRunKind.INTERRUPTING`) and the holder is asked to stop as `cancel` asks it: it ends
+ *   CANCELLED with its progress committed (its caller gets that CANCELLED result), then this request
+ *   runs, then the enqueued ones. A holder that is itself an interrupting request is not stopped:
+ *   they line up in arrival order. With nothing running it runs at once, ahead of a waiting queue.
+ *   Otherwise as `"enqueue"`: `startRun` answers QUEUED, `ThreadQueueFull` bounds the queue, answers
+ *   for a running thread fail with `ThreadNotSuspended`.
  *
  * The strategy is part of the request: a retry with the same `requestId` must send the same one, or
  * it is `RequestIdReused`.
  */
-export type BusyStrategyName = "reject" | "enqueue";
+export type BusyStrategyName = "reject" | "enqueue" | "interrupt";
 
 /** The contract's `BusyStrategy` of each name. */
 const BUSY_STRATEGIES: Readonly<Record<BusyStrategyName, BusyStrategy>> = {
   reject: BusyStrategy.REJECT,
   enqueue: BusyStrategy.ENQUEUE,
+  interrupt: BusyStrategy.INTERRUPT,
 };
 
 /** How a thread run ended: `Threads.run`, or `ThreadRunStream.collect()`. */
@@ -213,8 +223,9 @@ export interface ThreadRunInput extends CallOptions {
   /** Limits on the run's model usage; default the agent's own. */
   usageLimits?: MessageInitShape<typeof UsageLimitsSchema>;
   /**
-   * What to do when the thread is busy: `"reject"` (the default: `ThreadBusy`) or `"enqueue"` (wait
-   * in its queue for its turn; see `BusyStrategyName`). Unset sends the contract's default
+   * What to do when the thread is busy: `"reject"` (the default: `ThreadBusy`), `"enqueue"` (wait
+   * in its queue for its turn) or `"interrupt"` (stop the running turn, which ends CANCELLED, and
+   * run next, ahead of the queue); see `BusyStrategyName`. Unset sends the contract's default
    * (UNSPECIFIED, which is REJECT). A retry must send the same strategy.
    */
   busyStrategy?: BusyStrategyName;
@@ -418,8 +429,9 @@ export class ThreadRunStream implements AsyncIterableIterator<RunEvent, void> {
  * await started.cancel();                          // or stop it
  * ```
  *
- * A request started with `busyStrategy: "enqueue"` on a busy thread is QUEUED: it waits in
- * `Thread.queue` at `queuePosition`, and its first attempt will run under `runId`. `events()` and
+ * A request started with `busyStrategy: "enqueue"` or `"interrupt"` on a busy thread is QUEUED: it
+ * waits in `Thread.queue` at `queuePosition` (an interrupting one ahead of the enqueued ones, while
+ * the run it interrupts stops), and its first attempt will run under `runId`. `events()` and
  * `result()` wait for it to start, then follow it; `cancel()` takes it out of the queue at once
  * (it never runs, and `result()` is CANCELLED).
  *
@@ -444,12 +456,14 @@ export class StartedRun {
   readonly revision: bigint;
   /**
    * RUNNING while the run goes on; QUEUED while the request waits in the thread's queue
-   * (`busyStrategy: "enqueue"`); for a request that had finished (`replayed`), how it ended.
+   * (`busyStrategy: "enqueue"` or `"interrupt"`); for a request that had finished (`replayed`),
+   * how it ended.
    */
   readonly status: ThreadRunStatus;
   /**
    * QUEUED: the request's place in `Thread.queue` when the start answered (1 = next); 0 otherwise.
-   * It only moves up as the requests before it run or are cancelled: read `Thread.queue` for now.
+   * It moves up as the requests before it run or are cancelled, and an enqueued request moves down
+   * when an interrupting one is accepted after it (it waits ahead): read `Thread.queue` for now.
    */
   readonly queuePosition: number;
   /** True when the start answered a request that had already finished: nothing ran again. */
@@ -596,8 +610,9 @@ export class Threads {
 
   /**
    * A thread as it is now; `{ full: true }` adds its head checkpoint's `state`. Its `queue` lists the
-   * requests waiting for their turn (`busyStrategy: "enqueue"`), in the order they will run, each a
-   * `QueuedRun` (`requestId`, `runId` its first attempt will take, `kind`, `createTime`).
+   * requests waiting for their turn (`busyStrategy: "enqueue"` or `"interrupt"`), in the order they
+   * will run, each a `QueuedRun` (`requestId`, `runId` its first attempt will take, `kind`
+   * `ENQUEUED` or `INTERRUPTING`, `createTime`).
    *
    * @throws ThreadNotFound when no thread has this ID.
    */
@@ -729,8 +744,8 @@ export class Threads {
    * iterating: e.g. `ThreadBusy`, `ThreadQueueFull`, `RevisionConflict`, `ThreadNotSuspended`,
    * `RequestIdReused`, or a `DEFERRED_*` reason for the answers.
    *
-   * With `busyStrategy: "enqueue"` on a busy thread the request waits in the thread's queue: the
-   * stream yields nothing until it starts (within `timeoutMs`), then its attempt from `runStarted`.
+   * With `busyStrategy: "enqueue"` (or `"interrupt"`, which also stops the running turn) on a busy
+   * thread the request waits in the thread's queue: the stream yields nothing until it starts (within `timeoutMs`), then its attempt from `runStarted`.
    *
    * @throws TypeError at once when `input` has both `text` and `parts`, or an unknown `busyStrategy`.
    */
@@ -834,8 +849,8 @@ export class Threads {
    * the caller's `signal`) are retried up to `RUN_RETRIES` times, 200 ms apart and
    * doubling, with the same request ID, so the run happens at most once; `replayed` says the
    * server answered it from its record. `timeoutMs` bounds the whole call, retries included.
-   * With `busyStrategy: "enqueue"` on a busy thread it waits in the thread's queue for its turn,
-   * within `timeoutMs` (a deadline ends the call, not the request: it stays queued and runs).
+   * With `busyStrategy: "enqueue"` (or `"interrupt"`, which also stops the running turn) on a busy
+   * thread it waits in the thread's queue for its turn, within `timeoutMs` (a deadline ends the call, not the request: it stays queued and runs).
    *
    * @throws TypeError when `input` has both `text` and `parts`, or an unknown `busyStrategy`;
    *   `ThreadlineError` e.g. `ThreadBusy`, `ThreadQueueFull`, `RevisionConflict`,
@@ -856,7 +871,8 @@ export class Threads {
    * head it began from); follow it with `events()`, wait for it with `result()`, stop it with
    * `cancel()`. With `busyStrategy: "enqueue"` on a busy thread it answers at once QUEUED, with its
    * `queuePosition` (1 = next) and the `runId` its first attempt will take; the server starts it in
-   * its turn.
+   * its turn. With `"interrupt"` it answers QUEUED too, ahead of the enqueued requests, and the
+   * running turn is asked to stop (it ends CANCELLED); on a free thread it runs at once.
    *
    * ```ts
    * const started = await client.threads.startRun(threadId, { text: "summarise the logs", requestId: "job-7" });
@@ -1039,7 +1055,7 @@ function runSpec(threadId: string, input: ThreadRunInput): ThreadRunSpec {
     throw new TypeError("give the prompt as text or as parts, not both");
   }
   if (busyStrategy !== undefined && !Object.hasOwn(BUSY_STRATEGIES, busyStrategy)) {
-    throw new TypeError(`busyStrategy must be "reject" or "enqueue", not ${JSON.stringify(busyStrategy)}`);
+    throw new TypeError(`busyStrategy must be "reject", "enqueue" or "interrupt", not ${JSON.stringify(busyStrategy)}`);
   }
   return create(ThreadRunSpecSchema, {
     threadId,

@@ -428,6 +428,7 @@ test("busyStrategy is sent as the contract's BusyStrategy; unset is UNSPECIFIED;
       [undefined, BusyStrategy.UNSPECIFIED],
       ["reject", BusyStrategy.REJECT],
       ["enqueue", BusyStrategy.ENQUEUE],
+      ["interrupt", BusyStrategy.INTERRUPT],
     ] as const) {
       sent.length = 0;
       const input = busyStrategy === undefined ? { text: "hello" } : { text: "hello", busyStrategy };
@@ -441,8 +442,8 @@ test("busyStrategy is sent as the contract's BusyStrategy; unset is UNSPECIFIED;
       );
     }
     sent.length = 0;
-    const bogus = { text: "hello", busyStrategy: "interrupt" as sdk.BusyStrategyName };
-    const message = 'busyStrategy must be "reject" or "enqueue", not "interrupt"';
+    const bogus = { text: "hello", busyStrategy: "preempt" as sdk.BusyStrategyName };
+    const message = 'busyStrategy must be "reject", "enqueue" or "interrupt", not "preempt"';
     assert.throws(() => client.threads.stream("thread_x", bogus), { name: "TypeError", message });
     await assert.rejects(client.threads.run("thread_x", bogus), { name: "TypeError", message });
     await assert.rejects(client.threads.startRun("thread_x", bogus), { name: "TypeError", message });

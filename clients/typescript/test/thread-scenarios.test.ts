@@ -96,6 +96,14 @@ async function all<T>(items: AsyncIterable<T>): Promise<T[]> {
   return seen;
 }
 
+/** The request IDs the thread's checkpoints were committed by, oldest first, each run once. */
+async function requestOrder(threadId: string): Promise<string[]> {
+  return (await all(client.threads.checkpoints(threadId)))
+    .reverse()
+    .map((checkpoint) => checkpoint.requestId)
+    .filter((requestId, i, ids) => requestId !== "" && requestId !== ids[i - 1]);
+}
+
 /** Every event of a thread run stream, and its outcome. */
 async function drain(stream: ThreadRunStream): Promise<{ events: RunEvent[]; outcome: ThreadRunOutcome }> {
   const events = await all(stream);
@@ -1247,11 +1255,7 @@ describe("busy strategy: enqueue", () => {
     assert.deepEqual([idle.status, idle.queue], [ThreadStatus.IDLE, []]);
 
     // Each request ran once, in acceptance order, after the sleeping one; q00 never ran.
-    const ran = (await all(client.threads.checkpoints(thread.threadId)))
-      .reverse()
-      .map((checkpoint) => checkpoint.requestId)
-      .filter((requestId, i, ids) => requestId !== "" && requestId !== ids[i - 1]);
-    assert.deepEqual(ran, [stream.requestId, ...requestIds.slice(1)]);
+    assert.deepEqual(await requestOrder(thread.threadId), [stream.requestId, ...requestIds.slice(1)]);
   });
 
   test("run with enqueue waits for its turn", async () => {
@@ -1285,6 +1289,52 @@ describe("busy strategy: enqueue", () => {
     }
     assert.deepEqual([outcome.result.status, outcome.result.requestId, outcome.replayed], [RunStatus.COMPLETED, requestId, false]);
     assert.deepEqual((await client.threads.get(thread.threadId)).queue, []);
+  });
+
+  test("an interrupt stops the running turn and runs ahead of the queue", async () => {
+    const thread = await client.threads.create();
+    const { stream, runId } = await sleeping(thread.threadId);
+    let later, now, interrupted;
+    let stopped: ThreadRunOutcome;
+    try {
+      later = await client.threads.startRun(thread.threadId, { text: "hello", busyStrategy: "enqueue", requestId: "later" });
+      assert.deepEqual([later.status, later.queuePosition], [ThreadRunStatus.QUEUED, 1]);
+      interrupted = Date.now();
+      now = await client.threads.startRun(thread.threadId, { text: "hello", busyStrategy: "interrupt", requestId: "now" });
+      // Ahead of the enqueued request, while the sleeping run is asked to stop.
+      assert.deepEqual([now.status, now.queuePosition, now.replayed], [ThreadRunStatus.QUEUED, 1, false]);
+      assert.notEqual(now.runId, runId);
+
+      // Read before the stopped run hands off, the queue is [now, later]; on a fast server "now" may
+      // have started already, leaving [later] (the order it ran in is checked on the checkpoints).
+      const waiting = await client.threads.get(thread.threadId);
+      const expected = [
+        ["now", now.runId, QueuedRunKind.INTERRUPTING],
+        ["later", later.runId, QueuedRunKind.ENQUEUED],
+      ];
+      const seen = waiting.queue.map((entry) => [entry.requestId, entry.runId, entry.kind]);
+      assert.deepEqual(seen, expected.slice(expected.length - seen.length));
+      assert.ok(seen.length >= 1, "the enqueued request waits behind the interrupt");
+
+      // Nothing here cancels it: the interrupt does, well before its 30 s sleep (or the stream's 25 s deadline).
+      stopped = await stream.collect();
+    } finally {
+      await stream.close();
+    }
+    assert.deepEqual([stopped.result.status, stopped.result.runId], [RunStatus.CANCELLED, runId]);
+    const elapsed = Date.now() - interrupted;
+    assert.ok(elapsed < 15_000, `the sleeping run stopped ${elapsed} ms after the interrupt`);
+
+    const first = await now.result({ timeoutMs: 30_000 });
+    assert.deepEqual([first.result.status, first.result.requestId, first.result.runId], [RunStatus.COMPLETED, "now", now.runId]);
+    const second = await later.result({ timeoutMs: 30_000 });
+    assert.deepEqual([second.result.status, second.result.requestId, second.result.runId], [RunStatus.COMPLETED, "later", later.runId]);
+    assert.ok(first.revision < second.revision, `now at ${first.revision}, later at ${second.revision}`);
+
+    // The cancelled run's progress was committed, then the interrupt ran, then the enqueued request.
+    assert.deepEqual(await requestOrder(thread.threadId), [stream.requestId, "now", "later"]);
+    const idle = await client.threads.get(thread.threadId);
+    assert.deepEqual([idle.status, idle.queue, idle.revision], [ThreadStatus.IDLE, [], second.revision]);
   });
 });
 

@@ -479,9 +479,11 @@ class Threads:
             client_tools: The host's tools for this run; none on a resume or recovery = the head
                 checkpoint's.
             usage_limits: Limits on the run's model usage; None = the agent's own.
-            busy_strategy: When the thread is busy: `"reject"` (the default: `ThreadBusy`), or
+            busy_strategy: When the thread is busy: `"reject"` (the default: `ThreadBusy`);
                 `"enqueue"`: wait in the thread's queue (`Thread.queue`) and run after the requests
-                accepted before it; the stream's events start when it does.
+                accepted before it; `"interrupt"`: stop the running turn (it ends CANCELLED, its
+                progress committed) and run next, ahead of the enqueued ones. The stream's events
+                start when the request does.
             reconnect: False = a transport failure or a lost attempt ends the stream.
             timeout: Deadline of the call (not of the run), reconnects included; default the client's.
 
@@ -790,11 +792,12 @@ async def _retried(send: Callable[[], Awaitable[_T]], deadline: Deadline | None)
         await asyncio.sleep(backoff)
 
 
-BusyStrategyName = Literal["reject", "enqueue"]
+BusyStrategyName = Literal["reject", "enqueue", "interrupt"]
 """What a run request does when its thread is busy (`ThreadRunSpec.busy_strategy`)."""
 _BUSY_STRATEGIES: dict[str, BusyStrategy] = {
     "reject": BusyStrategy.UNSPECIFIED,
     "enqueue": BusyStrategy.ENQUEUE,
+    "interrupt": BusyStrategy.INTERRUPT,
 }
 """`reject` is sent as the field's default (unset), as before strategies existed."""
 

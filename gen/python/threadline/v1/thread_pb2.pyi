@@ -33,6 +33,10 @@ class _QueuedRunKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_QueuedR
     """Never sent by the server."""
     QUEUED_RUN_KIND_ENQUEUED: _QueuedRunKind.ValueType  # 1
     """`BUSY_STRATEGY_ENQUEUE`: after every request accepted before it."""
+    QUEUED_RUN_KIND_INTERRUPTING: _QueuedRunKind.ValueType  # 2
+    """`BUSY_STRATEGY_INTERRUPT`: after earlier interrupting requests, before every ENQUEUED one;
+    the run it interrupts was asked to stop.
+    """
 
 class QueuedRunKind(_QueuedRunKind, metaclass=_QueuedRunKindEnumTypeWrapper):
     """Why a request waits in a thread's queue."""
@@ -41,6 +45,10 @@ QUEUED_RUN_KIND_UNSPECIFIED: QueuedRunKind.ValueType  # 0
 """Never sent by the server."""
 QUEUED_RUN_KIND_ENQUEUED: QueuedRunKind.ValueType  # 1
 """`BUSY_STRATEGY_ENQUEUE`: after every request accepted before it."""
+QUEUED_RUN_KIND_INTERRUPTING: QueuedRunKind.ValueType  # 2
+"""`BUSY_STRATEGY_INTERRUPT`: after earlier interrupting requests, before every ENQUEUED one;
+the run it interrupts was asked to stop.
+"""
 Global___QueuedRunKind: _TypeAlias = QueuedRunKind  # noqa: Y015
 
 class _ThreadStatus:
@@ -257,9 +265,9 @@ class Thread(_message.Message):
 
     @_builtins.property
     def queue(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueuedRun]:
-        """The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`), in the order they will run:
-        the first starts when the thread's current run ends (unless it ends SUSPENDED). Empty in
-        `ListThreads`.
+        """The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`, `BUSY_STRATEGY_INTERRUPT`), in
+        the order they will run: the first starts when the thread's current run ends (an ENQUEUED one
+        not while the thread is SUSPENDED). Empty in `ListThreads`.
         """
 
     def __init__(

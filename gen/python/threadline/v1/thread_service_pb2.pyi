@@ -74,6 +74,18 @@ class _BusyStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_BusyStra
     once, and a client that goes away changes nothing. Answers on a running thread fail
     FAILED_PRECONDITION THREAD_NOT_SUSPENDED: the batch they answer is being consumed.
     """
+    BUSY_STRATEGY_INTERRUPT: _BusyStrategy.ValueType  # 3
+    """Stop the current run and take this input into account. With a run holding the thread, the
+    request waits first in the queue (after earlier INTERRUPT requests, before every ENQUEUE one)
+    and the holder is asked to stop as `CancelThreadRun` asks it, on any replica: it ends CANCELLED
+    with its progress committed (that run's caller gets its CANCELLED result), and this request
+    runs next on that head (or on the COMPLETED or SUSPENDED head, if the run ended so before it
+    noticed). A holder that is itself an INTERRUPT request is not stopped: they line up in arrival
+    order. With no live lease it runs at once, ahead of a waiting queue; a server-driven request
+    whose next attempt is due, or a request whose server was lost, is closed CANCELLED first. Like
+    ENQUEUE: answers on a running thread fail THREAD_NOT_SUSPENDED, `expected_revision` is checked
+    at acceptance, THREAD_QUEUE_FULL bounds the queue, StartThreadRun answers QUEUED.
+    """
 
 class BusyStrategy(_BusyStrategy, metaclass=_BusyStrategyEnumTypeWrapper):
     """What a request does when another run holds its thread."""
@@ -97,6 +109,18 @@ then runs on whatever head its turn finds. A queued request is server-driven: it
 (`StreamThreadRun`, `RunThread`) follows it once it starts, `StartThreadRun` answers QUEUED at
 once, and a client that goes away changes nothing. Answers on a running thread fail
 FAILED_PRECONDITION THREAD_NOT_SUSPENDED: the batch they answer is being consumed.
+"""
+BUSY_STRATEGY_INTERRUPT: BusyStrategy.ValueType  # 3
+"""Stop the current run and take this input into account. With a run holding the thread, the
+request waits first in the queue (after earlier INTERRUPT requests, before every ENQUEUE one)
+and the holder is asked to stop as `CancelThreadRun` asks it, on any replica: it ends CANCELLED
+with its progress committed (that run's caller gets its CANCELLED result), and this request
+runs next on that head (or on the COMPLETED or SUSPENDED head, if the run ended so before it
+noticed). A holder that is itself an INTERRUPT request is not stopped: they line up in arrival
+order. With no live lease it runs at once, ahead of a waiting queue; a server-driven request
+whose next attempt is due, or a request whose server was lost, is closed CANCELLED first. Like
+ENQUEUE: answers on a running thread fail THREAD_NOT_SUSPENDED, `expected_revision` is checked
+at acceptance, THREAD_QUEUE_FULL bounds the queue, StartThreadRun answers QUEUED.
 """
 Global___BusyStrategy: _TypeAlias = BusyStrategy  # noqa: Y015
 

@@ -30,6 +30,9 @@ const (
 	QueuedRunKind_QUEUED_RUN_KIND_UNSPECIFIED QueuedRunKind = 0
 	// `BUSY_STRATEGY_ENQUEUE`: after every request accepted before it.
 	QueuedRunKind_QUEUED_RUN_KIND_ENQUEUED QueuedRunKind = 1
+	// `BUSY_STRATEGY_INTERRUPT`: after earlier interrupting requests, before every ENQUEUED one;
+	// the run it interrupts was asked to stop.
+	QueuedRunKind_QUEUED_RUN_KIND_INTERRUPTING QueuedRunKind = 2
 )
 
 // Enum value maps for QueuedRunKind.
@@ -37,10 +40,12 @@ var (
 	QueuedRunKind_name = map[int32]string{
 		0: "QUEUED_RUN_KIND_UNSPECIFIED",
 		1: "QUEUED_RUN_KIND_ENQUEUED",
+		2: "QUEUED_RUN_KIND_INTERRUPTING",
 	}
 	QueuedRunKind_value = map[string]int32{
-		"QUEUED_RUN_KIND_UNSPECIFIED": 0,
-		"QUEUED_RUN_KIND_ENQUEUED":    1,
+		"QUEUED_RUN_KIND_UNSPECIFIED":  0,
+		"QUEUED_RUN_KIND_ENQUEUED":     1,
+		"QUEUED_RUN_KIND_INTERRUPTING": 2,
 	}
 )
 
@@ -316,9 +321,9 @@ type Thread struct {
 	RecoveryPending bool `protobuf:"varint,10,opt,name=recovery_pending,json=recoveryPending,proto3" json:"recovery_pending,omitempty"`
 	// The run holding the thread; set exactly when `status` is THREAD_STATUS_RUNNING.
 	Lease *ThreadLease `protobuf:"bytes,11,opt,name=lease,proto3" json:"lease,omitempty"`
-	// The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`), in the order they will run:
-	// the first starts when the thread's current run ends (unless it ends SUSPENDED). Empty in
-	// `ListThreads`.
+	// The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`, `BUSY_STRATEGY_INTERRUPT`), in
+	// the order they will run: the first starts when the thread's current run ends (an ENQUEUED one
+	// not while the thread is SUSPENDED). Empty in `ListThreads`.
 	Queue         []*QueuedRun `protobuf:"bytes,12,rep,name=queue,proto3" json:"queue,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -757,10 +762,11 @@ const file_threadline_v1_thread_proto_rawDesc = "" +
 	"\apending\x18\b \x01(\v2#.threadline.v1.DeferredToolRequestsR\apending\x12?\n" +
 	"\tremaining\x18\t \x01(\v2!.threadline.v1.DeferredToolResumeR\tremaining\x12<\n" +
 	"\fclient_tools\x18\n" +
-	" \x03(\v2\x19.threadline.v1.ClientToolR\vclientTools*N\n" +
+	" \x03(\v2\x19.threadline.v1.ClientToolR\vclientTools*p\n" +
 	"\rQueuedRunKind\x12\x1f\n" +
 	"\x1bQUEUED_RUN_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
-	"\x18QUEUED_RUN_KIND_ENQUEUED\x10\x01*}\n" +
+	"\x18QUEUED_RUN_KIND_ENQUEUED\x10\x01\x12 \n" +
+	"\x1cQUEUED_RUN_KIND_INTERRUPTING\x10\x02*}\n" +
 	"\fThreadStatus\x12\x1d\n" +
 	"\x19THREAD_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12THREAD_STATUS_IDLE\x10\x01\x12\x19\n" +

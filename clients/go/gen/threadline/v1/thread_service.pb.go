@@ -97,6 +97,17 @@ const (
 	// once, and a client that goes away changes nothing. Answers on a running thread fail
 	// FAILED_PRECONDITION THREAD_NOT_SUSPENDED: the batch they answer is being consumed.
 	BusyStrategy_BUSY_STRATEGY_ENQUEUE BusyStrategy = 2
+	// Stop the current run and take this input into account. With a run holding the thread, the
+	// request waits first in the queue (after earlier INTERRUPT requests, before every ENQUEUE one)
+	// and the holder is asked to stop as `CancelThreadRun` asks it, on any replica: it ends CANCELLED
+	// with its progress committed (that run's caller gets its CANCELLED result), and this request
+	// runs next on that head (or on the COMPLETED or SUSPENDED head, if the run ended so before it
+	// noticed). A holder that is itself an INTERRUPT request is not stopped: they line up in arrival
+	// order. With no live lease it runs at once, ahead of a waiting queue; a server-driven request
+	// whose next attempt is due, or a request whose server was lost, is closed CANCELLED first. Like
+	// ENQUEUE: answers on a running thread fail THREAD_NOT_SUSPENDED, `expected_revision` is checked
+	// at acceptance, THREAD_QUEUE_FULL bounds the queue, StartThreadRun answers QUEUED.
+	BusyStrategy_BUSY_STRATEGY_INTERRUPT BusyStrategy = 3
 )
 
 // Enum value maps for BusyStrategy.
@@ -105,11 +116,13 @@ var (
 		0: "BUSY_STRATEGY_UNSPECIFIED",
 		1: "BUSY_STRATEGY_REJECT",
 		2: "BUSY_STRATEGY_ENQUEUE",
+		3: "BUSY_STRATEGY_INTERRUPT",
 	}
 	BusyStrategy_value = map[string]int32{
 		"BUSY_STRATEGY_UNSPECIFIED": 0,
 		"BUSY_STRATEGY_REJECT":      1,
 		"BUSY_STRATEGY_ENQUEUE":     2,
+		"BUSY_STRATEGY_INTERRUPT":   3,
 	}
 )
 
@@ -2196,11 +2209,12 @@ const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"ThreadView\x12\x1b\n" +
 	"\x17THREAD_VIEW_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11THREAD_VIEW_BASIC\x10\x01\x12\x14\n" +
-	"\x10THREAD_VIEW_FULL\x10\x02*b\n" +
+	"\x10THREAD_VIEW_FULL\x10\x02*\x7f\n" +
 	"\fBusyStrategy\x12\x1d\n" +
 	"\x19BUSY_STRATEGY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BUSY_STRATEGY_REJECT\x10\x01\x12\x19\n" +
-	"\x15BUSY_STRATEGY_ENQUEUE\x10\x02*\xfb\x01\n" +
+	"\x15BUSY_STRATEGY_ENQUEUE\x10\x02\x12\x1b\n" +
+	"\x17BUSY_STRATEGY_INTERRUPT\x10\x03*\xfb\x01\n" +
 	"\fThreadChange\x12\x1d\n" +
 	"\x19THREAD_CHANGE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16THREAD_CHANGE_SNAPSHOT\x10\x01\x12\x1b\n" +

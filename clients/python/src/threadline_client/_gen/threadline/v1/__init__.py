@@ -183,12 +183,27 @@ class BusyStrategy(betterproto2.Enum):
     FAILED_PRECONDITION THREAD_NOT_SUSPENDED: the batch they answer is being consumed.
     """
 
+    INTERRUPT = 3
+    """
+    Stop the current run and take this input into account. With a run holding the thread, the
+    request waits first in the queue (after earlier INTERRUPT requests, before every ENQUEUE one)
+    and the holder is asked to stop as `CancelThreadRun` asks it, on any replica: it ends CANCELLED
+    with its progress committed (that run's caller gets its CANCELLED result), and this request
+    runs next on that head (or on the COMPLETED or SUSPENDED head, if the run ended so before it
+    noticed). A holder that is itself an INTERRUPT request is not stopped: they line up in arrival
+    order. With no live lease it runs at once, ahead of a waiting queue; a server-driven request
+    whose next attempt is due, or a request whose server was lost, is closed CANCELLED first. Like
+    ENQUEUE: answers on a running thread fail THREAD_NOT_SUSPENDED, `expected_revision` is checked
+    at acceptance, THREAD_QUEUE_FULL bounds the queue, StartThreadRun answers QUEUED.
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
             0: "BUSY_STRATEGY_UNSPECIFIED",
             1: "BUSY_STRATEGY_REJECT",
             2: "BUSY_STRATEGY_ENQUEUE",
+            3: "BUSY_STRATEGY_INTERRUPT",
         }
 
     @classmethod
@@ -197,6 +212,7 @@ class BusyStrategy(betterproto2.Enum):
             "BUSY_STRATEGY_UNSPECIFIED": 0,
             "BUSY_STRATEGY_REJECT": 1,
             "BUSY_STRATEGY_ENQUEUE": 2,
+            "BUSY_STRATEGY_INTERRUPT": 3,
         }
 
 
@@ -557,11 +573,18 @@ class QueuedRunKind(betterproto2.Enum):
     `BUSY_STRATEGY_ENQUEUE`: after every request accepted before it.
     """
 
+    INTERRUPTING = 2
+    """
+    `BUSY_STRATEGY_INTERRUPT`: after earlier interrupting requests, before every ENQUEUED one;
+    the run it interrupts was asked to stop.
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
             0: "QUEUED_RUN_KIND_UNSPECIFIED",
             1: "QUEUED_RUN_KIND_ENQUEUED",
+            2: "QUEUED_RUN_KIND_INTERRUPTING",
         }
 
     @classmethod
@@ -569,6 +592,7 @@ class QueuedRunKind(betterproto2.Enum):
         return {
             "QUEUED_RUN_KIND_UNSPECIFIED": 0,
             "QUEUED_RUN_KIND_ENQUEUED": 1,
+            "QUEUED_RUN_KIND_INTERRUPTING": 2,
         }
 
 
@@ -4366,9 +4390,9 @@ class Thread(betterproto2.Message):
 
     queue: "list[QueuedRun]" = betterproto2.field(12, betterproto2.TYPE_MESSAGE, repeated=True)
     """
-    The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`), in the order they will run:
-    the first starts when the thread's current run ends (unless it ends SUSPENDED). Empty in
-    `ListThreads`.
+    The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`, `BUSY_STRATEGY_INTERRUPT`), in
+    the order they will run: the first starts when the thread's current run ends (an ENQUEUED one
+    not while the thread is SUSPENDED). Empty in `ListThreads`.
     """
 
 

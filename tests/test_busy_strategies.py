@@ -1,4 +1,4 @@
-"""Busy strategies, part one (LIVE §4.1, §4.2): `BUSY_STRATEGY_ENQUEUE` and the durable per-thread queue.
+"""Busy strategies (LIVE §4.1–§4.3): `BUSY_STRATEGY_ENQUEUE`, `BUSY_STRATEGY_INTERRUPT`, the durable queue.
 
 Real `threadline serve` processes on both stores (two processes on one SQLite file, two replicas on one
 PostgreSQL database), the crash agent's gates holding a run where a test needs it. What ran is read from
@@ -15,7 +15,7 @@ import grpc
 import pytest
 import test_background_runs as background
 from conftest import refusal
-from test_background_runs import AT_MODEL, ended, pair, replica, start
+from test_background_runs import AT_MODEL, ended, lease_expired, pair, replica, start
 from test_thread_crashes import answers_to
 from test_thread_joins import DEADLINE, HELD, create, events, spec, stub_of
 from test_thread_replicas import Replica
@@ -27,19 +27,31 @@ pytestmark = pytest.mark.anyio
 
 ts = thread_service_pb2
 ENQUEUE = ts.BUSY_STRATEGY_ENQUEUE
+INTERRUPT = ts.BUSY_STRATEGY_INTERRUPT
 PLAIN = "use:plain"
 """A queued turn: the model calls `write_note` once (the gate is open by then), then answers."""
 
 
-def queued_spec(thread_id: str, request_id: str, text: str = PLAIN) -> ts.ThreadRunSpec:
-    return ts.ThreadRunSpec(thread_id=thread_id, request_id=request_id, text=text, busy_strategy=ENQUEUE)
+def queued_spec(
+    thread_id: str, request_id: str, text: str = PLAIN, strategy: int = ENQUEUE
+) -> ts.ThreadRunSpec:
+    return ts.ThreadRunSpec(thread_id=thread_id, request_id=request_id, text=text, busy_strategy=strategy)
 
 
-async def enqueue(stub: ThreadServiceStub, thread_id: str, request_id: str) -> ts.StartThreadRunResponse:
+async def enqueue(
+    stub: ThreadServiceStub, thread_id: str, request_id: str, strategy: int = ENQUEUE
+) -> ts.StartThreadRunResponse:
     answer: ts.StartThreadRunResponse = await stub.StartThreadRun(
-        ts.StartThreadRunRequest(spec=queued_spec(thread_id, request_id)), timeout=DEADLINE
+        ts.StartThreadRunRequest(spec=queued_spec(thread_id, request_id, strategy=strategy)), timeout=DEADLINE
     )
     return answer
+
+
+async def replayed_status(stub: ThreadServiceStub, thread_id: str, request_id: str, text: str) -> int:
+    """How the request ended, from a `StartThreadRun` retry's replay (REJECT, as it was sent)."""
+    again = await start(stub, thread_id, request_id, text)
+    assert again.replayed, again
+    return again.status
 
 
 async def thread_of(stub: ThreadServiceStub, thread_id: str) -> thread_pb2.Thread:
@@ -339,3 +351,101 @@ async def test_twenty_clients_enqueueing_through_two_replicas_each_run_once_in_q
         assert await ended(stubs[1], "thread_20", request_id) == "result"
     assert (await made_by(stubs[0], "thread_20")) == ["first", *order]
     assert notes(holder, other) == 17
+
+
+# -- INTERRUPT (LIVE §4.3) ----------------------------------------------------------------------------------
+
+
+async def test_interrupt_stops_the_holder_on_the_other_replica_and_runs_next_ahead_of_the_queue(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """Accepted on B while A's run holds the thread: queued first (ahead of an earlier ENQUEUE), A's run
+    is stopped as a cancel stops it (PostgreSQL's note, or the holder's own log writes on SQLite) and
+    ends CANCELLED, then the interrupting request runs, then the enqueued one."""
+    holder, other = await pair(replicas, store, tmp_path)
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_int")
+    await start(a, "thread_int", "first", HELD)
+    await holder.wait_for_marker("tool:write_note")
+    later = await enqueue(b, "thread_int", "later")
+    now = await enqueue(b, "thread_int", "now", INTERRUPT)
+    assert (later.queue_position, now.status, now.queue_position) == (
+        1,
+        thread_pb2.THREAD_RUN_STATUS_QUEUED,
+        1,
+    )
+    # Read before the stopped holder hands off, the queue is [now, later]; "now" may have started
+    # already, leaving [later] (the order they ran in is checked on the checkpoints below).
+    waiting = [(q.request_id, q.kind) for q in (await thread_of(b, "thread_int")).queue]
+    expected = [
+        ("now", thread_pb2.QUEUED_RUN_KIND_INTERRUPTING),
+        ("later", thread_pb2.QUEUED_RUN_KIND_ENQUEUED),
+    ]
+    assert waiting in (expected, expected[1:])
+    assert await ended(b, "thread_int", "first") == "result", "the holder stopped, with no gate opened"
+    assert await replayed_status(b, "thread_int", "first", HELD) == thread_pb2.THREAD_RUN_STATUS_CANCELLED
+    holder.gate.touch()  # the interrupting request may have started on the holder's replica
+    for request_id in ("now", "later"):
+        assert await ended(b, "thread_int", request_id) == "result"
+    assert (await made_by(b, "thread_int")) == ["first", "now", "later"]
+    assert list(executions(holder.log, "write_note").values())[:1] == [1]
+    notes(holder, other)  # no call ran twice
+
+
+async def test_interrupt_closes_a_lost_holders_request_cancelled_and_runs_at_once(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """A server-driven request whose next attempt is due, and an attached one whose server was lost,
+    are each closed CANCELLED by the INTERRUPT's Begin (REJECT would be refused, or supersede the
+    attached one INTERRUPTED); neither runs again."""
+    holder = await replica(replicas, store, tmp_path / "r0")
+    # The survivor's sweeper sleeps: the due attempt waits for the INTERRUPT, not for a sweep.
+    other = await replica(replicas, store, tmp_path / "r1", "--sweep-interval", "3600")
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_bglost")
+    await create(a, "thread_attlost")
+    await start(a, "thread_bglost", "bg", HELD)
+    await holder.wait_for_marker("tool:write_note")
+    call = a.StreamThreadRun(ts.StreamThreadRunRequest(spec=spec("thread_attlost", "att", HELD)))
+    await holder.wait_for_marker("tool:write_note", seen=1)
+    await holder.killed()
+    call.cancel()
+    await lease_expired(b, "thread_bglost")
+    await lease_expired(b, "thread_attlost")
+    for thread_id, lost, text in (("thread_bglost", "bg", HELD), ("thread_attlost", "att", HELD)):
+        done = await b.RunThread(
+            ts.RunThreadRequest(spec=queued_spec(thread_id, "instead", strategy=INTERRUPT)), timeout=DEADLINE
+        )
+        assert done.result.status == run_pb2.RUN_STATUS_COMPLETED and not done.replayed
+        assert await replayed_status(b, thread_id, lost, text) == thread_pb2.THREAD_RUN_STATUS_CANCELLED
+        assert (await made_by(b, thread_id))[-1] == "instead"
+    # Each lost run's note started once (the two threads' calls share their scripted call ID).
+    assert sum(executions(holder.log, "write_note").values()) == 2
+    notes(other)  # whatever the interrupting turns wrote, each call once
+
+
+async def test_kill_9_of_the_holder_after_an_interrupt_was_accepted_runs_the_interrupt_once(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """The holder is stopped (SIGSTOP) before it can hear the INTERRUPT, then killed: the survivor's
+    sweeper closes the old request CANCELLED once its lease expired and starts the interrupting one on
+    its last commit; the old write_note ran once."""
+    holder, other = await pair(replicas, store, tmp_path)
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_ik")
+    call = a.StreamThreadRun(ts.StreamThreadRunRequest(spec=spec("thread_ik", "old", HELD)))
+    await holder.wait_for_marker("tool:write_note")
+    holder.stalled()
+    accepted = await enqueue(b, "thread_ik", "new", INTERRUPT)
+    assert (accepted.status, accepted.queue_position) == (thread_pb2.THREAD_RUN_STATUS_QUEUED, 1)
+    await holder.killed()
+    call.cancel()
+    assert await ended(b, "thread_ik", "new") == "result"
+    retried = await b.RunThread(ts.RunThreadRequest(spec=spec("thread_ik", "old", HELD)), timeout=DEADLINE)
+    assert retried.replayed and retried.result.status == run_pb2.RUN_STATUS_CANCELLED
+    assert (await made_by(b, "thread_ik"))[-1] == "new"
+    assert list(executions(holder.log, "write_note").values()) == [1]
+    notes(other)
