@@ -15,7 +15,7 @@ import grpc
 import pytest
 import test_background_runs as background
 from conftest import refusal
-from test_background_runs import AT_MODEL, ended, lease_expired, pair, replica, start
+from test_background_runs import AT_MODEL, ended, full, lease_expired, pair, prompts, replica, start
 from test_thread_crashes import answers_to
 from test_thread_joins import DEADLINE, HELD, create, events, spec, stub_of
 from test_thread_replicas import Replica
@@ -449,3 +449,128 @@ async def test_kill_9_of_the_holder_after_an_interrupt_was_accepted_runs_the_int
     assert (await made_by(b, "thread_ik"))[-1] == "new"
     assert list(executions(holder.log, "write_note").values()) == [1]
     notes(other)
+
+
+# -- ROLLBACK (LIVE §4.4) -----------------------------------------------------------------------------------
+
+ROLLBACK = ts.BUSY_STRATEGY_ROLLBACK
+
+
+async def kinds(stub: ThreadServiceStub, thread_id: str) -> list[tuple[int, int, str]]:
+    """The thread's checkpoints, oldest first: revision, kind, request."""
+    listed = await stub.ListCheckpoints(ts.ListCheckpointsRequest(thread_id=thread_id, page_size=100))
+    return [(c.revision, c.kind, c.request_id) for c in reversed(listed.checkpoints)]
+
+
+async def test_rollback_stops_the_holder_on_the_other_replica_and_answers_again_from_where_it_began(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """A's run X is stopped (CANCELLED, its candidate committed and kept listed); the ROLLBACK's Begin
+    copies the checkpoint X began from as a ROLLED_BACK head, and the new request runs on it: X's
+    prompt is not in what it answers."""
+    holder, other = await pair(replicas, store, tmp_path)
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_rb")
+    await a.RunThread(ts.RunThreadRequest(spec=spec("thread_rb", "before", "hello")), timeout=DEADLINE)
+    began = (await thread_of(a, "thread_rb")).revision
+    await start(a, "thread_rb", "x", HELD)
+    await holder.wait_for_marker("tool:write_note")
+    redo = await enqueue(b, "thread_rb", "redo", ROLLBACK)
+    assert (redo.status, redo.queue_position) == (thread_pb2.THREAD_RUN_STATUS_QUEUED, 1)
+    assert await ended(b, "thread_rb", "x") == "result"
+    holder.gate.touch()  # the ROLLBACK may have started on the holder's replica
+    assert await ended(b, "thread_rb", "redo") == "result"
+    assert await replayed_status(b, "thread_rb", "x", HELD) == thread_pb2.THREAD_RUN_STATUS_CANCELLED
+    listed = await kinds(b, "thread_rb")
+    x_commits = [r for r, _kind, request in listed if request == "x"]
+    assert x_commits and min(x_commits) == began + 1, "X's commits stay listed"
+    [(copy, _kind, _)] = [c for c in listed if c[1] == thread_pb2.CHECKPOINT_KIND_ROLLED_BACK]
+    assert copy == max(x_commits) + 1 and all(r > copy for r, _k, q in listed if q == "redo")
+    got = await b.GetCheckpoint(ts.GetCheckpointRequest(thread_id="thread_rb", revision=copy))
+    source = await b.GetCheckpoint(ts.GetCheckpointRequest(thread_id="thread_rb", revision=began))
+    assert got.checkpoint.state.message_history.data == source.checkpoint.state.message_history.data
+    assert prompts(await full(b, "thread_rb"), HELD) == 0, "X's input is gone from the head"
+    assert prompts(await full(b, "thread_rb"), PLAIN) == 1
+
+
+async def test_rollback_of_a_lost_holders_request_closes_it_cancelled_and_discards_it(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """No live lease: the ROLLBACK runs at once; its Begin closes the lost request CANCELLED and copies
+    where it began (one ROLLED_BACK checkpoint), in one transaction."""
+    holder = await replica(replicas, store, tmp_path / "r0")
+    other = await replica(replicas, store, tmp_path / "r1", "--sweep-interval", "3600")
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_rblost")
+    await start(a, "thread_rblost", "lost", HELD)
+    await holder.wait_for_marker("tool:write_note")
+    await holder.killed()
+    await lease_expired(b, "thread_rblost")
+    done = await b.RunThread(
+        ts.RunThreadRequest(spec=queued_spec("thread_rblost", "redo", strategy=ROLLBACK)), timeout=DEADLINE
+    )
+    assert done.result.status == run_pb2.RUN_STATUS_COMPLETED
+    assert await replayed_status(b, "thread_rblost", "lost", HELD) == thread_pb2.THREAD_RUN_STATUS_CANCELLED
+    listed = await kinds(b, "thread_rblost")
+    assert [k for _r, k, _q in listed].count(thread_pb2.CHECKPOINT_KIND_ROLLED_BACK) == 1
+    assert prompts(await full(b, "thread_rblost"), HELD) == 0
+    assert sum(executions(holder.log, "write_note").values()) == 1
+
+
+async def test_a_rollback_behind_an_interrupt_discards_nothing_of_the_interrupts_input(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """X is stopped for the INTERRUPT queued first; when the ROLLBACK's turn comes the head holds the
+    interrupting request's commits too, so nothing is copied (LIVE §8, 14)."""
+    holder, other = await pair(replicas, store, tmp_path)
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_rbint")
+    await start(a, "thread_rbint", "x", HELD)
+    await holder.wait_for_marker("tool:write_note")
+    await enqueue(b, "thread_rbint", "first", INTERRUPT)
+    await enqueue(b, "thread_rbint", "second", ROLLBACK)
+    assert await ended(b, "thread_rbint", "x") == "result"
+    holder.gate.touch()
+    for request_id in ("first", "second"):
+        assert await ended(b, "thread_rbint", request_id) == "result"
+    assert (await made_by(b, "thread_rbint")) == ["x", "first", "second"]
+    assert thread_pb2.CHECKPOINT_KIND_ROLLED_BACK not in [k for _r, k, _q in await kinds(b, "thread_rbint")]
+
+
+async def test_kill_9_after_a_rollbacks_begin_runs_its_next_attempt_without_rolling_back_again(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """The ROLLBACK's own run is held in its tool and its server killed: its copy, lease and mark were
+    one transaction, so the survivor runs attempt 2 on the ROLLED_BACK head and copies nothing more."""
+    first, second = await pair(replicas, store, tmp_path)
+    stubs = (stub_of(first), stub_of(second))
+    await create(stubs[0], "thread_rbk")
+    await start(stubs[0], "thread_rbk", "x", HELD)
+    await first.wait_for_marker("tool:write_note")
+    redo = queued_spec("thread_rbk", "redo", HELD, ROLLBACK)
+    await stubs[1].StartThreadRun(ts.StartThreadRunRequest(spec=redo), timeout=DEADLINE)
+    assert await ended(stubs[1], "thread_rbk", "x") == "result"
+    # The ROLLBACK (it holds in write_note too) now runs on one replica; both gates are closed.
+    deadline = asyncio.get_running_loop().time() + DEADLINE
+    while True:
+        at = [r for r in (first, second) if r.markers_at("tool:write_note") > (1 if r is first else 0)]
+        if at:
+            break
+        assert asyncio.get_running_loop().time() < deadline, "the ROLLBACK never reached its tool"
+        await asyncio.sleep(0.05)
+    [runner] = at
+    survivor = second if runner is first else first
+    survivor.gate.touch()
+    await runner.killed()
+    assert await ended(stub_of(survivor), "thread_rbk", "redo") == "result"
+    listed = await kinds(stub_of(survivor), "thread_rbk")
+    assert [k for _r, k, _q in listed].count(thread_pb2.CHECKPOINT_KIND_ROLLED_BACK) == 1
+    assert prompts(await full(stub_of(survivor), "thread_rbk"), HELD) == 1, "the ROLLBACK's, once"
+    # X's note and the ROLLBACK's, once each: declared recovery did not run the killed one again.
+    assert (
+        sum(executions(first.log, "write_note").values()) + sum(executions(second.log, "write_note").values())
+        == 2
+    )

@@ -943,7 +943,7 @@ def imported(channel: grpc.Channel, result: run_pb2.RunResult, **fields: Any) ->
 def thread_run_specs(
     channel: grpc.Channel, seeds: Seeds, idle: str
 ) -> list[thread_service_pb2.ThreadRunSpec]:
-    """Turns of an idle thread (rejecting, enqueueing, interrupting when busy), and the answers to two fresh
+    """Turns of an idle thread (each busy strategy), and the answers to two fresh
     suspended ones, each by a fixed request ID (sent again, each is a replay, so a seed stays accepted)."""
     approval, client = resume_of(seeds.approval), resume_of(seeds.client)
     return [
@@ -959,6 +959,12 @@ def thread_run_specs(
             request_id="fuzz-interrupt",
             text="instead",
             busy_strategy=thread_service_pb2.BUSY_STRATEGY_INTERRUPT,
+        ),
+        thread_service_pb2.ThreadRunSpec(
+            thread_id=idle,
+            request_id="fuzz-rollback",
+            text="redo",
+            busy_strategy=thread_service_pb2.BUSY_STRATEGY_ROLLBACK,
         ),
         thread_service_pb2.ThreadRunSpec(
             thread_id=imported(channel, seeds.approval, pending=seeds.approval.deferred),

@@ -19,9 +19,18 @@ from pydantic_ai.usage import RunUsage
 from harness import ClientTool, DeferredToolRequests, DeferredToolResume
 from harness.deferred import DeferredToolCall
 from harness.errors import ErrorCode, HarnessError, ThreadError
-from harness.threads.begin import Attach, Enqueue, Queued, Refuse, Replay, RunAttempt, decide
+from harness.threads.begin import (
+    Attach,
+    Enqueue,
+    Queued,
+    Refuse,
+    Replay,
+    RunAttempt,
+    decide,
+    rollback_target,
+)
 from harness.threads.outcome import ThreadRunOutcome
-from harness.threads.records import Attempt, Lease, QueuedRun, RunRow, ThreadRow
+from harness.threads.records import Attempt, CheckpointRow, Lease, QueuedRun, RunRow, ThreadRow
 from harness.threads.request import ThreadRunRequest
 
 NOW = 1_000_000.0
@@ -116,6 +125,7 @@ STORED_ERROR = HarnessError(
 
 ENQUEUE = {"busy_strategy": "enqueue"}
 INTERRUPT = {"busy_strategy": "interrupt"}
+ROLLBACK = {"busy_strategy": "rollback"}
 WAITING = (QueuedRun("req-queued", "run-queued", "enqueued", NOW),)
 
 
@@ -161,7 +171,8 @@ def summary(decision: Any) -> tuple[Any, ...]:
     else:
         assert decision.accepted is None
     superseding = ("supersede",) if decision.supersede else ()
-    return ("attempt", decision.input, resume, decision.head_tools, *superseding)
+    rolling = (("rollback_of", decision.rollback_of),) if decision.rollback_of else ()
+    return ("attempt", decision.input, resume, decision.head_tools, *superseding, *rolling)
 
 
 CASES: dict[str, tuple[ThreadRow, RunRow | None, ThreadRunRequest, tuple[Any, ...]]] = {
@@ -370,6 +381,30 @@ CASES: dict[str, tuple[ThreadRow, RunRow | None, ThreadRunRequest, tuple[Any, ..
         request(input=None, answers=ANSWERS, **INTERRUPT),
         refused(ErrorCode.THREAD_NOT_SUSPENDED),
     ),
+    "rollback: a live lease queues it first": (
+        thread(lease=lease(NOW + 5)),
+        None,
+        request(**ROLLBACK),
+        ("enqueue", "rolling_back"),
+    ),
+    "rollback: a free thread runs it now, with nothing to discard": (
+        thread(),
+        None,
+        request(**ROLLBACK),
+        attempt("hello"),
+    ),
+    "rollback: a lost holder's request is closed CANCELLED and discarded": (
+        thread(lease=lease(NOW - 1)),
+        None,
+        request(**ROLLBACK),
+        (*attempt("hello", head_tools=True), "supersede", ("rollback_of", "req-other")),
+    ),
+    "rollback: a detached request's due attempt is closed CANCELLED and discarded": (
+        thread(lease=lease(NOW - 1), sweep_after=NOW - 1),
+        None,
+        request(**ROLLBACK),
+        (*attempt("hello", head_tools=True), "supersede", ("rollback_of", "req-other")),
+    ),
     "retry: a queued request waits for its turn": (
         queued(),
         waiting_record(),
@@ -399,6 +434,11 @@ START_CASES: dict[str, tuple[ThreadRow, RunRow, tuple[Any, ...]]] = {
         dataclasses.replace(waiting_record(), queue_kind="interrupting"),
         attempt("hello"),
     ),
+    "start: a rolling-back head discards the request its acceptance interrupted": (
+        queued(),
+        dataclasses.replace(waiting_record(), queue_kind="rolling_back", rollback_of="req-x"),
+        (*attempt("hello"), ("rollback_of", "req-x")),
+    ),
     "start: one cancelled meanwhile replays, never runs": (
         queued(),
         dataclasses.replace(waiting_record(), status="cancelled", outcome=OUTCOME),
@@ -411,6 +451,38 @@ START_CASES: dict[str, tuple[ThreadRow, RunRow, tuple[Any, ...]]] = {
 def test_a_queue_start_decides(case: str) -> None:
     row, queued_record, expected = START_CASES[case]
     assert summary(decide(row, queued_record, request(**ENQUEUE), start=True)) == expected
+
+
+def checkpoint_row(revision: int, request_id: str) -> CheckpointRow:
+    return CheckpointRow(
+        thread_id="t_begin",
+        revision=revision,
+        kind="mid_run",
+        run_id="run-1",
+        request_id=request_id,
+        create_time=NOW,
+        pending=None,
+        remaining=None,
+        client_tools=(),
+        history_blob=1,
+        rest_blob=2,
+        history_at=0,
+    )
+
+
+def test_a_rollback_goes_back_only_over_the_interrupted_requests_own_commits() -> None:
+    """LIVE §4.4: where it began, if it committed and every later checkpoint is its own."""
+    x = dataclasses.replace(record("cancelled", outcome=OUTCOME), request_id="req-x", begin_revision=3)
+    head = thread(revision=5)
+    mine = [checkpoint_row(5, "req-x"), checkpoint_row(4, "req-x")]
+    assert rollback_target(head, x, mine) == 3
+    assert rollback_target(head, x, [checkpoint_row(5, "req-y"), checkpoint_row(4, "req-x")]) == 0
+    assert rollback_target(head, x, [checkpoint_row(5, ""), checkpoint_row(4, "req-x")]) == 0, (
+        "a rollback since"
+    )
+    assert rollback_target(thread(revision=3), x, []) == 0, "it committed nothing"
+    assert rollback_target(head, None, mine) == 0
+    assert rollback_target(head, dataclasses.replace(x, begin_revision=0), mine) == 0
 
 
 def test_a_queue_busy_names_its_head_and_no_lease() -> None:

@@ -9,6 +9,8 @@ no clock but the row's own `now`, so each case is a row of a table (`tests/test_
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic_ai.messages import UserContent
@@ -16,7 +18,7 @@ from pydantic_ai.messages import UserContent
 from ..deferred import DeferredToolResume, stored_resume
 from ..errors import ErrorCode, HarnessError, RecordedRefusal, ThreadError
 from .outcome import ThreadRunOutcome
-from .records import THREAD_STATUS_NAMES, QueuedKind, RunRow, ThreadRow
+from .records import THREAD_STATUS_NAMES, CheckpointRow, QueuedKind, RunRow, ThreadRow
 from .request import ThreadRunRequest
 from .store import busy, conflict, interrupted, queue_busy
 
@@ -31,6 +33,8 @@ __all__ = (
     "Replay",
     "RunAttempt",
     "decide",
+    "rollback_target",
+    "rolled_back_attempt",
 )
 
 
@@ -67,6 +71,8 @@ class RunAttempt:
     supersede: bool = False
     """An INTERRUPT supersedes the stopped lease's request: Begin closes it CANCELLED (LIVE §4.1), not
     INTERRUPTED."""
+    rollback_of: str = ""
+    """A ROLLBACK's first Begin discards this request's commits first, if it may (LIVE §4.4)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +162,8 @@ def decide(
     stopped = thread.lease  # expired: its attempt stopped
     if stopped is not None and thread.cancel_requested and stopped.request_id == request.request_id:
         return Cancelled(stopped.run_id)  # asked, and never carried out by its holder
-    interrupting = (request.busy_strategy == "interrupt" and record is None) or (
-        start and record is not None and record.queue_kind == "interrupting"
+    interrupting = (request.busy_strategy in _FIRST and record is None) or (
+        start and record is not None and record.queue_kind in ("interrupting", "rolling_back")
     )
     if (
         not start
@@ -198,6 +204,7 @@ def decide(
         normal_resume=normal,
         head_tools=not request.client_tools and (resume is not None or thread.recovery_pending),
         supersede=interrupting and stopped is not None and stopped.request_id != request.request_id,
+        rollback_of=_rollback_of(thread, record, request),
     )
 
 
@@ -223,7 +230,60 @@ def _busy(
                 details={"thread_id": thread.thread_id, "status": THREAD_STATUS_NAMES[thread.status]},
             )
         )
-    return Enqueue("interrupting" if request.busy_strategy == "interrupt" else "enqueued")
+    return Enqueue(_KINDS[request.busy_strategy])
+
+
+_FIRST = ("interrupt", "rollback")
+"""The strategies whose requests are queued first and stop the current run."""
+_KINDS: dict[str, QueuedKind] = {
+    "enqueue": "enqueued",
+    "interrupt": "interrupting",
+    "rollback": "rolling_back",
+}
+
+
+def _rollback_of(thread: ThreadRow, record: RunRow | None, request: ThreadRunRequest) -> str:
+    """The request whose commits a ROLLBACK attempt discards first: the one it supersedes now (a new
+    request with no live lease), or the one its acceptance interrupted (a queued one's first start);
+    none once its first Begin ran (`rolled_back`)."""
+    if record is None:
+        stopped = thread.lease
+        if request.busy_strategy == "rollback" and stopped is not None:
+            return stopped.request_id
+        return ""
+    if record.queue_kind == "rolling_back" and not record.rolled_back and record.status == "queued":
+        return record.rollback_of or ""
+    return ""
+
+
+def rollback_target(thread: ThreadRow, interrupted: RunRow | None, since: Sequence[CheckpointRow]) -> int:
+    """The revision a ROLLBACK goes back to (LIVE §4.4): where the `interrupted` request began, provided
+    it committed something and every checkpoint `since` then (the newest first, down to the one after
+    it) is its own; else 0: nothing is copied, it never discards another request's input."""
+    if interrupted is None or interrupted.begin_revision <= 0:
+        return 0
+    after = thread.revision - interrupted.begin_revision
+    if after <= 0 or len(since) != after:
+        return 0
+    if any(checkpoint.request_id != interrupted.request_id for checkpoint in since):
+        return 0
+    return interrupted.begin_revision
+
+
+def rolled_back_attempt(attempt: RunAttempt, target: CheckpointRow, request: ThreadRunRequest) -> RunAttempt:
+    """`attempt` as it runs on the copy of `target`: that checkpoint's retained batch (the discarded
+    request's dropped) and client tools, as `RollbackThread` leaves the thread (LIVE §4.4)."""
+    resume: DeferredToolResume | None = None
+    if target.remaining is not None:
+        requests, results, _recovery = stored_resume(target.remaining)
+        resume = DeferredToolResume(requests, results, recovery=True)
+    return dataclasses.replace(
+        attempt,
+        resume=resume,
+        accepted=target.remaining,
+        normal_resume=False,
+        head_tools=not request.client_tools and resume is not None,
+    )
 
 
 def _spent(record: RunRow, max_attempts: int) -> bool:

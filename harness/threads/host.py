@@ -152,6 +152,11 @@ class DurableHost:
         self.cache.put(key, CachedHead(head, state))
         return head, state
 
+    async def revision_state(self, thread_id: str, revision: int) -> tuple[Head, HarnessState]:
+        """A committed checkpoint with its validated state (loaded as `head_state` loads a head)."""
+        found = await self._stored(thread_id, revision)
+        return found, await _load(found.parts.json())
+
     def remember(self, thread: ThreadRow, head: Head, state: HarnessState) -> None:
         """Cache a head a run just committed, so the thread's next turn does not reload it."""
         self.cache.put(

@@ -319,7 +319,7 @@ acceptance order (index `runs_by_queue`)."""
 START_QUEUED = Statement(
     update(runs)
     .where(*_keyed(runs), runs.c.request_id == bindparam("request_id"), runs.c.status == "queued")
-    .values(_set(("status", "attempts", "begin_revision", "update_time")))
+    .values(_set(("status", "attempts", "begin_revision", "rolled_back", "update_time")))
     .returning(runs.c.request_id)
 )
 """A queued record leaves the queue only by this compare-and-set on its own status (LIVE §4.8): a cancel

@@ -99,6 +99,10 @@ class RunHost(Protocol):
         """The thread's head and its validated state."""
         ...
 
+    async def revision_state(self, thread_id: str, revision: int) -> tuple[Head, HarnessState]:
+        """A committed checkpoint of the thread with its validated state (a ROLLBACK begins from one)."""
+        ...
+
     def remember(self, thread: ThreadRow, head: Head, state: HarnessState) -> None:
         """Keep a head the run just committed for the thread's next turn."""
         ...

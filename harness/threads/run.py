@@ -36,7 +36,18 @@ from ..events import HarnessCheckpointEvent, HarnessRunResultEvent
 from ..results import HarnessRunResult
 from ..run_request import RunRequest
 from ..state import HarnessState
-from .begin import Attach, Cancelled, Enqueue, GiveUp, Queued, Refuse, Replay, decide
+from .begin import (
+    Attach,
+    Cancelled,
+    Enqueue,
+    GiveUp,
+    Queued,
+    Refuse,
+    Replay,
+    decide,
+    rollback_target,
+    rolled_back_attempt,
+)
 from .codec import state_parts
 from .commits import Committer
 from .detached import spec_json
@@ -311,6 +322,13 @@ class ThreadRun:
                 await until_started(store, request.thread_id, request.request_id)
                 continue  # it started (attach), or ended (replay), or the thread went away
             head, state = await host.head_state(thread)
+            rollback: Head | None = None
+            if decision.rollback_of:
+                target = await self._rollback_target(thread, decision.rollback_of)
+                if target:
+                    rollback, state = await host.revision_state(thread.thread_id, target)
+                    head = rollback
+                    decision = rolled_back_attempt(decision, rollback.checkpoint, request)
             tools = list(head.checkpoint.client_tools if decision.head_tools else request.client_tools)
             run = RunRequest(
                 decision.input,
@@ -347,6 +365,8 @@ class ThreadRun:
                         log=recorded,
                         spec=spec_json(request) if self.detached else None,
                         superseded=_superseded(thread) if decision.supersede else None,
+                        rollback=None if rollback is None else rollback.checkpoint,
+                        rolled_back=bool(decision.rollback_of),
                     )
                 except ThreadError as error:
                     if error.code in _MOVED and (races := races + 1) < _BEGIN_TRIES:
@@ -357,7 +377,19 @@ class ThreadRun:
                 begun()
                 self.run_id = stream.run_id
                 self._recorded = recorded
-                self._announce(Started(stream.run_id, thread.revision))
+                self._announce(Started(stream.run_id, taken.revision))
+                if rollback is not None:
+                    LOGGER.info(
+                        "run_rolled_back",
+                        extra={
+                            "fields": {
+                                **self._ids,
+                                "of": decision.rollback_of,
+                                "to": rollback.checkpoint.revision,
+                            }
+                        },
+                    )
+                    head = _copy_of(rollback, taken)
                 holder = _Holder(
                     host,
                     taken,
@@ -378,6 +410,17 @@ class ThreadRun:
                     async for item in holder.run():
                         yield item
                 return
+
+    async def _rollback_target(self, thread: ThreadRow, interrupted: str) -> int:
+        """The revision a ROLLBACK of `interrupted` goes back to, or 0 (`begin.rollback_target`)."""
+        store = self._host.store
+        record = await store.run_record(thread.thread_id, interrupted)
+        if record is None or record.begin_revision <= 0 or record.begin_revision >= thread.revision:
+            return 0
+        since = await store.checkpoints(
+            thread.thread_id, limit=thread.revision - record.begin_revision, before=None
+        )
+        return rollback_target(thread, record, since)
 
     def _announce(self, started: Started) -> None:
         """Resolve `started` once: a queued request's caller decides again after it started."""
@@ -775,3 +818,16 @@ def _superseded(thread: ThreadRow) -> ThreadRunOutcome:
         started_at=now,
         ended_at=now,
     )
+
+
+def _copy_of(source: Head, thread: ThreadRow) -> Head:
+    """The `rolled_back` checkpoint a ROLLBACK's Begin wrote of `source` (its data by reference)."""
+    copy = dataclasses.replace(
+        source.checkpoint,
+        revision=thread.revision,
+        kind="rolled_back",
+        run_id="",
+        request_id="",
+        create_time=thread.update_time,
+    )
+    return Head(copy, source.parts, source.history, source.rest)

@@ -391,6 +391,8 @@ class ThreadStore:
         log: bool = False,
         spec: str | None = None,
         superseded: ThreadRunOutcome | None = None,
+        rollback: CheckpointRow | None = None,
+        rolled_back: bool = False,
     ) -> tuple[ThreadRow, RunRow]:
         """Take the lease of `thread` as read (compare-and-set) and write the run's record.
 
@@ -401,6 +403,9 @@ class ThreadStore:
         `pending` is cleared. The thread's open event log (an earlier attempt's) is marked lost, and with
         `log` this attempt's is opened. A detached request's lease is the server's work (`sweep_after`).
         `superseded`: an INTERRUPT closes the superseded record `cancelled` with this outcome instead.
+        `rollback`: a ROLLBACK's first Begin writes a `rolled_back` copy of this checkpoint as the new
+        head first (as `RollbackThread` does) and the run begins from it; `rolled_back` marks the
+        record so that no later attempt rolls back again (LIVE §4.4).
 
         Raises:
             ThreadError: `thread_busy` / `revision_conflict` when the thread changed since it was read
@@ -408,12 +413,14 @@ class ThreadStore:
         """
         detached = spec is not None or (record is not None and record.detached)
         queued = record is not None and record.status == "queued"
+        begins = thread.revision + (1 if rollback is not None else 0)
         with self.worker.transaction() as (conn, now):
             taken = _take(
                 conn,
                 thread,
                 now,
                 **({"queue_pop": 0} if queued else {}),
+                **({"revision": begins} if rollback is not None else {}),
                 pending=None,
                 accepted=resume_json(accepted),
                 lease_run_id=run_id,
@@ -426,6 +433,11 @@ class ThreadStore:
                 change_seq=None,
             )
             lose_logs(conn, thread.thread_id, now)
+            if rollback is not None:
+                copy = dataclasses.replace(
+                    rollback, revision=begins, kind="rolled_back", run_id="", request_id="", create_time=now
+                )
+                INSERT_CHECKPOINT.run(conn, checkpoint_values(copy))
             if log:
                 open_log(
                     conn,
@@ -460,20 +472,23 @@ class ThreadStore:
                     attempts=(attempt,),
                     run_id=run_id,
                     committed_revision=0,
-                    begin_revision=thread.revision,
+                    begin_revision=begins,
                     detached=detached,
                     spec=spec,
+                    rolled_back=rolled_back,
                 )
                 INSERT_RUN.run(
                     conn,
-                    run_values(
-                        taken_record, thread_id=thread.thread_id, now=now, begin_revision=thread.revision
-                    ),
+                    run_values(taken_record, thread_id=thread.thread_id, now=now, begin_revision=begins),
                 )
             elif queued:
                 # Out of the queue only by a compare-and-set on its own status (LIVE §4.8).
                 taken_record = dataclasses.replace(
-                    record, status="running", attempts=(attempt,), begin_revision=thread.revision
+                    record,
+                    status="running",
+                    attempts=(attempt,),
+                    begin_revision=begins,
+                    rolled_back=rolled_back or record.rolled_back,
                 )
                 started = START_QUEUED.first(
                     conn,
@@ -482,7 +497,8 @@ class ThreadStore:
                         "request_id": request_id,
                         "status": "running",
                         "attempts": attempts_json(taken_record.attempts),
-                        "begin_revision": thread.revision,
+                        "begin_revision": begins,
+                        "rolled_back": taken_record.rolled_back,
                         "update_time": now,
                     },
                 )
@@ -704,6 +720,14 @@ class ThreadStore:
                     raise conflict(locked)  # free now (decide again), or a stale revision
                 if locked.queue_length >= limit:
                     raise queue_full(locked, limit)
+                live = locked.live_lease
+                holder = (
+                    None
+                    if live is None or kind == "enqueued"
+                    else SELECT_RUN.first(conn, {**key(thread.thread_id), "request_id": live.request_id})
+                )
+                # Interrupting requests never stop (nor roll back) each other (LIVE §8, 13).
+                stops = live is not None and holder is not None and holder.queue_kind in (None, "enqueued")
                 record = RunRow(
                     request_id=request_id,
                     digest=digest,
@@ -716,6 +740,7 @@ class ThreadStore:
                     detached=True,
                     spec=spec,
                     queue_kind=kind,
+                    rollback_of=live.request_id if stops and kind == "rolling_back" and live else None,
                 )
                 INSERT_RUN.run(
                     conn,
@@ -727,7 +752,6 @@ class ThreadStore:
                         queue_seq=_queue_next(conn, thread.thread_id),
                     ),
                 )
-                live = locked.live_lease
                 # The server's own work (LIVE §3.2): the queue's head once the lease expires, or now
                 # when no lease holds it; none while the thread waits on answers.
                 sweep = locked.sweep_after
@@ -737,15 +761,13 @@ class ThreadStore:
                     sweep = now
                 values: dict[str, Any] = {"queue_push": 0, "change_seq": 0, "sweep_after": sweep}
                 asked = ""
-                if kind != "enqueued" and live is not None and not locked.cancel_requested:
-                    holder = SELECT_RUN.first(conn, {**key(thread.thread_id), "request_id": live.request_id})
-                    if holder is None or holder.queue_kind in (None, "enqueued"):
-                        asked = live.run_id  # stopped as `cancel` stops it; it hands off to this one
-                        values["cancel_requested"] = True
-                        if conn.dialect.name == "postgresql" and live.replica != self.replica:
-                            NOTIFY_CANCEL.run(
-                                conn, {"channel": CHANNEL, "payload": payload(thread.thread_id, asked)}
-                            )
+                if stops and live is not None and not locked.cancel_requested:
+                    asked = live.run_id  # stopped as `cancel` stops it; it hands off to this one
+                    values["cancel_requested"] = True
+                    if conn.dialect.name == "postgresql" and live.replica != self.replica:
+                        NOTIFY_CANCEL.run(
+                            conn, {"channel": CHANNEL, "payload": payload(thread.thread_id, asked)}
+                        )
                 UPDATE_THREAD[tuple(values)].run(conn, {**key(thread.thread_id), **values})
                 notify_thread(conn, thread.thread_id, due=sweep is not None and sweep <= now)
                 written = dataclasses.replace(

@@ -74,10 +74,12 @@ _BUSY_STRATEGIES: dict[int, BusyStrategy] = {
     thread_service_pb2.BUSY_STRATEGY_REJECT: "reject",
     thread_service_pb2.BUSY_STRATEGY_ENQUEUE: "enqueue",
     thread_service_pb2.BUSY_STRATEGY_INTERRUPT: "interrupt",
+    thread_service_pb2.BUSY_STRATEGY_ROLLBACK: "rollback",
 }
 QUEUED_KIND_PB: dict[QueuedKind, thread_pb2.QueuedRunKind.ValueType] = {
     "enqueued": thread_pb2.QUEUED_RUN_KIND_ENQUEUED,
     "interrupting": thread_pb2.QUEUED_RUN_KIND_INTERRUPTING,
+    "rolling_back": thread_pb2.QUEUED_RUN_KIND_ROLLING_BACK,
 }
 RUN_STATUS_PB: dict[RunRowStatus, thread_pb2.ThreadRunStatus.ValueType] = {
     "running": thread_pb2.THREAD_RUN_STATUS_RUNNING,

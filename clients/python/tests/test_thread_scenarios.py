@@ -1031,6 +1031,38 @@ async def test_an_interrupt_stops_the_running_turn_and_runs_ahead_of_the_queue(c
     assert (after.status, after.queue) == (tl.ThreadStatus.IDLE, [])
 
 
+async def test_a_rollback_throws_the_running_turn_away_and_answers_again_from_where_it_began(
+    client: tl.Client,
+) -> None:
+    thread = await client.threads.create()
+    await client.threads.run(thread.thread_id, text="hello", request_id="before")
+    began = (await client.threads.get(thread.thread_id)).revision
+    stream, _sleeping_run = await sleeping(client, thread.thread_id)
+    async with stream:
+        redo = await client.threads.start_run(
+            thread.thread_id, text="lookup grpc", request_id="redo", busy_strategy="rollback"
+        )
+        assert (redo.status, redo.queue_position) == (tl.ThreadRunStatus.QUEUED, 1)
+        stopped = await stream.collect()  # the rollback stopped it
+
+    assert stopped.result.status == tl.RunStatus.CANCELLED
+    assert (await redo.result()).result.status == tl.RunStatus.COMPLETED
+    listed = list(reversed([c async for c in client.threads.checkpoints(thread.thread_id)]))
+    discarded = [c.revision for c in listed if c.request_id == stream.request_id]
+    assert discarded and min(discarded) > began, "the stopped turn's checkpoints stay listed"
+    [copy] = [c for c in listed if c.kind == tl.CheckpointKind.ROLLED_BACK]
+    assert copy.revision == max(discarded) + 1
+    assert all(c.revision > copy.revision for c in listed if c.request_id == "redo")
+    copied = await client.threads.checkpoint(thread.thread_id, copy.revision)
+    source = await client.threads.checkpoint(thread.thread_id, began)
+    assert copied.state is not None and source.state is not None
+    assert copied.state.message_history == source.state.message_history
+    head = await client.threads.get(thread.thread_id, full=True)
+    assert head.head is not None and head.head.state is not None
+    assert head.head.state.message_history is not None
+    assert "sleep 30" not in head.head.state.message_history.data
+
+
 async def test_run_with_enqueue_waits_for_its_turn(client: tl.Client) -> None:
     thread = await client.threads.create()
     request_id = f"req-{uuid.uuid4().hex}"

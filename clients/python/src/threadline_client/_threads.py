@@ -482,8 +482,9 @@ class Threads:
             busy_strategy: When the thread is busy: `"reject"` (the default: `ThreadBusy`);
                 `"enqueue"`: wait in the thread's queue (`Thread.queue`) and run after the requests
                 accepted before it; `"interrupt"`: stop the running turn (it ends CANCELLED, its
-                progress committed) and run next, ahead of the enqueued ones. The stream's events
-                start when the request does.
+                progress committed) and run next, ahead of the enqueued ones; `"rollback"`: as
+                `"interrupt"`, and the stopped turn's commits are discarded first (a ROLLED_BACK
+                checkpoint copies where it began). The stream's events start when the request does.
             reconnect: False = a transport failure or a lost attempt ends the stream.
             timeout: Deadline of the call (not of the run), reconnects included; default the client's.
 
@@ -792,12 +793,13 @@ async def _retried(send: Callable[[], Awaitable[_T]], deadline: Deadline | None)
         await asyncio.sleep(backoff)
 
 
-BusyStrategyName = Literal["reject", "enqueue", "interrupt"]
+BusyStrategyName = Literal["reject", "enqueue", "interrupt", "rollback"]
 """What a run request does when its thread is busy (`ThreadRunSpec.busy_strategy`)."""
 _BUSY_STRATEGIES: dict[str, BusyStrategy] = {
     "reject": BusyStrategy.UNSPECIFIED,
     "enqueue": BusyStrategy.ENQUEUE,
     "interrupt": BusyStrategy.INTERRUPT,
+    "rollback": BusyStrategy.ROLLBACK,
 }
 """`reject` is sent as the field's default (unset), as before strategies existed."""
 

@@ -37,6 +37,10 @@ class _QueuedRunKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_QueuedR
     """`BUSY_STRATEGY_INTERRUPT`: after earlier interrupting requests, before every ENQUEUED one;
     the run it interrupts was asked to stop.
     """
+    QUEUED_RUN_KIND_ROLLING_BACK: _QueuedRunKind.ValueType  # 3
+    """`BUSY_STRATEGY_ROLLBACK`: queued as INTERRUPTING ones are (in one line with them, by
+    arrival); the run it interrupts was asked to stop, and its commits are discarded before it runs.
+    """
 
 class QueuedRunKind(_QueuedRunKind, metaclass=_QueuedRunKindEnumTypeWrapper):
     """Why a request waits in a thread's queue."""
@@ -48,6 +52,10 @@ QUEUED_RUN_KIND_ENQUEUED: QueuedRunKind.ValueType  # 1
 QUEUED_RUN_KIND_INTERRUPTING: QueuedRunKind.ValueType  # 2
 """`BUSY_STRATEGY_INTERRUPT`: after earlier interrupting requests, before every ENQUEUED one;
 the run it interrupts was asked to stop.
+"""
+QUEUED_RUN_KIND_ROLLING_BACK: QueuedRunKind.ValueType  # 3
+"""`BUSY_STRATEGY_ROLLBACK`: queued as INTERRUPTING ones are (in one line with them, by
+arrival); the run it interrupts was asked to stop, and its commits are discarded before it runs.
 """
 Global___QueuedRunKind: _TypeAlias = QueuedRunKind  # noqa: Y015
 
@@ -265,7 +273,7 @@ class Thread(_message.Message):
 
     @_builtins.property
     def queue(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueuedRun]:
-        """The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`, `BUSY_STRATEGY_INTERRUPT`), in
+        """The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`, `_INTERRUPT`, `_ROLLBACK`), in
         the order they will run: the first starts when the thread's current run ends (an ENQUEUED one
         not while the thread is SUSPENDED). Empty in `ListThreads`.
         """

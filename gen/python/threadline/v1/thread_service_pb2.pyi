@@ -86,6 +86,16 @@ class _BusyStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_BusyStra
     ENQUEUE: answers on a running thread fail THREAD_NOT_SUSPENDED, `expected_revision` is checked
     at acceptance, THREAD_QUEUE_FULL bounds the queue, StartThreadRun answers QUEUED.
     """
+    BUSY_STRATEGY_ROLLBACK: _BusyStrategy.ValueType  # 4
+    """As BUSY_STRATEGY_INTERRUPT, and the interrupted request's commits are discarded: before this
+    request runs, the thread's head goes back to where that request began (a ROLLED_BACK checkpoint
+    copying it, as RollbackThread writes one; the discarded checkpoints stay listed), provided that
+    request committed something and every checkpoint since is its own; otherwise nothing is copied
+    (it never discards another request's input). The copy, the lease and the mark that it was done
+    are one transaction: a later attempt of this request never rolls back again. `answers` may
+    answer the batch the interrupted request began from, when that head was SUSPENDED ("undo that
+    answer, answer again"); they are checked at acceptance against that batch.
+    """
 
 class BusyStrategy(_BusyStrategy, metaclass=_BusyStrategyEnumTypeWrapper):
     """What a request does when another run holds its thread."""
@@ -121,6 +131,16 @@ order. With no live lease it runs at once, ahead of a waiting queue; a server-dr
 whose next attempt is due, or a request whose server was lost, is closed CANCELLED first. Like
 ENQUEUE: answers on a running thread fail THREAD_NOT_SUSPENDED, `expected_revision` is checked
 at acceptance, THREAD_QUEUE_FULL bounds the queue, StartThreadRun answers QUEUED.
+"""
+BUSY_STRATEGY_ROLLBACK: BusyStrategy.ValueType  # 4
+"""As BUSY_STRATEGY_INTERRUPT, and the interrupted request's commits are discarded: before this
+request runs, the thread's head goes back to where that request began (a ROLLED_BACK checkpoint
+copying it, as RollbackThread writes one; the discarded checkpoints stay listed), provided that
+request committed something and every checkpoint since is its own; otherwise nothing is copied
+(it never discards another request's input). The copy, the lease and the mark that it was done
+are one transaction: a later attempt of this request never rolls back again. `answers` may
+answer the batch the interrupted request began from, when that head was SUSPENDED ("undo that
+answer, answer again"); they are checked at acceptance against that batch.
 """
 Global___BusyStrategy: _TypeAlias = BusyStrategy  # noqa: Y015
 

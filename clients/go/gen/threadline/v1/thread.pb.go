@@ -33,6 +33,9 @@ const (
 	// `BUSY_STRATEGY_INTERRUPT`: after earlier interrupting requests, before every ENQUEUED one;
 	// the run it interrupts was asked to stop.
 	QueuedRunKind_QUEUED_RUN_KIND_INTERRUPTING QueuedRunKind = 2
+	// `BUSY_STRATEGY_ROLLBACK`: queued as INTERRUPTING ones are (in one line with them, by
+	// arrival); the run it interrupts was asked to stop, and its commits are discarded before it runs.
+	QueuedRunKind_QUEUED_RUN_KIND_ROLLING_BACK QueuedRunKind = 3
 )
 
 // Enum value maps for QueuedRunKind.
@@ -41,11 +44,13 @@ var (
 		0: "QUEUED_RUN_KIND_UNSPECIFIED",
 		1: "QUEUED_RUN_KIND_ENQUEUED",
 		2: "QUEUED_RUN_KIND_INTERRUPTING",
+		3: "QUEUED_RUN_KIND_ROLLING_BACK",
 	}
 	QueuedRunKind_value = map[string]int32{
 		"QUEUED_RUN_KIND_UNSPECIFIED":  0,
 		"QUEUED_RUN_KIND_ENQUEUED":     1,
 		"QUEUED_RUN_KIND_INTERRUPTING": 2,
+		"QUEUED_RUN_KIND_ROLLING_BACK": 3,
 	}
 )
 
@@ -321,7 +326,7 @@ type Thread struct {
 	RecoveryPending bool `protobuf:"varint,10,opt,name=recovery_pending,json=recoveryPending,proto3" json:"recovery_pending,omitempty"`
 	// The run holding the thread; set exactly when `status` is THREAD_STATUS_RUNNING.
 	Lease *ThreadLease `protobuf:"bytes,11,opt,name=lease,proto3" json:"lease,omitempty"`
-	// The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`, `BUSY_STRATEGY_INTERRUPT`), in
+	// The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`, `_INTERRUPT`, `_ROLLBACK`), in
 	// the order they will run: the first starts when the thread's current run ends (an ENQUEUED one
 	// not while the thread is SUSPENDED). Empty in `ListThreads`.
 	Queue         []*QueuedRun `protobuf:"bytes,12,rep,name=queue,proto3" json:"queue,omitempty"`
@@ -762,11 +767,12 @@ const file_threadline_v1_thread_proto_rawDesc = "" +
 	"\apending\x18\b \x01(\v2#.threadline.v1.DeferredToolRequestsR\apending\x12?\n" +
 	"\tremaining\x18\t \x01(\v2!.threadline.v1.DeferredToolResumeR\tremaining\x12<\n" +
 	"\fclient_tools\x18\n" +
-	" \x03(\v2\x19.threadline.v1.ClientToolR\vclientTools*p\n" +
+	" \x03(\v2\x19.threadline.v1.ClientToolR\vclientTools*\x92\x01\n" +
 	"\rQueuedRunKind\x12\x1f\n" +
 	"\x1bQUEUED_RUN_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18QUEUED_RUN_KIND_ENQUEUED\x10\x01\x12 \n" +
-	"\x1cQUEUED_RUN_KIND_INTERRUPTING\x10\x02*}\n" +
+	"\x1cQUEUED_RUN_KIND_INTERRUPTING\x10\x02\x12 \n" +
+	"\x1cQUEUED_RUN_KIND_ROLLING_BACK\x10\x03*}\n" +
 	"\fThreadStatus\x12\x1d\n" +
 	"\x19THREAD_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12THREAD_STATUS_IDLE\x10\x01\x12\x19\n" +

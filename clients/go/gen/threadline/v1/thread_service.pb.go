@@ -108,6 +108,15 @@ const (
 	// ENQUEUE: answers on a running thread fail THREAD_NOT_SUSPENDED, `expected_revision` is checked
 	// at acceptance, THREAD_QUEUE_FULL bounds the queue, StartThreadRun answers QUEUED.
 	BusyStrategy_BUSY_STRATEGY_INTERRUPT BusyStrategy = 3
+	// As BUSY_STRATEGY_INTERRUPT, and the interrupted request's commits are discarded: before this
+	// request runs, the thread's head goes back to where that request began (a ROLLED_BACK checkpoint
+	// copying it, as RollbackThread writes one; the discarded checkpoints stay listed), provided that
+	// request committed something and every checkpoint since is its own; otherwise nothing is copied
+	// (it never discards another request's input). The copy, the lease and the mark that it was done
+	// are one transaction: a later attempt of this request never rolls back again. `answers` may
+	// answer the batch the interrupted request began from, when that head was SUSPENDED ("undo that
+	// answer, answer again"); they are checked at acceptance against that batch.
+	BusyStrategy_BUSY_STRATEGY_ROLLBACK BusyStrategy = 4
 )
 
 // Enum value maps for BusyStrategy.
@@ -117,12 +126,14 @@ var (
 		1: "BUSY_STRATEGY_REJECT",
 		2: "BUSY_STRATEGY_ENQUEUE",
 		3: "BUSY_STRATEGY_INTERRUPT",
+		4: "BUSY_STRATEGY_ROLLBACK",
 	}
 	BusyStrategy_value = map[string]int32{
 		"BUSY_STRATEGY_UNSPECIFIED": 0,
 		"BUSY_STRATEGY_REJECT":      1,
 		"BUSY_STRATEGY_ENQUEUE":     2,
 		"BUSY_STRATEGY_INTERRUPT":   3,
+		"BUSY_STRATEGY_ROLLBACK":    4,
 	}
 )
 
@@ -2209,12 +2220,13 @@ const file_threadline_v1_thread_service_proto_rawDesc = "" +
 	"ThreadView\x12\x1b\n" +
 	"\x17THREAD_VIEW_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11THREAD_VIEW_BASIC\x10\x01\x12\x14\n" +
-	"\x10THREAD_VIEW_FULL\x10\x02*\x7f\n" +
+	"\x10THREAD_VIEW_FULL\x10\x02*\x9b\x01\n" +
 	"\fBusyStrategy\x12\x1d\n" +
 	"\x19BUSY_STRATEGY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BUSY_STRATEGY_REJECT\x10\x01\x12\x19\n" +
 	"\x15BUSY_STRATEGY_ENQUEUE\x10\x02\x12\x1b\n" +
-	"\x17BUSY_STRATEGY_INTERRUPT\x10\x03*\xfb\x01\n" +
+	"\x17BUSY_STRATEGY_INTERRUPT\x10\x03\x12\x1a\n" +
+	"\x16BUSY_STRATEGY_ROLLBACK\x10\x04*\xfb\x01\n" +
 	"\fThreadChange\x12\x1d\n" +
 	"\x19THREAD_CHANGE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16THREAD_CHANGE_SNAPSHOT\x10\x01\x12\x1b\n" +

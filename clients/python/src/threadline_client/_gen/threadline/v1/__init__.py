@@ -197,6 +197,18 @@ class BusyStrategy(betterproto2.Enum):
     at acceptance, THREAD_QUEUE_FULL bounds the queue, StartThreadRun answers QUEUED.
     """
 
+    ROLLBACK = 4
+    """
+    As BUSY_STRATEGY_INTERRUPT, and the interrupted request's commits are discarded: before this
+    request runs, the thread's head goes back to where that request began (a ROLLED_BACK checkpoint
+    copying it, as RollbackThread writes one; the discarded checkpoints stay listed), provided that
+    request committed something and every checkpoint since is its own; otherwise nothing is copied
+    (it never discards another request's input). The copy, the lease and the mark that it was done
+    are one transaction: a later attempt of this request never rolls back again. `answers` may
+    answer the batch the interrupted request began from, when that head was SUSPENDED ("undo that
+    answer, answer again"); they are checked at acceptance against that batch.
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
@@ -204,6 +216,7 @@ class BusyStrategy(betterproto2.Enum):
             1: "BUSY_STRATEGY_REJECT",
             2: "BUSY_STRATEGY_ENQUEUE",
             3: "BUSY_STRATEGY_INTERRUPT",
+            4: "BUSY_STRATEGY_ROLLBACK",
         }
 
     @classmethod
@@ -213,6 +226,7 @@ class BusyStrategy(betterproto2.Enum):
             "BUSY_STRATEGY_REJECT": 1,
             "BUSY_STRATEGY_ENQUEUE": 2,
             "BUSY_STRATEGY_INTERRUPT": 3,
+            "BUSY_STRATEGY_ROLLBACK": 4,
         }
 
 
@@ -579,12 +593,19 @@ class QueuedRunKind(betterproto2.Enum):
     the run it interrupts was asked to stop.
     """
 
+    ROLLING_BACK = 3
+    """
+    `BUSY_STRATEGY_ROLLBACK`: queued as INTERRUPTING ones are (in one line with them, by
+    arrival); the run it interrupts was asked to stop, and its commits are discarded before it runs.
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
             0: "QUEUED_RUN_KIND_UNSPECIFIED",
             1: "QUEUED_RUN_KIND_ENQUEUED",
             2: "QUEUED_RUN_KIND_INTERRUPTING",
+            3: "QUEUED_RUN_KIND_ROLLING_BACK",
         }
 
     @classmethod
@@ -593,6 +614,7 @@ class QueuedRunKind(betterproto2.Enum):
             "QUEUED_RUN_KIND_UNSPECIFIED": 0,
             "QUEUED_RUN_KIND_ENQUEUED": 1,
             "QUEUED_RUN_KIND_INTERRUPTING": 2,
+            "QUEUED_RUN_KIND_ROLLING_BACK": 3,
         }
 
 
@@ -4390,7 +4412,7 @@ class Thread(betterproto2.Message):
 
     queue: "list[QueuedRun]" = betterproto2.field(12, betterproto2.TYPE_MESSAGE, repeated=True)
     """
-    The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`, `BUSY_STRATEGY_INTERRUPT`), in
+    The requests waiting for their turn (`BUSY_STRATEGY_ENQUEUE`, `_INTERRUPT`, `_ROLLBACK`), in
     the order they will run: the first starts when the thread's current run ends (an ENQUEUED one
     not while the thread is SUSPENDED). Empty in `ListThreads`.
     """
