@@ -14,7 +14,9 @@ writing the same rows (g and h on servers of their own, `--store sqlite:` a temp
 PostgreSQL a throwaway cluster of `tests.pgcluster`, so run it from the repo root), (i) live runs on
 SQLite (two servers on one file) and PostgreSQL (two replicas on one database): `JoinThreadRun`'s time to
 its first event and a join's lag, the event log's CPU, commits/s and bytes, log on against off (a third
-server, `--event-log off`), and memory per idle `WatchThread` watcher. Each section's module docstring says how
+server, `--event-log off`), and memory per idle `WatchThread` watcher, (j) busy strategies on both stores
+(two servers each): ENQUEUE acceptances/s, a queue of quick requests draining by itself against one
+client sending them one by one, and hand-off latency on one and across replicas. Each section's module docstring says how
 it measures; `bench.measure` says why cost is CPU time and ratios are medians of per-round ratios.
 """
 
@@ -42,6 +44,7 @@ from .envelope import envelope_section
 from .live import LiveSizes, LogReader, live_store_section
 from .measure import ratio
 from .proc import MAX_CONCURRENT_RUNS, Helper, ServerProcess, machine
+from .queue import QueueSizes, queue_store_section
 from .runs import run_section
 from .stream_rate import stream_section
 from .thread import build_thread, thread_section
@@ -52,7 +55,7 @@ from .wire import CHANNEL_OPTIONS
 LATEST = Path(__file__).resolve().parent / "results" / "latest.json"
 """Where a full run writes its results (committed with docs/performance.md's numbers)."""
 
-SECTIONS = "abcdefghi"
+SECTIONS = "abcdefghij"
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,11 @@ class Sizes:
     live_side_rounds: int = 3
     live_side_alone_s: float = 8.0
     live_watchers: int = 1000
+    queue_accepts: int = 200
+    queue_busy_threads: int = 64
+    queue_accepts_each: int = 10
+    queue_length: int = 100
+    queue_across: int = 8
 
 
 SMOKE = Sizes(
@@ -138,6 +146,11 @@ SMOKE = Sizes(
     live_side_rounds=1,
     live_side_alone_s=0.3,
     live_watchers=3,
+    queue_accepts=3,
+    queue_busy_threads=2,
+    queue_accepts_each=2,
+    queue_length=3,
+    queue_across=1,
 )
 
 # name -> (comparison, threshold, what it is)
@@ -219,6 +232,11 @@ TARGETS: dict[str, tuple[str, float, str]] = {
     ),
 }
 for _store, _label in (("sqlite", "SQLite"), ("postgresql", "PostgreSQL")):
+    TARGETS[f"{_store}_queue_drain_over_one_by_one"] = (
+        ">=",
+        0.9,
+        f"(j) {_label}: runs a second of a queue of quick requests draining by itself / one client waiting for each",
+    )
     TARGETS[f"{_store}_log_on_over_off_cpu_per_turn"] = (
         "<=",
         1.15,
@@ -455,6 +473,30 @@ async def _live_sections(sizes: Sizes, report: dict[str, Any]) -> None:
     report["sections"]["i_live"] = section
 
 
+async def _queue_sections(sizes: Sizes, report: dict[str, Any]) -> None:
+    """(j) on an SQLite file shared by two servers, then on a throwaway PostgreSQL cluster (fsync on)."""
+    from tests.pgcluster import cluster  # the repo root's test helper: `python -m bench` runs from there
+
+    queue = QueueSizes(
+        accepts=sizes.queue_accepts,
+        busy_threads=sizes.queue_busy_threads,
+        accepts_each=sizes.queue_accepts_each,
+        queue=sizes.queue_length,
+        across=sizes.queue_across,
+    )
+    section: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-queue-") as directory:
+        store = f"sqlite:{Path(directory) / 'queue.sqlite3'}"
+        section["sqlite"] = await queue_store_section("sqlite", (store, store), queue)
+    with cluster() as pg, contextlib.ExitStack() as stack:
+        stack.callback(os.environ.pop, "PGPASSWORD", None)
+        os.environ.update(pg.env)
+        url = pg.database()
+        section["postgresql"] = await queue_store_section("postgresql", (url, url), queue)
+    section["ratios"] = {**section["sqlite"].pop("ratios"), **section["postgresql"].pop("ratios")}
+    report["sections"]["j_queue"] = section
+
+
 def _ratios(sections: dict[str, Any]) -> dict[str, float]:
     ratios: dict[str, float] = {}
     for section in sections.values():
@@ -565,6 +607,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_thread_sections(sizes, wanted, report))
     if "i" in wanted:
         asyncio.run(_live_sections(sizes, report))
+    if "j" in wanted:
+        asyncio.run(_queue_sections(sizes, report))
     if set(wanted) != set(SECTIONS) and not args.smoke and out.exists():
         report = _merged(json.loads(out.read_text()), report, wanted)
     report["ratios"] = _ratios(report["sections"])

@@ -266,6 +266,35 @@ def test_smoke_run_of_the_live_runs_section(tmp_path: Path) -> None:
     assert report["targets"]["postgresql_log_on_over_off_commits_per_s"]["comparison"] == ">="
 
 
+def test_smoke_run_of_the_busy_strategies_section(tmp_path: Path) -> None:
+    out = tmp_path / "queue.json"
+    finished = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--sections", "j", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert set(report["sections"]) == {"j_queue"}
+    sizes = report["sizes"]
+    for kind in ("sqlite", "postgresql"):
+        store = report["sections"]["j_queue"][kind]
+        assert store["accept"]["one_thread"]["ms"]["samples"] == sizes["queue_accepts"]
+        busy = store["accept"]["busy_threads"]
+        assert busy["threads"] == sizes["queue_busy_threads"]
+        assert busy["ms"]["samples"] == sizes["queue_busy_threads"] * sizes["queue_accepts_each"]
+        assert store["drain"]["requests"] == sizes["queue_length"]
+        assert store["hand_off_ms"]["same_replica"]["samples"] == sizes["queue_length"] - 1
+        assert store["hand_off_ms"]["across_replicas"]["samples"] == sizes["queue_across"]
+        name = f"{kind}_queue_drain_over_one_by_one"
+        assert report["targets"][name]["threshold"] == 0.9 and name in finished.stdout
+        for where in ("same", "across"):
+            assert report["ratios"][f"{kind}_hand_off_p99_ms_{where}"] >= 0
+    assert all(isinstance(v, int | float) and math.isfinite(v) for v in report["ratios"].values())
+
+
 def test_smoke_run_refuses_to_overwrite_the_committed_results() -> None:
     with pytest.raises(SystemExit):
         main(["--smoke"])

@@ -1068,7 +1068,7 @@ def bad_input_cases() -> dict[str, tuple[str, Message, Refusals]]:
     run_cases: dict[str, tuple[dict[str, Any], Refusals]] = {
         "request_id of 129 characters": ({"text": "hi", "request_id": "r" * 129}, INPUT),
         "unknown tool_recovery": ({"text": "hi", "tool_recovery": 99}, {(INVALID, "TOOL_RECOVERY_INVALID")}),
-        "busy_strategy 2": ({"text": "hi", "busy_strategy": 2}, INPUT),
+        "busy_strategy 5": ({"text": "hi", "busy_strategy": 5}, INPUT),
         "busy_strategy 99": ({"text": "hi", "busy_strategy": 99}, INPUT),
         "expected_revision 5 of 1": ({"text": "hi", "expected_revision": 5}, CONFLICT),
         "negative expected_revision": ({"text": "hi", "expected_revision": -1}, CONFLICT | INPUT),
@@ -1129,6 +1129,7 @@ async def test_server_info_names_the_memory_store_and_its_lease_ttl(harness: Har
     info = await harness.GetServerInfo(harness_service_pb2.GetServerInfoRequest())
     assert info.thread_store.kind == harness_service_pb2.THREAD_STORE_KIND_MEMORY
     assert info.thread_store.lease_ttl.ToTimedelta() == timedelta(seconds=LEASE_TTL_S)
+    assert (info.thread_store.max_run_attempts, info.thread_store.max_queued_runs) == (3, 16), "the defaults"
 
 
 async def test_a_sqlite_store_is_reported_and_keeps_threads_across_restarts(tmp_path: Path) -> None:

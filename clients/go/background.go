@@ -50,7 +50,7 @@ func (r *StartedRun) RequestID() string { return r.spec.GetRequestId() }
 func (r *StartedRun) Revision() int64 { return r.revision }
 
 // Status returns the request's status when the server answered: RUNNING while it goes on;
-// QUEUED while it waits in the thread's queue (BusyEnqueue, BusyInterrupt; QueuePosition says
+// QUEUED while it waits in the thread's queue (BusyEnqueue, BusyInterrupt, BusyRollback; QueuePosition says
 // where); when
 // Replayed, how it ended (COMPLETED, SUSPENDED, FAILED or CANCELLED).
 func (r *StartedRun) Status() ThreadRunStatus { return r.status }
@@ -86,7 +86,8 @@ func (r *StartedRun) Outcome() *ThreadRunOutcome {
 // With BusyEnqueue on a busy thread it returns at once with QUEUED, its QueuePosition and the
 // RunID its first attempt will run under; the request starts when its turn comes, and Events
 // and Result wait for that. BusyInterrupt answers QUEUED too, first in the queue after earlier
-// interrupting requests, and the running turn is stopped (it ends CANCELLED) so it runs next.
+// interrupting requests, and the running turn is stopped (it ends CANCELLED) so it runs next;
+// BusyRollback likewise, and the stopped turn's commits are discarded before it runs.
 // On a thread no run holds it starts at once.
 //
 //	started, err := c.Threads().StartRun(ctx, threadID, &threadline.ThreadRun{Text: "summarise the logs"})

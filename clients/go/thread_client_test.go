@@ -427,6 +427,7 @@ func TestTheBusyStrategyIsSentInTheSpec(t *testing.T) {
 		{&threadline.ThreadRun{Text: "hi", BusyStrategy: threadline.BusyReject}, threadlinev1.BusyStrategy_BUSY_STRATEGY_REJECT},
 		{&threadline.ThreadRun{Text: "hi", BusyStrategy: threadline.BusyEnqueue}, threadlinev1.BusyStrategy_BUSY_STRATEGY_ENQUEUE},
 		{&threadline.ThreadRun{Text: "hi", BusyStrategy: threadline.BusyInterrupt}, threadlinev1.BusyStrategy_BUSY_STRATEGY_INTERRUPT},
+		{&threadline.ThreadRun{Text: "hi", BusyStrategy: threadline.BusyRollback}, threadlinev1.BusyStrategy_BUSY_STRATEGY_ROLLBACK},
 	} {
 		spec, err := threadline.RunSpecOf(tc.run, "thread_t")
 		if err != nil || spec.GetBusyStrategy() != tc.want || spec.GetThreadId() != "thread_t" {
@@ -466,7 +467,15 @@ func TestTheBusyStrategyIsSentInTheSpec(t *testing.T) {
 	if _, err := c.Threads().Run(t.Context(), "thread_t", interrupt); threadline.CodeOf(err) != codes.PermissionDenied {
 		t.Errorf("Run interrupt: %v", err)
 	}
-	if want := []threadlinev1.BusyStrategy{threadline.BusyEnqueue, threadline.BusyEnqueue, threadline.BusyInterrupt, threadline.BusyInterrupt}; !slices.Equal(sent, want) {
+	rollback := &threadline.ThreadRun{Text: "hi", BusyStrategy: threadline.BusyRollback}
+	if _, err := c.Threads().StartRun(t.Context(), "thread_t", rollback); threadline.CodeOf(err) != codes.PermissionDenied {
+		t.Errorf("StartRun rollback: %v", err)
+	}
+	if _, err := c.Threads().Run(t.Context(), "thread_t", rollback); threadline.CodeOf(err) != codes.PermissionDenied {
+		t.Errorf("Run rollback: %v", err)
+	}
+	if want := []threadlinev1.BusyStrategy{threadline.BusyEnqueue, threadline.BusyEnqueue, threadline.BusyInterrupt, threadline.BusyInterrupt,
+		threadline.BusyRollback, threadline.BusyRollback}; !slices.Equal(sent, want) {
 		t.Errorf("sent %v, want %v", sent, want)
 	}
 }

@@ -102,8 +102,8 @@ type ThreadBusyError struct {
 	QueueLength int64
 }
 
-// ThreadQueueFullError is RESOURCE_EXHAUSTED THREAD_QUEUE_FULL: a BusyEnqueue or BusyInterrupt
-// request found the thread's queue full (Limit requests waiting, the server's --max-queued-runs). Nothing was
+// ThreadQueueFullError is RESOURCE_EXHAUSTED THREAD_QUEUE_FULL: a BusyEnqueue, BusyInterrupt or
+// BusyRollback request found the thread's queue full (Limit requests waiting, the server's --max-queued-runs). Nothing was
 // written: try again once the queue moved (Thread.Queue).
 type ThreadQueueFullError struct {
 	threadError

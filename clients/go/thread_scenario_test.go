@@ -1865,3 +1865,96 @@ func TestThreadAnInterruptStopsTheRunningTurnAndRunsAheadOfTheQueue(t *testing.T
 		t.Errorf("thread %v queue %v, want idle with an empty queue", after.GetStatus(), after.GetQueue())
 	}
 }
+
+func TestThreadARollbackThrowsTheRunningTurnAwayAndAnswersAgainFromWhereItBegan(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	mustRun(t, th, ctx, id, &threadline.ThreadRun{Text: "hello", RequestID: "before"})
+	began := mustGet(t, th, ctx, id).GetRevision()
+	s, sleepingRun := sleeping(t, th, ctx, id)
+
+	redo := mustStart(t, th, ctx, id, &threadline.ThreadRun{Text: "lookup grpc", RequestID: "redo", BusyStrategy: threadline.BusyRollback})
+	if redo.Status() != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_QUEUED || redo.QueuePosition() != 1 || redo.RunID() == sleepingRun {
+		t.Fatalf("redo: %v position %d run %q, want QUEUED 1 with a run ID of its own", redo.Status(), redo.QueuePosition(), redo.RunID())
+	}
+	// Read before the stopped run hands off, the queue is [redo (ROLLING_BACK)]; on a fast server
+	// it may have started already.
+	if waiting := mustGet(t, th, ctx, id).GetQueue(); len(waiting) > 1 ||
+		len(waiting) == 1 && (waiting[0].GetRequestId() != "redo" || waiting[0].GetKind() != threadline.QueuedRollingBack) {
+		t.Errorf("queue %v, want [redo (ROLLING_BACK)] or []", waiting)
+	}
+
+	// Nothing is cancelled here: the rollback stops the sleeping run.
+	stopped, err := s.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stopped.Result.GetStatus() != threadline.StatusCancelled || stopped.Result.GetRunId() != sleepingRun {
+		t.Errorf("the sleeping run ended %v run %q, want CANCELLED %q", stopped.Result.GetStatus(), stopped.Result.GetRunId(), sleepingRun)
+	}
+	outcome, err := redo.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outcome.Result.GetStatus() != threadline.StatusCompleted || outcome.Result.GetRequestId() != "redo" {
+		t.Errorf("redo ended %v request %q, want COMPLETED redo", outcome.Result.GetStatus(), outcome.Result.GetRequestId())
+	}
+
+	// After revision began: the stopped turn's checkpoints (still listed), one ROLLED_BACK copy,
+	// then redo's.
+	var after []*threadline.Checkpoint
+	for _, cp := range slices.Backward(collectAll(t, th.Checkpoints(ctx, id, 0))) {
+		if cp.GetRevision() > began {
+			after = append(after, cp)
+		}
+	}
+	describe := func() string {
+		var parts []string
+		for _, cp := range after {
+			parts = append(parts, fmt.Sprintf("%d %v %q", cp.GetRevision(), cp.GetKind(), cp.GetRequestId()))
+		}
+		return strings.Join(parts, ", ")
+	}
+	discarded := 0
+	for discarded < len(after) && after[discarded].GetRequestId() == s.RequestID() &&
+		after[discarded].GetKind() != threadlinev1.CheckpointKind_CHECKPOINT_KIND_ROLLED_BACK {
+		discarded++
+	}
+	if discarded == 0 || discarded >= len(after)-1 {
+		t.Fatalf("checkpoints after %d: [%s]; want the stopped turn's, a ROLLED_BACK copy, then redo's", began, describe())
+	}
+	rolled := after[discarded]
+	if rolled.GetKind() != threadlinev1.CheckpointKind_CHECKPOINT_KIND_ROLLED_BACK ||
+		rolled.GetRevision() != after[discarded-1].GetRevision()+1 {
+		t.Errorf("checkpoints after %d: [%s]; want one ROLLED_BACK right after the stopped turn's", began, describe())
+	}
+	for _, cp := range after[discarded+1:] {
+		if cp.GetRequestId() != "redo" || cp.GetKind() == threadlinev1.CheckpointKind_CHECKPOINT_KIND_ROLLED_BACK {
+			t.Errorf("checkpoints after %d: [%s]; want only redo's after the ROLLED_BACK copy", began, describe())
+			break
+		}
+	}
+
+	// The copy is checkpoint began again, history byte for byte; the head never saw "sleep 30".
+	copied, err := th.Checkpoint(ctx, id, rolled.GetRevision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	source, err := th.Checkpoint(ctx, id, began)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := copied.GetState().GetMessageHistory(), source.GetState().GetMessageHistory(); want.GetData() == "" || !proto.Equal(got, want) {
+		t.Errorf("the ROLLED_BACK copy's history (%d messages) %s\nwant checkpoint %d's (%d messages) %s",
+			got.GetMessageCount(), got.GetData(), began, want.GetMessageCount(), want.GetData())
+	}
+	head, err := th.Get(ctx, id, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if history := head.GetHead().GetState().GetMessageHistory().GetData(); history == "" ||
+		strings.Contains(history, "sleep 30") || !strings.Contains(history, "lookup grpc") {
+		t.Errorf("head's history %s: want redo's turn without the stopped one", history)
+	}
+}

@@ -284,7 +284,8 @@ type ThreadRun struct {
 	// BusyStrategy is what the request does when the thread is busy (a run holds it, or requests
 	// wait in its queue): BusyReject (the zero value) fails with a *ThreadBusyError, BusyEnqueue
 	// waits in the thread's queue for its turn, BusyInterrupt stops the running turn (it ends
-	// CANCELLED) and waits first in the queue (StartRun answers QUEUED at once; Run and Stream
+	// CANCELLED) and waits first in the queue, BusyRollback does the same and discards the stopped
+	// turn's commits before it runs (StartRun answers QUEUED at once; Run and Stream
 	// wait, without events, until it starts, within WithRunTimeout). It is part of the request: a
 	// retry with the same RequestID must send the same strategy, or it is a *RequestIDReusedError.
 	BusyStrategy BusyStrategy
@@ -357,10 +358,10 @@ type ThreadRunOutcome struct {
 // *ThreadBusyError, *RevisionConflictError, *ThreadNotSuspendedError, *RequestIDReusedError or
 // ReasonDeferredResultsIncomplete, end the stream and are its Err.
 //
-// With run.BusyStrategy BusyEnqueue (or BusyInterrupt, which also stops the running turn) on a
-// busy thread the request waits in the thread's queue: the
-// stream hands out nothing until it starts, then its attempt from sequence 0 (a full queue is a
-// *ThreadQueueFullError).
+// With run.BusyStrategy BusyEnqueue (or BusyInterrupt, which also stops the running turn, or
+// BusyRollback, which also discards it) on a busy thread the request waits in the thread's queue:
+// the stream hands out nothing until it starts, then its attempt from sequence 0 (a full queue is
+// a *ThreadQueueFullError).
 func (t *Threads) Stream(ctx context.Context, threadID string, run *ThreadRun) *ThreadRunStream {
 	spec, err := run.spec(threadID)
 	if err != nil {
@@ -393,7 +394,8 @@ func (t *Threads) Stream(ctx context.Context, threadID string, run *ThreadRun) *
 // 0.2 s apart and doubling, with the same request ID, so the run happens at most once;
 // Replayed says the server answered it from its record. WithRunTimeout (or ctx's deadline)
 // bounds the whole call, retries included. With run.BusyStrategy BusyEnqueue on a busy thread it
-// (with BusyInterrupt, after stopping the running turn) waits for the request's turn in the thread's queue, then for its result (a full queue is a
+// (with BusyInterrupt, after stopping the running turn; with BusyRollback, also discarding it)
+// waits for the request's turn in the thread's queue, then for its result (a full queue is a
 // *ThreadQueueFullError); the timeout bounds the wait in the queue too, and the request stays
 // queued when the call gives up (CancelRequest removes it).
 func (t *Threads) Run(ctx context.Context, threadID string, run *ThreadRun) (*ThreadRunOutcome, error) {

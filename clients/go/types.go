@@ -50,19 +50,19 @@ type (
 	ThreadStatus = threadlinev1.ThreadStatus
 	// ThreadRunStatus is the status of a thread run's record (Threads.Cancel, StartedRun.Status);
 	// THREAD_RUN_STATUS_QUEUED while the request waits in its thread's queue (BusyEnqueue,
-	// BusyInterrupt).
+	// BusyInterrupt, BusyRollback).
 	ThreadRunStatus = threadlinev1.ThreadRunStatus
 	// CheckpointKind is what made a checkpoint.
 	CheckpointKind = threadlinev1.CheckpointKind
 	// BusyStrategy is what a run request does when its thread is busy (ThreadRun.BusyStrategy):
-	// BusyReject, BusyEnqueue or BusyInterrupt.
+	// BusyReject, BusyEnqueue, BusyInterrupt or BusyRollback.
 	BusyStrategy = threadlinev1.BusyStrategy
 	// QueuedRun is a request waiting in a thread's queue (Thread.Queue, GetQueue): its RequestId,
 	// the RunId its first attempt will run under (JoinRun and Cancel take it), its Kind and its
 	// CreateTime (when it was accepted, by the store's clock).
 	QueuedRun = threadlinev1.QueuedRun
-	// QueuedRunKind is why a request waits in a thread's queue: QueuedEnqueued or
-	// QueuedInterrupting.
+	// QueuedRunKind is why a request waits in a thread's queue: QueuedEnqueued,
+	// QueuedInterrupting or QueuedRollingBack.
 	QueuedRunKind = threadlinev1.QueuedRunKind
 )
 
@@ -110,6 +110,14 @@ const (
 	// thread no run holds runs it at once, ahead of a waiting queue. Otherwise as BusyEnqueue: the
 	// queue's bound, answers never queued.
 	BusyInterrupt = threadlinev1.BusyStrategy_BUSY_STRATEGY_INTERRUPT
+	// BusyRollback is BusyInterrupt that also throws the interrupted turn away: queued in one line
+	// with the BusyInterrupt requests (by arrival), it stops the holder the same way (it ends
+	// CANCELLED, its candidate committed), then, before this request runs, the head goes back to
+	// where the interrupted request began: a ROLLED_BACK checkpoint copying it, as Threads.Rollback
+	// writes one (the discarded checkpoints stay listed). Nothing is copied unless that request
+	// committed something and every checkpoint since is its own. So this request answers as if the
+	// interrupted turn never happened. Its Answers may answer the batch that request began from.
+	BusyRollback = threadlinev1.BusyStrategy_BUSY_STRATEGY_ROLLBACK
 )
 
 // Short names for the values of QueuedRunKind.
@@ -121,6 +129,10 @@ const (
 	// after the earlier interrupting requests, before every QueuedEnqueued one; the run it
 	// interrupts was asked to stop.
 	QueuedInterrupting = threadlinev1.QueuedRunKind_QUEUED_RUN_KIND_INTERRUPTING
+	// QueuedRollingBack is the QueuedRunKind of a request a BusyRollback run queued: it waits in
+	// one line with the QueuedInterrupting requests, by arrival; the run it interrupts was asked to
+	// stop, and that run's commits are discarded before it runs.
+	QueuedRollingBack = threadlinev1.QueuedRunKind_QUEUED_RUN_KIND_ROLLING_BACK
 )
 
 // Text is a plain text prompt for RunSpec.Prompt.

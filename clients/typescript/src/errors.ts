@@ -269,7 +269,7 @@ export class RequestInterrupted extends ReasonError {
  * `requestId` is the request just sent, that request's own run is still going (e.g. a retry after a
  * dropped connection): retry later with the same ID to get its outcome. To wait for the thread
  * instead of failing, send the request with `busyStrategy: "enqueue"`; to stop the running turn and
- * run next, `"interrupt"`.
+ * run next, `"interrupt"` (or `"rollback"`, which also discards that turn).
  */
 export class ThreadBusy extends ReasonError {
   override name = "ThreadBusy";
@@ -299,7 +299,7 @@ export class ThreadBusy extends ReasonError {
 }
 
 /**
- * RESOURCE_EXHAUSTED: a `busyStrategy: "enqueue"` (or `"interrupt"`) request found the thread's
+ * RESOURCE_EXHAUSTED: a `busyStrategy: "enqueue"` (or `"interrupt"`, `"rollback"`) request found the thread's
  * queue full (`THREAD_QUEUE_FULL`): `limit` requests (the server's `--max-queued-runs`,
  * `ThreadStoreInfo.maxQueuedRuns`) wait already. Nothing was written: send it again once the
  * queue has room (a `watchThread` change `QUEUE` says when), with the same request ID.

@@ -15,7 +15,8 @@
  * - A thread runs one request at a time. A request for a busy thread fails with `ThreadBusy`, or,
  *   with `busyStrategy: "enqueue"`, waits in the thread's durable queue (`Thread.queue`) and runs
  *   in its turn, after the requests accepted before it; with `busyStrategy: "interrupt"` it stops
- *   the running turn (CANCELLED, its progress committed) and runs next, ahead of the queue.
+ *   the running turn (CANCELLED, its progress committed) and runs next, ahead of the queue; with
+ *   `busyStrategy: "rollback"` it does the same and first throws that turn's commits away.
  * - A thread run's `RunResult` has no `state`; the state is the checkpoint at the outcome's
  *   `revision` (`checkpoint(threadId, revision)`), so a turn's answer does not grow with the thread.
  *
@@ -113,17 +114,26 @@ export type Revision = bigint | number;
  *   they line up in arrival order. With nothing running it runs at once, ahead of a waiting queue.
  *   Otherwise as `"enqueue"`: `startRun` answers QUEUED, `ThreadQueueFull` bounds the queue, answers
  *   for a running thread fail with `ThreadNotSuspended`.
+ * - `"rollback"`: `"interrupt"`, and the interrupted turn is thrown away. It waits in one line with
+ *   the interrupting requests, by arrival (`QueuedRunKind.ROLLING_BACK`), the holder is stopped the
+ *   same way (CANCELLED, its candidate committed), then, before this request runs, the head goes
+ *   back to where the interrupted request began: a `ROLLED_BACK` checkpoint copying it, as
+ *   `rollback` writes one (the discarded checkpoints stay listed). Nothing is copied unless that
+ *   request committed something and every checkpoint since is its own. So this input is answered as
+ *   if the interrupted turn never happened; its `answers` may answer the batch that request began
+ *   from.
  *
  * The strategy is part of the request: a retry with the same `requestId` must send the same one, or
  * it is `RequestIdReused`.
  */
-export type BusyStrategyName = "reject" | "enqueue" | "interrupt";
+export type BusyStrategyName = "reject" | "enqueue" | "interrupt" | "rollback";
 
 /** The contract's `BusyStrategy` of each name. */
 const BUSY_STRATEGIES: Readonly<Record<BusyStrategyName, BusyStrategy>> = {
   reject: BusyStrategy.REJECT,
   enqueue: BusyStrategy.ENQUEUE,
   interrupt: BusyStrategy.INTERRUPT,
+  rollback: BusyStrategy.ROLLBACK,
 };
 
 /** How a thread run ended: `Threads.run`, or `ThreadRunStream.collect()`. */
@@ -224,8 +234,9 @@ export interface ThreadRunInput extends CallOptions {
   usageLimits?: MessageInitShape<typeof UsageLimitsSchema>;
   /**
    * What to do when the thread is busy: `"reject"` (the default: `ThreadBusy`), `"enqueue"` (wait
-   * in its queue for its turn) or `"interrupt"` (stop the running turn, which ends CANCELLED, and
-   * run next, ahead of the queue); see `BusyStrategyName`. Unset sends the contract's default
+   * in its queue for its turn), `"interrupt"` (stop the running turn, which ends CANCELLED, and
+   * run next, ahead of the queue) or `"rollback"` (as `"interrupt"`, and discard the stopped turn's
+   * commits first); see `BusyStrategyName`. Unset sends the contract's default
    * (UNSPECIFIED, which is REJECT). A retry must send the same strategy.
    */
   busyStrategy?: BusyStrategyName;
@@ -429,9 +440,10 @@ export class ThreadRunStream implements AsyncIterableIterator<RunEvent, void> {
  * await started.cancel();                          // or stop it
  * ```
  *
- * A request started with `busyStrategy: "enqueue"` or `"interrupt"` on a busy thread is QUEUED: it
- * waits in `Thread.queue` at `queuePosition` (an interrupting one ahead of the enqueued ones, while
- * the run it interrupts stops), and its first attempt will run under `runId`. `events()` and
+ * A request started with `busyStrategy: "enqueue"`, `"interrupt"` or `"rollback"` on a busy thread
+ * is QUEUED: it waits in `Thread.queue` at `queuePosition` (an interrupting or rolling-back one
+ * ahead of the enqueued ones, while the run it interrupts stops), and its first attempt will run
+ * under `runId`. `events()` and
  * `result()` wait for it to start, then follow it; `cancel()` takes it out of the queue at once
  * (it never runs, and `result()` is CANCELLED).
  *
@@ -456,8 +468,8 @@ export class StartedRun {
   readonly revision: bigint;
   /**
    * RUNNING while the run goes on; QUEUED while the request waits in the thread's queue
-   * (`busyStrategy: "enqueue"` or `"interrupt"`); for a request that had finished (`replayed`),
-   * how it ended.
+   * (`busyStrategy: "enqueue"`, `"interrupt"` or `"rollback"`); for a request that had finished
+   * (`replayed`), how it ended.
    */
   readonly status: ThreadRunStatus;
   /**
@@ -610,9 +622,9 @@ export class Threads {
 
   /**
    * A thread as it is now; `{ full: true }` adds its head checkpoint's `state`. Its `queue` lists the
-   * requests waiting for their turn (`busyStrategy: "enqueue"` or `"interrupt"`), in the order they
-   * will run, each a `QueuedRun` (`requestId`, `runId` its first attempt will take, `kind`
-   * `ENQUEUED` or `INTERRUPTING`, `createTime`).
+   * requests waiting for their turn (`busyStrategy: "enqueue"`, `"interrupt"` or `"rollback"`), in
+   * the order they will run, each a `QueuedRun` (`requestId`, `runId` its first attempt will take,
+   * `kind` `ENQUEUED`, `INTERRUPTING` or `ROLLING_BACK`, `createTime`).
    *
    * @throws ThreadNotFound when no thread has this ID.
    */
@@ -744,7 +756,8 @@ export class Threads {
    * iterating: e.g. `ThreadBusy`, `ThreadQueueFull`, `RevisionConflict`, `ThreadNotSuspended`,
    * `RequestIdReused`, or a `DEFERRED_*` reason for the answers.
    *
-   * With `busyStrategy: "enqueue"` (or `"interrupt"`, which also stops the running turn) on a busy
+   * With `busyStrategy: "enqueue"` (or `"interrupt"`, which also stops the running turn, or
+   * `"rollback"`, which also discards it) on a busy
    * thread the request waits in the thread's queue: the stream yields nothing until it starts (within `timeoutMs`), then its attempt from `runStarted`.
    *
    * @throws TypeError at once when `input` has both `text` and `parts`, or an unknown `busyStrategy`.
@@ -849,7 +862,8 @@ export class Threads {
    * the caller's `signal`) are retried up to `RUN_RETRIES` times, 200 ms apart and
    * doubling, with the same request ID, so the run happens at most once; `replayed` says the
    * server answered it from its record. `timeoutMs` bounds the whole call, retries included.
-   * With `busyStrategy: "enqueue"` (or `"interrupt"`, which also stops the running turn) on a busy
+   * With `busyStrategy: "enqueue"` (or `"interrupt"`, which also stops the running turn, or
+   * `"rollback"`, which also discards it) on a busy
    * thread it waits in the thread's queue for its turn, within `timeoutMs` (a deadline ends the call, not the request: it stays queued and runs).
    *
    * @throws TypeError when `input` has both `text` and `parts`, or an unknown `busyStrategy`;
@@ -872,7 +886,8 @@ export class Threads {
    * `cancel()`. With `busyStrategy: "enqueue"` on a busy thread it answers at once QUEUED, with its
    * `queuePosition` (1 = next) and the `runId` its first attempt will take; the server starts it in
    * its turn. With `"interrupt"` it answers QUEUED too, ahead of the enqueued requests, and the
-   * running turn is asked to stop (it ends CANCELLED); on a free thread it runs at once.
+   * running turn is asked to stop (it ends CANCELLED); with `"rollback"` likewise, and that turn's
+   * commits are discarded before it runs. On a free thread it runs at once.
    *
    * ```ts
    * const started = await client.threads.startRun(threadId, { text: "summarise the logs", requestId: "job-7" });
@@ -1055,7 +1070,7 @@ function runSpec(threadId: string, input: ThreadRunInput): ThreadRunSpec {
     throw new TypeError("give the prompt as text or as parts, not both");
   }
   if (busyStrategy !== undefined && !Object.hasOwn(BUSY_STRATEGIES, busyStrategy)) {
-    throw new TypeError(`busyStrategy must be "reject", "enqueue" or "interrupt", not ${JSON.stringify(busyStrategy)}`);
+    throw new TypeError(`busyStrategy must be "reject", "enqueue", "interrupt" or "rollback", not ${JSON.stringify(busyStrategy)}`);
   }
   return create(ThreadRunSpecSchema, {
     threadId,

@@ -429,6 +429,7 @@ test("busyStrategy is sent as the contract's BusyStrategy; unset is UNSPECIFIED;
       ["reject", BusyStrategy.REJECT],
       ["enqueue", BusyStrategy.ENQUEUE],
       ["interrupt", BusyStrategy.INTERRUPT],
+      ["rollback", BusyStrategy.ROLLBACK],
     ] as const) {
       sent.length = 0;
       const input = busyStrategy === undefined ? { text: "hello" } : { text: "hello", busyStrategy };
@@ -443,7 +444,7 @@ test("busyStrategy is sent as the contract's BusyStrategy; unset is UNSPECIFIED;
     }
     sent.length = 0;
     const bogus = { text: "hello", busyStrategy: "preempt" as sdk.BusyStrategyName };
-    const message = 'busyStrategy must be "reject", "enqueue" or "interrupt", not "preempt"';
+    const message = 'busyStrategy must be "reject", "enqueue", "interrupt" or "rollback", not "preempt"';
     assert.throws(() => client.threads.stream("thread_x", bogus), { name: "TypeError", message });
     await assert.rejects(client.threads.run("thread_x", bogus), { name: "TypeError", message });
     await assert.rejects(client.threads.startRun("thread_x", bogus), { name: "TypeError", message });

@@ -19,6 +19,7 @@ import {
   Code,
   type DeferredToolCall,
   DeferredKind,
+  MessageHistorySchema,
   RequestIdReused,
   RevisionConflict,
   type RunEvent,
@@ -1335,6 +1336,52 @@ describe("busy strategy: enqueue", () => {
     assert.deepEqual(await requestOrder(thread.threadId), [stream.requestId, "now", "later"]);
     const idle = await client.threads.get(thread.threadId);
     assert.deepEqual([idle.status, idle.queue, idle.revision], [ThreadStatus.IDLE, [], second.revision]);
+  });
+
+  test("a rollback throws the running turn away and answers again from where it began", async () => {
+    const thread = await client.threads.create();
+    await client.threads.run(thread.threadId, { text: "hello", requestId: "before" });
+    const began = (await client.threads.get(thread.threadId)).revision;
+    const { stream, runId } = await sleeping(thread.threadId);
+    let redo;
+    let stopped: ThreadRunOutcome;
+    try {
+      redo = await client.threads.startRun(thread.threadId, { text: "lookup grpc", busyStrategy: "rollback", requestId: "redo" });
+      assert.deepEqual([redo.status, redo.queuePosition, redo.replayed], [ThreadRunStatus.QUEUED, 1, false]);
+      assert.notEqual(redo.runId, runId);
+      // Read before the stopped run hands off, the queue is [redo]; on a fast server it may have started.
+      const seen = (await client.threads.get(thread.threadId)).queue.map((entry) => [entry.requestId, entry.kind]);
+      const expected = [["redo", QueuedRunKind.ROLLING_BACK]];
+      assert.deepEqual(seen, expected.slice(expected.length - seen.length));
+
+      // Nothing here cancels it: the rollback does.
+      stopped = await stream.collect();
+    } finally {
+      await stream.close();
+    }
+    assert.deepEqual([stopped.result.status, stopped.result.runId], [RunStatus.CANCELLED, runId]);
+    const outcome = await redo.result({ timeoutMs: 30_000 });
+    assert.deepEqual([outcome.result.status, outcome.result.requestId], [RunStatus.COMPLETED, "redo"]);
+
+    // After `began`: the stopped turn's checkpoints (still listed), one ROLLED_BACK copy, then redo's.
+    const after = (await all(client.threads.checkpoints(thread.threadId))).reverse().filter((checkpoint) => checkpoint.revision > began);
+    const listed = after.map((checkpoint) => `${checkpoint.revision} ${CheckpointKind[checkpoint.kind]} ${checkpoint.requestId}`).join(", ");
+    const discarded = after.findIndex((checkpoint) => checkpoint.requestId !== stream.requestId || checkpoint.kind === CheckpointKind.ROLLED_BACK);
+    assert.ok(discarded > 0, `the stopped turn's checkpoints stay listed: ${listed}`);
+    const copy = after[discarded]!;
+    assert.equal(copy.kind, CheckpointKind.ROLLED_BACK, listed);
+    assert.equal(copy.revision, after[discarded - 1]!.revision + 1n, listed);
+    const redone = after.slice(discarded + 1);
+    assert.ok(redone.length > 0, listed);
+    assert.ok(redone.every((checkpoint) => checkpoint.requestId === "redo" && checkpoint.kind !== CheckpointKind.ROLLED_BACK), listed);
+
+    // The copy is checkpoint `began` again, its history byte for byte; the head never saw "sleep 30".
+    const copied = (await client.threads.checkpoint(thread.threadId, copy.revision)).state?.messageHistory;
+    const source = (await client.threads.checkpoint(thread.threadId, began)).state?.messageHistory;
+    assert.ok(copied !== undefined && source !== undefined && source.data !== "");
+    assert.ok(equals(MessageHistorySchema, copied, source), `copy ${copied.data}\nwant ${source.data}`);
+    const history = (await client.threads.get(thread.threadId, { full: true })).head?.state?.messageHistory?.data ?? "";
+    assert.ok(history.includes("lookup grpc") && !history.includes("sleep 30"), history);
   });
 });
 
