@@ -9,6 +9,7 @@ quick turn.
   `StartThreadRun` calls, one after another, alternating A and B: milliseconds per call (p50/p99) and
   acceptances a second. Then `busy_threads` threads held at once, one client per thread enqueueing
   `accepts_each` requests one after another, all clients together: acceptances a second over all.
+  After each, the holders are cancelled and the queues drain to their end before anything else runs.
 - Draining (`drain`): a thread held by a paced turn with `queue` quick requests queued behind it; the
   holder is cancelled, and the queue runs by itself (each terminal commit hands off to the next):
   runs a second from the cancel to the last request's result, over the same number of the same quick
@@ -138,20 +139,22 @@ async def _accept(a: _Threads, b: _Threads, sizes: QueueSizes) -> dict[str, Any]
     thread_id = await a.create()
     holder = await a.hold(thread_id)
     began = time.perf_counter()
-    latencies = [await (a, b)[i % 2].enqueue(thread_id) for i in range(sizes.accepts)]
+    latencies = [await (a, b)[i % 2].enqueue(thread_id, f"a{i:04d}") for i in range(sizes.accepts)]
     one = {"per_s": round(sizes.accepts / (time.perf_counter() - began), 1), "ms": summary(latencies)}
-    await a.cancel(thread_id, holder)  # the queue drains by itself meanwhile
+    await a.cancel(thread_id, holder)
+    await a.result(thread_id, f"a{sizes.accepts - 1:04d}")  # drained: nothing left running after
     threads = [await a.create() for _ in range(sizes.busy_threads)]
     holders = [await a.hold(thread) for thread in threads]
 
     async def client(index: int, thread: str) -> list[float]:
-        return [await (a, b)[index % 2].enqueue(thread) for _ in range(sizes.accepts_each)]
+        return [await (a, b)[index % 2].enqueue(thread, f"b{n:04d}") for n in range(sizes.accepts_each)]
 
     began = time.perf_counter()
     per_client = await asyncio.gather(*(client(i, thread) for i, thread in enumerate(threads)))
     elapsed = time.perf_counter() - began
     for thread, run_id in zip(threads, holders, strict=True):
         await a.cancel(thread, run_id)
+    await asyncio.gather(*(a.result(thread, f"b{sizes.accepts_each - 1:04d}") for thread in threads))
     many = {
         "threads": sizes.busy_threads,
         "per_s": round(sizes.busy_threads * sizes.accepts_each / elapsed, 1),

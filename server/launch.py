@@ -181,8 +181,8 @@ class ThreadLauncher:
             resume_field="spec.answers",
         )
 
-    def has_room(self) -> bool:
-        return not self._runs.draining and len(self._runs) < self._runs.limit
+    def has_room(self, *, freeing: int = 0) -> bool:
+        return not self._runs.draining and len(self._runs) - freeing < self._runs.limit
 
     def refused_again(self, refusal: RecordedRefusal) -> ServerError:
         return ServerError(refusal.reason, refusal.message, details=refusal.details)

@@ -82,6 +82,9 @@ class Committer:
                     ttl=None if finish is not None or park else self._host.lease_ttl,
                     log=write,
                     park=park,
+                    hand_off=self._host.lease_ttl
+                    if finish is not None and self._host.launcher.has_room(freeing=1)
+                    else None,
                 )
             except LogMoved as moved:
                 settle(self._log, moved.row, self._lease, self._thread_id)

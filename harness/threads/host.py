@@ -132,6 +132,8 @@ class DurableHost:
         self._running: dict[tuple[str, str], ThreadRun] = {}
         self._runs: set[ThreadRun] = set()
         store.listen_for_cancels(self.cancel_here, self.sweep_soon)
+        store.on_hand_off = self._handed
+        self._hand_offs: set[asyncio.Task[None]] = set()
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -522,6 +524,21 @@ class DurableHost:
                 extra={"fields": {**_request_ids(thread_id, record), "reason": error_reason(error)}},
             )
             await self.store.move_sweep(thread_id, seen=claim, after=0.0)
+
+    def _handed(self, thread_id: str, claim: float) -> None:
+        """A run here ended and kept its queue's head for this replica (LIVE §4.2 hand-off): start it
+        now, as a sweeper would once it claimed it."""
+        task = asyncio.ensure_future(self._hand_off(thread_id, claim))
+        self._hand_offs.add(task)
+        task.add_done_callback(self._hand_offs.discard)
+
+    async def _hand_off(self, thread_id: str, claim: float) -> None:
+        try:
+            await self._take_up(thread_id, claim)
+        except ThreadError:
+            self.sweep_soon()  # the store is down: the sweeper retries (the claim lapses at its TTL)
+        except Exception as error:  # a bug: logged; the head is due for any replica at the claim's end
+            LOGGER.error("hand_off_failed", exc_info=error, extra={"fields": {"thread_id": thread_id}})
 
     async def drain(self, grace: float) -> None:
         """Wait up to `grace` seconds for the runs to end (the caller cancelled their streams)."""

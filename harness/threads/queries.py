@@ -162,11 +162,13 @@ LEASE_RELEASED: Mapping[str, Any] = MappingProxyType(
 is left for the server either)."""
 
 
-def released(now: float, *, suspended: bool) -> dict[str, Any]:
-    """`LEASE_RELEASED`, but a waiting queue's head due `now`; while the thread is `suspended`, only an
+def released(now: float, *, suspended: bool, claim: float | None = None) -> dict[str, Any]:
+    """`LEASE_RELEASED`, but a waiting queue's head due `now` (or, `claim`, held until then by the
+    replica that writes this, which starts it itself); while the thread is `suspended`, only an
     interrupting one (an ENQUEUED head waits for the answers, LIVE §4.2)."""
     values = {name: value for name, value in LEASE_RELEASED.items() if name != "sweep_after"}
-    return {**values, "sweep_queue": None if suspended else now, "queue_now": now}
+    due = now if claim is None else claim
+    return {**values, "sweep_queue": None if suspended else due, "queue_now": due}
 
 
 # -- threads -------------------------------------------------------------------------------------------

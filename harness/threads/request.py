@@ -56,9 +56,10 @@ class Launcher(Protocol):
         one (its span, its metrics) from then, so a request refused before (a lost Begin) is no run."""
         ...
 
-    def has_room(self) -> bool:
-        """Whether a run could be admitted now (not draining, below the run limit): a sweeper claims
-        server-side work only then."""
+    def has_room(self, *, freeing: int = 0) -> bool:
+        """Whether a run could be admitted now (not draining, below the run limit), once `freeing`
+        runs that are ending let go: a sweeper claims server-side work only then, and a run's end
+        keeps its queue's head for this replica only then."""
         ...
 
     def refused_again(self, refusal: RecordedRefusal) -> Refusal:

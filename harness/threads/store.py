@@ -155,6 +155,10 @@ class ThreadStore:
         """The run event logs' own transactions (appends, followers, the sweeper)."""
         self._listener: CancelListener | None = None
         self._due: Callable[[], None] | None = None
+        self.on_hand_off: Callable[[str, float], None] | None = None
+        """Called on the loop with a thread and its claim when a commit here ended a lease and kept the
+        queue's head for this replica to start (`commit(hand_off=...)`)."""
+        self._loop = asyncio.get_running_loop()
         """Told when a transaction here made the server's own work due now (a queue's head, LIVE §4.2)."""
 
     @property
@@ -199,10 +203,11 @@ class ThreadStore:
         self.worker.close()
 
     def _made_due(self, thread_id: str, due: bool) -> None:
-        """After a commit: poke the thread's followers, and this replica's sweeper when work is due now."""
+        """After a commit (in a worker thread): poke the thread's followers, and this replica's sweeper
+        on its loop when work is due now (an `asyncio.Event` set from another thread wakes nothing)."""
         self.hub.poke(thread_id)
         if due and self._due is not None:
-            self._due()
+            self._loop.call_soon_threadsafe(self._due)
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -535,12 +540,15 @@ class ThreadStore:
         ttl: float | None = None,
         log: LogWrite | None = None,
         park: str = "",
+        hand_off: float | None = None,
     ) -> Committed:
         """A fenced commit of the holder of `fence`: a checkpoint after `revision` (or none), the
         retained batch, and with `finish` the run record's outcome, `pending`, and the lease released.
         `ttl` extends the lease as a renewal would. `log` is the attempt's event log write, made after
         the thread row. `park` (the request's ID) parks the attempt (LIVE §3.3): its lease ends now and
-        its next attempt is due at once, its log is marked lost and its record stays open.
+        its next attempt is due at once, its log is marked lost and its record stays open. With
+        `finish`, `hand_off` (a lease TTL) keeps a waiting queue's head for this replica, which starts it
+        at once (`on_hand_off`); should it die first, the head is due for any replica after that TTL.
 
         Raises:
             ThreadError: `lease_lost` when the fence is no longer the thread's.
@@ -557,7 +565,8 @@ class ThreadStore:
             names: tuple[str, ...] = ()
             if finish is not None:
                 # The lease's end hands the thread to its queue's head, unless it waits on answers now.
-                ended = released(now, suspended=finish.pending is not None)
+                claim = None if hand_off is None else now + hand_off
+                ended = released(now, suspended=finish.pending is not None, claim=claim)
                 values.update(pending=requests_json(finish.pending), update_time=now, **ended)
             elif park:
                 values.update(lease_expires=now, sweep_after=now, change_seq=None)
@@ -588,19 +597,22 @@ class ThreadStore:
                 request_id = finish.request_id if finish is not None else checkpoint.request_id  # type: ignore[union-attr]
                 UPDATE_RUN[tuple(record)].run(conn, {**key(thread_id), "request_id": request_id, **record})
             queue_due = finish is not None and written_row.sweep_after is not None
+            kept = queue_due and hand_off is not None
             if checkpoint is not None or finish is not None or park or (log is not None and log.count):
                 notify_thread(
                     conn,
                     thread_id,
                     run_id="" if log is None else log.run_id,
                     last_sequence=-1 if log is None else log.last,
-                    due=bool(park) or queue_due,
+                    due=bool(park) or (queue_due and not kept),
                 )
         if checkpoint is not None or finish is not None or park or (log is not None and log.count):
             changed = checkpoint is not None or finish is not None or bool(park)
             self.hub.poke(thread_id, "" if log is None else log.run_id, changed=changed)
-        if queue_due and self._due is not None:
-            self._due()
+        if kept and self.on_hand_off is not None:
+            self._loop.call_soon_threadsafe(self.on_hand_off, thread_id, float(written_row.sweep_after))
+        elif queue_due and self._due is not None:
+            self._loop.call_soon_threadsafe(self._due)
         return Committed(head, expires, written)
 
     @offloaded(read=False)
