@@ -12,10 +12,7 @@ import contextlib
 import logging
 import re
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
-
-from pydantic_ai.usage import RunUsage
 
 from .._loading import load_state
 from .._resume_checks import check_pending, check_remaining
@@ -407,20 +404,12 @@ class DurableHost:
         thread = await self.thread(thread_id)
         if request_id:
             run_id, _request_id = await attempt_of(self.store, thread, run_id=run_id, request_id=request_id)
-        now = datetime.fromtimestamp(thread.now, UTC)
-        outcome = ThreadRunOutcome(
+        outcome = ThreadRunOutcome.cancelled(
             thread_id=thread_id,
             run_id=run_id,
             request_id=thread.lease.request_id if thread.lease is not None else "",
-            status="cancelled",
             revision=thread.revision,
-            committed=False,
-            output_json=None,
-            usage=_empty_usage(),
-            failure=None,
-            deferred=None,
-            started_at=now,
-            ended_at=now,
+            at=thread.now,
         )
         status, live = await self.store.cancel(thread_id, run_id, outcome=outcome)
         if live:
@@ -564,10 +553,6 @@ def _request_ids(thread_id: str, record: RunRow) -> dict[str, str]:
 def _parts(resume: DeferredToolResume) -> tuple[Any, Any]:
     requests, results, _recovery = stored_resume(resume)
     return requests, results
-
-
-def _empty_usage() -> RunUsage:
-    return RunUsage()
 
 
 def _no_checkpoint(thread_id: str, revision: int) -> ThreadError:

@@ -55,6 +55,28 @@ class ThreadRunOutcome:
     replayed: bool = False
 
     @classmethod
+    def cancelled(
+        cls, *, thread_id: str, run_id: str, request_id: str, revision: int, at: float
+    ) -> ThreadRunOutcome:
+        """A run closed CANCELLED with no terminal commit (its holder gone, or it never ran): at the head
+        `revision`, at the store's time `at`, as `CancelThreadRun` and an INTERRUPT's Begin close one."""
+        now = datetime.fromtimestamp(at, UTC)
+        return cls(
+            thread_id=thread_id,
+            run_id=run_id,
+            request_id=request_id,
+            status="cancelled",
+            revision=revision,
+            committed=False,
+            output_json=None,
+            usage=RunUsage(),
+            failure=None,
+            deferred=None,
+            started_at=now,
+            ended_at=now,
+        )
+
+    @classmethod
     def of(
         cls,
         result: HarnessRunResult[Any],

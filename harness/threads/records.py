@@ -103,6 +103,8 @@ class ThreadRow:
     attempt, or a cancel whose holder may be gone, due then (store's clock); None: none."""
     queue_length: int = 0
     """How many requests wait in the thread's queue (LIVE §4.2)."""
+    queue_next: int = 0
+    """The next request's place in it (the allocator)."""
     queue: tuple[QueuedRun, ...] = ()
     """Those requests in run order (read with the thread when it has any; empty in a listing)."""
 

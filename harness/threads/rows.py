@@ -126,6 +126,7 @@ def thread_row(row: Any, now: float) -> ThreadRow:
         change_seq=int(row.change_seq),
         sweep_after=None if row.sweep_after is None else float(row.sweep_after),
         queue_length=int(row.queue_length),
+        queue_next=int(row.queue_next),
     )
 
 

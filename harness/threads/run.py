@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic_ai.usage import RunUsage
-
 from .._run import HarnessRunStream
 from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume
@@ -799,24 +797,15 @@ def _parked(thread_id: str, run_id: str, request_id: str) -> ThreadError:
 
 
 def _superseded(thread: ThreadRow) -> ThreadRunOutcome:
-    """What an INTERRUPT's Begin closes the stopped lease's request with (LIVE §4.1): CANCELLED at the
-    head, nothing committed by that close, as `CancelThreadRun` closes a run whose holder is gone."""
+    """What an INTERRUPT's Begin closes the stopped lease's request with (LIVE §4.1)."""
     stopped = thread.lease
     assert stopped is not None
-    now = datetime.fromtimestamp(thread.now, UTC)
-    return ThreadRunOutcome(
+    return ThreadRunOutcome.cancelled(
         thread_id=thread.thread_id,
         run_id=stopped.run_id,
         request_id=stopped.request_id,
-        status="cancelled",
         revision=thread.revision,
-        committed=False,
-        output_json=None,
-        usage=RunUsage(),
-        failure=None,
-        deferred=None,
-        started_at=now,
-        ended_at=now,
+        at=thread.now,
     )
 
 

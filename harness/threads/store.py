@@ -761,7 +761,7 @@ class ThreadStore:
                         thread_id=thread.thread_id,
                         now=now,
                         begin_revision=0,
-                        queue_seq=_queue_next(conn, thread.thread_id),
+                        queue_seq=locked.queue_next,
                     ),
                 )
                 # The server's own work (LIVE §3.2): the queue's head once the lease expires, or now
@@ -895,13 +895,6 @@ def _thread(conn: Connection, thread_id: str, now: float, *, lock: bool = False)
         for entry in SELECT_QUEUE.run(conn, key(thread_id))
     )
     return dataclasses.replace(thread, queue=queue)
-
-
-def _queue_next(conn: Connection, thread_id: str) -> int:
-    """The next place of the thread's queue (its allocator, `threads.queue_next`; the row is locked)."""
-    row = SELECT_THREAD.first(conn, key(thread_id))
-    assert row is not None  # locked by the caller
-    return int(row.queue_next)
 
 
 def _close_queued(conn: Connection, thread_id: str, request_id: str, outcome: str, now: float) -> None:
