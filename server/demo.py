@@ -11,6 +11,7 @@ its behaviour from the latest user prompt, so one word in a prompt selects a pat
 | `status` | `fetch_status(service)` | recovery-retryable |
 | `count` | `count()` (bumps `demo.counter` capability state) | plain, capability state |
 | `sleep` [seconds] | `sleep(seconds)` (default 2, at most 60) | plain, slow |
+| `... then sleep <seconds>` | after the first tool's result (unless it was denied), `sleep(seconds)` | plain, slow |
 | `client:<name> [json]` | the client tool `<name>` with the JSON object as arguments | external |
 | `shell <command>` | `shell_exec(command)`, then `shell_wait` while it runs (needs `--mount`) | shell |
 | `shell-bg <command>` | `shell_exec(command)` only: a command still running keeps running | shell |
@@ -218,6 +219,18 @@ def _shell_next(prompt: str, returns: list[ToolReturnPart]) -> tuple[str, dict[s
     return None
 
 
+_THEN_SLEEP = re.compile(r"\bthen sleep\s+(\d+(?:\.\d+)?)", re.IGNORECASE)
+
+
+def _then_sleep(prompt: str, returns: list[ToolReturnPart]) -> float | None:
+    """`... then sleep N`: the seconds to sleep after the first tool's result, unless the host denied
+    that call (a turn that goes on, slowly, after an approval: something to interrupt or roll back)."""
+    then = _THEN_SLEEP.search(prompt)
+    if then is None or not returns or any(r.tool_name == "sleep" or r.outcome == "denied" for r in returns):
+        return None
+    return float(then.group(1))
+
+
 def _chosen_call(prompt: str) -> tuple[str, dict[str, Any]] | None:
     lowered = prompt.lower()
     client = re.search(r"client:([A-Za-z_][A-Za-z0-9_.-]*)\s*(\{.*\})?", prompt, re.DOTALL)
@@ -259,6 +272,10 @@ def demo_script(
         if (follow := _shell_next(prompt, returns)) is not None:
             return ModelResponse(
                 parts=[ToolCallPart(*follow, tool_call_id=f"call_{len(messages)}_{follow[0]}")]
+            )
+        if (then := _then_sleep(prompt, returns)) is not None:
+            return ModelResponse(
+                parts=[ToolCallPart("sleep", {"seconds": then}, tool_call_id=f"call_{len(messages)}_sleep")]
             )
         if returns:
             quoted = "; ".join(f"{part.tool_name}: {part.model_response_str()}" for part in returns)

@@ -16,11 +16,11 @@ import pytest
 import test_background_runs as background
 from conftest import refusal
 from test_background_runs import AT_MODEL, ended, full, lease_expired, pair, prompts, replica, start
-from test_thread_crashes import answers_to
+from test_thread_crashes import SHIPPED, answers_to, head_history, only_answer
 from test_thread_joins import DEADLINE, HELD, create, events, spec, stub_of
 from test_thread_replicas import Replica
 from thread_agents import executions
-from threadline.v1 import run_pb2, thread_pb2, thread_service_pb2
+from threadline.v1 import deferred_pb2, run_pb2, thread_pb2, thread_service_pb2
 from threadline.v1.thread_service_pb2_grpc import ThreadServiceStub
 
 pytestmark = pytest.mark.anyio
@@ -275,7 +275,7 @@ async def test_a_suspended_head_holds_the_queue_until_its_answers_ran(
     assert waiting.queue_position == 1
 
 
-async def test_answers_with_enqueue_on_a_running_thread_are_refused_not_queued(
+async def test_answers_on_a_running_thread_are_refused_not_queued(
     store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
 ) -> None:
     only = await replica(replicas, store, tmp_path / "r0")
@@ -283,11 +283,15 @@ async def test_answers_with_enqueue_on_a_running_thread_are_refused_not_queued(
     await create(stub, "thread_ans")
     await start(stub, "thread_ans", "first", HELD)
     await only.wait_for_marker("tool:write_note")
-    answers = ts.ThreadRunSpec(thread_id="thread_ans", request_id="late-answer", busy_strategy=ENQUEUE)
-    answers.answers.calls.add(tool_call_id="call-1", value_json='"x"')
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await stub.RunThread(ts.RunThreadRequest(spec=answers), timeout=DEADLINE)
-    assert refusal(caught.value)[:2] == (grpc.StatusCode.FAILED_PRECONDITION, "THREAD_NOT_SUSPENDED")
+    # A ROLLBACK's answers would answer the batch X began from: X began from an idle head (LIVE §4.5).
+    for strategy in (ENQUEUE, INTERRUPT, ts.BUSY_STRATEGY_ROLLBACK):
+        answers = ts.ThreadRunSpec(
+            thread_id="thread_ans", request_id=f"late-{strategy}", busy_strategy=strategy
+        )
+        answers.answers.calls.add(tool_call_id="call-1", value_json='"x"')
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.RunThread(ts.RunThreadRequest(spec=answers), timeout=DEADLINE)
+        assert refusal(caught.value)[:2] == (grpc.StatusCode.FAILED_PRECONDITION, "THREAD_NOT_SUSPENDED")
     assert not (await thread_of(stub, "thread_ans")).queue
     only.gate.touch()
     assert await ended(stub, "thread_ans", "first") == "result"
@@ -574,3 +578,136 @@ async def test_kill_9_after_a_rollbacks_begin_runs_its_next_attempt_without_roll
         sum(executions(first.log, "write_note").values()) + sum(executions(second.log, "write_note").values())
         == 2
     )
+
+
+def answered_again(pending: deferred_pb2.DeferredToolRequests) -> deferred_pb2.DeferredToolResults:
+    """Other answers to the batch `answers_to` answers: another result, the approvals the other way."""
+    [ship] = pending.calls
+    pay, deny = pending.approvals
+    return deferred_pb2.DeferredToolResults(
+        calls=[deferred_pb2.CallResult(tool_call_id=ship.tool_call_id, value_json=f'"{AGAIN}"')],
+        approvals=[
+            deferred_pb2.ApprovalResult(tool_call_id=pay.tool_call_id, denied=deferred_pb2.ToolDenied()),
+            deferred_pb2.ApprovalResult(tool_call_id=deny.tool_call_id, approved=deferred_pb2.ToolApproved()),
+        ],
+    )
+
+
+AGAIN = "shipped again"
+
+
+@pytest.mark.parametrize(
+    ("point", "ran"),
+    [("model:results", True), ("before_tool:transfer", False)],
+    ids=["after-its-tool", "before-its-tool"],
+)
+async def test_a_rollback_with_answers_undoes_the_holders_answers_and_answers_its_batch_again(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path, point: str, ran: bool
+) -> None:
+    """LIVE §4.5, "undo that answer, answer again": X answers the pending batch and runs; a ROLLBACK
+    from the other replica carries other answers to that batch, checked at acceptance against the
+    checkpoint X began from (answers that do not pair are refused and nothing waits). X is stopped;
+    the ROLLBACK's Begin copies that SUSPENDED checkpoint and makes its answers the accepted batch: the
+    head holds its answers, not X's, and each transfer ran at most once, by whom approved it."""
+    holder, other = await pair(replicas, store, tmp_path)
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_redo")
+    prompt = f"use:batch crash:{point}"
+    asked = await a.RunThread(ts.RunThreadRequest(spec=spec("thread_redo", "asks", prompt)), timeout=DEADLINE)
+    assert asked.result.status == run_pb2.RUN_STATUS_SUSPENDED
+    suspended = await thread_of(a, "thread_redo")
+    pending = suspended.pending
+    [ship] = [c.tool_call_id for c in pending.calls]
+    pay, deny = [c.tool_call_id for c in pending.approvals]
+    x = ts.ThreadRunSpec(thread_id="thread_redo", request_id="x", answers=answers_to(pending))
+    await a.StartThreadRun(ts.StartThreadRunRequest(spec=x), timeout=DEADLINE)
+    await holder.wait_for_marker(point)
+
+    wrong = ts.ThreadRunSpec(thread_id="thread_redo", request_id="wrong", busy_strategy=ROLLBACK)
+    wrong.answers.calls.add(tool_call_id="no-such-call", value_json='"x"')
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await b.StartThreadRun(ts.StartThreadRunRequest(spec=wrong), timeout=DEADLINE)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refusal(caught.value)
+    assert not (await thread_of(b, "thread_redo")).queue, "refused at acceptance: nothing waits"
+
+    redo = ts.ThreadRunSpec(
+        thread_id="thread_redo", request_id="redo", answers=answered_again(pending), busy_strategy=ROLLBACK
+    )
+    queued = await b.StartThreadRun(ts.StartThreadRunRequest(spec=redo), timeout=DEADLINE)
+    assert (queued.status, queued.queue_position) == (thread_pb2.THREAD_RUN_STATUS_QUEUED, 1)
+    assert await ended(b, "thread_redo", "x") == "result"
+    holder.gate.touch()  # the ROLLBACK may start on the holder's replica
+    assert await ended(b, "thread_redo", "redo") == "result"
+    replayed = await b.StartThreadRun(ts.StartThreadRunRequest(spec=x), timeout=DEADLINE)
+    assert replayed.replayed and replayed.status == thread_pb2.THREAD_RUN_STATUS_CANCELLED
+
+    listed = await kinds(b, "thread_redo")
+    [(copy, _kind, _)] = [c for c in listed if c[1] == thread_pb2.CHECKPOINT_KIND_ROLLED_BACK]
+    assert [r for r, _k, q in listed if q == "x"], "X's commits stay listed"
+    assert all(r > copy for r, _k, q in listed if q == "redo") and listed[-1][2] == "redo"
+    got = await b.GetCheckpoint(ts.GetCheckpointRequest(thread_id="thread_redo", revision=copy))
+    assert got.checkpoint.pending == pending, "the copy waits on the batch X began from"
+    thread, history = await head_history(b, "thread_redo")
+    assert thread.status == thread_pb2.THREAD_STATUS_IDLE
+    assert (only_answer(history, ship).content, only_answer(history, deny).content) == (
+        AGAIN,
+        "transferred 99",
+    )
+    assert only_answer(history, pay).outcome == "denied"
+    assert not [p for m in history for p in m.parts if SHIPPED in str(getattr(p, "content", ""))], (
+        "X's answers"
+    )
+    assert transfers(holder, other) == ({pay, deny} if ran else {deny}), "X's approval ran at most once"
+
+
+def transfers(*replicas_: Replica) -> set[str]:
+    """The transfer calls that ran, over the replicas' tool logs (each once)."""
+    counts = [(call, n) for r in replicas_ for call, n in executions(r.log, "transfer").items()]
+    assert all(n == 1 for _call, n in counts) and len({c for c, _n in counts}) == len(counts), counts
+    return {call for call, _n in counts}
+
+
+async def test_a_rollback_with_answers_of_a_lost_holder_that_committed_nothing_answers_again_at_once(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """X answered the batch and was killed before its tool and before any commit: no live lease, so
+    the ROLLBACK with other answers runs at once. X committed nothing, yet its Begin took the batch,
+    so the copy is made (the amendment to LIVE §4.4 in docs/live.md): the batch is answered again."""
+    holder = await replica(replicas, store, tmp_path / "r0")
+    other = await replica(replicas, store, tmp_path / "r1", "--sweep-interval", "3600")
+    other.gate.touch()
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_redolost")
+    prompt = "use:batch crash:before_tool:transfer"
+    await a.RunThread(ts.RunThreadRequest(spec=spec("thread_redolost", "asks", prompt)), timeout=DEADLINE)
+    pending = (await thread_of(a, "thread_redolost")).pending
+    began = (await thread_of(a, "thread_redolost")).revision
+    [ship] = [c.tool_call_id for c in pending.calls]
+    pay, deny = [c.tool_call_id for c in pending.approvals]
+    x = ts.ThreadRunSpec(thread_id="thread_redolost", request_id="x", answers=answers_to(pending))
+    await a.StartThreadRun(ts.StartThreadRunRequest(spec=x), timeout=DEADLINE)
+    await holder.wait_for_marker("before_tool:transfer")
+    await holder.killed()
+    await lease_expired(b, "thread_redolost")
+    assert (await thread_of(b, "thread_redolost")).revision == began, "X committed nothing"
+    redo = ts.ThreadRunSpec(
+        thread_id="thread_redolost",
+        request_id="redo",
+        answers=answered_again(pending),
+        busy_strategy=ROLLBACK,
+    )
+    done = await b.RunThread(ts.RunThreadRequest(spec=redo), timeout=DEADLINE)
+    assert done.result.status == run_pb2.RUN_STATUS_COMPLETED
+    replayed = await b.StartThreadRun(ts.StartThreadRunRequest(spec=x), timeout=DEADLINE)
+    assert replayed.replayed and replayed.status == thread_pb2.THREAD_RUN_STATUS_CANCELLED
+    listed = await kinds(b, "thread_redolost")
+    copies = [r for r, k, _q in listed if k == thread_pb2.CHECKPOINT_KIND_ROLLED_BACK]
+    assert copies == [began + 1], "one copy, the first commit after where X began"
+    _thread, history = await head_history(b, "thread_redolost")
+    assert (only_answer(history, ship).content, only_answer(history, deny).content) == (
+        AGAIN,
+        "transferred 99",
+    )
+    assert only_answer(history, pay).outcome == "denied"
+    assert transfers(holder, other) == {deny}

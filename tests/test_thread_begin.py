@@ -405,6 +405,30 @@ CASES: dict[str, tuple[ThreadRow, RunRow | None, ThreadRunRequest, tuple[Any, ..
         request(**ROLLBACK),
         (*attempt("hello", head_tools=True), "supersede", ("rollback_of", "req-other")),
     ),
+    "rollback: answers on a running thread are queued first, for the batch its holder began from": (
+        thread(lease=lease(NOW + 5)),
+        None,
+        request(input=None, answers=ANSWERS, **ROLLBACK),
+        ("enqueue", "rolling_back"),
+    ),
+    "rollback: answers with a lost holder run now, to answer again the batch it began from": (
+        thread(lease=lease(NOW - 1)),
+        None,
+        request(input=None, answers=ANSWERS, **ROLLBACK),
+        (*attempt(None, head_tools=True), "supersede", ("rollback_of", "req-other")),
+    ),
+    "rollback: answers on a free thread with no batch: not suspended": (
+        thread(),
+        None,
+        request(input=None, answers=ANSWERS, **ROLLBACK),
+        refused(ErrorCode.THREAD_NOT_SUSPENDED),
+    ),
+    "rollback: answers to a suspended thread run now, as answers": (
+        thread(pending=batch()),
+        None,
+        request(input=None, answers=ANSWERS, **ROLLBACK),
+        attempt(None, resume="answers", head_tools=True),
+    ),
     "retry: a queued request waits for its turn": (
         queued(),
         waiting_record(),
@@ -481,6 +505,11 @@ def test_a_rollback_goes_back_only_over_the_interrupted_requests_own_commits() -
         "a rollback since"
     )
     assert rollback_target(thread(revision=3), x, []) == 0, "it committed nothing"
+    assert rollback_target(thread(revision=3), x, [], answering=True) == 3, (
+        "it committed nothing, but its Begin took the batch the ROLLBACK answers again"
+    )
+    assert rollback_target(head, x, mine, answering=True) == 3
+    assert rollback_target(thread(revision=2), x, [], answering=True) == 0
     assert rollback_target(head, None, mine) == 0
     assert rollback_target(head, dataclasses.replace(x, begin_revision=0), mine) == 0
 

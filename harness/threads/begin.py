@@ -34,6 +34,7 @@ __all__ = (
     "RunAttempt",
     "decide",
     "rollback_target",
+    "rollback_unanswerable",
     "rolled_back_attempt",
 )
 
@@ -184,7 +185,8 @@ def decide(
         return _busy(thread, record, request, start, queue_busy(thread), sweep=not start)
     if record is not None and _spent(record, max_attempts):
         return GiveUp(record.crashed_attempts)
-    if record is None and request.answers is not None and thread.pending is None:
+    rollback_of = _rollback_of(thread, record, request)
+    if record is None and request.answers is not None and thread.pending is None and not rollback_of:
         return Refuse(
             ThreadError(
                 f"Thread {thread.thread_id!r} is not suspended: there is nothing to answer.",
@@ -204,7 +206,7 @@ def decide(
         normal_resume=normal,
         head_tools=not request.client_tools and (resume is not None or thread.recovery_pending),
         supersede=interrupting and stopped is not None and stopped.request_id != request.request_id,
-        rollback_of=_rollback_of(thread, record, request),
+        rollback_of=rollback_of,
     )
 
 
@@ -217,11 +219,12 @@ def _busy(
     *,
     sweep: bool = False,
 ) -> Decision:
-    """The thread is busy: a new ENQUEUE or INTERRUPT request waits in its queue (answers cannot: the
-    batch they answer is being consumed, LIVE §4.5); any other is refused with `error`."""
+    """The thread is busy: a new ENQUEUE, INTERRUPT or ROLLBACK request waits in its queue (answers
+    only with ROLLBACK, to the batch the request it rolls back began from; others' batch is being
+    consumed, LIVE §4.5); any other is refused with `error`."""
     if start or record is not None or request.busy_strategy == "reject":
         return Refuse(error, sweep=sweep)
-    if request.answers is not None:
+    if request.answers is not None and request.busy_strategy != "rollback":
         return Refuse(
             ThreadError(
                 f"Thread {thread.thread_id!r} is running: its pending batch is being consumed, and "
@@ -256,14 +259,18 @@ def _rollback_of(thread: ThreadRow, record: RunRow | None, request: ThreadRunReq
     return ""
 
 
-def rollback_target(thread: ThreadRow, interrupted: RunRow | None, since: Sequence[CheckpointRow]) -> int:
+def rollback_target(
+    thread: ThreadRow, interrupted: RunRow | None, since: Sequence[CheckpointRow], *, answering: bool = False
+) -> int:
     """The revision a ROLLBACK goes back to (LIVE §4.4): where the `interrupted` request began, provided
     it committed something and every checkpoint `since` then (the newest first, down to the one after
-    it) is its own; else 0: nothing is copied, it never discards another request's input."""
+    it) is its own; else 0: nothing is copied, it never discards another request's input. `answering`:
+    the ROLLBACK answers that checkpoint's batch again (LIVE §4.5), so it is copied even when the
+    request committed nothing: its Begin took that batch, and the copy gives it back to be answered."""
     if interrupted is None or interrupted.begin_revision <= 0:
         return 0
     after = thread.revision - interrupted.begin_revision
-    if after <= 0 or len(since) != after:
+    if after < 0 or (after == 0 and not answering) or len(since) != after:
         return 0
     if any(checkpoint.request_id != interrupted.request_id for checkpoint in since):
         return 0
@@ -272,7 +279,23 @@ def rollback_target(thread: ThreadRow, interrupted: RunRow | None, since: Sequen
 
 def rolled_back_attempt(attempt: RunAttempt, target: CheckpointRow, request: ThreadRunRequest) -> RunAttempt:
     """`attempt` as it runs on the copy of `target`: that checkpoint's retained batch (the discarded
-    request's dropped) and client tools, as `RollbackThread` leaves the thread (LIVE §4.4)."""
+    request's dropped) and client tools, as `RollbackThread` leaves the thread (LIVE §4.4); or, with
+    the request's answers, that checkpoint's batch answered again (LIVE §4.5).
+
+    Raises:
+        ThreadError: `thread_not_suspended` when the request has answers and `target` waits on no batch.
+    """
+    if request.answers is not None:
+        if target.pending is None:
+            raise rollback_unanswerable(request.thread_id, target.revision)
+        answered = DeferredToolResume(target.pending, request.answers)
+        return dataclasses.replace(
+            attempt,
+            resume=answered,
+            accepted=answered,
+            normal_resume=True,
+            head_tools=not request.client_tools,
+        )
     resume: DeferredToolResume | None = None
     if target.remaining is not None:
         requests, results, _recovery = stored_resume(target.remaining)
@@ -283,6 +306,22 @@ def rolled_back_attempt(attempt: RunAttempt, target: CheckpointRow, request: Thr
         accepted=target.remaining,
         normal_resume=False,
         head_tools=not request.client_tools and resume is not None,
+    )
+
+
+def rollback_unanswerable(thread_id: str, revision: int, *, interrupting: bool = False) -> ThreadError:
+    """A ROLLBACK's answers find no batch to answer where the request it discards began (LIVE §4.5):
+    that checkpoint (`revision`) waits on none, or the running request is an interrupting one, whose
+    input a ROLLBACK never discards."""
+    why = (
+        "the running request is itself an INTERRUPT or ROLLBACK, which a ROLLBACK never discards"
+        if interrupting
+        else f"the request it discards began from revision {revision}, which waits on no batch"
+    )
+    return ThreadError(
+        f"Thread {thread_id!r} has no batch for these answers: {why}. Send the ROLLBACK without answers.",
+        code=ErrorCode.THREAD_NOT_SUSPENDED,
+        details={"thread_id": thread_id, "status": THREAD_STATUS_NAMES["running"], "began_at": revision},
     )
 
 

@@ -3,7 +3,9 @@
 A detached request has no client to retry it: when its attempt stops (its server crashed, or parked on
 SIGTERM), a sweeper builds the request again from its record, which holds its prompt and digest, and
 from this spec, which holds the rest of what the client sent: tool recovery, client tools and usage
-limits. Its answers need no keeping: Begin retained them on the thread, where a next attempt recovers them.
+limits. Its answers need no keeping: Begin retained them on the thread, where a next attempt recovers them;
+except a queued ROLLBACK's (LIVE §4.5), which answer a batch its first Begin restores, so its spec keeps
+them with that batch.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, cast
 from pydantic_ai.usage import UsageLimits
 
 from .._recovery_input import TOOL_RECOVERY_MODES, ToolRecovery
+from ..deferred import DeferredToolResume
 from .codec import client_tools_from_json, client_tools_json
 from .records import RunRow
 from .request import ThreadRunRequest
@@ -26,11 +29,13 @@ _LIMITS = tuple(
 )  # the limits a spec can carry (`ThreadRunSpec.usage_limits`)
 
 
-def spec_json(request: ThreadRunRequest) -> str:
-    """The spec of `request` as its record keeps it."""
+def spec_json(request: ThreadRunRequest, *, answers: DeferredToolResume | None = None) -> str:
+    """The spec of `request` as its record keeps it; `answers`: a queued ROLLBACK's, with the batch
+    they answer."""
     limits = request.usage_limits
     return json.dumps(
         {
+            **({} if answers is None else {"answers": json.loads(answers.to_json())}),
             "tool_recovery": request.tool_recovery,
             "client_tools": json.loads(client_tools_json(request.client_tools)),
             "usage_limits": None
@@ -47,12 +52,13 @@ def next_attempt(thread_id: str, record: RunRow) -> ThreadRunRequest:
     spec: dict[str, Any] = json.loads(record.spec or "{}")
     recovery = spec.get("tool_recovery", "declared")
     limits = spec.get("usage_limits")
+    answers = spec.get("answers")
     return ThreadRunRequest(
         thread_id=thread_id,
         request_id=record.request_id,
         expected_revision=0,
         input=None,
-        answers=None,
+        answers=None if answers is None else DeferredToolResume.from_json(json.dumps(answers)).results,
         tool_recovery=cast(ToolRecovery, recovery if recovery in TOOL_RECOVERY_MODES else "declared"),
         client_tools=tuple(client_tools_from_json(json.dumps(spec.get("client_tools", [])))),
         usage_limits=None if limits is None else UsageLimits(**limits),

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic_ai.tools import DeferredToolResults
+
 from .._run import HarnessRunStream
 from ..client_tools import ClientTool
 from ..deferred import DeferredToolRequests, DeferredToolResume
@@ -44,6 +46,7 @@ from .begin import (
     Replay,
     decide,
     rollback_target,
+    rollback_unanswerable,
     rolled_back_attempt,
 )
 from .codec import state_parts
@@ -57,7 +60,7 @@ from .lease import LeaseKeeper, Lost
 from .outcome import ThreadCommittedEvent, ThreadRunOutcome
 from .records import CheckpointKind, Head, RunRowStatus, StateParts, ThreadRow
 from .request import RunHost, ThreadRunRequest
-from .store import Finish, NewCheckpoint, busy, interrupted, lease_lost
+from .store import Finish, NewCheckpoint, busy, conflict, interrupted, lease_lost
 
 __all__ = ("LISTENER_BACKLOG", "Started", "ThreadRun")
 
@@ -321,12 +324,25 @@ class ThreadRun:
                 continue  # it started (attach), or ended (replay), or the thread went away
             head, state = await host.head_state(thread)
             rollback: Head | None = None
-            if decision.rollback_of:
-                target = await self._rollback_target(thread, decision.rollback_of)
-                if target:
-                    rollback, state = await host.revision_state(thread.thread_id, target)
-                    head = rollback
-                    decision = rolled_back_attempt(decision, rollback.checkpoint, request)
+            answering = request.answers is not None and (  # "undo that answer, answer again" (LIVE §4.5)
+                bool(decision.rollback_of)
+                if record is None
+                else record.status == "queued" and record.queue_kind == "rolling_back"
+            )
+            try:
+                if decision.rollback_of:
+                    target = await self._rollback_target(thread, decision.rollback_of, answering=answering)
+                    if target:
+                        rollback, state = await host.revision_state(thread.thread_id, target)
+                        head = rollback
+                        decision = rolled_back_attempt(decision, rollback.checkpoint, request)
+                if answering and rollback is None:
+                    # The batch these answers were for is gone: another request moved the head since.
+                    raise rollback_unanswerable(thread.thread_id, thread.revision)
+            except ThreadError as error:
+                if self._driven and record is not None:
+                    await self._failed_start(thread, record.request_id, error)
+                raise
             tools = list(head.checkpoint.client_tools if decision.head_tools else request.client_tools)
             run = RunRequest(
                 decision.input,
@@ -409,16 +425,15 @@ class ThreadRun:
                         yield item
                 return
 
-    async def _rollback_target(self, thread: ThreadRow, interrupted: str) -> int:
+    async def _rollback_target(self, thread: ThreadRow, interrupted: str, *, answering: bool) -> int:
         """The revision a ROLLBACK of `interrupted` goes back to, or 0 (`begin.rollback_target`)."""
         store = self._host.store
         record = await store.run_record(thread.thread_id, interrupted)
-        if record is None or record.begin_revision <= 0 or record.begin_revision >= thread.revision:
+        if record is None or record.begin_revision <= 0 or record.begin_revision > thread.revision:
             return 0
-        since = await store.checkpoints(
-            thread.thread_id, limit=thread.revision - record.begin_revision, before=None
-        )
-        return rollback_target(thread, record, since)
+        after = thread.revision - record.begin_revision
+        since = await store.checkpoints(thread.thread_id, limit=after, before=None) if after else []
+        return rollback_target(thread, record, since, answering=answering)
 
     def _announce(self, started: Started) -> None:
         """Resolve `started` once: a queued request's caller decides again after it started."""
@@ -430,11 +445,16 @@ class ThreadRun:
         attempt will take. The checks a start makes run now, on the head as it is (a request the
         server would refuse is refused before it waits); they run again when it starts."""
         host, request = self._host, self.request
-        head, state = await host.head_state(thread)
+        holder, answers = "", None
+        if request.answers is None:
+            head, state = await host.head_state(thread)
+        else:  # a ROLLBACK answering again the batch its holder began from (LIVE §4.5)
+            head, state, answers, holder = await self._answering_again(thread, request.answers)
         tools = list(head.checkpoint.client_tools if not request.client_tools else request.client_tools)
         check = RunRequest(
             request.input,
             previous_state=state,
+            deferred_resume=answers,
             tool_recovery=request.tool_recovery,
             usage_limits=request.usage_limits,
         )
@@ -446,10 +466,11 @@ class ThreadRun:
             run_id=run_id,
             digest=request.digest,
             prompt=request.input,
-            spec=spec_json(request),
+            spec=spec_json(request, answers=answers),
             expected_revision=request.expected_revision,
             limit=host.max_queued_runs,
             kind=decision.kind,
+            rolls_back=holder,
         )
         self.run_id = run_id
         if asked:
@@ -457,6 +478,29 @@ class ThreadRun:
         fields = {**self._ids, "queue_position": place, "kind": decision.kind, "interrupts": asked}
         LOGGER.info("run_queued", extra={"fields": fields})
         return Started(run_id, written.revision, queue_position=place)
+
+    async def _answering_again(
+        self, thread: ThreadRow, answers: DeferredToolResults
+    ) -> tuple[Head, HarnessState, DeferredToolResume, str]:
+        """What a queued ROLLBACK's answers answer (LIVE §4.5): the batch of the checkpoint the running
+        request began from, with that checkpoint, its state, and the running request's ID.
+
+        Raises:
+            ThreadError: `thread_not_suspended` when that checkpoint waits on no batch, or the running
+                request is an interrupting one (a ROLLBACK never discards it); `revision_conflict` when
+                nothing runs any more (decide again).
+        """
+        lease = thread.live_lease
+        if lease is None:
+            raise conflict(thread)
+        holder = await self._host.store.run_record(thread.thread_id, lease.request_id)
+        if holder is None or holder.begin_revision <= 0 or holder.queue_kind not in (None, "enqueued"):
+            raise rollback_unanswerable(thread.thread_id, thread.revision, interrupting=True)
+        head, state = await self._host.revision_state(thread.thread_id, holder.begin_revision)
+        pending = head.checkpoint.pending
+        if pending is None:
+            raise rollback_unanswerable(thread.thread_id, holder.begin_revision)
+        return head, state, DeferredToolResume(pending, answers), holder.request_id
 
     async def _failed_start(self, thread: ThreadRow, request_id: str, error: HarnessError | Refusal) -> None:
         """A server-driven start failed the host's checks (the agent is gone, a check fails on the head it

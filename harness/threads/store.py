@@ -710,6 +710,7 @@ class ThreadStore:
         expected_revision: int,
         limit: int,
         kind: QueuedKind = "enqueued",
+        rolls_back: str = "",
     ) -> tuple[ThreadRow, int, str]:
         """Accept a request into the queue of the busy `thread` (LIVE §4.2): its record `queued`, with
         its spec and the `run_id` its first attempt takes, last (`enqueued`) or first after the other
@@ -718,10 +719,14 @@ class ThreadStore:
         written, the request's place (1 = next), and the run asked to stop ("" if none). One
         transaction, the thread row first.
 
+        `rolls_back`: the request a ROLLBACK's answers were checked against (LIVE §4.5), which must
+        be the one it stops.
+
         Raises:
             ThreadError: `thread_queue_full` at `limit`; `revision_conflict` when the head is not
-                `expected_revision` (0: any), or when the thread is not busy any more or the request
-                was accepted meanwhile (nothing was written: read again and decide again).
+                `expected_revision` (0: any), or when the thread is not busy any more, the request
+                was accepted meanwhile, or another request holds the lease than `rolls_back` (nothing
+                was written: read again and decide again).
         """
         try:
             with self.worker.transaction() as (conn, now):
@@ -740,6 +745,8 @@ class ThreadStore:
                 )
                 # Interrupting requests never stop (nor roll back) each other (LIVE §8, 13).
                 stops = live is not None and holder is not None and holder.queue_kind in (None, "enqueued")
+                if rolls_back and not (stops and live is not None and live.request_id == rolls_back):
+                    raise conflict(locked)  # the answers were checked against another holder's batch
                 record = RunRow(
                     request_id=request_id,
                     digest=digest,

@@ -1063,6 +1063,42 @@ async def test_a_rollback_throws_the_running_turn_away_and_answers_again_from_wh
     assert "sleep 30" not in head.head.state.message_history.data
 
 
+async def test_a_rollback_with_answers_undoes_an_approval_and_answers_the_batch_again(
+    client: tl.Client,
+) -> None:
+    """ "Undo that answer, answer again" (LIVE §4.5): the approved turn is stopped and thrown away, and the
+    same approval is answered again, denied; answers to a running turn without ROLLBACK are refused."""
+    thread = await client.threads.create()
+    asked = await client.threads.run(thread.thread_id, text="delete notes.txt then sleep 30")
+    assert asked.result.status == tl.RunStatus.SUSPENDED
+    pending = (await client.threads.get(thread.thread_id)).pending
+    assert pending is not None
+    (call,) = pending.approvals
+    approved = client.threads.stream(thread.thread_id, answers=tl.answers(tl.approve(call)))
+    async with approved:
+        async for event in approved:
+            if event.tool_call is not None and event.tool_call.tool_name == "sleep":
+                break  # the delete ran; the turn sleeps
+        with pytest.raises(tl.ThreadNotSuspended):
+            await client.threads.run(
+                thread.thread_id, answers=tl.answers(tl.deny(call)), busy_strategy="enqueue"
+            )
+        redo = await client.threads.start_run(
+            thread.thread_id, answers=tl.answers(tl.deny(call, "keep it")), busy_strategy="rollback"
+        )
+        assert (redo.status, redo.queue_position) == (tl.ThreadRunStatus.QUEUED, 1)
+        stopped = await approved.collect()  # the rollback stopped it
+
+    assert stopped.result.status == tl.RunStatus.CANCELLED
+    done = await redo.result()
+    assert tl.output(done.result) == "Tool results: delete_file: keep it"
+    listed = [c async for c in client.threads.checkpoints(thread.thread_id)]
+    assert [c.kind for c in listed].count(tl.CheckpointKind.ROLLED_BACK) == 1
+    head = await client.threads.get(thread.thread_id, full=True)
+    assert head.head is not None and head.head.state is not None and head.head.state.message_history
+    assert "Deleted" not in head.head.state.message_history.data, "the approved turn is gone from the head"
+
+
 async def test_run_with_enqueue_waits_for_its_turn(client: tl.Client) -> None:
     thread = await client.threads.create()
     request_id = f"req-{uuid.uuid4().hex}"
