@@ -14,11 +14,11 @@ from pathlib import Path
 import grpc
 import pytest
 import test_background_runs as background
-from conftest import refusal
+from conftest import refusal, spawn_serve
 from test_background_runs import AT_MODEL, ended, full, lease_expired, pair, prompts, replica, start
 from test_thread_crashes import SHIPPED, answers_to, head_history, only_answer
 from test_thread_joins import DEADLINE, HELD, create, events, spec, stub_of
-from test_thread_replicas import Replica
+from test_thread_replicas import Replica, start_replicas
 from thread_agents import executions
 from threadline.v1 import deferred_pb2, run_pb2, thread_pb2, thread_service_pb2
 from threadline.v1.thread_service_pb2_grpc import ThreadServiceStub
@@ -711,3 +711,146 @@ async def test_a_rollback_with_answers_of_a_lost_holder_that_committed_nothing_a
     )
     assert only_answer(history, pay).outcome == "denied"
     assert transfers(holder, other) == {deny}
+
+
+async def test_every_replica_killed_with_requests_queued_and_none_running_runs_each_once_after_restart(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """LIVE §4.8's last row: the thread waits on answers with three requests queued behind them (so
+    nothing runs), and every replica is killed -9. The queue is in the store alone: after a restart it is
+    listed as it was, the answers run ahead of it, then each request once, in acceptance order."""
+    first, second = await pair(replicas, store, tmp_path)
+    a, b = stub_of(first), stub_of(second)
+    await create(a, "thread_all")
+    await start(a, "thread_all", "asks", "use:batch crash:model")
+    await first.wait_for_marker("model")
+    for request_id, stub in (("w1", a), ("w2", b), ("w3", a)):
+        await enqueue(stub, "thread_all", request_id)
+    first.gate.touch()
+    assert await ended(a, "thread_all", "asks") == "result"
+    before = await thread_of(b, "thread_all")
+    await asyncio.gather(first.killed(), second.killed())
+
+    again = await asyncio.to_thread(start_replicas, store[0], store[1], tmp_path / "again", 2, lease_ttl=2)
+    replicas.extend(again)
+    for restarted in again:
+        restarted.gate.touch()
+    c = stub_of(again[1])
+    after = await thread_of(c, "thread_all")
+    assert before.status == thread_pb2.THREAD_STATUS_SUSPENDED, before
+    assert after.status == thread_pb2.THREAD_STATUS_SUSPENDED and list(after.queue) == list(before.queue), (
+        after
+    )
+    answered = await c.RunThread(
+        ts.RunThreadRequest(
+            spec=ts.ThreadRunSpec(
+                thread_id="thread_all", request_id="answer", answers=answers_to(after.pending)
+            )
+        ),
+        timeout=DEADLINE,
+    )
+    assert answered.result.status == run_pb2.RUN_STATUS_COMPLETED
+    for request_id in ("w1", "w2", "w3"):
+        assert await ended(c, "thread_all", request_id) == "result"
+    assert (await made_by(c, "thread_all")) == ["asks", "answer", "w1", "w2", "w3"]
+    assert notes(first, second, *again) == 3
+    assert not (await idle(c, "thread_all")).queue
+
+
+async def test_queued_requests_whose_start_fails_its_checks_end_with_that_error_and_free_the_thread(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """Accepted while their agent was served; the only server left serves it no more (every replica
+    killed, one restarted without it). Each queued start fails the check a start makes: the record ends
+    with that error (a retry replays it), the queue goes on to the next, and the thread is not blocked."""
+    holder = await replica(replicas, store, tmp_path / "r0")
+    a = stub_of(holder)
+    await create(a, "thread_gone")
+    await start(a, "thread_gone", "x", HELD)
+    await holder.wait_for_marker("tool:write_note")
+    for request_id in ("g1", "g2"):
+        await enqueue(a, "thread_gone", request_id)
+    await holder.killed()
+    served = await asyncio.to_thread(spawn_serve, "--store", store[0], "--lease-ttl", "2", env=store[1])
+    without = Replica(served, tmp_path / "gone.jsonl", tmp_path / "gone-gate")
+    replicas.append(without)
+    c = stub_of(without)
+    for request_id in ("x", "g1", "g2"):
+        assert await ended(c, "thread_gone", request_id) == "error", request_id
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await c.StartThreadRun(
+            ts.StartThreadRunRequest(spec=queued_spec("thread_gone", "g2")), timeout=DEADLINE
+        )
+    assert refusal(caught.value)[1] == "AGENT_UNKNOWN", "the retry replays the start's error"
+    thread = await idle(c, "thread_gone")
+    assert (thread.status, list(thread.queue)) == (thread_pb2.THREAD_STATUS_IDLE, [])
+    assert notes(holder) == 1, "the queued requests never ran a tool"
+
+
+SLOW = "sleep 30"
+"""A demo agent's turn that would sleep 30 s: a queued request that must never finish here."""
+
+
+async def cancelled_and_queue_went_on(
+    stub: ThreadServiceStub, thread_id: str, racing: str, after: str
+) -> None:
+    """`racing` ended CANCELLED, never having finished its sleep (it never ran, or ran and was stopped);
+    `after`, queued behind it, then ran once; nothing is left running or queued."""
+    assert await ended(stub, thread_id, after) == "result"
+    again = await stub.StartThreadRun(
+        ts.StartThreadRunRequest(spec=queued_spec(thread_id, racing, SLOW)), timeout=DEADLINE
+    )
+    assert again.replayed and again.status == thread_pb2.THREAD_RUN_STATUS_CANCELLED, again
+    assert not again.result.output_json or "Tool results" not in again.result.output_json
+    thread = await idle(stub, thread_id)
+    assert thread.status == thread_pb2.THREAD_STATUS_IDLE
+    assert (await made_by(stub, thread_id))[-1] == after
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.01, 0.05, 0.2])
+async def test_a_cancel_racing_the_hand_off_of_its_request_never_lets_it_finish(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path, delay: float
+) -> None:
+    """LIVE §4.8's race: the cancel (sent to the other replica) lands `delay` after the run ahead ended,
+    i.e. around the hand-off's start of the request: it never runs, or runs and is stopped; whatever the
+    interleaving, the request ends CANCELLED and the queue goes on."""
+    holder, other = await pair(replicas, store, tmp_path)
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_race", agent="default")
+    await start(a, "thread_race", "ahead", "sleep 1")
+    await enqueue_text(b, "thread_race", "racing", SLOW)
+    await enqueue_text(b, "thread_race", "after", "hello")
+    assert await ended(b, "thread_race", "ahead") == "result"
+    await asyncio.sleep(delay)
+    cancel = await b.CancelThreadRun(ts.CancelThreadRunRequest(thread_id="thread_race", request_id="racing"))
+    assert cancel.status in (thread_pb2.THREAD_RUN_STATUS_RUNNING, thread_pb2.THREAD_RUN_STATUS_CANCELLED)
+    await cancelled_and_queue_went_on(b, "thread_race", "racing", "after")
+
+
+async def test_a_cancel_racing_the_sweepers_start_of_its_request_never_lets_it_finish(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """The holder is killed: the survivor's sweeper starts the queue's head once the lease expired, and
+    the cancel is sent the moment the expiry is seen, around that start."""
+    holder, other = await pair(replicas, store, tmp_path)
+    a, b = stub_of(holder), stub_of(other)
+    await create(a, "thread_sweeprace", agent="default")
+    call = a.StreamThreadRun(ts.StreamThreadRunRequest(spec=spec("thread_sweeprace", "ahead", SLOW)))
+    await call.read()  # run_started: it holds the thread
+    await enqueue_text(b, "thread_sweeprace", "racing", SLOW)
+    await enqueue_text(b, "thread_sweeprace", "after", "hello")
+    await holder.killed()
+    call.cancel()
+    await lease_expired(b, "thread_sweeprace")
+    cancel = await b.CancelThreadRun(
+        ts.CancelThreadRunRequest(thread_id="thread_sweeprace", request_id="racing")
+    )
+    assert cancel.status in (thread_pb2.THREAD_RUN_STATUS_RUNNING, thread_pb2.THREAD_RUN_STATUS_CANCELLED)
+    await cancelled_and_queue_went_on(b, "thread_sweeprace", "racing", "after")
+
+
+async def enqueue_text(stub: ThreadServiceStub, thread_id: str, request_id: str, text: str) -> None:
+    answer = await stub.StartThreadRun(
+        ts.StartThreadRunRequest(spec=queued_spec(thread_id, request_id, text)), timeout=DEADLINE
+    )
+    assert answer.status == thread_pb2.THREAD_RUN_STATUS_QUEUED, answer

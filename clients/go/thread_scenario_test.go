@@ -1958,3 +1958,74 @@ func TestThreadARollbackThrowsTheRunningTurnAwayAndAnswersAgainFromWhereItBegan(
 		t.Errorf("head's history %s: want redo's turn without the stopped one", history)
 	}
 }
+
+// "Undo that answer, answer again" (LIVE §4.5): the approved turn is stopped and thrown away, and the
+// same approval is answered again, denied; answers to a running turn without ROLLBACK are refused.
+func TestThreadRollbackWithAnswersUndoesAnApprovalAndAnswersTheBatchAgain(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	id := mustCreate(t, th, ctx, nil).GetThreadId()
+	asked := mustRun(t, th, ctx, id, &threadline.ThreadRun{Text: "delete notes.txt then sleep 30"})
+	if asked.Result.GetStatus() != threadline.StatusSuspended {
+		t.Fatalf("status %v, want suspended", asked.Result.GetStatus())
+	}
+	pending := mustGet(t, th, ctx, id).GetPending()
+	if len(pending.GetApprovals()) != 1 || len(pending.GetCalls()) != 0 {
+		t.Fatalf("pending %v: want one approval", pending)
+	}
+	call := pending.GetApprovals()[0]
+
+	approve := threadline.NewAnswers(pending).Approve(call.GetToolCallId())
+	approved := th.Stream(ctx, id, &threadline.ThreadRun{Answers: approve.Results()})
+	t.Cleanup(func() { _ = approved.Close() })
+	// Streamed until the sleep call: the delete ran, and the turn sleeps.
+	sleeps := false
+	for !sleeps && approved.Receive() {
+		sleeps = approved.Msg().GetToolCall().GetToolName() == "sleep"
+	}
+	if !sleeps {
+		t.Fatalf("the approved stream ended before the sleep call: %v", approved.Err())
+	}
+
+	deny := threadline.NewAnswers(pending).Deny(call.GetToolCallId(), "")
+	_, err := th.Run(ctx, id, &threadline.ThreadRun{Answers: deny.Results(), BusyStrategy: threadline.BusyEnqueue})
+	asErr[*threadline.ThreadNotSuspendedError](t, err, codes.FailedPrecondition, threadline.ReasonThreadNotSuspended)
+
+	again := threadline.NewAnswers(pending).Deny(call.GetToolCallId(), "keep it")
+	redo := mustStart(t, th, ctx, id, &threadline.ThreadRun{Answers: again.Results(), BusyStrategy: threadline.BusyRollback})
+	if redo.Status() != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_QUEUED || redo.QueuePosition() != 1 {
+		t.Fatalf("redo: %v position %d, want QUEUED 1", redo.Status(), redo.QueuePosition())
+	}
+
+	// Nothing is cancelled here: the rollback stops the approved run.
+	stopped, err := approved.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stopped.Result.GetStatus() != threadline.StatusCancelled {
+		t.Errorf("the approved run ended %v, want CANCELLED", stopped.Result.GetStatus())
+	}
+	done, err := redo.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := output(t, done.Result); got != "Tool results: delete_file: keep it" {
+		t.Errorf("redo: %q", got)
+	}
+	rolledBack := 0
+	for _, cp := range collectAll(t, th.Checkpoints(ctx, id, 0)) {
+		if cp.GetKind() == threadlinev1.CheckpointKind_CHECKPOINT_KIND_ROLLED_BACK {
+			rolledBack++
+		}
+	}
+	if rolledBack != 1 {
+		t.Errorf("%d ROLLED_BACK checkpoints, want 1", rolledBack)
+	}
+	head, err := th.Get(ctx, id, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if history := head.GetHead().GetState().GetMessageHistory().GetData(); history == "" || strings.Contains(history, "Deleted") {
+		t.Errorf("head's history %s: want it without the approved turn", history)
+	}
+}

@@ -1383,6 +1383,51 @@ describe("busy strategy: enqueue", () => {
     const history = (await client.threads.get(thread.threadId, { full: true })).head?.state?.messageHistory?.data ?? "";
     assert.ok(history.includes("lookup grpc") && !history.includes("sleep 30"), history);
   });
+
+  test("a rollback with answers undoes an approval and answers the batch again", async () => {
+    // "Undo that answer, answer again" (LIVE §4.5): the approved turn is stopped and thrown away, and the
+    // same approval is answered again, denied; answers to a running turn without ROLLBACK are refused.
+    const thread = await client.threads.create();
+    const asked = await client.threads.run(thread.threadId, { text: "delete notes.txt then sleep 30" });
+    assert.equal(asked.result.status, RunStatus.SUSPENDED);
+    const pending = (await client.threads.get(thread.threadId)).pending;
+    assert.ok(pending !== undefined);
+    assert.equal(pending.approvals.length, 1);
+    const call = pending.approvals[0]!;
+    const approved = client.threads.stream(thread.threadId, { answers: answers(approve(call)), timeoutMs: 25_000 });
+    let redo;
+    let stopped: ThreadRunOutcome;
+    try {
+      // Read until the sleep tool is called: the delete ran, and the turn sleeps.
+      for (;;) {
+        const next = await approved.next();
+        assert.ok(next.done !== true, "the approved stream ended before the sleep tool was called");
+        if (next.value.event.case === "toolCall" && next.value.event.value.toolName === "sleep") break;
+      }
+      await assert.rejects(
+        client.threads.run(thread.threadId, { answers: answers(deny(call)), busyStrategy: "enqueue" }),
+        (err: unknown) => {
+          assert.ok(err instanceof ThreadNotSuspended);
+          assert.deepEqual([err.code, err.reason], [Code.FailedPrecondition, "THREAD_NOT_SUSPENDED"]);
+          return true;
+        },
+      );
+      redo = await client.threads.startRun(thread.threadId, { answers: answers(deny(call, "keep it")), busyStrategy: "rollback" });
+      assert.deepEqual([redo.status, redo.queuePosition], [ThreadRunStatus.QUEUED, 1]);
+
+      // Nothing here cancels it: the rollback does.
+      stopped = await approved.collect();
+    } finally {
+      await approved.close();
+    }
+    assert.equal(stopped.result.status, RunStatus.CANCELLED);
+    const done = await redo.result({ timeoutMs: 30_000 });
+    assert.equal(output(done.result), "Tool results: delete_file: keep it");
+    const listed = await all(client.threads.checkpoints(thread.threadId));
+    assert.equal(listed.filter((checkpoint) => checkpoint.kind === CheckpointKind.ROLLED_BACK).length, 1);
+    const history = (await client.threads.get(thread.threadId, { full: true })).head?.state?.messageHistory?.data ?? "";
+    assert.ok(history !== "" && !history.includes("Deleted"), `the approved turn is gone from the head: ${history}`);
+  });
 });
 
 /**
