@@ -9,9 +9,13 @@ the thread itself (each checkpoint names the request that made it) and from each
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import psycopg
 import pytest
 import test_background_runs as background
 from conftest import refusal, spawn_serve
@@ -854,3 +858,48 @@ async def enqueue_text(stub: ThreadServiceStub, thread_id: str, request_id: str,
         ts.StartThreadRunRequest(spec=queued_spec(thread_id, request_id, text)), timeout=DEADLINE
     )
     assert answer.status == thread_pb2.THREAD_RUN_STATUS_QUEUED, answer
+
+
+@contextlib.contextmanager
+def thread_row_locked(store: tuple[str, dict[str, str]], thread_id: str) -> Iterator[None]:
+    """Another writer holds the thread's row (PostgreSQL: `FOR UPDATE`; SQLite: the file's write lock),
+    so a replica's transaction on it waits inside, before it can commit."""
+    url, env = store
+    if url.startswith("sqlite:"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:"), isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+    else:
+        conn = psycopg.connect(url, password=env.get("PGPASSWORD"))
+        conn.execute("SELECT 1 FROM threads WHERE thread_id = %s FOR UPDATE", (thread_id,))
+    try:
+        yield
+    finally:
+        conn.rollback()
+        conn.close()
+
+
+async def test_kill_9_of_the_accepting_replica_before_its_enqueue_commits_then_the_retry_enqueues_once(
+    store: tuple[str, dict[str, str]], replicas: list[Replica], tmp_path: Path
+) -> None:
+    """LIVE §4.8's first row: B's acceptance transaction waits behind a held row lock and B is killed
+    -9 there. The client sees UNAVAILABLE; nothing was written (no queue entry, no record), and its retry
+    through A enqueues the request once: it runs once, after the holder."""
+    holder, accepting = await pair(replicas, store, tmp_path)
+    a, b = stub_of(holder), stub_of(accepting)
+    await create(a, "thread_acc")
+    await start(a, "thread_acc", "x", HELD)
+    await holder.wait_for_marker("tool:write_note")
+    with thread_row_locked(store, "thread_acc"):
+        sent = asyncio.ensure_future(enqueue(b, "thread_acc", "late"))
+        await asyncio.sleep(0.5)  # inside its transaction (or not yet there: nothing is written either way)
+        await accepting.killed()
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await sent
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE, caught.value
+    assert not (await thread_of(a, "thread_acc")).queue, "nothing was written"
+    retried = await enqueue(a, "thread_acc", "late")
+    assert retried.status in (thread_pb2.THREAD_RUN_STATUS_QUEUED, thread_pb2.THREAD_RUN_STATUS_RUNNING)
+    holder.gate.touch()
+    assert await ended(a, "thread_acc", "late") == "result"
+    assert (await made_by(a, "thread_acc")).count("late") == 1
+    assert notes(holder, accepting) == 2, "the holder's note and the retried request's, once each"

@@ -358,12 +358,19 @@ class DurableHost:
     # -- runs ---------------------------------------------------------------------------------------
 
     def run(
-        self, request: ThreadRunRequest, *, detached: bool = False, driven: bool = False, queued: str = ""
+        self,
+        request: ThreadRunRequest,
+        *,
+        detached: bool = False,
+        driven: bool = False,
+        queued: str = "",
+        read: tuple[ThreadRow, RunRow] | None = None,
     ) -> ThreadRun:
         """Start `request` in a task of its own; follow it with `ThreadRun.items()`. `detached`: the
         server drives it (`StartThreadRun`); `driven`: the server itself started it (a next attempt);
-        `queued`: it is its queue's head, accepted under that run ID."""
-        run = ThreadRun(self, request, detached=detached, driven=driven, queued=queued)
+        `queued`: it is its queue's head, accepted under that run ID; `read`: the thread and the
+        request's record, just read."""
+        run = ThreadRun(self, request, detached=detached, driven=driven, queued=queued, read=read)
         self._runs.add(run)
         run.task.add_done_callback(lambda _task: self._runs.discard(run))
         return run
@@ -490,21 +497,24 @@ class DurableHost:
                 await self.cancel(thread_id, stopped.run_id)  # closes it CANCELLED, releasing the thread
                 return
             if record.detached:
-                await self._start_driven(thread_id, claim, record, queued="")
+                await self._start_driven(thread, claim, record, queued="")
                 return
         if thread.queue and (thread.pending is None or thread.queue[0].kind != "enqueued"):
             # The head of the queue, superseding an attached request whose holder is gone (LIVE §4.2).
             head = await self.store.run_record(thread_id, thread.queue[0].request_id)
             if head is not None and head.status == "queued":
-                await self._start_driven(thread_id, claim, head, queued=head.run_id)
+                await self._start_driven(thread, claim, head, queued=head.run_id)
                 return
         await self.store.move_sweep(thread_id, seen=claim, after=None)
 
-    async def _start_driven(self, thread_id: str, claim: float, record: RunRow, *, queued: str) -> None:
-        """Start the server-driven `record`: its next attempt, or (`queued`) its first from the queue.
-        A start refused (no room after all, a race) leaves the work due at the next pass; a failed
-        start's close has cleared it already."""
-        run = self.run(next_attempt(thread_id, record), detached=True, driven=True, queued=queued)
+    async def _start_driven(self, thread: ThreadRow, claim: float, record: RunRow, *, queued: str) -> None:
+        """Start the server-driven `record` of `thread` (both just read): its next attempt, or
+        (`queued`) its first from the queue. A start refused (no room after all, a race) leaves the work
+        due at the next pass; a failed start's close has cleared it already."""
+        thread_id = thread.thread_id
+        run = self.run(
+            next_attempt(thread_id, record), detached=True, driven=True, queued=queued, read=(thread, record)
+        )
         run.detach()
         await asyncio.wait([run.started])
         if not run.started.cancelled() and (error := run.started.exception()) is not None:

@@ -58,7 +58,7 @@ from .items import replay
 from .join import follow_on, until_started
 from .lease import LeaseKeeper, Lost
 from .outcome import ThreadCommittedEvent, ThreadRunOutcome
-from .records import CheckpointKind, Head, RunRowStatus, StateParts, ThreadRow
+from .records import CheckpointKind, Head, RunRow, RunRowStatus, StateParts, ThreadRow
 from .request import RunHost, ThreadRunRequest
 from .store import Finish, NewCheckpoint, busy, conflict, interrupted, lease_lost
 
@@ -116,11 +116,15 @@ class ThreadRun:
         detached: bool = False,
         driven: bool = False,
         queued: str = "",
+        read: tuple[ThreadRow, RunRow] | None = None,
     ) -> None:
         self._host = host
         self.request = request
         self._queued = queued
         """The run ID a queued request was accepted with, when the server starts it (its queue's head)."""
+        self._read = read
+        """The thread and the request's record as the server just read them to start it: Begin decides on
+        them, not on a second read of the same rows (its compare-and-set sends a stale one back to read)."""
         self.detached = detached
         """Server-driven (`StartThreadRun`, a sweeper's next attempt): no listener; parked by a drain."""
         self._driven = driven
@@ -256,9 +260,14 @@ class ThreadRun:
         host, request = self._host, self.request
         store = host.store
         races = 0
+        read, self._read = self._read, None
         while True:
-            thread = await host.thread(request.thread_id)
-            record = await store.run_record(request.thread_id, request.request_id)
+            record: RunRow | None
+            if read is not None:
+                (thread, record), read = read, None
+            else:
+                thread = await host.thread(request.thread_id)
+                record = await store.run_record(request.thread_id, request.request_id)
             decision = decide(
                 thread, record, request, max_attempts=host.max_run_attempts, start=bool(self._queued)
             )
