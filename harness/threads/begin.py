@@ -74,6 +74,9 @@ class RunAttempt:
     INTERRUPTED."""
     rollback_of: str = ""
     """A ROLLBACK's first Begin discards this request's commits first, if it may (LIVE §4.4)."""
+    answer_again: bool = False
+    """That first Begin answers again, with the request's answers, the batch the discarded request
+    began from (LIVE §4.5): refused when there is none to go back to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +210,12 @@ def decide(
         head_tools=not request.client_tools and (resume is not None or thread.recovery_pending),
         supersede=interrupting and stopped is not None and stopped.request_id != request.request_id,
         rollback_of=rollback_of,
+        answer_again=request.answers is not None
+        and (
+            bool(rollback_of)
+            if record is None
+            else record.status == "queued" and record.queue_kind == "rolling_back"
+        ),
     )
 
 

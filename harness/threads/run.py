@@ -333,11 +333,7 @@ class ThreadRun:
                 continue  # it started (attach), or ended (replay), or the thread went away
             head, state = await host.head_state(thread)
             rollback: Head | None = None
-            answering = request.answers is not None and (  # "undo that answer, answer again" (LIVE §4.5)
-                bool(decision.rollback_of)
-                if record is None
-                else record.status == "queued" and record.queue_kind == "rolling_back"
-            )
+            answering = decision.answer_again
             try:
                 if decision.rollback_of:
                     target = await self._rollback_target(thread, decision.rollback_of, answering=answering)
