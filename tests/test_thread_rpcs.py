@@ -697,8 +697,18 @@ async def test_answers_by_call_id_resume_a_suspended_thread(stub: Stub) -> None:
         run_thread(stub, thread.thread_id, answers=approve_all(first.result.deferred))
     )
     assert (code, reason) == (Code.FAILED_PRECONDITION, "THREAD_NOT_SUSPENDED")
-    # The status in metadata is spelt as the enum spells `Thread.status`: "THREAD_STATUS_IDLE".
-    assert meta == {"thread_id": thread.thread_id, "status": thread_pb2.ThreadStatus.Name(idle.status)}
+    # The status in metadata is spelt as the enum spells `Thread.status`: "THREAD_STATUS_IDLE". The rest
+    # names who consumed the batch these answers were for (LIVE §5.5): a lost reply's retry under a new
+    # request id learns its answers were taken, by which request, and what that request committed.
+    assert meta == {
+        "thread_id": thread.thread_id,
+        "status": thread_pb2.ThreadStatus.Name(idle.status),
+        "request_id": request_id,
+        "revision": str(first.revision),
+        "answered": "answers",
+        "run_revision": str(approved.revision),
+        "matches": "true",
+    }
 
 
 async def test_answers_with_a_prompt_put_the_tool_results_first(stub: Stub) -> None:

@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic_ai.messages import UserContent
+from pydantic_ai.tools import DeferredToolResults
 
-from ..deferred import DeferredToolResume, stored_resume
+from ..deferred import DeferredToolRequests, DeferredToolResume, stored_resume
 from ..errors import ErrorCode, HarnessError, RecordedRefusal, ThreadError
+from .digest import digest_differences
 from .outcome import ThreadRunOutcome
 from .records import THREAD_STATUS_NAMES, CheckpointRow, QueuedKind, RunRow, ThreadRow
 from .request import ThreadRunRequest
@@ -32,7 +34,10 @@ __all__ = (
     "Refuse",
     "Replay",
     "RunAttempt",
+    "consumed_by",
     "decide",
+    "not_suspended",
+    "reused",
     "rollback_target",
     "rollback_unanswerable",
     "rolled_back_attempt",
@@ -133,13 +138,7 @@ def decide(
     `start`: the server starts the queued `record`, its queue's head (LIVE §4.2)."""
     if record is not None:
         if not request.matches(record.digest):
-            return Refuse(
-                ThreadError(
-                    f"Request {request.request_id!r} was already used for a different request.",
-                    code=ErrorCode.REQUEST_ID_REUSED,
-                    details={"request_id": request.request_id},
-                )
-            )
+            return Refuse(reused(request, record))
         if record.finished:
             if isinstance(record.outcome, HarnessError | RecordedRefusal):
                 return Refuse(record.outcome)  # the error it ended with, again
@@ -190,13 +189,7 @@ def decide(
         return GiveUp(record.crashed_attempts)
     rollback_of = _rollback_of(thread, record, request)
     if record is None and request.answers is not None and thread.pending is None and not rollback_of:
-        return Refuse(
-            ThreadError(
-                f"Thread {thread.thread_id!r} is not suspended: there is nothing to answer.",
-                code=ErrorCode.THREAD_NOT_SUSPENDED,
-                details={"thread_id": thread.thread_id, "status": THREAD_STATUS_NAMES[thread.status]},
-            )
-        )
+        return Refuse(not_suspended(thread, "there is nothing to answer"))
     resume, accepted, normal = _resume(thread, record, request)  # the run checks the answers (phase A)
     if record is not None:
         input = record.prompt if record.committed_revision == 0 else None
@@ -219,6 +212,65 @@ def decide(
     )
 
 
+def reused(request: ThreadRunRequest, record: RunRow) -> ThreadError:
+    """`request_id_reused`, with what the original request did (LIVE §5.5): its last attempt, its last
+    commit (0: none), its status, and the parts in which this request differs from it."""
+    differs = (
+        "unknown"
+        if request.digest_parts is None
+        else digest_differences(record.digest_parts, request.digest_parts)
+    )
+    return ThreadError(
+        f"Request {request.request_id!r} was already used for a different request (it differs in: {differs}).",
+        code=ErrorCode.REQUEST_ID_REUSED,
+        details={
+            "request_id": request.request_id,
+            "run_id": record.run_id,
+            "revision": record.committed_revision,
+            "status": record.status,
+            "differs": differs,
+        },
+    )
+
+
+def not_suspended(thread: ThreadRow, why: str) -> ThreadError:
+    """`thread_not_suspended`, naming who consumed the last pending batch (LIVE §5.5): that request,
+    the `SUSPENDED` checkpoint whose batch it was, and how (`answers` or `prompt`); empty when no
+    request consumed one since a batch was restored. `consumed_by` adds what needs reads."""
+    answered = thread.answered
+    return ThreadError(
+        f"Thread {thread.thread_id!r} is not suspended: {why}.",
+        code=ErrorCode.THREAD_NOT_SUSPENDED,
+        details={
+            "thread_id": thread.thread_id,
+            "status": THREAD_STATUS_NAMES[thread.status],
+            "request_id": "" if answered is None else answered.request_id,
+            "revision": 0 if answered is None else answered.revision,
+            "answered": "" if answered is None else answered.how,
+            "run_revision": 0,
+            "matches": False,
+        },
+    )
+
+
+def consumed_by(
+    error: ThreadError,
+    consumer: RunRow | None,
+    batch: DeferredToolRequests | None,
+    answers: DeferredToolResults | None,
+) -> ThreadError:
+    """`error` (`not_suspended`) with the consuming request's last commit (`run_revision`, 0: none) and
+    whether `answers` name exactly the call IDs of the `batch` it consumed (`matches`): a client that
+    sees `true` knows its answers were for that batch, already consumed."""
+    named = set() if answers is None else {*answers.calls, *answers.approvals}
+    details = {
+        **error.details,
+        "run_revision": 0 if consumer is None else consumer.committed_revision,
+        "matches": batch is not None and bool(named) and named == set(batch.tool_call_ids()),
+    }
+    return ThreadError(error.message, code=error.code, details=details)
+
+
 def _busy(
     thread: ThreadRow,
     record: RunRow | None,
@@ -235,11 +287,8 @@ def _busy(
         return Refuse(error, sweep=sweep)
     if request.answers is not None and request.busy_strategy != "rollback":
         return Refuse(
-            ThreadError(
-                f"Thread {thread.thread_id!r} is running: its pending batch is being consumed, and "
-                "answers are never queued.",
-                code=ErrorCode.THREAD_NOT_SUSPENDED,
-                details={"thread_id": thread.thread_id, "status": THREAD_STATUS_NAMES[thread.status]},
+            not_suspended(
+                thread, "it is running, its pending batch is being consumed, and answers are never queued"
             )
         )
     return Enqueue(_KINDS[request.busy_strategy])

@@ -27,7 +27,15 @@ from pydantic_ai.tools import DeferredToolResults
 
 from ..json_text import JsonValue, canonical_json
 
-__all__ = ("DIGEST_VERSION", "BusyStrategy", "request_digest", "same_request")
+__all__ = (
+    "DIGEST_PARTS",
+    "DIGEST_VERSION",
+    "BusyStrategy",
+    "digest_differences",
+    "request_digest",
+    "request_digest_parts",
+    "same_request",
+)
 
 DIGEST_VERSION = "v2:"
 """The prefix of every digest this core makes; a stored digest without it is a legacy one."""
@@ -41,6 +49,11 @@ _PROMPT: TypeAdapter[str | list[UserContent]] = TypeAdapter(str | list[UserConte
 _ANSWERS: TypeAdapter[DeferredToolResults] = TypeAdapter(DeferredToolResults)
 
 
+DIGEST_PARTS = ("prompt", "answers", "expected_revision", "busy_strategy")
+"""The parts of a request's meaning, each digested on its own too (LIVE §5.5): `REQUEST_ID_REUSED` names
+those in which a reused ID's request differs."""
+
+
 def request_digest(
     *,
     expected_revision: int,
@@ -49,14 +62,52 @@ def request_digest(
     busy_strategy: BusyStrategy = "reject",
 ) -> str:
     """The `v2:` digest of a request's meaning; equal for two requests that ask for the same thing."""
-    meaning: dict[str, JsonValue] = {
+    meaning = _meaning(expected_revision, input, answers, busy_strategy)
+    hexdigest = hashlib.sha256(canonical_json(meaning).encode()).hexdigest()
+    return DIGEST_VERSION + hexdigest[:_HEX_DIGITS]
+
+
+def request_digest_parts(
+    *,
+    expected_revision: int,
+    input: str | Sequence[UserContent] | None,
+    answers: DeferredToolResults | None,
+    busy_strategy: BusyStrategy = "reject",
+) -> dict[str, str]:
+    """One short digest per part of the request's meaning (`DIGEST_PARTS`), kept beside the digest."""
+    meaning = _meaning(expected_revision, input, answers, busy_strategy)
+    return {
+        part: hashlib.sha256(canonical_json(meaning[_MEANING_KEY.get(part, part)]).encode()).hexdigest()[
+            :_PART_HEX_DIGITS
+        ]
+        for part in DIGEST_PARTS
+    }
+
+
+def digest_differences(stored: dict[str, str] | None, parts: dict[str, str]) -> str:
+    """The parts (`DIGEST_PARTS` order, comma-separated) in which a request differs from the record
+    whose part digests are `stored`; `unknown` for a record made before they were kept."""
+    if stored is None or any(part not in stored for part in DIGEST_PARTS):
+        return "unknown"
+    return ",".join(part for part in DIGEST_PARTS if stored[part] != parts[part])
+
+
+_MEANING_KEY = {"prompt": "input"}
+_PART_HEX_DIGITS = 16
+
+
+def _meaning(
+    expected_revision: int,
+    input: str | Sequence[UserContent] | None,
+    answers: DeferredToolResults | None,
+    busy_strategy: BusyStrategy,
+) -> dict[str, JsonValue]:
+    return {
         "expected_revision": expected_revision,
         "input": input if input is None or isinstance(input, str) else _lean(_PROMPT, list(input)),
         "answers": None if answers is None else _lean(_ANSWERS, answers),
         "busy_strategy": busy_strategy,
     }
-    hexdigest = hashlib.sha256(canonical_json(meaning).encode()).hexdigest()
-    return DIGEST_VERSION + hexdigest[:_HEX_DIGITS]
 
 
 def same_request(stored: str, *, digest: str, legacy: str | None) -> bool:

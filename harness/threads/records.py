@@ -9,6 +9,7 @@ only validation of what comes back. A state stays bytes (`StateParts`): only `lo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic_ai.messages import UserContent
 
@@ -21,6 +22,8 @@ from .outcome import ThreadRunOutcome
 
 __all__ = (
     "THREAD_STATUS_NAMES",
+    "Answered",
+    "AnsweredHow",
     "Attempt",
     "CheckpointKind",
     "CheckpointRow",
@@ -76,6 +79,20 @@ class QueuedRun:
     """Seconds since the epoch, by the store's clock."""
 
 
+AnsweredHow = Literal["answers", "prompt"]
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """Who consumed a thread's pending batch, for `THREAD_NOT_SUSPENDED` (LIVE §5.5)."""
+
+    request_id: str
+    revision: int
+    """The `SUSPENDED` checkpoint whose batch it consumed."""
+    how: AnsweredHow
+    """With answers to it, or with a prompt (the batch then left unanswered)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ThreadRow:
     """A thread as stored, read at the store's time `now`."""
@@ -107,6 +124,8 @@ class ThreadRow:
     """The next request's place in it (the allocator)."""
     queue: tuple[QueuedRun, ...] = ()
     """Those requests in run order (read with the thread when it has any; empty in a listing)."""
+    answered: Answered | None = None
+    """The request that last consumed a pending batch (LIVE §5.5); None: none since it was restored."""
 
     @property
     def live_lease(self) -> Lease | None:
@@ -201,6 +220,8 @@ class RunRow:
     """A ROLLBACK request: the request whose commits it discards (LIVE §4.4); None: none."""
     rolled_back: bool = False
     """Whether its rollback copy was written (by its first Begin): a later attempt never rolls back."""
+    digest_parts: dict[str, str] | None = None
+    """A digest per part of the request (`digest.DIGEST_PARTS`); None for a record made before them."""
 
     @property
     def crashed_attempts(self) -> int:

@@ -21,7 +21,7 @@ from ..client_tools import ClientTool
 from ..errors import RecordedRefusal, Refusal
 from ..run_request import RunRequest
 from ..state import HarnessState
-from .digest import BusyStrategy, request_digest, same_request
+from .digest import BusyStrategy, request_digest, request_digest_parts, same_request
 from .eventlog import Encoder, LogSettings
 from .records import Head, RunRowStatus, ThreadRow
 from .store import ThreadStore
@@ -148,18 +148,23 @@ class ThreadRunRequest:
     whose body the server no longer has."""
     digest: str = field(init=False)
     """Identifies the request's body (without tool recovery, client tools, limits) across retries."""
+    digest_parts: dict[str, str] | None = field(init=False)
+    """A digest per part of that body (`digest.DIGEST_PARTS`), stored with a new record so that a reused
+    ID can be told where it differs; `None` for a server-driven attempt (its record has them)."""
 
     def __post_init__(self) -> None:
         if self.record_digest is not None:
             object.__setattr__(self, "digest", self.record_digest)
+            object.__setattr__(self, "digest_parts", None)
             return
-        digest = request_digest(
-            expected_revision=self.expected_revision,
-            input=self.input,
-            answers=self.answers,
-            busy_strategy=self.busy_strategy,
-        )
-        object.__setattr__(self, "digest", digest)
+        meaning: dict[str, Any] = {
+            "expected_revision": self.expected_revision,
+            "input": self.input,
+            "answers": self.answers,
+            "busy_strategy": self.busy_strategy,
+        }
+        object.__setattr__(self, "digest", request_digest(**meaning))
+        object.__setattr__(self, "digest_parts", request_digest_parts(**meaning))
 
     def matches(self, stored: str) -> bool:
         """Whether a run record whose digest is `stored` was made by this request (a retry of it)."""

@@ -20,7 +20,7 @@ from .codec import client_tools_from_json, client_tools_json, prompt_from_json, 
 from .kinds import FINISHED, RunRowStatus
 from .outcome import ThreadRunOutcome
 from .queries import NAMESPACE
-from .records import Attempt, CheckpointRow, Lease, RunEnd, RunRow, ThreadRow
+from .records import Answered, Attempt, CheckpointRow, Lease, RunEnd, RunRow, ThreadRow
 
 __all__ = (
     "attempts_json",
@@ -95,11 +95,6 @@ _LATER_THREAD_COLUMNS: dict[str, Any] = {
 }
 """LIVE §4-§5's columns of a new thread (migration 0003), at their defaults until those parts write them."""
 
-_LATER_RUN_COLUMNS: dict[str, Any] = {
-    "digest_parts": None,
-}
-"""LIVE §4-§5's columns of a new run record, at their defaults until those parts write them."""
-
 
 def thread_row(row: Any, now: float) -> ThreadRow:
     """A `threads` row, read at the store's time `now`."""
@@ -127,6 +122,9 @@ def thread_row(row: Any, now: float) -> ThreadRow:
         sweep_after=None if row.sweep_after is None else float(row.sweep_after),
         queue_length=int(row.queue_length),
         queue_next=int(row.queue_next),
+        answered=None
+        if row.answered_request_id is None
+        else Answered(row.answered_request_id, int(row.answered_revision or 0), row.answered_how),
     )
 
 
@@ -202,7 +200,7 @@ def run_values(
         "queue_kind": record.queue_kind,
         "rollback_of": record.rollback_of,
         "rolled_back": record.rolled_back,
-        **_LATER_RUN_COLUMNS,
+        "digest_parts": None if record.digest_parts is None else json.dumps(record.digest_parts),
     }
 
 
@@ -223,6 +221,7 @@ def run_row(row: Any) -> RunRow:
         queue_kind=row.queue_kind,
         rollback_of=row.rollback_of,
         rolled_back=bool(row.rolled_back),
+        digest_parts=None if row.digest_parts is None else json.loads(row.digest_parts),
     )
 
 

@@ -44,6 +44,8 @@ from .begin import (
     Queued,
     Refuse,
     Replay,
+    RunAttempt,
+    consumed_by,
     decide,
     rollback_target,
     rollback_unanswerable,
@@ -58,7 +60,16 @@ from .items import replay
 from .join import follow_on, until_started
 from .lease import LeaseKeeper, Lost
 from .outcome import ThreadCommittedEvent, ThreadRunOutcome
-from .records import CheckpointKind, Head, RunRow, RunRowStatus, StateParts, ThreadRow
+from .records import (
+    AnsweredHow,
+    CheckpointKind,
+    CheckpointRow,
+    Head,
+    RunRow,
+    RunRowStatus,
+    StateParts,
+    ThreadRow,
+)
 from .request import RunHost, ThreadRunRequest
 from .store import Finish, NewCheckpoint, busy, conflict, interrupted, lease_lost
 
@@ -275,6 +286,8 @@ class ThreadRun:
                 if decision.sweep:
                     host.sweep_soon()
                 error = decision.error
+                if isinstance(error, ThreadError) and error.code is ErrorCode.THREAD_NOT_SUSPENDED:
+                    error = await self._consumed(thread, error)
                 raise host.launcher.refused_again(error) if isinstance(error, RecordedRefusal) else error
             if isinstance(decision, Replay):
                 outcome = decision.outcome
@@ -378,6 +391,7 @@ class ThreadRun:
                         ttl=host.lease_ttl,
                         record=record,
                         digest=request.digest,
+                        digest_parts=request.digest_parts,
                         prompt=request.input,
                         client_tools=tools,
                         accepted=decision.accepted,
@@ -386,6 +400,7 @@ class ThreadRun:
                         superseded=_superseded(thread) if decision.supersede else None,
                         rollback=None if rollback is None else rollback.checkpoint,
                         rolled_back=bool(decision.rollback_of),
+                        consumes=_consumes(thread, rollback, decision),
                     )
                 except ThreadError as error:
                     if error.code in _MOVED and (races := races + 1) < _BEGIN_TRIES:
@@ -430,6 +445,17 @@ class ThreadRun:
                         yield item
                 return
 
+    async def _consumed(self, thread: ThreadRow, error: ThreadError) -> ThreadError:
+        """`THREAD_NOT_SUSPENDED` with what the request that consumed the batch did (`begin.consumed_by`)."""
+        answered = thread.answered
+        if answered is None:
+            return error
+        store = self._host.store
+        consumer = await store.run_record(thread.thread_id, answered.request_id)
+        checkpoint = await store.checkpoint(thread.thread_id, answered.revision)
+        batch = checkpoint.pending if isinstance(checkpoint, CheckpointRow) else None
+        return consumed_by(error, consumer, batch, self.request.answers)
+
     async def _rollback_target(self, thread: ThreadRow, interrupted: str, *, answering: bool) -> int:
         """The revision a ROLLBACK of `interrupted` goes back to, or 0 (`begin.rollback_target`)."""
         store = self._host.store
@@ -470,6 +496,7 @@ class ThreadRun:
             request_id=request.request_id,
             run_id=run_id,
             digest=request.digest,
+            digest_parts=request.digest_parts,
             prompt=request.input,
             spec=spec_json(request, answers=answers),
             expected_revision=request.expected_revision,
@@ -828,6 +855,14 @@ class _Holder:
         finish = Finish(self._request_id, status, outcome, pending, accepted)
         with contextlib.suppress(Lost):
             await self._commits.commit(None, accepted=accepted, finish=finish)
+
+
+def _consumes(thread: ThreadRow, rollback: Head | None, decision: RunAttempt) -> AnsweredHow | None:
+    """How a Begin consumes the batch of the suspended head it begins from (LIVE §5.5), if it does."""
+    pending = thread.pending if rollback is None else rollback.checkpoint.pending
+    if pending is None:
+        return None
+    return "answers" if decision.normal_resume else "prompt"
 
 
 def _parked(thread_id: str, run_id: str, request_id: str) -> ThreadError:

@@ -65,6 +65,7 @@ from .queries import (
     released,
 )
 from .records import (
+    AnsweredHow,
     Attempt,
     CheckpointKind,
     CheckpointRow,
@@ -354,6 +355,7 @@ class ThreadStore:
                 accepted=resume_json(source.remaining),
                 change_seq=None,
                 **released(now, suspended=source.pending is not None),
+                **(_answered(None, None, None) if source.pending is not None else {}),
             )
             lose_logs(conn, thread.thread_id, now)
             copy = dataclasses.replace(
@@ -392,12 +394,14 @@ class ThreadStore:
         digest: str,
         prompt: Prompt | None,
         client_tools: Sequence[ClientTool],
+        digest_parts: dict[str, str] | None = None,
         accepted: DeferredToolResume | None,
         log: bool = False,
         spec: str | None = None,
         superseded: ThreadRunOutcome | None = None,
         rollback: CheckpointRow | None = None,
         rolled_back: bool = False,
+        consumes: AnsweredHow | None = None,
     ) -> tuple[ThreadRow, RunRow]:
         """Take the lease of `thread` as read (compare-and-set) and write the run's record.
 
@@ -410,7 +414,9 @@ class ThreadStore:
         `superseded`: an INTERRUPT closes the superseded record `cancelled` with this outcome instead.
         `rollback`: a ROLLBACK's first Begin writes a `rolled_back` copy of this checkpoint as the new
         head first (as `RollbackThread` does) and the run begins from it; `rolled_back` marks the
-        record so that no later attempt rolls back again (LIVE §4.4).
+        record so that no later attempt rolls back again (LIVE §4.4). `consumes`: the run begins from
+        a suspended head and consumes its batch so (answers, or a prompt), which the thread records for
+        `THREAD_NOT_SUSPENDED` (LIVE §5.5).
 
         Raises:
             ThreadError: `thread_busy` / `revision_conflict` when the thread changed since it was read
@@ -436,6 +442,7 @@ class ThreadStore:
                 last_request_id=request_id,
                 sweep_begin=now + ttl if detached else None,
                 change_seq=None,
+                **(_answered(request_id, begins, consumes) if consumes is not None else {}),
             )
             lose_logs(conn, thread.thread_id, now)
             if rollback is not None:
@@ -471,6 +478,7 @@ class ThreadStore:
                 taken_record = RunRow(
                     request_id=request_id,
                     digest=digest,
+                    digest_parts=digest_parts,
                     prompt=prompt,
                     status="running",
                     outcome=None,
@@ -707,6 +715,7 @@ class ThreadStore:
         digest: str,
         prompt: Prompt | None,
         spec: str,
+        digest_parts: dict[str, str] | None = None,
         expected_revision: int,
         limit: int,
         kind: QueuedKind = "enqueued",
@@ -750,6 +759,7 @@ class ThreadStore:
                 record = RunRow(
                     request_id=request_id,
                     digest=digest,
+                    digest_parts=digest_parts,
                     prompt=prompt,
                     status="queued",
                     outcome=None,
@@ -917,6 +927,11 @@ def _close_queued(conn: Connection, thread_id: str, request_id: str, outcome: st
         },
     )
     UPDATE_THREAD["queue_pop", "change_seq"].run(conn, {**key(thread_id), "queue_pop": 0, "change_seq": 0})
+
+
+def _answered(request_id: str | None, revision: int | None, how: AnsweredHow | None) -> dict[str, Any]:
+    """The columns naming who consumed the pending batch (LIVE §5.5); all None: a batch was restored."""
+    return {"answered_request_id": request_id, "answered_revision": revision, "answered_how": how}
 
 
 def _take(conn: Connection, thread: ThreadRow, now: float, **values: Any) -> ThreadRow:
