@@ -14,7 +14,7 @@ from ._loading import (
 from ._recovery_input import ToolRecovery
 from ._resume_checks import check_pending, check_remaining
 from ._run import HarnessRunStream
-from ._tooling import INTERRUPTED_TOOL_RESULT
+from ._tooling import INTERRUPTED_TOOL_RESULT, NOT_EXECUTED_TOOL_RESULT
 from .agent import ExecutableAgent
 from .barrier import RunBarrier
 from .children import (
@@ -27,7 +27,7 @@ from .children import (
 )
 from .client_tools import CLIENT_TOOLSET_ID, ClientTool, client_tools_capability
 from .context import AgentContext, InstanceIdentity, RunBindings
-from .deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
+from .deferred import UNANSWERED_APPROVAL_MESSAGE, DeferredToolCall, DeferredToolRequests, DeferredToolResume
 from .errors import (
     DefinitionError,
     ErrorCode,
@@ -54,6 +54,8 @@ from .state import AgentContextStateSnapshot, CapabilityState, EnvironmentState,
 __all__ = [
     "CLIENT_TOOLSET_ID",
     "INTERRUPTED_TOOL_RESULT",
+    "NOT_EXECUTED_TOOL_RESULT",
+    "UNANSWERED_APPROVAL_MESSAGE",
     "AgentContext",
     "AgentContextStateSnapshot",
     "CapabilityState",

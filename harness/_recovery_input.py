@@ -8,7 +8,7 @@ explicit denials, never positive approvals). The run turns both into native `def
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -41,14 +41,15 @@ class UnresolvedCalls:
     """The pending calls of the last response, in order (the history's own parts: do not mutate)."""
     facts: DeferredToolResults
     """Retained facts for some of them: external results (incl. `ToolFailed`) in `calls`, denials as
-    `ToolDenied` in `approvals`. Positive approvals are never retained."""
+    `ToolDenied` in `approvals`. Positive approvals only for calls known not started (§2.5.8)."""
 
 
-def retained_facts(resume: DeferredToolResume) -> DeferredToolResults:
+def retained_facts(resume: DeferredToolResume, not_started: Collection[str] = ()) -> DeferredToolResults:
     """The facts a `recovery=True` batch contributes to tool recovery (§2.5.2 step 1), detached.
 
     External results (including `ToolFailed`) stay in `calls`; `False` and `ToolDenied` approvals become
-    `ToolDenied` in `approvals` (recorded as `outcome="denied"`, §2.7.6); positive approvals are dropped.
+    `ToolDenied` in `approvals` (recorded as `outcome="denied"`, §2.7.6); positive approvals are dropped,
+    but for calls known not to have started (`not_started`, §2.5.8): an approval never used is kept.
     """
     results = stored_resume(resume)[1]
     denials: dict[str, bool | ToolApproved | ToolDenied] = {}
@@ -57,21 +58,28 @@ def retained_facts(resume: DeferredToolResume) -> DeferredToolResults:
             denials[key] = ToolDenied()
         elif isinstance(value, ToolDenied):
             denials[key] = copy.deepcopy(value)
+        elif key in not_started:
+            denials[key] = ToolApproved() if value is True else copy.deepcopy(value)
     return DeferredToolResults(
         calls=copy.deepcopy(results.calls),
         approvals=denials,
-        metadata={key: copy.deepcopy(v) for key, v in results.metadata.items() if key in results.calls},
+        metadata={
+            key: copy.deepcopy(v)
+            for key, v in results.metadata.items()
+            if key in results.calls or isinstance(denials.get(key), ToolApproved)
+        },
     )
 
 
 def find_unresolved_calls(
-    messages: Sequence[ModelMessage], retained: DeferredToolResume | None
+    messages: Sequence[ModelMessage], retained: DeferredToolResume | None, not_started: Collection[str] = ()
 ) -> UnresolvedCalls:
     """The pending calls tool recovery decides on, with the retained facts for them (§2.5.2).
 
     Args:
         messages: The prepared history (not copied).
         retained: The `recovery=True` batch after `preflight_resume` (its `remaining`), or `None`.
+        not_started: Calls the host knows never started, whose retained approvals are kept (§2.5.8).
 
     Returns:
         Pending calls of the last response (none without a response, or when that response is a provider
@@ -81,7 +89,7 @@ def find_unresolved_calls(
         StateError: `deferred_state_invalid` (`{"tool_call_id"}`) for a retained fact whose call is not
             pending.
     """
-    facts = retained_facts(retained) if retained is not None else DeferredToolResults()
+    facts = retained_facts(retained, not_started) if retained is not None else DeferredToolResults()
     response = _history.last_response(messages)
     if response is None or (response.state == "suspended" and retained is None):
         calls: tuple[ToolCallPart, ...] = ()

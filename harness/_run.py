@@ -31,7 +31,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests as NativeDeferredToolRequests
-from pydantic_ai.tools import DeferredToolResults
+from pydantic_ai.tools import DeferredToolResults, ToolApproved
 from pydantic_ai.usage import RunUsage
 from pydantic_graph import End
 
@@ -107,8 +107,10 @@ class HarnessRunStream(Generic[OutputT]):
             tool_recovery=request.tool_recovery,
             deferred_resume=request.deferred_resume,
             checkpoints=request.checkpoints,
+            calls_not_started=request.calls_not_started,
         )
         barrier, usage, usage_limits = request.barrier, request.usage, request.usage_limits
+        self._not_started = inputs.calls_not_started
         self._prompt = inputs.prompt
         delegation = executable.delegation
         if delegation is not None:
@@ -135,7 +137,9 @@ class HarnessRunStream(Generic[OutputT]):
             else None
         )
         self._tooling = RunTooling(
-            mode=self._mode, deferred_tools_supported=inputs.bindings.deferred_tools_supported
+            mode=self._mode,
+            deferred_tools_supported=inputs.bindings.deferred_tools_supported,
+            gate=None if barrier is None else self._before_tool_call,
         )
         self.context = AgentContext(
             run_id=self.run_id,
@@ -340,6 +344,25 @@ class HarnessRunStream(Generic[OutputT]):
                 self._barrier_error = error  # the host's failure, not the model's (`_terminal_for`)
                 raise
 
+    async def _before_tool_call(
+        self, call_id: str, tool_name: str, args: dict[str, Any], tool_kind: str, retryable: bool
+    ) -> None:
+        """The barrier's gate before a side-effecting tool starts (LIVE §5.2): the tool waits for it,
+        a cancellation meanwhile is held as at a model request, and its failure is the host's."""
+        assert self._barrier is not None
+        barrier = self._barrier
+        try:
+            await held_cancellation(
+                at_home(
+                    lambda: barrier.before_tool_call(
+                        call_id, tool_name, args, tool_kind=tool_kind, retryable=retryable
+                    )
+                )
+            )
+        except Exception as error:
+            self._barrier_error = error
+            raise
+
     # -- internals ------------------------------------------------------------------------------------
     def _prepare(self, pause: Callable[[], None] | None) -> None:
         """History preparation (SPEC §2.2.3): lift input, recover tools, set the system prompt.
@@ -364,7 +387,8 @@ class HarnessRunStream(Generic[OutputT]):
         self, history: list[ModelMessage], retained: DeferredToolResume | None
     ) -> list[ModelMessage]:
         """Decide what happens to the last response's unresolved calls (SPEC §2.5.2, §2.5.6)."""
-        unresolved = find_unresolved_calls(history, retained)
+        not_started = self._not_started
+        unresolved = find_unresolved_calls(history, retained, not_started)
         self._tooling.resume = retained  # phase B checks the retained requests (§2.7.6)
         if not unresolved.calls:
             return history
@@ -374,19 +398,32 @@ class HarnessRunStream(Generic[OutputT]):
             for call in unresolved.calls
             if call.tool_call_id not in facts.calls and call.tool_call_id not in facts.approvals
         }
-        if self._mode == "never" and not facts.calls and not facts.approvals:
+        fresh = {cid for cid in open_calls if cid in not_started}
+        if self._mode == "never" and not facts.calls and not facts.approvals and not fresh:
             # Settled here, in the prepared history (§2.5.5); the stream still tells the host (`_events`).
             self._settled = list(open_calls.values())
             return close_calls(history, self._settled)
-        # The facts' metadata stays out: a call answered by a fact never runs, so no tool would read it.
-        results = DeferredToolResults(calls=facts.calls, approvals=facts.approvals)
-        if self._mode == "never":
-            for cid in open_calls:
+        # The facts' metadata stays out, but an approval's (§2.5.8): a call answered by another fact
+        # never runs, so no tool would read it.
+        approved = {
+            call.tool_call_id: call.tool_name
+            for call in unresolved.calls
+            if isinstance(facts.approvals.get(call.tool_call_id), ToolApproved)
+        }
+        results = DeferredToolResults(
+            calls=facts.calls,
+            approvals=facts.approvals,
+            metadata={cid: value for cid, value in facts.metadata.items() if cid in approved},
+        )
+        self._tooling.not_started, self._tooling.kept_approvals = frozenset(not_started), approved
+        candidates = {}
+        for cid, call in open_calls.items():
+            if self._mode == "never" and cid not in fresh:
                 results.calls[cid] = ToolFailed(INTERRUPTED_TOOL_RESULT)
-        else:
-            for cid in open_calls:
-                results.approvals[cid] = True  # decided at the first step (replay or unknown)
-            self._tooling.recovery_candidates = open_calls
+            else:
+                results.approvals[cid] = True  # decided at the first step (replay or a result)
+                candidates[cid] = call
+        self._tooling.recovery_candidates = candidates
         self._native_results = results
         return history
 

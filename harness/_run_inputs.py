@@ -8,7 +8,7 @@ input on a provider-suspended turn, the deferred resume (phase A), the checkpoin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, cast, get_args
 
@@ -86,6 +86,8 @@ class RunInputs:
     resume: DeferredToolResume | None
     """The resume to run with (after phase A); `None` also for a fully incorporated recovery batch."""
     checkpoints: bool
+    calls_not_started: frozenset[str] = frozenset()
+    """Calls of the last response the host knows never started (SPEC §2.5.8)."""
 
 
 def check_run_inputs(
@@ -96,6 +98,7 @@ def check_run_inputs(
     tool_recovery: object,
     deferred_resume: object,
     checkpoints: object,
+    calls_not_started: object = (),
 ) -> RunInputs:
     """Check a run's arguments in the SPEC's order; the first failure raises.
 
@@ -158,6 +161,11 @@ def check_run_inputs(
         resume = preflight_resume(deferred_resume, history if previous_state is not None else None)
     if type(checkpoints) is not bool:
         raise InputError("checkpoints must be a bool.", code=ErrorCode.INPUT_INVALID)
+    if isinstance(calls_not_started, str | bytes) or not isinstance(calls_not_started, Collection):
+        raise InputError("calls_not_started must be a collection of call IDs.", code=ErrorCode.INPUT_INVALID)
+    not_started = frozenset(calls_not_started)
+    if not all(isinstance(call_id, str) for call_id in not_started):
+        raise InputError("calls_not_started must hold call IDs (str).", code=ErrorCode.INPUT_INVALID)
     return RunInputs(
         prompt=prompt,
         bindings=bindings,
@@ -167,4 +175,5 @@ def check_run_inputs(
         tool_recovery=cast(ToolRecovery, tool_recovery),
         resume=resume,
         checkpoints=checkpoints,
+        calls_not_started=not_started,
     )

@@ -17,7 +17,7 @@ approval), and records a tool's unexpected exception so the run can end FAILED (
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,7 +25,7 @@ from pydantic_ai import exceptions as native_exceptions
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ToolFailed
 from pydantic_ai.messages import ToolCallPart
-from pydantic_ai.tools import RunContext, ToolApproved, ToolDefinition
+from pydantic_ai.tools import RunContext, ToolApproved, ToolDefinition, ToolDenied
 from pydantic_ai.toolsets import AbstractToolset, ExternalToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_ai.toolsets.prefixed import PrefixedToolset
@@ -49,10 +49,12 @@ from .tools import is_recovery_retryable
 
 __all__ = (
     "INTERRUPTED_TOOL_RESULT",
+    "NOT_EXECUTED_TOOL_RESULT",
     "HarnessCapability",
     "PendingDeferredItem",
     "RunTooling",
     "ToolFailure",
+    "ToolGate",
     "pending_items",
 )
 
@@ -62,7 +64,18 @@ INTERRUPTED_TOOL_RESULT = (
 )
 """The unknown result: what a call whose result was never recorded is answered with (SPEC §2.5.3)."""
 
+NOT_EXECUTED_TOOL_RESULT = "The tool call was not executed: its tool is no longer available."
+"""What a call known not to have started gets when its tool is gone (SPEC §2.5.8): never the unknown
+result, which would claim it may have run."""
+
 DEFERRAL_UNAVAILABLE = "Deferred tool interaction is unavailable for this Run."
+
+ToolGate = Callable[[str, str, dict[str, Any], str, bool], Awaitable[None]]
+"""`(call_id, tool_name, args, tool_kind, retryable)`, awaited before a side-effecting tool starts
+(the stream's `before_tool_call`, which calls the host's barrier)."""
+
+_GATED_KINDS = ("function", "unapproved")
+"""The tools a gate covers: output functions and external tools run nothing of the host's here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +96,8 @@ class PendingDeferredItem:
     """`DEFERRED_FUNCTION_ID_METADATA_KEY` of a call deferred by a function tool; `None` otherwise."""
     answered_with_failure: bool
     """The answer is a `ToolFailed` (an absent tool without function ID may be answered so, step 11)."""
+    answered_with_denial: bool
+    """The answer is a denial (`False` or `ToolDenied`): an approval of an absent tool may be (step 12)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +131,13 @@ class RunTooling:
     """A phase-B failure, kept in case native code wraps it on the way out."""
     children: Any = None
     """The delegation tools' bookkeeping (`harness.children.bookkeeping.RunChildren`), made on first use."""
+    not_started: frozenset[str] = frozenset()
+    """Calls the host knows never started (SPEC §2.5.8): dispatched fresh, never the unknown result."""
+    kept_approvals: Mapping[str, str] = field(default_factory=dict)
+    """Those of them a retained positive approval answers (call ID → tool name): each runs with it,
+    unless its tool is gone."""
+    gate: ToolGate | None = None
+    """Awaited before each `function`/`unapproved` tool starts (a host's dispatch intent)."""
     _first_step_done: bool = False
     _tools: dict[str, ToolsetTool[Any]] = field(default_factory=dict)
     _ctx: RunContext[Any] | None = None
@@ -168,8 +190,13 @@ class RunTooling:
                         self._mismatch(item, "the call was not deferred by this function tool")
                 else:
                     self._mismatch(item, f"a {kind} tool cannot answer a deferred call")
-            elif kind not in ("function", "unapproved"):
-                self._mismatch(item, "the approved tool is absent or cannot be approved")
+            elif tool is None:
+                # Answered by a denial, or retained by a recovery (SPEC §2.7.4 rule 12, as amended by
+                # LIVE §5.3-§5.4): no tool runs for it, so its absence is no mismatch.
+                if not (item.answered_with_denial or self.resume.recovery):
+                    self._mismatch(item, "the approved tool is no longer available")
+            elif kind not in _GATED_KINDS:
+                self._mismatch(item, "the approved tool cannot be approved")
 
     def _mismatch(self, item: PendingDeferredItem, why: str) -> None:
         self.surface_error = DefinitionError(
@@ -180,16 +207,33 @@ class RunTooling:
         raise self.surface_error
 
     def _decide_recovery(self, tools: Mapping[str, ToolsetTool[Any]]) -> None:
-        if not self.recovery_candidates:
+        """Each recovery candidate replayed or answered (§2.5.4, §2.5.8), by the fresh surface."""
+        if not self.recovery_candidates and not self.kept_approvals:
             return
-        assert self.native_results is not None, "recovery candidates need the first step's native results"
+        assert self.native_results is not None, "recovery needs the first step's native results"
         for call_id, call in self.recovery_candidates.items():
             tool = tools.get(call.tool_name)
-            if tool is None or (self.mode == "declared" and not is_recovery_retryable(tool.tool_def)):
+            fresh = call_id in self.not_started
+            if tool is None:
+                self.native_results[call_id] = ToolFailed(
+                    NOT_EXECUTED_TOOL_RESULT if fresh else INTERRUPTED_TOOL_RESULT
+                )
+            elif fresh and tool.tool_def.kind in _GATED_KINDS:
+                self._replay(call_id)  # never started: a new call, whatever the mode says
+            elif self.mode == "never" or (
+                self.mode == "declared" and not is_recovery_retryable(tool.tool_def)
+            ):
                 self.native_results[call_id] = ToolFailed(INTERRUPTED_TOOL_RESULT)
             else:
-                self.native_results[call_id] = ToolApproved()
-                self.replay_ids.add(call_id)
+                self._replay(call_id)
+        for call_id, tool_name in self.kept_approvals.items():
+            if tool_name not in tools:
+                self.native_results[call_id] = ToolFailed(NOT_EXECUTED_TOOL_RESULT)
+
+    def _replay(self, call_id: str) -> None:
+        assert self.native_results is not None
+        self.native_results[call_id] = ToolApproved()
+        self.replay_ids.add(call_id)
 
     # -- dispatch ------------------------------------------------------------------------------------
     async def call(
@@ -200,9 +244,14 @@ class RunTooling:
         ctx: RunContext[Any],
         tool: ToolsetTool[Any],
     ) -> Any:
-        """Call a tool: replays unapproved, deferrals refused when unsupported, exceptions recorded."""
+        """Call a tool: the gate first, replays unapproved, deferrals refused when unsupported, exceptions
+        recorded. The gate's own failure is the host's, not the tool's: it propagates unrecorded."""
         if ctx.tool_call_id in self.replay_ids:
             ctx = replace(ctx, tool_call_approved=False)
+        if self.gate is not None and tool.tool_def.kind in _GATED_KINDS:
+            await self.gate(
+                ctx.tool_call_id or "", name, args, tool.tool_def.kind, is_recovery_retryable(tool.tool_def)
+            )
         try:
             return await wrapped.call_tool(name, args, ctx, tool)
         except (CallDeferred, ApprovalRequired):
@@ -250,6 +299,7 @@ def pending_items(resume: DeferredToolResume) -> tuple[PendingDeferredItem, ...]
                     target_identity=item.target_identity,
                     function_id=function_id,
                     answered_with_failure=isinstance(answer, ToolFailed),
+                    answered_with_denial=answer is False or isinstance(answer, ToolDenied),
                 )
             )
     return tuple(items)

@@ -6,7 +6,7 @@ capability state seeded from the previous `HarnessState`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 from pydantic import TypeAdapter
@@ -146,6 +146,7 @@ class ExecutableAgent(Generic[OutputT]):
         checkpoints: bool = False,
         barrier: RunBarrier | None = None,
         run_id: str | None = None,
+        calls_not_started: Collection[str] = (),
     ) -> HarnessRunStream[OutputT]:
         """Start a run as a stream: `async with agent.stream(...) as s: async for item in s: ...`.
 
@@ -167,6 +168,7 @@ class ExecutableAgent(Generic[OutputT]):
             checkpoints=checkpoints,
             barrier=barrier,
             run_id=run_id,
+            calls_not_started=calls_not_started,
         )
         return HarnessRunStream(self, request)
 
@@ -182,6 +184,7 @@ class ExecutableAgent(Generic[OutputT]):
         usage_limits: UsageLimits | None = None,
         barrier: RunBarrier | None = None,
         run_id: str | None = None,
+        calls_not_started: Collection[str] = (),
     ) -> HarnessRunResult[OutputT]:
         """Run to the terminal result. Construction checks raise when awaited, before any model request.
 
@@ -198,6 +201,9 @@ class ExecutableAgent(Generic[OutputT]):
             usage_limits: Native `UsageLimits` (default: the agent's).
             barrier: Awaited before each model request (`harness.barrier`); a durable host commits there.
             run_id: The run's ID, allocated by the host before the run (default: the run makes one).
+            calls_not_started: Calls of the last response the host knows never started (SPEC §2.5.8):
+                each is dispatched as a new call (with a retained approval, if any), never given the
+                unknown result; a gone tool's gets `NOT_EXECUTED_TOOL_RESULT`.
         """
         stream = self.stream(
             input,
@@ -209,5 +215,6 @@ class ExecutableAgent(Generic[OutputT]):
             usage_limits=usage_limits,
             barrier=barrier,
             run_id=run_id,
+            calls_not_started=calls_not_started,
         )
         return await consume(stream)

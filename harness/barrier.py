@@ -9,13 +9,17 @@ While a barrier runs, a cancellation of the run (`stream.cancel()`, or the consu
 and takes effect as soon as it returns, before the request is sent: the host's commit and its record
 of that commit are never cut apart (`held_cancellation`). A host that must stop the run from inside its
 barrier calls `stream.cancel()` and returns.
+
+The same barrier gates each side-effecting tool call (`before_tool_call`): a host that records a
+dispatch intent there can later tell a call that never started from one whose result is unknown, and
+pass the first kind back as `calls_not_started` (SPEC §2.5.8).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import Protocol
+from typing import Any, Protocol
 
 from .deferred import DeferredToolResume
 from .state import HarnessState
@@ -31,6 +35,16 @@ class RunBarrier(Protocol):
     ) -> None:
         """Persist `state` (and `pending_input`, the accepted batch it has not incorporated yet) before
         the request is sent; the request waits for this to return."""
+        ...
+
+    async def before_tool_call(
+        self, call_id: str, tool_name: str, args: dict[str, Any], *, tool_kind: str, retryable: bool
+    ) -> None:
+        """Record that call `call_id` of a `function` or `unapproved` tool (`tool_kind`) is about to
+        start, durably, before it does: the tool waits for this to return, and does not start when it
+        raises (LIVE §5.2). Awaited after every capability's `before_tool_execute`/`wrap_tool_execute`
+        and before the inner toolsets; output functions and external tools are not gated. `retryable`:
+        the tool is marked recovery-retryable. A host with nothing to record returns at once."""
         ...
 
 

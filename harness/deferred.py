@@ -23,7 +23,7 @@ deep copies, so a caller mutating what it passed in or got back never changes a 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn, TypeAlias
 from urllib.parse import quote
@@ -46,6 +46,7 @@ __all__ = (
     "MAX_DEFERRED_METADATA_BYTES",
     "MAX_TARGET_IDENTITY_CHARS",
     "NO_PENDING_RESPONSE_MESSAGE",
+    "UNANSWERED_APPROVAL_MESSAGE",
     "DeferredCategory",
     "DeferredToolCall",
     "DeferredToolKind",
@@ -65,6 +66,10 @@ MAX_TARGET_IDENTITY_CHARS = 1024
 
 MAX_DEFERRED_METADATA_BYTES = 64 * 1024
 """Largest accepted metadata mapping (requests' or results'), as UTF-8 canonical JSON."""
+
+UNANSWERED_APPROVAL_MESSAGE = "Not approved: the thread continued without an answer."
+"""The denial a pending approval gets when its thread goes on without answering it and its call is known
+never to have started (LIVE §5.4, `DeferredToolRequests.deny_unanswered`)."""
 
 NO_PENDING_RESPONSE_MESSAGE = "Prior message history has no response containing the pending calls."
 """The exact message of `deferred_request_missing` for a history without a `ModelResponse`."""
@@ -362,6 +367,18 @@ class DeferredToolRequests:
             f"DeferredToolRequests(calls={list(self._calls)!r}, approvals={list(self._approvals)!r}, "
             f"metadata={self._metadata!r}, kinds={self._kinds!r})"
         )
+
+    def deny_unanswered(self, message: str, not_started: Collection[str]) -> DeferredToolResume | None:
+        """The honest answer to this batch's approvals when a thread goes on without answers (LIVE §5.4):
+        each approval whose call is in `not_started` (known never to have started) denied with `message`,
+        as a `recovery=True` resume of only those (`None` when there are none). Run it as the retained
+        batch of the next run: each is recorded `outcome="denied"` once, and its tool may be gone.
+        Other items (external calls, questions, approvals that may have run) stay to tool recovery."""
+        denied = [item_id(item) for item in self._approvals if _item_id_or_none(item) in not_started]
+        if not denied:
+            return None
+        results = DeferredToolResults(approvals={call_id: ToolDenied(message) for call_id in denied})
+        return DeferredToolResume._trusted(self._filtered(set(denied)), results, True)
 
     def _filtered(self, keep: set[str]) -> DeferredToolRequests:
         return DeferredToolRequests(

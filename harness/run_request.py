@@ -7,7 +7,7 @@ one from another (the server adds the bindings it builds).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from pydantic_ai.messages import UserContent
@@ -44,6 +44,10 @@ class RunRequest:
     """Offer a `HarnessCheckpointEvent` where the export moves (streams only)."""
     barrier: RunBarrier | None = None
     """Awaited before each model request (`harness.barrier`)."""
+    calls_not_started: Collection[str] = ()
+    """Calls of the last response the host knows never started (SPEC §2.5.8, a durable host's dispatch
+    intents): each is dispatched as a new call, with a retained approval if it has one, and never gets
+    the unknown result. Empty (the default): tool recovery as §2.5.4 says."""
     run_id: str | None = None
     """The run's ID, `run-<32 lowercase hex>`, when the host allocated it before the run (a queued
     thread request is named at acceptance); `None`: the run makes one."""

@@ -37,8 +37,18 @@ pytestmark = pytest.mark.anyio
 RESULT = "value of a"
 
 
+LOOKUPS: list[str] = []
+"""Every execution of `lookup`, in order."""
+
+
 def lookup(key: str) -> str:
+    LOOKUPS.append(key)
     return f"value of {key}"
+
+
+@pytest.fixture(autouse=True)
+def _clear_lookups() -> None:
+    LOOKUPS.clear()
 
 
 def returns(messages: list[ModelMessage]) -> list[str]:
@@ -63,6 +73,10 @@ class Recorder:
         self.fail: Exception | None = None
         self.hold = 1
         """Which barrier call (1 = the first) waits for `release`; the others pass at once."""
+        self.gated: list[tuple[str, str, dict[str, object], str, bool, list[str]]] = []
+        """Each gate call: call ID, tool, arguments, kind, retryable, and the tool's executions then."""
+        self.gate_hold = False
+        self.gate_fail: Exception | None = None
 
     async def model(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.log.append(("model", returns(messages)))
@@ -81,6 +95,17 @@ class Recorder:
             await self.release.wait()  # a commit that takes its time
         await asyncio.sleep(0)
         self.finished_work.append(len(state.message_history))
+
+    async def before_tool_call(
+        self, call_id: str, tool_name: str, args: dict[str, object], *, tool_kind: str, retryable: bool
+    ) -> None:
+        self.gated.append((call_id, tool_name, args, tool_kind, retryable, list(LOOKUPS)))
+        if self.gate_fail is not None:
+            raise self.gate_fail
+        if self.gate_hold:
+            self.entered.set()
+            await self.release.wait()  # a durable write that takes its time
+        await asyncio.sleep(0)
 
     def agent(self) -> ExecutableAgent[str]:
         return ExecutableAgent(
@@ -172,3 +197,45 @@ async def test_a_failing_barrier_is_the_hosts_error_not_a_failed_model_request()
     with pytest.raises(OSError, match="the store is gone"):
         await recorder.agent().run("go", barrier=recorder)
     assert recorder.log == [("barrier", [])], "no model request was sent"
+
+
+# -- the dispatch gate (LIVE §5.2) --------------------------------------------------------------------
+
+
+async def test_the_gate_sees_each_side_effecting_call_before_its_tool_starts() -> None:
+    recorder = Recorder()
+    result = await recorder.agent().run("go", barrier=recorder)
+    assert result.status == "completed"
+    assert recorder.gated == [("L1", "lookup", {"key": "a"}, "function", False, [])], "before it ran"
+    assert LOOKUPS == ["a"]
+
+
+async def test_a_failing_gate_stops_the_tool_and_is_the_hosts_error() -> None:
+    recorder = Recorder()
+    recorder.gate_fail = OSError("the intent could not be written")
+    with pytest.raises(OSError, match="the intent could not be written"):
+        await recorder.agent().run("go", barrier=recorder)
+    assert LOOKUPS == [], "the tool never started"
+
+
+async def test_a_cancel_during_the_gate_waits_for_it_then_the_tool_does_not_start() -> None:
+    recorder = Recorder()
+    recorder.hold, recorder.gate_hold = 0, True  # no barrier waits; the gate does
+    recorder.release.clear()
+    stream = recorder.agent().stream("go", barrier=recorder)
+
+    async def cancel_in_the_gate() -> None:
+        await recorder.entered.wait()
+        stream.cancel()
+        await asyncio.sleep(0.01)  # asked while the gate still works
+        recorder.release.set()
+
+    with anyio.fail_after(60):  # a hang guard only
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel_in_the_gate)
+            async with stream:
+                async for _ in stream:
+                    pass
+    result = stream.result
+    assert result is not None and result.status == "cancelled"
+    assert len(recorder.gated) == 1 and LOOKUPS == [], "the gate finished; the tool never started"

@@ -47,7 +47,7 @@ class Threads:
     """A model, a tool and a barrier that record which thread each ran in."""
 
     def __init__(self) -> None:
-        self.seen: dict[str, set[int]] = {"model": set(), "tool": set(), "barrier": set()}
+        self.seen: dict[str, set[int]] = {"model": set(), "tool": set(), "barrier": set(), "gate": set()}
         self.tool_entered = threading.Event()
         self.tool_unwound = threading.Event()
         self.block = False
@@ -73,6 +73,12 @@ class Threads:
     ) -> None:
         self.seen["barrier"].add(threading.get_ident())
         await asyncio.sleep(0)  # a real await on the host's loop
+
+    async def before_tool_call(
+        self, call_id: str, tool_name: str, args: dict[str, Any], *, tool_kind: str, retryable: bool
+    ) -> None:
+        self.seen["gate"].add(threading.get_ident())
+        await asyncio.sleep(0)  # on the host's loop too
 
 
 def agent_for(threads: Threads) -> ExecutableAgent[Any]:
@@ -108,10 +114,12 @@ async def test_a_run_on_its_own_loop_yields_what_it_yields_on_one_loop() -> None
     expected = await items_of(one, own_loop=False)
     assert await items_of(own, own_loop=True) == expected
     assert expected[-1] == ("result", len(expected) - 1, "completed", "done")
-    assert one.seen == {"model": {here}, "tool": {here}, "barrier": {here}}
+    assert one.seen == {"model": {here}, "tool": {here}, "barrier": {here}, "gate": {here}}
     [runner] = own.seen["model"]
     assert runner != here and own.seen["tool"] == {runner}, "the run, its model and tools: on their thread"
-    assert own.seen["barrier"] == {here}, "the barrier: on the host's loop"
+    assert own.seen["barrier"] == {here} and own.seen["gate"] == {here}, (
+        "the barrier and gate: on the host's loop"
+    )
 
 
 async def test_a_cancellation_from_outside_ends_only_after_the_run_unwound() -> None:

@@ -236,6 +236,114 @@ func TestThreadErrorMissingOrMalformedMetadataReadsAsZero(t *testing.T) {
 	}
 }
 
+func TestThreadNotSuspendedNamesWhoAnsweredTheBatch(t *testing.T) {
+	var notSuspended *threadline.ThreadNotSuspendedError
+	err := threadline.ThreadErr(statusErr(t, codes.FailedPrecondition, threadline.ReasonThreadNotSuspended, threadline.Domain, map[string]string{
+		"thread_id": "thread_1", "status": "THREAD_STATUS_IDLE", "request_id": "req-7", "revision": "3",
+		"answered": "prompt", "run_revision": "5", "matches": "true",
+	}))
+	if !errors.As(err, &notSuspended) {
+		t.Fatalf("%T", err)
+	}
+	if notSuspended.ThreadID != "thread_1" || notSuspended.Status != threadline.ThreadIdle || notSuspended.BeganAt != 0 {
+		t.Errorf("thread %q status %v began at %d", notSuspended.ThreadID, notSuspended.Status, notSuspended.BeganAt)
+	}
+	by, ok := notSuspended.AnsweredBy()
+	if want := (threadline.AnsweredBy{RequestID: "req-7", Revision: 3, How: "prompt", RunRevision: 5, Matches: true}); !ok || by != want {
+		t.Errorf("AnsweredBy %+v, %v; want %+v", by, ok, want)
+	}
+
+	// Answers took it, these answers name other calls, and its request committed nothing (yet).
+	err = threadline.ThreadErr(statusErr(t, codes.FailedPrecondition, threadline.ReasonThreadNotSuspended, threadline.Domain, map[string]string{
+		"thread_id": "thread_1", "status": "THREAD_STATUS_RUNNING", "request_id": "req-8", "revision": "9",
+		"answered": "answers", "run_revision": "0", "matches": "false",
+	}))
+	if !errors.As(err, &notSuspended) {
+		t.Fatalf("%T", err)
+	}
+	by, ok = notSuspended.AnsweredBy()
+	if want := (threadline.AnsweredBy{RequestID: "req-8", Revision: 9, How: "answers"}); !ok || by != want || notSuspended.Status != threadline.ThreadRunning {
+		t.Errorf("AnsweredBy %+v, %v (status %v); want %+v", by, ok, notSuspended.Status, want)
+	}
+
+	for name, md := range map[string]map[string]string{
+		// No request consumed a batch since a rollback restored one.
+		"nothing consumed": {"thread_id": "thread_1", "status": "THREAD_STATUS_IDLE", "request_id": "", "revision": "0",
+			"answered": "", "run_revision": "0", "matches": "false"},
+		// An older server: the thread's ID and status only.
+		"older server": {"thread_id": "thread_1", "status": "THREAD_STATUS_IDLE"},
+		"no metadata":  nil,
+	} {
+		err := threadline.ThreadErr(statusErr(t, codes.FailedPrecondition, threadline.ReasonThreadNotSuspended, threadline.Domain, md))
+		if !errors.As(err, &notSuspended) {
+			t.Fatalf("%s: %T", name, err)
+		}
+		if by, ok := notSuspended.AnsweredBy(); ok || by != (threadline.AnsweredBy{}) {
+			t.Errorf("%s: AnsweredBy %+v, %v; want zero, false", name, by, ok)
+		}
+	}
+
+	// A BusyRollback refusal names the revision the running request began from instead.
+	err = threadline.ThreadErr(statusErr(t, codes.FailedPrecondition, threadline.ReasonThreadNotSuspended, threadline.Domain, map[string]string{
+		"thread_id": "thread_1", "status": "THREAD_STATUS_RUNNING", "began_at": "4",
+	}))
+	if !errors.As(err, &notSuspended) {
+		t.Fatalf("%T", err)
+	}
+	if by, ok := notSuspended.AnsweredBy(); ok || notSuspended.BeganAt != 4 || notSuspended.Status != threadline.ThreadRunning {
+		t.Errorf("rollback: AnsweredBy %+v, %v, began at %d, status %v", by, ok, notSuspended.BeganAt, notSuspended.Status)
+	}
+}
+
+func TestRequestIDReusedNamesWhatTheOriginalDidAndHowThisDiffers(t *testing.T) {
+	reused := func(md map[string]string) *threadline.RequestIDReusedError {
+		t.Helper()
+		var e *threadline.RequestIDReusedError
+		if err := threadline.ThreadErr(statusErr(t, codes.InvalidArgument, threadline.ReasonRequestIDReused, threadline.Domain, md)); !errors.As(err, &e) {
+			t.Fatalf("%T", err)
+		}
+		return e
+	}
+	e := reused(map[string]string{"request_id": "req-1", "run_id": "run-1", "revision": "6", "status": "completed", "differs": "prompt,expected_revision"})
+	if e.RunID != "run-1" || e.Revision != 6 || e.Status != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_COMPLETED {
+		t.Errorf("run %q revision %d status %v", e.RunID, e.Revision, e.Status)
+	}
+	if differs, ok := e.Differs(); !ok || !slices.Equal(differs, []string{"prompt", "expected_revision"}) {
+		t.Errorf("Differs %q, %v", differs, ok)
+	}
+	e = reused(map[string]string{"request_id": "req-1", "run_id": "run-2", "revision": "0", "status": "queued", "differs": "busy_strategy"})
+	if differs, ok := e.Differs(); !ok || !slices.Equal(differs, []string{"busy_strategy"}) || e.Revision != 0 ||
+		e.Status != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_QUEUED {
+		t.Errorf("queued: Differs %q, %v; revision %d status %v", differs, ok, e.Revision, e.Status)
+	}
+	e = reused(map[string]string{"request_id": "req-1", "run_id": "run-3", "revision": "2", "status": "running", "differs": "unknown"})
+	if differs, ok := e.Differs(); ok || differs != nil || e.Status != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_RUNNING || e.RunID != "run-3" {
+		t.Errorf("unknown: Differs %q, %v; status %v run %q", differs, ok, e.Status, e.RunID)
+	}
+	// An older server sent the request ID only.
+	e = reused(map[string]string{"request_id": "req-1"})
+	if differs, ok := e.Differs(); ok || differs != nil || e.RunID != "" || e.Revision != 0 || e.Status != 0 {
+		t.Errorf("older server: Differs %q, %v; run %q revision %d status %v", differs, ok, e.RunID, e.Revision, e.Status)
+	}
+}
+
+func TestThreadBusyIsOwnWhenItNamesTheRequest(t *testing.T) {
+	var busy *threadline.ThreadBusyError
+	err := threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonThreadBusy, threadline.Domain, map[string]string{
+		"run_id": "run-1", "request_id": "req-1", "lease_expires_at": "", "queue_length": "2",
+	}))
+	if !errors.As(err, &busy) {
+		t.Fatalf("%T", err)
+	}
+	if !busy.IsOwn("req-1") || busy.IsOwn("req-2") || busy.IsOwn("") || busy.QueueLength != 2 {
+		t.Errorf("IsOwn req-1 %v, req-2 %v, empty %v; queue %d", busy.IsOwn("req-1"), busy.IsOwn("req-2"), busy.IsOwn(""), busy.QueueLength)
+	}
+	err = threadline.ThreadErr(statusErr(t, codes.Aborted, threadline.ReasonThreadBusy, threadline.Domain, nil))
+	if !errors.As(err, &busy) || busy.IsOwn("") || busy.IsOwn("req-1") {
+		t.Errorf("no metadata: IsOwn is true")
+	}
+}
+
 func TestOtherReasonsAndDomainsStayPlainErrors(t *testing.T) {
 	for _, err := range []error{
 		statusErr(t, codes.InvalidArgument, threadline.ReasonStateInvalid, threadline.Domain, nil),

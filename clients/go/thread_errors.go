@@ -62,12 +62,76 @@ type ThreadExistsError struct{ threadError }
 
 // RequestIDReusedError is INVALID_ARGUMENT REQUEST_ID_REUSED: the thread already used this
 // request ID for a different request. A retry must repeat its request exactly (prompt, answers,
-// expected revision); a new request needs a new ID.
-type RequestIDReusedError struct{ threadError }
+// expected revision, busy strategy); a new request needs a new ID. Its fields say what the
+// original request did (LIVE §5.5), and Differs in which parts this one differs from it.
+type RequestIDReusedError struct {
+	threadError
+	// RunID is the original request's last attempt; empty when not sent.
+	RunID string
+	// Revision is the last checkpoint the original request committed; 0 when it committed none
+	// (or not sent).
+	Revision int64
+	// Status is the status of the original request's record (e.g. COMPLETED, RUNNING, QUEUED);
+	// unspecified when not sent.
+	Status ThreadRunStatus
+
+	differs string // the "differs" metadata, as sent
+	hasDiff bool   // whether "differs" was sent
+}
+
+// Differs returns the parts in which this request differs from the original, in this order: a
+// subset of "prompt", "answers", "expected_revision", "busy_strategy". It is false when the server
+// cannot tell ("unknown": the original's record was made by an older server, which kept no part
+// digests) or sent no "differs" (an older server).
+func (e *RequestIDReusedError) Differs() ([]string, bool) {
+	if !e.hasDiff || e.differs == "unknown" {
+		return nil, false
+	}
+	if e.differs == "" {
+		return []string{}, true
+	}
+	return strings.Split(e.differs, ","), true
+}
 
 // ThreadNotSuspendedError is FAILED_PRECONDITION THREAD_NOT_SUSPENDED: answers for a thread that
-// is not SUSPENDED.
-type ThreadNotSuspendedError struct{ threadError }
+// is not SUSPENDED (with BusyEnqueue or BusyInterrupt too: answers are never queued), or, with
+// BusyRollback, answers when the checkpoint the running request began from waits on no batch
+// (BeganAt then). AnsweredBy names who consumed the batch these answers were probably for.
+type ThreadNotSuspendedError struct {
+	threadError
+	// ThreadID is the thread; empty when not sent.
+	ThreadID string
+	// Status is the thread's status when the server checked; unspecified when not sent.
+	Status ThreadStatus
+	// BeganAt is, for a BusyRollback refusal, the revision the running request began from; 0
+	// otherwise.
+	BeganAt    int64
+	answeredBy AnsweredBy
+}
+
+// AnsweredBy is the request that last consumed a thread's pending batch (LIVE §5.5), as a
+// *ThreadNotSuspendedError names it.
+type AnsweredBy struct {
+	// RequestID is the request that consumed the batch.
+	RequestID string
+	// Revision is the SUSPENDED checkpoint whose batch it consumed.
+	Revision int64
+	// How is "answers" (it answered the batch) or "prompt" (a prompt without answers continued
+	// the thread, the batch left unanswered: see UnansweredApprovalMessage).
+	How string
+	// RunRevision is the last checkpoint that request committed; 0 when none.
+	RunRevision int64
+	// Matches is true when the refused answers name exactly that batch's call IDs: they were for
+	// that batch, already consumed (e.g. a retry under a new request ID whose first try went through).
+	Matches bool
+}
+
+// AnsweredBy returns the request that last consumed a pending batch of the thread, and the
+// batch's SUSPENDED revision. It is false when none did since a rollback restored one, when the
+// refusal is a BusyRollback one (BeganAt), or when the server is older and does not say.
+func (e *ThreadNotSuspendedError) AnsweredBy() (AnsweredBy, bool) {
+	return e.answeredBy, e.answeredBy.RequestID != ""
+}
 
 // RequestInterruptedError is FAILED_PRECONDITION REQUEST_INTERRUPTED: a retry of a request whose
 // run another request superseded (its holder was gone), or a background request (StartRun) the
@@ -100,6 +164,13 @@ type ThreadBusyError struct {
 	LeaseExpiresAt time.Time
 	// QueueLength is how many requests wait in the thread's queue; 0 when none (or not sent).
 	QueueLength int64
+}
+
+// IsOwn reports whether the request holding the thread (or, when the queue holds it, the queue's
+// head) is requestID: that request's own run is still going, so a retry later with the same ID
+// gets its outcome, while any other request waits its turn. False for an empty requestID.
+func (e *ThreadBusyError) IsOwn(requestID string) bool {
+	return requestID != "" && e.RequestID == requestID
 }
 
 // ThreadQueueFullError is RESOURCE_EXHAUSTED THREAD_QUEUE_FULL: a BusyEnqueue, BusyInterrupt or
@@ -216,9 +287,32 @@ func threadErr(err error) error {
 	case ReasonThreadExists:
 		return &ThreadExistsError{base}
 	case ReasonRequestIDReused:
-		return &RequestIDReusedError{base}
+		differs, hasDiff := md["differs"]
+		return &RequestIDReusedError{
+			threadError: base,
+			RunID:       md["run_id"],
+			Revision:    metaInt(md["revision"]),
+			Status:      metaRunStatus(md["status"]),
+			differs:     differs,
+			hasDiff:     hasDiff,
+		}
 	case ReasonThreadNotSuspended:
-		return &ThreadNotSuspendedError{base}
+		e := &ThreadNotSuspendedError{
+			threadError: base,
+			ThreadID:    md["thread_id"],
+			Status:      metaThreadStatus(md["status"]),
+			BeganAt:     metaInt(md["began_at"]),
+		}
+		if by := md["request_id"]; by != "" {
+			e.answeredBy = AnsweredBy{
+				RequestID:   by,
+				Revision:    metaInt(md["revision"]),
+				How:         md["answered"],
+				RunRevision: metaInt(md["run_revision"]),
+				Matches:     md["matches"] == "true",
+			}
+		}
+		return e
 	case ReasonRequestInterrupted:
 		return &RequestInterruptedError{
 			threadError: base,
@@ -296,6 +390,18 @@ func metaRunStatus(s string) ThreadRunStatus {
 	}
 	if v, ok := threadlinev1.ThreadRunStatus_value["THREAD_RUN_STATUS_"+strings.ToUpper(s)]; ok {
 		return ThreadRunStatus(v)
+	}
+	return 0
+}
+
+// metaThreadStatus reads a ThreadStatus named as the enum names it ("THREAD_STATUS_IDLE", or
+// without the prefix); unspecified when missing or unknown.
+func metaThreadStatus(s string) ThreadStatus {
+	if v, ok := threadlinev1.ThreadStatus_value[s]; ok {
+		return ThreadStatus(v)
+	}
+	if v, ok := threadlinev1.ThreadStatus_value["THREAD_STATUS_"+strings.ToUpper(s)]; ok {
+		return ThreadStatus(v)
 	}
 	return 0
 }

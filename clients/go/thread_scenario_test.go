@@ -2029,3 +2029,62 @@ func TestThreadRollbackWithAnswersUndoesAnApprovalAndAnswersTheBatchAgain(t *tes
 		t.Errorf("head's history %s: want it without the approved turn", history)
 	}
 }
+
+// --- what a refusal names (LIVE §5.5) ------------------------------------------------------------
+
+// A prompt without answers takes a suspended thread's batch: answers for it afterwards are refused
+// naming that request; the same request ID with another prompt is refused naming what the original
+// did and where this one differs; a run on a thread a background run holds is busy with that run.
+func TestThreadRefusalsNameWhoTookTheBatchTheReusedRequestAndTheHolder(t *testing.T) {
+	c, ctx := newClient(t)
+	th := c.Threads()
+	made, call := suspendedOnDelete(t, th, ctx, "a.txt")
+	id := made.GetThreadId()
+
+	// a. The prompt continues the SUSPENDED thread without answers; the approval answered later is
+	// refused, naming the prompt's request and the batch's revision.
+	neverMindID := "req-" + randomHex()
+	neverMind := mustRun(t, th, ctx, id, &threadline.ThreadRun{Text: "never mind", RequestID: neverMindID})
+	if neverMind.Result.GetStatus() != threadline.StatusCompleted || neverMind.Revision <= made.GetRevision() {
+		t.Fatalf("never mind: %v at %d, want completed past %d", neverMind.Result.GetStatus(), neverMind.Revision, made.GetRevision())
+	}
+	approve := threadline.NewAnswers(made.GetPending()).Approve(call.GetToolCallId())
+	_, err := th.Run(ctx, id, &threadline.ThreadRun{Answers: approve.Results(), RequestID: "req-" + randomHex()})
+	notSuspended := asErr[*threadline.ThreadNotSuspendedError](t, err, codes.FailedPrecondition, threadline.ReasonThreadNotSuspended)
+	want := threadline.AnsweredBy{RequestID: neverMindID, Revision: made.GetRevision(), How: "prompt", RunRevision: neverMind.Revision, Matches: true}
+	if by, ok := notSuspended.AnsweredBy(); !ok || by != want {
+		t.Errorf("AnsweredBy %+v, %v; want %+v", by, ok, want)
+	}
+	if notSuspended.ThreadID != id || notSuspended.Status != threadline.ThreadIdle {
+		t.Errorf("thread %q %v, want %q idle", notSuspended.ThreadID, notSuspended.Status, id)
+	}
+	if got := mustGet(t, th, ctx, id).GetRevision(); got != neverMind.Revision {
+		t.Errorf("revision %d, want %d: the answers did not run", got, neverMind.Revision)
+	}
+
+	// b. The never-mind request's ID with another prompt.
+	_, err = th.Run(ctx, id, &threadline.ThreadRun{Text: "something else", RequestID: neverMindID})
+	reused := asErr[*threadline.RequestIDReusedError](t, err, codes.InvalidArgument, threadline.ReasonRequestIDReused)
+	if differs, ok := reused.Differs(); !ok || !slices.Equal(differs, []string{"prompt"}) {
+		t.Errorf("Differs %q, %v; want [prompt]", differs, ok)
+	}
+	if reused.Status != threadlinev1.ThreadRunStatus_THREAD_RUN_STATUS_COMPLETED || reused.RunID != neverMind.Result.GetRunId() || reused.Revision != neverMind.Revision {
+		t.Errorf("reused: %v run %q revision %d, want COMPLETED %q %d", reused.Status, reused.RunID, reused.Revision, neverMind.Result.GetRunId(), neverMind.Revision)
+	}
+
+	// c. A background run holds the thread: it is its own request's, nobody else's.
+	sleepID := "req-" + randomHex()
+	started := mustStart(t, th, ctx, id, &threadline.ThreadRun{Text: "sleep 30", RequestID: sleepID})
+	ownID := "req-" + randomHex()
+	_, err = th.Run(ctx, id, &threadline.ThreadRun{Text: "hello", RequestID: ownID})
+	busy := asErr[*threadline.ThreadBusyError](t, err, codes.Aborted, threadline.ReasonThreadBusy)
+	if !busy.IsOwn(sleepID) || busy.IsOwn(ownID) || busy.RunID != started.RunID() {
+		t.Errorf("busy with %q %q: IsOwn(sleeping) %v, IsOwn(own) %v; want run %q", busy.RunID, busy.RequestID, busy.IsOwn(sleepID), busy.IsOwn(ownID), started.RunID())
+	}
+	if _, err := started.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if outcome, err := started.Result(ctx); err != nil || outcome.Result.GetStatus() != threadline.StatusCancelled {
+		t.Errorf("the sleeping run ended %+v, %v; want CANCELLED", outcome, err)
+	}
+}

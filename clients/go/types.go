@@ -135,6 +135,19 @@ const (
 	QueuedRollingBack = threadlinev1.QueuedRunKind_QUEUED_RUN_KIND_ROLLING_BACK
 )
 
+// Fixed texts of the server's core (LIVE §5.3, §5.4): what the model sees in place of a tool
+// call's result when the call was settled without running. Compare a result's content with them
+// to tell these apart from a host's own denials and results.
+const (
+	// UnansweredApprovalMessage is the denial a pending approval gets when a prompt without
+	// answers continues a SUSPENDED thread and the call is known never to have started: the
+	// model sees it as that call's result.
+	UnansweredApprovalMessage = "Not approved: the thread continued without an answer."
+	// NotExecutedToolResult is the result of a call known not to have started whose tool is no
+	// longer available.
+	NotExecutedToolResult = "The tool call was not executed: its tool is no longer available."
+)
+
 // Text is a plain text prompt for RunSpec.Prompt.
 //
 //	spec := &threadline.RunSpec{Prompt: threadline.Text("hello")}

@@ -177,6 +177,13 @@ class ThreadRun:
         assert self._holder is not None  # the stream is iterated only by its holder
         await self._holder.barrier(state, pending_input)
 
+    async def before_tool_call(
+        self, call_id: str, tool_name: str, args: dict[str, Any], *, tool_kind: str, retryable: bool
+    ) -> None:
+        """The run's dispatch gate (`RunBarrier`): its holder records the call's intent first."""
+        assert self._holder is not None
+        await self._holder.gate(call_id, tool_name)
+
     def detach(self) -> None:
         """The caller went away: drop what is queued and everything the run still produces."""
         self._listening = False
@@ -717,6 +724,9 @@ class _Holder:
                 return
             if await self._mid_run_commit(state_parts(state), pending_input):
                 self._unannounced.append(self._committed("mid_run"))
+
+    async def gate(self, call_id: str, tool_name: str) -> None:
+        """Before a side-effecting tool starts (LIVE §5.2)."""
 
     async def _park(self, parts: StateParts, pending_input: DeferredToolResume | None) -> None:
         """The barrier commit of a parked attempt: what moved since the head, the lease ending now; then

@@ -4,7 +4,9 @@ that drops every connection."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import dataclasses
 import datetime
 import itertools
 import pickle
@@ -206,6 +208,161 @@ def test_metadata_becomes_typed_attributes() -> None:
     )
     assert isinstance(full, tl.FollowerLimitReached) and full.limit == 1024
     assert pickle.loads(pickle.dumps(full)).limit == 1024
+
+
+def test_thread_not_suspended_names_who_answered_the_batch() -> None:
+    by_prompt = translate(
+        grpc_error(
+            grpclib.const.Status.FAILED_PRECONDITION,
+            "THREAD_NOT_SUSPENDED",
+            {
+                "thread_id": "t1",
+                "status": "THREAD_STATUS_IDLE",
+                "request_id": "req-never-mind",
+                "revision": "3",
+                "answered": "prompt",
+                "run_revision": "5",
+                "matches": "true",
+            },
+        )
+    )
+    assert isinstance(by_prompt, tl.ThreadNotSuspended)
+    assert by_prompt.status == tl.StatusCode.FAILED_PRECONDITION, "the gRPC code, as on every error"
+    assert (by_prompt.thread_id, by_prompt.thread_status) == ("t1", "THREAD_STATUS_IDLE")
+    assert by_prompt.answered_by == tl.AnsweredBy(
+        request_id="req-never-mind", revision=3, how="prompt", run_revision=5, matches=True
+    )
+    assert pickle.loads(pickle.dumps(by_prompt)).answered_by == by_prompt.answered_by
+    by_answers = translate(
+        grpc_error(
+            grpclib.const.Status.FAILED_PRECONDITION,
+            "THREAD_NOT_SUSPENDED",
+            {
+                "thread_id": "t1",
+                "status": "THREAD_STATUS_IDLE",
+                "request_id": "req-a",
+                "revision": "2",
+                "answered": "answers",
+                "run_revision": "0",
+                "matches": "false",
+            },
+        )
+    )
+    assert isinstance(by_answers, tl.ThreadNotSuspended)
+    assert by_answers.answered_by == tl.AnsweredBy("req-a", 2, "answers", 0, False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        by_answers.answered_by.matches = True  # type: ignore[misc,union-attr]
+
+    # Nothing consumed a batch (since a rollback restored one): empty and "0".
+    none_since = {
+        "thread_id": "t1",
+        "status": "THREAD_STATUS_IDLE",
+        "request_id": "",
+        "revision": "0",
+        "answered": "",
+        "run_revision": "0",
+        "matches": "false",
+    }
+    # An older server sends only thread_id and status; a ROLLBACK refusal sends began_at instead.
+    older = {"thread_id": "t1", "status": "THREAD_STATUS_IDLE"}
+    rollback = {"thread_id": "t1", "status": "THREAD_STATUS_RUNNING", "began_at": "4"}
+    unknown_how = {**none_since, "request_id": "req-x", "answered": "telepathy"}
+    for metadata in (none_since, older, rollback, unknown_how):
+        error = translate(
+            grpc_error(grpclib.const.Status.FAILED_PRECONDITION, "THREAD_NOT_SUSPENDED", metadata)
+        )
+        assert isinstance(error, tl.ThreadNotSuspended) and error.answered_by is None, metadata
+        assert error.thread_id == "t1"
+
+
+def test_request_id_reused_says_what_the_original_did() -> None:
+    reused = translate(
+        grpc_error(
+            grpclib.const.Status.INVALID_ARGUMENT,
+            "REQUEST_ID_REUSED",
+            {
+                "request_id": "req-1",
+                "run_id": "run-1",
+                "revision": "7",
+                "status": "completed",
+                "differs": "prompt,expected_revision",
+            },
+        )
+    )
+    assert isinstance(reused, tl.RequestIdReused)
+    assert reused.status == tl.StatusCode.INVALID_ARGUMENT, "the gRPC code, as on every error"
+    assert (reused.request_id, reused.run_id, reused.revision, reused.request_status) == (
+        "req-1",
+        "run-1",
+        7,
+        "completed",
+    )
+    assert reused.differs == ("prompt", "expected_revision")
+    assert pickle.loads(pickle.dumps(reused)).differs == ("prompt", "expected_revision")
+    assert tl.RequestIdReused.DIFFERS_PARTS == ("prompt", "answers", "expected_revision", "busy_strategy")
+
+    def differs(metadata: dict[str, str]) -> tuple[str, ...] | None:
+        error = translate(grpc_error(grpclib.const.Status.INVALID_ARGUMENT, "REQUEST_ID_REUSED", metadata))
+        assert isinstance(error, tl.RequestIdReused)
+        return error.differs
+
+    assert differs({"differs": "answers,busy_strategy"}) == ("answers", "busy_strategy")
+    assert differs({"differs": "unknown"}) is None, "a record an older server made"
+    assert differs({"differs": ""}) == ()
+    # An older server sends no metadata of the original at all.
+    older = translate(grpc_error(grpclib.const.Status.INVALID_ARGUMENT, "REQUEST_ID_REUSED"))
+    assert isinstance(older, tl.RequestIdReused)
+    assert (older.request_id, older.run_id, older.revision, older.request_status, older.differs) == (
+        "",
+        "",
+        0,
+        "",
+        None,
+    )
+    running = translate(
+        grpc_error(
+            grpclib.const.Status.INVALID_ARGUMENT,
+            "REQUEST_ID_REUSED",
+            {"request_id": "req-2", "run_id": "run-2", "revision": "0", "status": "running", "differs": "x"},
+        )
+    )
+    assert isinstance(running, tl.RequestIdReused)
+    assert (running.revision, running.request_status) == (0, "running")
+
+
+def test_thread_busy_tells_whether_its_holder_is_this_request() -> None:
+    held = translate(
+        grpc_error(
+            grpclib.const.Status.ABORTED,
+            "THREAD_BUSY",
+            {"run_id": "run-1", "request_id": "req-1", "lease_expires_at": "", "queue_length": "2"},
+        )
+    )
+    assert isinstance(held, tl.ThreadBusy)
+    assert held.is_own("req-1") and not held.is_own("req-2") and not held.is_own("")
+    assert held.queue_length == 2
+    assert pickle.loads(pickle.dumps(held)).is_own("req-1")
+    nameless = translate(grpc_error(grpclib.const.Status.ABORTED, "THREAD_BUSY"))
+    assert isinstance(nameless, tl.ThreadBusy)
+    assert not nameless.is_own("") and not nameless.is_own("req-1") and nameless.queue_length == 0
+
+
+HARNESS = Path(__file__).resolve().parents[3] / "harness"
+"""The server's core, whose fixed texts the SDK repeats."""
+
+
+def test_the_cores_fixed_texts() -> None:
+    assert tl.UNANSWERED_APPROVAL_MESSAGE == "Not approved: the thread continued without an answer."
+    assert tl.NOT_EXECUTED_TOOL_RESULT == "The tool call was not executed: its tool is no longer available."
+    # Where the core defines a constant of the same name, its text is the SDK's.
+    source = "\n".join(path.read_text("utf-8") for path in sorted(HARNESS.rglob("*.py")))
+    found = {
+        name: ast.literal_eval(literal)
+        for name, literal in re.findall(r'^([A-Z_]+) = ("[^"\n]*")$', source, re.M)
+        if name in ("UNANSWERED_APPROVAL_MESSAGE", "NOT_EXECUTED_TOOL_RESULT")
+    }
+    assert "NOT_EXECUTED_TOOL_RESULT" in found
+    assert all(getattr(tl, name) == text for name, text in found.items()), found
 
 
 def test_missing_or_malformed_metadata_reads_as_empty() -> None:

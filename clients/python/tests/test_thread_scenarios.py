@@ -237,6 +237,46 @@ async def test_approve_and_deny_by_answers(client: tl.Client) -> None:
     )
 
 
+async def test_answers_after_a_prompt_took_the_batch_name_that_prompt_and_its_id_is_not_reused(
+    client: tl.Client,
+) -> None:
+    thread, call = await suspended_on_delete(client, "a.txt")
+    assert thread.head is not None and thread.head.kind == tl.CheckpointKind.SUSPENDED
+    suspended_revision = thread.revision
+    never_mind_id = f"req-{uuid.uuid4().hex}"
+
+    # A prompt without answers continues the SUSPENDED thread: it takes the pending batch.
+    never_mind = await client.threads.run(thread.thread_id, text="never mind", request_id=never_mind_id)
+    assert never_mind.result.status == tl.RunStatus.COMPLETED and never_mind.revision > suspended_revision
+    assert (await client.threads.get(thread.thread_id)).status == tl.ThreadStatus.IDLE
+
+    # The host's answers to the old approval, late, under a new request ID.
+    late_id = f"req-{uuid.uuid4().hex}"
+    with pytest.raises(tl.ThreadNotSuspended) as late:
+        await client.threads.run(thread.thread_id, answers=tl.answers(tl.approve(call)), request_id=late_id)
+    assert (late.value.status, late.value.thread_id) == (tl.StatusCode.FAILED_PRECONDITION, thread.thread_id)
+    assert late.value.thread_status == "THREAD_STATUS_IDLE"
+    assert late.value.answered_by == tl.AnsweredBy(
+        request_id=never_mind_id,
+        revision=suspended_revision,
+        how="prompt",
+        run_revision=never_mind.revision,
+        matches=True,
+    )
+
+    # The never-mind request's ID again, with another prompt: the server says what that request did.
+    with pytest.raises(tl.RequestIdReused) as reused:
+        await client.threads.run(thread.thread_id, text="delete b.txt", request_id=never_mind_id)
+    assert reused.value.status == tl.StatusCode.INVALID_ARGUMENT
+    assert (reused.value.request_id, reused.value.differs, reused.value.request_status) == (
+        never_mind_id,
+        ("prompt",),
+        "completed",
+    )
+    assert (reused.value.run_id, reused.value.revision) == (never_mind.result.run_id, never_mind.revision)
+    assert (await client.threads.get(thread.thread_id)).revision == never_mind.revision, "nothing ran"
+
+
 async def test_an_incomplete_answer_is_refused_and_the_thread_stays_suspended(client: tl.Client) -> None:
     thread, _ = await suspended_on_delete(client)
     with pytest.raises(tl.ThreadlineError) as caught:
@@ -931,6 +971,22 @@ async def test_a_start_on_a_busy_thread_is_thread_busy(client: tl.Client) -> Non
     assert (busy.value.status, busy.value.reason) == (tl.StatusCode.ABORTED, "THREAD_BUSY")
     assert (busy.value.run_id, busy.value.request_id) == (first.run_id, first.request_id)
     await first.cancel()
+    assert (await first.result()).result.status == tl.RunStatus.CANCELLED
+
+
+async def test_thread_busy_tells_a_request_its_own_holder_from_anothers(client: tl.Client) -> None:
+    thread = await client.threads.create()
+    sleeping_id = f"req-{uuid.uuid4().hex}"
+    first = await client.threads.start_run(thread.thread_id, text="sleep 30", request_id=sleeping_id)
+    try:
+        own_id = f"req-{uuid.uuid4().hex}"
+        with pytest.raises(tl.ThreadBusy) as busy:
+            await client.threads.start_run(thread.thread_id, text="hello", request_id=own_id)
+        assert (busy.value.run_id, busy.value.request_id) == (first.run_id, sleeping_id)
+        assert busy.value.is_own(sleeping_id) and not busy.value.is_own(own_id)
+        assert busy.value.queue_length == 0
+    finally:
+        await first.cancel()
     assert (await first.result()).result.status == tl.RunStatus.CANCELLED
 
 

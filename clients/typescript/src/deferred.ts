@@ -87,6 +87,21 @@ export function deny(call: CallRef, message = "", options: AnswerOptions = {}): 
   });
 }
 
+/**
+ * The denial a pending approval gets when a prompt without answers continues a SUSPENDED thread and
+ * the call is known never to have started: the model sees this text as the call's result (a fixed
+ * text of the server's core, LIVE §5.3), so a host can tell such a settled approval from a person's
+ * denial. `ThreadNotSuspended.answeredBy.how` is then `"prompt"`.
+ */
+export const UNANSWERED_APPROVAL_MESSAGE = "Not approved: the thread continued without an answer.";
+
+/**
+ * The result of a call known not to have started whose tool is no longer available (a fixed text
+ * of the server's core, LIVE §5.4): the model sees it as a failed result instead of the unknown
+ * result, which would claim the call may have run.
+ */
+export const NOT_EXECUTED_TOOL_RESULT = "The tool call was not executed: its tool is no longer available.";
+
 /** The result of a call the host executed (an external or client tool, or a question's answer). */
 export function callResult(call: CallRef, value: unknown, options: AnswerOptions = {}): CallResult {
   return create(CallResultSchema, {

@@ -24,10 +24,10 @@
  *  ├── CheckpointNotFound  NOT_FOUND
  *  ├── RunNotFound         NOT_FOUND
  *  ├── ThreadExists        ALREADY_EXISTS
- *  ├── RequestIdReused     INVALID_ARGUMENT
- *  ├── ThreadNotSuspended  FAILED_PRECONDITION
+ *  ├── RequestIdReused     INVALID_ARGUMENT     .runId .revision .status .differs
+ *  ├── ThreadNotSuspended  FAILED_PRECONDITION  .answeredBy
  *  ├── RequestInterrupted  FAILED_PRECONDITION  .runId .revision .attempts
- *  ├── ThreadBusy          ABORTED              .runId .requestId .leaseExpiresAt .queueLength
+ *  ├── ThreadBusy          ABORTED              .runId .requestId .leaseExpiresAt .queueLength .isOwn()
  *  ├── ThreadQueueFull     RESOURCE_EXHAUSTED   .threadId .limit .queueLength
  *  ├── RevisionConflict    ABORTED              .currentRevision
  *  ├── LeaseLost           ABORTED
@@ -227,13 +227,88 @@ export class RequestIdReused extends ReasonError {
   override name = "RequestIdReused";
   /** The ErrorInfo reason this class stands for. */
   static readonly REASON = "REQUEST_ID_REUSED";
+  /** The original request's run (its last attempt); "" when the server sent none. */
+  get runId(): string {
+    return this.metadata["run_id"] ?? "";
+  }
+  /** The last checkpoint the original request committed; 0n when it committed none (or not sent). */
+  get revision(): bigint {
+    return bigintEntry(this.metadata, "revision");
+  }
+  /**
+   * The original request's record's status as the server names it (`completed`, `running`,
+   * `queued`, `suspended`, `failed`, `cancelled`, …); "" when not sent.
+   */
+  get status(): string {
+    return this.metadata["status"] ?? "";
+  }
+  /**
+   * The parts in which this request differs from the original, in this order: `prompt`,
+   * `answers`, `expected_revision`, `busy_strategy` (e.g. `["prompt"]`). Undefined when the server
+   * cannot tell (`unknown`: the original's record was made by an older server, which kept no part
+   * digests) or sent none (an older server).
+   */
+  get differs(): string[] | undefined {
+    const text = this.metadata["differs"] ?? "";
+    return text === "" || text === "unknown" ? undefined : text.split(",");
+  }
 }
 
-/** FAILED_PRECONDITION: `answers` for a thread that is not SUSPENDED (`THREAD_NOT_SUSPENDED`). */
+/**
+ * The request that last consumed a thread's pending batch (`ThreadNotSuspended.answeredBy`): the
+ * batch a refused `answers` was probably meant for.
+ */
+export interface AnsweredBy {
+  /** The request that consumed the batch. */
+  readonly requestId: string;
+  /** The `SUSPENDED` checkpoint whose batch it consumed. */
+  readonly revision: bigint;
+  /**
+   * How: `answers` (it answered the batch) or `prompt` (a prompt without answers continued the
+   * thread, and the pending calls were settled without an answer: see
+   * `UNANSWERED_APPROVAL_MESSAGE`).
+   */
+  readonly how: "answers" | "prompt";
+  /** The last checkpoint that request committed; 0n when it committed none. */
+  readonly runRevision: bigint;
+  /**
+   * Whether the refused answers name exactly that batch's call IDs: `true` for a retry under a new
+   * request ID whose first try was answered (its answers already reached the thread, or were
+   * overtaken by that request).
+   */
+  readonly matches: boolean;
+}
+
+/**
+ * FAILED_PRECONDITION: `answers` for a thread that is not SUSPENDED (`THREAD_NOT_SUSPENDED`), also
+ * with `busyStrategy: "enqueue"` or `"interrupt"` (answers are never queued), or with `"rollback"`
+ * when the turn it would throw away began from no pending batch. `answeredBy` names who consumed
+ * the batch these answers were probably for.
+ */
 export class ThreadNotSuspended extends ReasonError {
   override name = "ThreadNotSuspended";
   /** The ErrorInfo reason this class stands for. */
   static readonly REASON = "THREAD_NOT_SUSPENDED";
+  /**
+   * The request that last consumed a pending batch of the thread, and how; undefined when none did
+   * (since a rollback restored one), when the server did not say (an older server, and the
+   * `busyStrategy: "rollback"` refusals, which carry `began_at` instead), or when it names neither
+   * `answers` nor `prompt`.
+   */
+  get answeredBy(): AnsweredBy | undefined {
+    const requestId = this.metadata["request_id"] ?? "";
+    const how = this.metadata["answered"] ?? "";
+    if (requestId === "" || (how !== "answers" && how !== "prompt")) {
+      return undefined;
+    }
+    return Object.freeze({
+      requestId,
+      revision: bigintEntry(this.metadata, "revision"),
+      how,
+      runRevision: bigintEntry(this.metadata, "run_revision"),
+      matches: this.metadata["matches"] === "true",
+    });
+  }
 }
 
 /**
@@ -266,8 +341,8 @@ export class RequestInterrupted extends ReasonError {
 
 /**
  * ABORTED: a run holds the thread's lease, or requests wait in its queue (`THREAD_BUSY`). When
- * `requestId` is the request just sent, that request's own run is still going (e.g. a retry after a
- * dropped connection): retry later with the same ID to get its outcome. To wait for the thread
+ * `requestId` is the request just sent (`isOwn(id)`), that request's own run is still going (e.g. a
+ * retry after a dropped connection): retry later with the same ID to get its outcome. To wait for the thread
  * instead of failing, send the request with `busyStrategy: "enqueue"`; to stop the running turn and
  * run next, `"interrupt"` (or `"rollback"`, which also discards that turn).
  */
@@ -295,6 +370,16 @@ export class ThreadBusy extends ReasonError {
   /** How many requests wait in the thread's queue (`Thread.queue`); 0 when none (or not sent). */
   get queueLength(): number {
     return numberEntry(this.metadata, "queue_length");
+  }
+  /**
+   * Whether the request this error names (the lease holder's, or the queue's head's when only the
+   * queue holds the thread) is `requestId`: true when the thread is busy with that request itself
+   * (e.g. one the host started with `startRun`, or a retry of its own request), so its outcome is
+   * worth waiting for (`joinRun`, or the same request again later); false for another request, and
+   * for an empty `requestId`.
+   */
+  isOwn(requestId: string): boolean {
+    return requestId !== "" && this.requestId === requestId;
   }
 }
 

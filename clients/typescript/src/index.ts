@@ -5,7 +5,8 @@
  * - `client.threads` (`Threads`) — durable threads the server keeps (`ThreadService`), by ID;
  *   `threads.startRun` gives a `StartedRun`, a run the server drives in the background.
  * - `approve`, `deny`, `callResult`, … and `resumeWith` — answers to a suspended run; `answers` —
- *   the same answers for a thread the server keeps.
+ *   the same answers for a thread the server keeps; `UNANSWERED_APPROVAL_MESSAGE`,
+ *   `NOT_EXECUTED_TOOL_RESULT` — the server's fixed texts for calls it settled without running.
  * - `client.runChild` / `streamChild`, `pendingChildren`, `childAnswer` — Host-managed children:
  *   run a suspended parent's child request as a thread of its own and answer the parent with it.
  * - `encodeState` / `decodeState` — store an envelope as protobuf bytes or proto3 JSON.
@@ -60,6 +61,8 @@ export type {
   WatchThreadOptions,
 } from "./threads.js";
 export {
+  NOT_EXECUTED_TOOL_RESULT,
+  UNANSWERED_APPROVAL_MESSAGE,
   answers,
   approve,
   callFailed,
@@ -95,7 +98,7 @@ export {
   codeName,
   reasonOf,
 } from "./errors.js";
-export type { FieldViolation } from "./errors.js";
+export type { AnsweredBy, FieldViolation } from "./errors.js";
 
 export * from "./gen/threadline/v1/deferred_pb.js";
 export * from "./gen/threadline/v1/events_pb.js";

@@ -346,6 +346,102 @@ test("missing or malformed thread metadata reads as empty", () => {
   }
 });
 
+test("ThreadNotSuspended names who consumed the batch (LIVE §5.5)", () => {
+  const prompted = ThreadlineError.from(
+    statusWith("THREAD_NOT_SUSPENDED", {
+      thread_id: "t-1",
+      status: "THREAD_STATUS_IDLE",
+      request_id: "req-2",
+      revision: "3",
+      answered: "prompt",
+      run_revision: "5",
+      matches: "true",
+    }),
+  );
+  assert.ok(prompted instanceof sdk.ThreadNotSuspended);
+  const by: sdk.AnsweredBy | undefined = prompted.answeredBy;
+  assert.deepEqual(by, { requestId: "req-2", revision: 3n, how: "prompt", runRevision: 5n, matches: true });
+  assert.ok(Object.isFrozen(by));
+  const answered = ThreadlineError.from(
+    statusWith("THREAD_NOT_SUSPENDED", { request_id: "req-1", revision: "1", answered: "answers", run_revision: "0", matches: "false" }),
+  );
+  assert.ok(answered instanceof sdk.ThreadNotSuspended);
+  assert.deepEqual(answered.answeredBy, { requestId: "req-1", revision: 1n, how: "answers", runRevision: 0n, matches: false });
+  // Malformed numbers read as 0n; only "true" matches.
+  const odd = ThreadlineError.from(
+    statusWith("THREAD_NOT_SUSPENDED", { request_id: "req-1", revision: "x", answered: "answers", run_revision: "", matches: "yes" }),
+  );
+  assert.ok(odd instanceof sdk.ThreadNotSuspended);
+  assert.deepEqual(odd.answeredBy, { requestId: "req-1", revision: 0n, how: "answers", runRevision: 0n, matches: false });
+  const without: Record<string, string>[] = [
+    // Nothing consumed a batch since one was restored.
+    { thread_id: "t-1", status: "THREAD_STATUS_IDLE", request_id: "", revision: "0", answered: "", run_revision: "0", matches: "false" },
+    // An older server: thread_id and status only.
+    { thread_id: "t-1", status: "THREAD_STATUS_IDLE" },
+    // A ROLLBACK refusal: began_at instead of the five.
+    { thread_id: "t-1", status: "THREAD_STATUS_RUNNING", began_at: "4" },
+    // A way of consuming this SDK does not know.
+    { request_id: "req-1", revision: "1", answered: "later", run_revision: "2", matches: "true" },
+    {},
+  ];
+  for (const metadata of without) {
+    const err = ThreadlineError.from(statusWith("THREAD_NOT_SUSPENDED", metadata));
+    assert.ok(err instanceof sdk.ThreadNotSuspended);
+    assert.equal(err.answeredBy, undefined, JSON.stringify(metadata));
+  }
+});
+
+test("RequestIdReused names what the original request did (LIVE §5.5)", () => {
+  const reused = ThreadlineError.from(
+    statusWith("REQUEST_ID_REUSED", { request_id: "req-1", run_id: "run-1", revision: "4", status: "completed", differs: "prompt" }),
+  );
+  assert.ok(reused instanceof sdk.RequestIdReused);
+  assert.deepEqual([reused.runId, reused.revision, reused.status, reused.differs], ["run-1", 4n, "completed", ["prompt"]]);
+  const several = ThreadlineError.from(
+    statusWith("REQUEST_ID_REUSED", {
+      request_id: "req-2",
+      run_id: "run-2",
+      revision: "0",
+      status: "queued",
+      differs: "answers,expected_revision,busy_strategy",
+    }),
+  );
+  assert.ok(several instanceof sdk.RequestIdReused);
+  assert.deepEqual(
+    [several.runId, several.revision, several.status, several.differs],
+    ["run-2", 0n, "queued", ["answers", "expected_revision", "busy_strategy"]],
+  );
+  // A record an older server made: the parts cannot be told.
+  const unknown = ThreadlineError.from(
+    statusWith("REQUEST_ID_REUSED", { request_id: "req-3", run_id: "run-3", revision: "2", status: "running", differs: "unknown" }),
+  );
+  assert.ok(unknown instanceof sdk.RequestIdReused);
+  assert.deepEqual([unknown.runId, unknown.revision, unknown.status, unknown.differs], ["run-3", 2n, "running", undefined]);
+  // An older server: request_id only.
+  const older = ThreadlineError.from(statusWith("REQUEST_ID_REUSED", { request_id: "req-4" }));
+  assert.ok(older instanceof sdk.RequestIdReused);
+  assert.deepEqual([older.runId, older.revision, older.status, older.differs], ["", 0n, "", undefined]);
+});
+
+test("ThreadBusy.isOwn tells whether the request it names is the one given", () => {
+  const busy = ThreadlineError.from(statusWith("THREAD_BUSY", { run_id: "run-1", request_id: "req-1", queue_length: "2" }));
+  assert.ok(busy instanceof sdk.ThreadBusy);
+  assert.deepEqual([busy.isOwn("req-1"), busy.isOwn("req-2"), busy.isOwn(""), busy.queueLength], [true, false, false, 2]);
+  // Only the queue holds the thread: its head is the request named.
+  const queued = ThreadlineError.from(statusWith("THREAD_BUSY", { run_id: "run-5", request_id: "q00", lease_expires_at: "", queue_length: "1" }));
+  assert.ok(queued instanceof sdk.ThreadBusy);
+  assert.deepEqual([queued.isOwn("q00"), queued.isOwn("q01")], [true, false]);
+  // No request named: nothing is its own, not even "".
+  const bare = ThreadlineError.from(statusWith("THREAD_BUSY"));
+  assert.ok(bare instanceof sdk.ThreadBusy);
+  assert.deepEqual([bare.isOwn(""), bare.isOwn("req-1")], [false, false]);
+});
+
+test("the server's fixed texts for calls it settled without running", () => {
+  assert.equal(sdk.UNANSWERED_APPROVAL_MESSAGE, "Not approved: the thread continued without an answer.");
+  assert.equal(sdk.NOT_EXECUTED_TOOL_RESULT, "The tool call was not executed: its tool is no longer available.");
+});
+
 test("other reasons, and thread reasons of another domain, stay plain ThreadlineErrors", () => {
   for (const cause of [
     statusWith("AGENT_UNKNOWN"),
@@ -660,6 +756,7 @@ test("the package exports exactly its public surface plus the generated contract
     "FollowerLimitReached",
     "LeaseLost",
     "ListenerTooSlow",
+    "NOT_EXECUTED_TOOL_RESULT",
     "ProtocolError",
     "RECONNECT_RETRIES",
     "RUN_RETRIES",
@@ -680,6 +777,7 @@ test("the package exports exactly its public surface plus the generated contract
     "ThreadRunStream",
     "ThreadlineError",
     "Threads",
+    "UNANSWERED_APPROVAL_MESSAGE",
     "answers",
     "approve",
     "callFailed",

@@ -14,6 +14,7 @@ import { equals, isMessage } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 
 import {
+  type AnsweredBy,
   CheckpointKind,
   CheckpointNotFound,
   Code,
@@ -611,6 +612,78 @@ describe("request IDs: retry, replay, reuse", () => {
     assert.equal(afterwards.revision, outcome.revision);
     const runs = new Set((await all(client.threads.checkpoints(thread.threadId))).map((c) => c.runId).filter((id) => id !== ""));
     assert.deepEqual([...runs], [outcome.result.runId]);
+  });
+});
+
+describe("error metadata: who answered, what the original did, whose run holds the thread (LIVE §5.5)", () => {
+  /**
+   * A thread suspended on `delete_file(a.txt)`'s approval, then continued by the prompt "never mind"
+   * without answers (request `neverMind`): that call, the SUSPENDED revision and the prompt's outcome.
+   */
+  async function promptedPastApproval(): Promise<{
+    threadId: string;
+    call: DeferredToolCall;
+    suspendedAt: bigint;
+    neverMind: string;
+    moved: ThreadRunOutcome;
+  }> {
+    const { thread, call } = await suspendedOnDelete("a.txt");
+    const neverMind = newRequestId();
+    const moved = await client.threads.run(thread.threadId, { text: "never mind", requestId: neverMind });
+    assert.equal(moved.result.status, RunStatus.COMPLETED);
+    assert.ok(moved.revision > thread.revision);
+    assert.equal((await client.threads.get(thread.threadId)).status, ThreadStatus.IDLE);
+    return { threadId: thread.threadId, call, suspendedAt: thread.revision, neverMind, moved };
+  }
+
+  test("answers after a prompt took the batch are ThreadNotSuspended naming that prompt", async () => {
+    const { threadId, call, suspendedAt, neverMind, moved } = await promptedPastApproval();
+    await assert.rejects(client.threads.run(threadId, { answers: answers(approve(call)), requestId: newRequestId() }), (err: unknown) => {
+      assert.ok(err instanceof ThreadNotSuspended);
+      assert.deepEqual([err.code, err.reason], [Code.FailedPrecondition, "THREAD_NOT_SUSPENDED"]);
+      const by: AnsweredBy | undefined = err.answeredBy;
+      assert.deepEqual(
+        by,
+        { requestId: neverMind, revision: suspendedAt, how: "prompt", runRevision: moved.revision, matches: true },
+        JSON.stringify(err.metadata),
+      );
+      return true;
+    });
+    assert.equal((await client.threads.get(threadId)).revision, moved.revision, "nothing ran");
+  });
+
+  test("a request ID reused with another prompt is RequestIdReused naming the original and how it differs", async () => {
+    const { threadId, neverMind, moved } = await promptedPastApproval();
+    await assert.rejects(client.threads.run(threadId, { text: "delete a.txt", requestId: neverMind }), (err: unknown) => {
+      assert.ok(err instanceof RequestIdReused);
+      assert.deepEqual([err.code, err.reason], [Code.InvalidArgument, "REQUEST_ID_REUSED"]);
+      assert.deepEqual(
+        [err.runId, err.revision, err.status, err.differs],
+        [moved.result.runId, moved.revision, "completed", ["prompt"]],
+        JSON.stringify(err.metadata),
+      );
+      return true;
+    });
+    assert.equal((await client.threads.get(threadId)).revision, moved.revision, "nothing ran");
+  });
+
+  test("ThreadBusy.isOwn tells the request holding the thread from another", async () => {
+    const thread = await client.threads.create();
+    const sleepingId = newRequestId();
+    const started = await client.threads.startRun(thread.threadId, { text: "sleep 30", requestId: sleepingId });
+    try {
+      assert.equal(started.status, ThreadRunStatus.RUNNING);
+      const own = newRequestId();
+      await assert.rejects(client.threads.run(thread.threadId, { text: "hello", requestId: own }), (err: unknown) => {
+        assert.ok(err instanceof ThreadBusy);
+        assert.deepEqual([err.code, err.reason], [Code.Aborted, "THREAD_BUSY"]);
+        assert.deepEqual([err.isOwn(sleepingId), err.isOwn(own), err.runId, err.queueLength], [true, false, started.runId, 0]);
+        return true;
+      });
+    } finally {
+      await started.cancel();
+      assert.equal((await started.result()).result.status, RunStatus.CANCELLED);
+    }
   });
 });
 

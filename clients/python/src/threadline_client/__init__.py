@@ -34,6 +34,8 @@ from . import v1
 from ._children import ChildRunOptions, child_answer, child_calls, child_running, child_spec
 from ._client import DEFAULT_TARGET, DEFAULT_TIMEOUT, Client, RunStream, ValidatedState
 from ._deferred import (
+    NOT_EXECUTED_TOOL_RESULT,
+    UNANSWERED_APPROVAL_MESSAGE,
     answers,
     approve,
     call_args,
@@ -45,6 +47,7 @@ from ._deferred import (
     resume,
 )
 from ._errors import (
+    AnsweredBy,
     CheckpointNotFound,
     FollowerLimitReached,
     LeaseLost,
@@ -99,6 +102,9 @@ from ._threads import BusyStrategyName, StartedRun, ThreadRunOutcome, ThreadRunS
 __all__ = (
     "DEFAULT_TARGET",
     "DEFAULT_TIMEOUT",
+    "NOT_EXECUTED_TOOL_RESULT",
+    "UNANSWERED_APPROVAL_MESSAGE",
+    "AnsweredBy",
     "BusyStrategyName",
     "Checkpoint",
     "CheckpointKind",

@@ -40,6 +40,8 @@ from ._gen.threadline.v1 import (
 )
 
 __all__ = (
+    "NOT_EXECUTED_TOOL_RESULT",
+    "UNANSWERED_APPROVAL_MESSAGE",
     "answers",
     "approve",
     "call_args",
@@ -50,6 +52,17 @@ __all__ = (
     "pending",
     "resume",
 )
+
+
+UNANSWERED_APPROVAL_MESSAGE = "Not approved: the thread continued without an answer."
+"""The denial a pending approval gets when a prompt without answers continues a SUSPENDED thread and
+the call is known never to have started (LIVE §5.3): the model reads it as the call's result. A
+fixed text of the server's core, so a host can tell it from a denial a person wrote."""
+
+NOT_EXECUTED_TOOL_RESULT = "The tool call was not executed: its tool is no longer available."
+"""The result of a call known not to have started whose tool is gone (LIVE §5.4, SPEC §2.5.8): never
+the unknown result (the call may have run), since the server knows this one did not. A fixed text of
+the server's core."""
 
 
 def compact_json(value: Any) -> str:

@@ -14,11 +14,12 @@ Exception
        ├── CheckpointNotFound      NOT_FOUND
        ├── RunNotFound             NOT_FOUND
        ├── ThreadExists            ALREADY_EXISTS
-       ├── RequestIdReused         INVALID_ARGUMENT
-       ├── ThreadNotSuspended      FAILED_PRECONDITION
+       ├── RequestIdReused         INVALID_ARGUMENT     .request_id .run_id .revision
+       │                                                .request_status .differs
+       ├── ThreadNotSuspended      FAILED_PRECONDITION  .thread_id .thread_status .answered_by
        ├── RequestInterrupted      FAILED_PRECONDITION  .run_id .revision .attempts
        ├── ThreadBusy              ABORTED              .run_id .request_id .lease_expires_at
-       │                                                .queue_length
+       │                                                .queue_length .is_own()
        ├── ThreadQueueFull         RESOURCE_EXHAUSTED   .thread_id .limit .queue_length
        ├── RevisionConflict        ABORTED              .current_revision
        ├── LeaseLost               ABORTED
@@ -51,11 +52,12 @@ a response without a field the contract requires, a message that does not decode
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import enum
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import grpclib.exceptions
 
@@ -65,6 +67,7 @@ import grpclib.exceptions
 from google.rpc import error_details_pb2
 
 __all__ = (
+    "AnsweredBy",
     "CheckpointNotFound",
     "FollowerLimitReached",
     "LeaseLost",
@@ -262,17 +265,105 @@ class ThreadExists(_ReasonError):
 class RequestIdReused(_ReasonError):
     """INVALID_ARGUMENT: this thread already used the `request_id` for a different request.
 
-    A retry must repeat its request exactly (prompt, answers, expected revision); a new request
-    needs a new ID (`REQUEST_ID_REUSED`).
+    A retry must repeat its request exactly (prompt, answers, expected revision, busy strategy); a
+    new request needs a new ID (`REQUEST_ID_REUSED`). The attributes say what the original request
+    did (LIVE §5.5); a server before them sends none, and they read as empty.
     """
 
     REASON = "REQUEST_ID_REUSED"
 
+    DIFFERS_PARTS: ClassVar[tuple[str, ...]] = ("prompt", "answers", "expected_revision", "busy_strategy")
+    """The parts `differs` may name, in the order the server names them."""
+
+    @property
+    def request_id(self) -> str:
+        """The reused request ID."""
+        return self.metadata.get("request_id", "")
+
+    @property
+    def run_id(self) -> str:
+        """The original request's run (its last attempt); empty if not sent."""
+        return self.metadata.get("run_id", "")
+
+    @property
+    def revision(self) -> int:
+        """The original request's last committed checkpoint; 0 when it committed none (or not sent)."""
+        return self._int("revision")
+
+    @property
+    def request_status(self) -> str:
+        """The original request's record status as the server spells it (`completed`, `running`,
+        `queued`, ...; metadata `status`, named so beside the gRPC `status`); empty if not sent."""
+        return self.metadata.get("status", "")
+
+    @property
+    def differs(self) -> tuple[str, ...] | None:
+        """The parts in which this request differs from the original, a subset of `DIFFERS_PARTS`
+        in that order; None when the server cannot tell (`unknown`: a record an older server made)
+        or did not say (a server before LIVE §5.5); `()` when it sent none."""
+        text = self.metadata.get("differs")
+        if text is None or text == "unknown":
+            return None
+        return tuple(part for part in text.split(",") if part)
+
+
+@dataclasses.dataclass(frozen=True)
+class AnsweredBy:
+    """Who consumed the pending batch a `ThreadNotSuspended`'s answers were probably for (LIVE §5.5).
+
+    Attributes:
+        request_id: The request that last consumed a pending batch of the thread.
+        revision: The `SUSPENDED` checkpoint whose batch it consumed.
+        how: `"answers"` (it answered the batch) or `"prompt"` (a prompt without answers continued the
+            thread, denying or abandoning the batch's calls).
+        run_revision: That request's last committed checkpoint; 0 when it committed none.
+        matches: Whether the refused answers name exactly that batch's call IDs: True for a retry
+            under a new request ID whose first try was answered already.
+    """
+
+    request_id: str
+    revision: int
+    how: Literal["answers", "prompt"]
+    run_revision: int
+    matches: bool
+
 
 class ThreadNotSuspended(_ReasonError):
-    """FAILED_PRECONDITION: `answers` for a thread that is not SUSPENDED (`THREAD_NOT_SUSPENDED`)."""
+    """FAILED_PRECONDITION: `answers` for a thread that is not SUSPENDED (`THREAD_NOT_SUSPENDED`).
+
+    `answered_by` says which request consumed the batch these answers were probably for. With
+    `busy_strategy="rollback"` the server sends `began_at` instead (and `answered_by` is None).
+    """
 
     REASON = "THREAD_NOT_SUSPENDED"
+
+    @property
+    def thread_id(self) -> str:
+        """The thread."""
+        return self.metadata.get("thread_id", "")
+
+    @property
+    def thread_status(self) -> str:
+        """The thread's status as the `ThreadStatus` enum names it (`THREAD_STATUS_IDLE`; metadata
+        `status`, named so beside the gRPC `status`); empty if not sent."""
+        return self.metadata.get("status", "")
+
+    @property
+    def answered_by(self) -> AnsweredBy | None:
+        """The request that last consumed a pending batch, and how; None when the server named none
+        (no request consumed one since a rollback restored a batch, a ROLLBACK refusal, or a server
+        before LIVE §5.5) or sent an `answered` this SDK does not know."""
+        request_id = self.metadata.get("request_id", "")
+        how = self.metadata.get("answered", "")
+        if not request_id or how not in ("answers", "prompt"):
+            return None
+        return AnsweredBy(
+            request_id=request_id,
+            revision=self._int("revision"),
+            how="answers" if how == "answers" else "prompt",
+            run_revision=self._int("run_revision"),
+            matches=self.metadata.get("matches", "") == "true",
+        )
 
 
 class RequestInterrupted(_ReasonError):
@@ -336,6 +427,11 @@ class ThreadBusy(_ReasonError):
     def queue_length(self) -> int:
         """How many requests wait in the thread's queue (0: none, or a server before queues)."""
         return self._int("queue_length") if "queue_length" in self.metadata else 0
+
+    def is_own(self, request_id: str) -> bool:
+        """Whether the holder (or, without a lease, the queue's head) serves `request_id`: the thread
+        is busy with this very request (e.g. a retry that raced its first try), not another's."""
+        return bool(request_id) and self.request_id == request_id
 
 
 class ThreadQueueFull(_ReasonError):
