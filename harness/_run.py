@@ -26,6 +26,7 @@ from pydantic_ai.messages import (
     FunctionToolCallEvent,
     FunctionToolResultEvent,
     ModelMessage,
+    ModelResponse,
     ToolCallPart,
     UserContent,
 )
@@ -301,6 +302,16 @@ class HarnessRunStream(Generic[OutputT]):
         if self._resume is None:
             return None
         return self._resume.remaining(self._committed())
+
+    def side_effect_calls(self) -> list[tuple[ToolCallPart, bool]]:
+        """The calls of the run's latest response that name a `function` or `unapproved` tool (those
+        the barrier's gate covers, LIVE §5.2), each with whether its tool is recovery-retryable: what a
+        durable host records as issued with the commit that first holds that response."""
+        history = self._committed()
+        for message in reversed(history):
+            if isinstance(message, ModelResponse):
+                return self._tooling.gated([p for p in message.parts if isinstance(p, ToolCallPart)])
+        return []
 
     async def export_state(self) -> HarnessState:
         """A candidate state at the latest safe public boundary; persists nothing (SPEC §2.3.4)."""

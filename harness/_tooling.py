@@ -17,7 +17,7 @@ approval), and records a tool's unexpected exception so the run can end FAILED (
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -163,6 +163,16 @@ class RunTooling:
         if tool is None or self._ctx is None:
             return None
         return await _identity(self._ctx, tool_name, tool)
+
+    def gated(self, calls: Sequence[ToolCallPart]) -> list[tuple[ToolCallPart, bool]]:
+        """Those of `calls` that name a `function` or `unapproved` tool on the latest surface (what a
+        gate covers), each with whether its tool is recovery-retryable."""
+        found: list[tuple[ToolCallPart, bool]] = []
+        for call in calls:
+            tool = self._tools.get(call.tool_name)
+            if tool is not None and tool.tool_def.kind in _GATED_KINDS:
+                found.append((call, is_recovery_retryable(tool.tool_def)))
+        return found
 
     def tool_kind(self, tool_name: str) -> str | None:
         """The kind (`function`, `external`, `unapproved`, `output`) of a tool on the latest surface."""

@@ -534,16 +534,18 @@ class DeferredToolResume:
             fail(ErrorCode.DEFERRED_REQUEST_MISSING, NO_PENDING_RESPONSE_MESSAGE)
         return self._keeping({call.tool_call_id for call in _history.pending_calls(messages)})
 
-    def without_positive_approvals(self) -> DeferredToolResume | None:
-        """This batch without its positive approvals (`None` when nothing else is left).
+    def without_positive_approvals(self, keep: Collection[str] = ()) -> DeferredToolResume | None:
+        """This batch without its positive approvals (`None` when nothing else is left), but those of
+        the calls in `keep`.
 
         What a durable Host retains after a recovery run: a recovery never reuses a positive approval
-        (§2.7.6), so keeping one would only make a later run look like a recovery for nothing.
+        (§2.7.6), so keeping one would only make a later run look like a recovery for nothing; a host
+        that knows a call never started keeps its approval for the next run (§2.5.8).
         """
         approved = {
             key
             for key, value in self._results.approvals.items()
-            if value is True or isinstance(value, ToolApproved)
+            if (value is True or isinstance(value, ToolApproved)) and key not in keep
         }
         ids = {_item_id_or_none(item) for item in (*self._requests._calls, *self._requests._approvals)}
         return self._keeping({key for key in ids if key is not None and key not in approved})

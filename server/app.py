@@ -218,7 +218,11 @@ class ThreadlineServer:
                 f"{detail.strip()[:300]}). {hint}"
             ) from None
         log_run("thread_store_opened", kind=kind, path=where)
-        store = ThreadStore(self._database, replica=uuid.uuid4().hex[:12])
+        store = ThreadStore(
+            self._database,
+            replica=uuid.uuid4().hex[:12],
+            dispatch_intents=self.config.dispatch_intents == "on",
+        )
         store.on_health = self._store_health
         config = self.config
         self.threads = DurableHost(

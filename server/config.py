@@ -192,6 +192,15 @@ class ServerConfig:
         metavar="on|off",
     )
     """Whether this replica records thread runs' events (LIVE §2)."""
+    dispatch_intents: str = _setting(
+        "on",
+        "--dispatch-intents",
+        "on: record each side-effecting tool call durably before it starts, so that after a crash a call "
+        "that never started runs (once) instead of getting the unknown result; off: record nothing "
+        "(every unanswered call is recovered by --tool-recovery's rule, as before)",
+        metavar="on|off",
+    )
+    """Whether this replica's thread runs gate their tools with dispatch intents (LIVE §5.2)."""
     event_log_window_ms: float = _setting(
         100.0,
         "--event-log-window-ms",
@@ -391,6 +400,8 @@ class ServerConfig:
     def _check_event_log(self) -> None:
         if self.event_log not in ("on", "off"):
             raise ConfigError("--event-log must be on or off.", field="event_log")
+        if self.dispatch_intents not in ("on", "off"):
+            raise ConfigError("--dispatch-intents must be on or off.", field="dispatch_intents")
         _between(self.event_log_window_ms, 1, 10_000, "--event-log-window-ms", "event_log_window_ms")
         _between(self.event_log_max_bytes, 1 << 20, 1 << 34, "--event-log-max-bytes", "event_log_max_bytes")
         _between(self.event_retention_s, 1, 365 * 86400, "--event-retention", "event_retention_s", " seconds")

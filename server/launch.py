@@ -129,7 +129,10 @@ def start_stream(
             usage_limits=usage_limits,
             checkpoints=run.checkpoints,
             barrier=run.barrier,
-            **({"run_id": run.run_id} if run.run_id is not None else {}),  # a wrapper may predate it
+            **({"run_id": run.run_id} if run.run_id is not None else {}),
+            **(
+                {"calls_not_started": run.calls_not_started} if run.calls_not_started else {}
+            ),  # a wrapper may predate them
         )
     except HarnessError as error:
         if resume_field is not None and error.code.family == "deferred":

@@ -61,6 +61,7 @@ def test_the_file_sets_every_flag(tmp_path: Path) -> None:
         "store": ('"memory"', "memory"),
         "lease_ttl_s": ("5", 5.0),
         "event_log": ('"off"', "off"),
+        "dispatch_intents": ('"off"', "off"),
         "event_log_window_ms": ("50", 50.0),
         "event_log_max_bytes": ("2097152", 2097152),
         "event_retention_s": ("60", 60.0),

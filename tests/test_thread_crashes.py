@@ -337,6 +337,17 @@ VALUE = {"write_note": "noted hello", "read_status": "api is up"}
     [
         # Before the first model request: the retry runs the whole turn, the prompt once.
         pytest.param("use:plain crash:model", "write_note", DECLARED, False, 1, id="model"),
+        # Before the tool started (its dispatch intent issued, never dispatched): known not started
+        # (LIVE §5.3), so the retry runs it once in every mode, with no unknown result.
+        pytest.param(
+            "use:plain crash:before_tool:write_note", "write_note", DECLARED, False, 1, id="before-declared"
+        ),
+        pytest.param(
+            "use:plain crash:before_tool:write_note", "write_note", NEVER, False, 1, id="before-never"
+        ),
+        pytest.param(
+            "use:plain crash:before_tool:write_note", "write_note", ALWAYS, False, 1, id="before-always"
+        ),
         # Inside a plain tool: it may have acted, so it is never run again under DECLARED or NEVER.
         pytest.param("use:plain crash:tool:write_note", "write_note", DECLARED, True, 1, id="plain-declared"),
         pytest.param("use:plain crash:tool:write_note", "write_note", NEVER, True, 1, id="plain-never"),
@@ -435,7 +446,7 @@ def answers_to(pending: deferred_pb2.DeferredToolRequests) -> deferred_pb2.Defer
         pytest.param("after_tool:transfer", 1, id="after-approved-ran"),
     ],
 )
-async def test_a_killed_resume_keeps_its_facts_and_never_reuses_the_approval(
+async def test_a_killed_resume_keeps_its_facts_and_reuses_the_approval_only_when_not_started(
     scene: Scene, point: str, ran: int, mode: run_pb2.ToolRecovery.ValueType
 ) -> None:
     stub = await scene.start()
@@ -459,7 +470,18 @@ async def test_a_killed_resume_keeps_its_facts_and_never_reuses_the_approval(
     # Facts the host gave are applied once, whatever the recovery mode.
     assert (only_answer(history, ship).content, only_answer(history, ship).outcome) == (SHIPPED, "success")
     assert (only_answer(history, deny).content, only_answer(history, deny).outcome) == (DENIAL, "denied")
-    # The approval is not reused: the unknown result, or (ALWAYS) a fresh approval request.
+    if not ran:
+        # Killed before its dispatch intent: known never started (LIVE §5.3), so the retry runs it once
+        # with the approval it had, in every mode; no unknown result and no fresh approval.
+        assert response.result.status == run_pb2.RUN_STATUS_COMPLETED, response.result
+        assert (only_answer(history, pay).content, only_answer(history, pay).outcome) == (
+            "transferred 10",
+            "success",
+        )
+        assert executions(scene.log) == {pay: 1}, "the approved transfer ran once"
+        await check_checkpoints(stub, thread_id, doomed, "req-answer")
+        return
+    # It may have run: the approval is not reused, the unknown result or (ALWAYS) a fresh approval request.
     if mode == ALWAYS:
         assert response.result.status == run_pb2.RUN_STATUS_SUSPENDED, response.result
         assert [a.tool_call_id for a in response.result.deferred.approvals] == [pay]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from ..deferred import DeferredToolResume
 from ..errors import ErrorCode, ThreadError
 from .eventlog import AttemptLog
+from .intents import IntentCall
 from .lease import LeaseKeeper, Lost
 from .logstore import LogMoved, LogRow
 from .records import Head, ThreadRow
@@ -22,9 +24,17 @@ class Committer:
     read back when its outcome is unknown. Keeps the revision, the delta base and the retained batch."""
 
     def __init__(
-        self, host: RunHost, thread: ThreadRow, head: Head, lease: LeaseKeeper, log: AttemptLog
+        self,
+        host: RunHost,
+        thread: ThreadRow,
+        head: Head,
+        lease: LeaseKeeper,
+        log: AttemptLog,
+        intents: Callable[[], list[IntentCall]] = list,
     ) -> None:
         self._host = host
+        self._intents = intents
+        """The side-effecting calls a checkpoint commits issued intents for (LIVE §5.2)."""
         self._thread_id = thread.thread_id
         self._lease = lease
         self._log = log
@@ -64,6 +74,7 @@ class Committer:
         park: str,
     ) -> None:
         store, lease = self._host.store, self._lease
+        issued = self._intents() if checkpoint is not None and store.intents else []
         delay = 0.05
         while True:
             if (lost := lease.check()) is not None:
@@ -82,6 +93,7 @@ class Committer:
                     ttl=None if finish is not None or park else self._host.lease_ttl,
                     log=write,
                     park=park,
+                    issued=issued,
                     hand_off=self._host.lease_ttl
                     if finish is not None and self._host.launcher.has_room(freeing=1)
                     else None,

@@ -29,7 +29,7 @@ from sqlalchemy import (
 )
 
 from .kinds import ThreadStatus
-from .schema import blobs, checkpoints, labels, runs, threads
+from .schema import blobs, checkpoints, dispatch_intents, labels, runs, threads
 from .statements import Statement, StatementFamily
 
 __all__ = (
@@ -38,6 +38,7 @@ __all__ = (
     "COLLECT_BLOBS",
     "COMMIT_HEAD",
     "DELETE_THREAD",
+    "GATE_THREAD",
     "INSERT_BLOB",
     "INSERT_CHECKPOINT",
     "INSERT_LABEL",
@@ -193,6 +194,13 @@ TAKE_THREAD = StatementFamily[tuple[str, ...]](
 )
 """The compare-and-set of a write from outside a run (Begin, a rollback, a delete): the thread as read,
 its lease free; sets the columns `names` and returns the row as written."""
+GATE_THREAD = Statement(
+    update(threads)
+    .where(*_keyed(threads), threads.c.fence == bindparam("expected_fence"))
+    .values(fence=threads.c.fence)
+    .returning(threads.c.revision)
+)
+"""A holder's fence check that takes the thread row first (a dispatch gate's write, LIVE §5.2)."""
 COMMIT_HEAD = StatementFamily[tuple[str, ...]](
     lambda names: (
         update(threads)
@@ -389,6 +397,7 @@ COLLECT_BLOBS = Statement(
 directly or as a delta's base."""
 
 DELETE_THREAD = tuple(
-    Statement(delete(table).where(*_keyed(table))) for table in (labels, runs, checkpoints, threads)
+    Statement(delete(table).where(*_keyed(table)))
+    for table in (labels, runs, checkpoints, dispatch_intents, threads)
 )
 """A thread's rows, table by table (its blobs go with `COLLECT_BLOBS`)."""

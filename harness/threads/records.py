@@ -126,6 +126,8 @@ class ThreadRow:
     """Those requests in run order (read with the thread when it has any; empty in a listing)."""
     answered: Answered | None = None
     """The request that last consumed a pending batch (LIVE §5.5); None: none since it was restored."""
+    intents_fence: str | None = None
+    """The fence under which the thread's dispatch intents are vouched for (`harness.threads.intents`)."""
 
     @property
     def live_lease(self) -> Lease | None:

@@ -81,6 +81,7 @@ def thread_values(thread: ThreadRow) -> dict[str, Any]:
         "last_request_id": thread.last_request_id,
         "change_seq": thread.change_seq,
         "sweep_after": thread.sweep_after,
+        "intents_fence": thread.intents_fence,
         **_LATER_THREAD_COLUMNS,
     }
 
@@ -88,7 +89,6 @@ def thread_values(thread: ThreadRow) -> dict[str, Any]:
 _LATER_THREAD_COLUMNS: dict[str, Any] = {
     "queue_length": 0,
     "queue_next": 0,
-    "intents_fence": None,
     "answered_request_id": None,
     "answered_revision": None,
     "answered_how": None,
@@ -122,6 +122,7 @@ def thread_row(row: Any, now: float) -> ThreadRow:
         sweep_after=None if row.sweep_after is None else float(row.sweep_after),
         queue_length=int(row.queue_length),
         queue_next=int(row.queue_next),
+        intents_fence=row.intents_fence,
         answered=None
         if row.answered_request_id is None
         else Answered(row.answered_request_id, int(row.answered_revision or 0), row.answered_how),

@@ -22,7 +22,7 @@ from pydantic_ai.tools import DeferredToolResults
 
 from .._run import HarnessRunStream
 from ..client_tools import ClientTool
-from ..deferred import DeferredToolRequests, DeferredToolResume
+from ..deferred import UNANSWERED_APPROVAL_MESSAGE, DeferredToolRequests, DeferredToolResume
 from ..errors import (
     ErrorCode,
     HarnessError,
@@ -55,6 +55,7 @@ from .codec import state_parts
 from .commits import Committer
 from .detached import spec_json
 from .eventlog import AttemptLog, Numbered
+from .intents import IntentCall
 from .items import TERMINAL_KIND as _KIND
 from .items import replay
 from .join import follow_on, until_started
@@ -89,6 +90,8 @@ a whole response without ever waiting)."""
 _BEGIN_TRIES = 4
 """How often a request re-reads and decides again after its Begin lost a compare-and-set race."""
 _MOVED = (ErrorCode.THREAD_BUSY, ErrorCode.REVISION_CONFLICT)
+_CLOSED = ("completed", "created")
+"""Heads that leave no call open (a finished turn, a new thread): a Begin on one reads no intents."""
 """A compare-and-set lost to another writer: read again and decide again."""
 
 
@@ -182,7 +185,7 @@ class ThreadRun:
     ) -> None:
         """The run's dispatch gate (`RunBarrier`): its holder records the call's intent first."""
         assert self._holder is not None
-        await self._holder.gate(call_id, tool_name)
+        await self._holder.gate(IntentCall(call_id, tool_name, retryable))
 
     def detach(self) -> None:
         """The caller went away: drop what is queued and everything the run still produces."""
@@ -368,6 +371,16 @@ class ThreadRun:
                 if self._driven and record is not None:
                     await self._failed_start(thread, record.request_id, error)
                 raise
+            not_started = frozenset[str]()
+            if store.intents and (head.checkpoint.kind not in _CLOSED or thread.recovery_pending):
+                # The head may leave calls open: those its intents show never started (LIVE §5.3).
+                not_started = await store.calls_not_started(thread)
+                batch = thread.pending if rollback is None else rollback.checkpoint.pending
+                if decision.resume is None and batch is not None and not_started:
+                    # Continued without answers: the approvals that never ran are denied (LIVE §5.4).
+                    denials = batch.deny_unanswered(UNANSWERED_APPROVAL_MESSAGE, not_started)
+                    if denials is not None:
+                        decision = dataclasses.replace(decision, resume=denials, accepted=denials)
             tools = list(head.checkpoint.client_tools if decision.head_tools else request.client_tools)
             run = RunRequest(
                 decision.input,
@@ -377,6 +390,7 @@ class ThreadRun:
                 usage_limits=request.usage_limits,
                 barrier=self,
                 run_id=self._queued or None,
+                calls_not_started=not_started,
             )
             try:
                 stream = host.launcher.stream(thread.agent, run, client_tools=tools)
@@ -408,6 +422,7 @@ class ThreadRun:
                         rollback=None if rollback is None else rollback.checkpoint,
                         rolled_back=bool(decision.rollback_of),
                         consumes=_consumes(thread, rollback, decision),
+                        not_started=not_started,
                     )
                 except ThreadError as error:
                     if error.code in _MOVED and (races := races + 1) < _BEGIN_TRIES:
@@ -441,6 +456,7 @@ class ThreadRun:
                     normal_resume=decision.normal_resume,
                     recorded=recorded,
                     detached=_record.detached,
+                    not_started=not_started,
                 )
                 self._holder = holder
                 if self._cancel_asked:
@@ -569,6 +585,14 @@ class ThreadRun:
                 yield event
 
 
+@dataclass(eq=False)
+class _Gating:
+    """One dispatch write being gathered (`_Holder.gate`)."""
+
+    calls: list[IntentCall] = dataclasses.field(default_factory=list)
+    task: asyncio.Future[None] | None = None
+
+
 class _Holder:
     """The run of a thread whose lease this process holds: it drives the core run, commits at each barrier
     and at the end through its `Committer`, and stops the run when its `LeaseKeeper` loses the lease."""
@@ -585,6 +609,7 @@ class _Holder:
         normal_resume: bool,
         recorded: bool,
         detached: bool,
+        not_started: frozenset[str] = frozenset(),
     ) -> None:
         self._host = host
         self._detached = detached
@@ -601,7 +626,7 @@ class _Holder:
             run_id=stream.run_id,
             recorded=recorded,
         )
-        self._commits = Committer(host, thread, head, self._lease, self._log)
+        self._commits = Committer(host, thread, head, self._lease, self._log, self._new_intents)
         self._normal_resume = normal_resume
         self._started_at = datetime.now(UTC)
         self._first_event = True
@@ -609,6 +634,14 @@ class _Holder:
         """Barrier commits whose `thread_committed` waits for its `model_request_started` to be yielded."""
         self._status = "interrupted"
         """How the run ended, as its `run_finished` line says (the result's status, or `error`)."""
+        self._gating: _Gating | None = None
+        """The dispatch write the next gated call joins (`gate`)."""
+        self._dispatched: set[str] = set()
+        """The calls this attempt let start: their retained approvals are spent."""
+        self._issued: set[str] = set()
+        """The calls this attempt's commits issued intents for."""
+        self._not_started = not_started
+        """The calls Begin took as never started (LIVE §5.3)."""
         self._reason: dict[str, str] = {}
 
     @property
@@ -707,10 +740,13 @@ class _Holder:
     def _retained(self, remaining: DeferredToolResume | None) -> DeferredToolResume | None:
         """The accepted batch to keep with a commit: what the history has not incorporated yet.
 
-        After a recovery run its positive approvals are dropped: a recovery never reuses one (SPEC §2.7.6).
+        After a recovery run its positive approvals are dropped: a recovery never reuses one (SPEC §2.7.6),
+        but for calls that never started here (LIVE §5.3), which the next attempt may still prove not started.
         """
         if remaining is not None and not self._normal_resume:
-            remaining = remaining.without_positive_approvals()
+            remaining = remaining.without_positive_approvals(
+                keep=() if not self._host.store.intents else self._not_started - self._dispatched
+            )
         return remaining
 
     async def barrier(self, state: HarnessState, pending_input: DeferredToolResume | None) -> None:
@@ -725,8 +761,62 @@ class _Holder:
             if await self._mid_run_commit(state_parts(state), pending_input):
                 self._unannounced.append(self._committed("mid_run"))
 
-    async def gate(self, call_id: str, tool_name: str) -> None:
-        """Before a side-effecting tool starts (LIVE §5.2)."""
+    def _new_intents(self) -> list[IntentCall]:
+        """The side-effecting calls of the latest response that no commit of this attempt issued yet:
+        the commit that calls this is the first to hold that response (LIVE §5.2)."""
+        calls = [
+            IntentCall(call.tool_call_id, call.tool_name, retryable)
+            for call, retryable in self._stream.side_effect_calls()
+            if call.tool_call_id not in self._issued
+        ]
+        self._issued.update(call.call_id for call in calls)
+        return calls
+
+    async def gate(self, call: IntentCall) -> None:
+        """Before a side-effecting tool starts (LIVE §5.2): its intent dispatched, durably, or the tool
+        does not start. Calls gated together (one tools step) share one write: the first yields the loop
+        once before writing, a call gated after a write started waits for the next. The holder also
+        records the call, so that its retained approval is dropped (`_retained`)."""
+        self._dispatched.add(call.call_id)
+        if not self._host.store.intents:
+            return
+        batch = self._gating
+        if batch is None:
+            batch = self._gating = _Gating()
+            batch.task = asyncio.ensure_future(self._dispatch(batch))
+        batch.calls.append(call)
+        assert batch.task is not None
+        await asyncio.shield(batch.task)
+        if (lost := self._lease.check()) is not None:
+            raise Lost(lost)  # past its own lease: another replica may have taken the thread over
+
+    async def _dispatch(self, batch: _Gating) -> None:
+        """One dispatch write for the calls gated by now; retried while the store is down until the lease's
+        own expiry (the write is idempotent, so an unknown outcome is settled by writing it again)."""
+        await asyncio.sleep(0)  # the calls started together join this write
+        self._gating = None
+        store, lease = self._host.store, self._lease
+        delay = 0.05
+        while True:
+            if (lost := lease.check()) is not None:
+                raise Lost(lost)
+            try:
+                await store.dispatch(
+                    self._thread.thread_id,
+                    fence=lease.fence,
+                    run_id=self._stream.run_id,
+                    revision=self._commits.revision,
+                    calls=batch.calls,
+                )
+                return
+            except ThreadError as error:
+                if error.code == ErrorCode.LEASE_LOST:
+                    lease.lose(error)
+                    raise Lost(error) from None
+                if error.code != ErrorCode.STORE_UNAVAILABLE or time.monotonic() + delay > lease.expiry:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     async def _park(self, parts: StateParts, pending_input: DeferredToolResume | None) -> None:
         """The barrier commit of a parked attempt: what moved since the head, the lease ending now; then

@@ -16,7 +16,7 @@ import asyncio
 import dataclasses
 import secrets
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +31,8 @@ from .blobstore import collect_blobs, read_blob, write_blob
 from .database import Database
 from .eventlog import LogWrite
 from .follow import Hub
+from .intents import IntentCall, dispatch, issue, new_fence
+from .intents import not_started as _not_started
 from .logstore import LogStore, delete_logs, lose_logs, notify_thread, open_log, write_log
 from .notify import CHANNEL, CancelListener, payload
 from .outcome import ThreadRunOutcome
@@ -39,6 +41,7 @@ from .queries import (
     CLOSE_UNFINISHED_RUN,
     COMMIT_HEAD,
     DELETE_THREAD,
+    GATE_THREAD,
     INSERT_CHECKPOINT,
     INSERT_LABEL,
     INSERT_RUN,
@@ -145,9 +148,11 @@ class Finish:
 class ThreadStore:
     """The store of one server process (`replica`) on one database."""
 
-    def __init__(self, database: Database, *, replica: str) -> None:
+    def __init__(self, database: Database, *, replica: str, dispatch_intents: bool = True) -> None:
         self.database = database
         self.replica = replica
+        self.intents = dispatch_intents
+        """Whether this replica's runs gate their tools and keep dispatch intents (LIVE §5.2)."""
         self.worker = StoreWorker(database, replica=replica)
         poll = {"sqlite": 0.25, "postgresql": 1.0}.get(database.kind)
         self.hub = Hub(asyncio.get_running_loop(), poll_s=poll, positions=self._positions)
@@ -304,6 +309,7 @@ class ThreadStore:
             with self.worker.transaction() as (conn, now):
                 if _thread(conn, thread_id, now) is not None:
                     raise _exists(thread_id)
+                fence = _fence()
                 created = ThreadRow(
                     thread_id=thread_id,
                     incarnation=uuid.uuid4().hex,
@@ -314,11 +320,12 @@ class ThreadStore:
                     revision=1,
                     pending=checkpoint.pending,
                     accepted=accepted,
-                    fence=_fence(),
+                    fence=fence,
                     lease=None,
                     cancel_requested=False,
                     last_request_id=None,
                     now=now,
+                    intents_fence=fence if self.intents else None,
                 )
                 INSERT_THREAD.run(conn, thread_values(created))
                 INSERT_LABEL.run_many(
@@ -350,6 +357,7 @@ class ThreadStore:
                 conn,
                 thread,
                 now,
+                intents=self.intents,
                 revision=revision,
                 pending=requests_json(source.pending),
                 accepted=resume_json(source.remaining),
@@ -372,7 +380,7 @@ class ThreadStore:
     def delete(self, thread: ThreadRow) -> None:
         """Delete the thread read as `thread` (compare-and-set), its checkpoints, records and own data."""
         with self.worker.transaction() as (conn, now):
-            _take(conn, thread, now)
+            _take(conn, thread, now, intents=self.intents)
             delete_logs(conn, thread.thread_id)
             for statement in DELETE_THREAD:
                 statement.run(conn, key(thread.thread_id))
@@ -402,6 +410,7 @@ class ThreadStore:
         rollback: CheckpointRow | None = None,
         rolled_back: bool = False,
         consumes: AnsweredHow | None = None,
+        not_started: frozenset[str] = frozenset(),
     ) -> tuple[ThreadRow, RunRow]:
         """Take the lease of `thread` as read (compare-and-set) and write the run's record.
 
@@ -416,7 +425,9 @@ class ThreadStore:
         head first (as `RollbackThread` does) and the run begins from it; `rolled_back` marks the
         record so that no later attempt rolls back again (LIVE §4.4). `consumes`: the run begins from
         a suspended head and consumes its batch so (answers, or a prompt), which the thread records for
-        `THREAD_NOT_SUSPENDED` (LIVE §5.5).
+        `THREAD_NOT_SUSPENDED` (LIVE §5.5). `not_started`: the calls the run takes as never started
+        (LIVE §5.3), read before; re-read here after the thread row, and should one have been dispatched
+        meanwhile (a stalled holder), nothing is written.
 
         Raises:
             ThreadError: `thread_busy` / `revision_conflict` when the thread changed since it was read
@@ -430,6 +441,7 @@ class ThreadStore:
                 conn,
                 thread,
                 now,
+                intents=self.intents,
                 **({"queue_pop": 0} if queued else {}),
                 **({"revision": begins} if rollback is not None else {}),
                 pending=None,
@@ -444,6 +456,8 @@ class ThreadStore:
                 change_seq=None,
                 **(_answered(request_id, begins, consumes) if consumes is not None else {}),
             )
+            if not_started and _not_started(conn, thread, not_started) != not_started:
+                raise conflict(taken)  # decide again, on what the intents say now
             lose_logs(conn, thread.thread_id, now)
             if rollback is not None:
                 copy = dataclasses.replace(
@@ -549,6 +563,7 @@ class ThreadStore:
         log: LogWrite | None = None,
         park: str = "",
         hand_off: float | None = None,
+        issued: Sequence[IntentCall] = (),
     ) -> Committed:
         """A fenced commit of the holder of `fence`: a checkpoint after `revision` (or none), the
         retained batch, and with `finish` the run record's outcome, `pending`, and the lease released.
@@ -557,6 +572,7 @@ class ThreadStore:
         its next attempt is due at once, its log is marked lost and its record stays open. With
         `finish`, `hand_off` (a lease TTL) keeps a waiting queue's head for this replica, which starts it
         at once (`on_hand_off`); should it die first, the head is due for any replica after that TTL.
+        `issued`: the side-effecting calls of a response this commit is the first to hold (LIVE §5.2).
 
         Raises:
             ThreadError: `lease_lost` when the fence is no longer the thread's.
@@ -589,6 +605,9 @@ class ThreadStore:
                 raise lease_lost(thread_id)
             if log is not None:
                 write_log(conn, thread_id, log, now)
+            if issued:
+                run_id = log.run_id if log is not None else written_row.lease_run_id or ""
+                issue(conn, thread_id, issued, run_id=run_id, revision=head, now=now)
             if park:
                 lose_logs(conn, thread_id, now)
                 _park_attempt(conn, thread_id, park, now)
@@ -622,6 +641,32 @@ class ThreadStore:
         elif queue_due and self._due is not None:
             self._loop.call_soon_threadsafe(self._due)
         return Committed(head, expires, written)
+
+    @offloaded(read=False)
+    def dispatch(
+        self, thread_id: str, *, fence: str, run_id: str, revision: int, calls: Sequence[IntentCall]
+    ) -> None:
+        """The holder of `fence` is about to start `calls` (LIVE §5.2): their intents dispatched, durably,
+        in one fenced transaction (the thread row first). Idempotent: a retry after an unknown outcome
+        writes the same rows.
+
+        Raises:
+            ThreadError: `lease_lost` when the fence is no longer the thread's.
+        """
+        with self.worker.transaction() as (conn, now):
+            if GATE_THREAD.first(conn, {**key(thread_id), "expected_fence": fence}) is None:
+                raise lease_lost(thread_id)
+            dispatch(conn, thread_id, calls, run_id=run_id, revision=revision, now=now)
+
+    @offloaded(read=True)
+    def calls_not_started(self, thread: ThreadRow, call_ids: Collection[str] | None = None) -> frozenset[str]:
+        """The calls (of `call_ids`; None: any) the thread's intents show never started
+        (`intents.not_started`), read with the thread as `thread` was: empty when its fence moved since."""
+        with self.worker.transaction(read=True) as (conn, now):
+            current = _thread(conn, thread.thread_id, now)
+            if current is None or current.fence != thread.fence:
+                return frozenset()
+            return _not_started(conn, current, call_ids)
 
     @offloaded(read=False)
     def renew(self, thread_id: str, *, fence: str, ttl: float) -> tuple[float, bool, bool]:
@@ -690,7 +735,7 @@ class ThreadStore:
             due = False
             if thread.lease is not None and thread.lease.request_id == record.request_id:
                 ended = {
-                    "fence": _fence(),
+                    **new_fence(conn, thread, now, enabled=self.intents),
                     "change_seq": None,
                     **released(now, suspended=thread.pending is not None),
                 }
@@ -871,6 +916,7 @@ class ThreadStore:
                 conn,
                 thread,
                 now,
+                intents=self.intents,
                 change_seq=None,
                 **popped,
                 **released(now, suspended=thread.pending is not None),
@@ -934,10 +980,11 @@ def _answered(request_id: str | None, revision: int | None, how: AnsweredHow | N
     return {"answered_request_id": request_id, "answered_revision": revision, "answered_how": how}
 
 
-def _take(conn: Connection, thread: ThreadRow, now: float, **values: Any) -> ThreadRow:
-    """Compare-and-set on `thread` as read: same revision and fence, no live lease; a new fence and
-    `values` (columns, as stored) written. Returns the row as written."""
-    values = {"fence": _fence(), "update_time": now, **values}
+def _take(conn: Connection, thread: ThreadRow, now: float, *, intents: bool, **values: Any) -> ThreadRow:
+    """Compare-and-set on `thread` as read: same revision and fence, no live lease; a new fence (with
+    the dispatch intents' chain, `intents.new_fence`) and `values` (columns, as stored) written. Returns
+    the row as written."""
+    values = {**new_fence(conn, thread, now, enabled=intents), "update_time": now, **values}
     row = TAKE_THREAD[tuple(values)].first(
         conn,
         {
