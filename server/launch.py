@@ -129,10 +129,7 @@ def start_stream(
             usage_limits=usage_limits,
             checkpoints=run.checkpoints,
             barrier=run.barrier,
-            **({"run_id": run.run_id} if run.run_id is not None else {}),
-            **(
-                {"calls_not_started": run.calls_not_started} if run.calls_not_started else {}
-            ),  # a wrapper may predate them
+            **_newer(run),
         )
     except HarnessError as error:
         if resume_field is not None and error.code.family == "deferred":
@@ -227,3 +224,14 @@ class ThreadLauncher:
                     scope.end("interrupted")
                 elif begun and result is not None:
                     scope.end(result.status, result.usage)
+
+
+def _newer(run: RunRequest) -> dict[str, Any]:
+    """The run's arguments newer than `stream`'s first ones, only when set: a served agent's own
+    `stream` wrapper may predate them."""
+    extra: dict[str, Any] = {}
+    if run.run_id is not None:
+        extra["run_id"] = run.run_id
+    if run.calls_not_started:
+        extra["calls_not_started"] = run.calls_not_started
+    return extra
