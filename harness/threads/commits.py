@@ -94,6 +94,7 @@ class Committer:
                     log=write,
                     park=park,
                     issued=issued,
+                    issued_by=self._log.run_id,
                     hand_off=self._host.lease_ttl
                     if finish is not None and self._host.launcher.has_room(freeing=1)
                     else None,

@@ -564,6 +564,7 @@ class ThreadStore:
         park: str = "",
         hand_off: float | None = None,
         issued: Sequence[IntentCall] = (),
+        issued_by: str = "",
     ) -> Committed:
         """A fenced commit of the holder of `fence`: a checkpoint after `revision` (or none), the
         retained batch, and with `finish` the run record's outcome, `pending`, and the lease released.
@@ -572,7 +573,8 @@ class ThreadStore:
         its next attempt is due at once, its log is marked lost and its record stays open. With
         `finish`, `hand_off` (a lease TTL) keeps a waiting queue's head for this replica, which starts it
         at once (`on_hand_off`); should it die first, the head is due for any replica after that TTL.
-        `issued`: the side-effecting calls of a response this commit is the first to hold (LIVE §5.2).
+        `issued`: the side-effecting calls of a response this commit is the first to hold (LIVE §5.2),
+        made by the attempt `issued_by`.
 
         Raises:
             ThreadError: `lease_lost` when the fence is no longer the thread's.
@@ -606,8 +608,7 @@ class ThreadStore:
             if log is not None:
                 write_log(conn, thread_id, log, now)
             if issued:
-                run_id = log.run_id if log is not None else written_row.lease_run_id or ""
-                issue(conn, thread_id, issued, run_id=run_id, revision=head, now=now)
+                issue(conn, thread_id, issued, run_id=issued_by, revision=head, now=now)
             if park:
                 lose_logs(conn, thread_id, now)
                 _park_attempt(conn, thread_id, park, now)
