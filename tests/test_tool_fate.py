@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import TYPE_CHECKING
 
 import grpc
 import pytest
@@ -21,7 +22,6 @@ from test_thread_crashes import (
     POLL,
     SHIPPED,
     Scene,
-    Stub,
     answers,
     answers_to,
     create_thread,
@@ -37,6 +37,9 @@ from thread_agents import executions, markers
 from threadline.v1 import deferred_pb2, run_pb2, thread_pb2, thread_service_pb2
 
 from harness import INTERRUPTED_TOOL_RESULT, UNANSWERED_APPROVAL_MESSAGE
+
+if TYPE_CHECKING:
+    from threadline.v1.thread_service_pb2_grpc import ThreadServiceAsyncStub as Stub
 
 pytestmark = pytest.mark.anyio
 
@@ -143,7 +146,7 @@ async def test_a_replica_that_does_not_gate_breaks_the_claim_so_nothing_runs_twi
     stub = await scene._connect(await scene._spawn())
     scene.store = gating  # the server after the crash gates again
     resume = spec(thread_id, "req-answer", answers=answers_to(pending))
-    doomed, stub = await run_until_killed(scene, stub, resume, "tool:transfer")
+    _doomed, stub = await run_until_killed(scene, stub, resume, "tool:transfer")
     assert executions(scene.log, "transfer") == {pay: 1}
 
     resume.tool_recovery = DECLARED
