@@ -85,7 +85,12 @@ async def test_a_batch_killed_inside_one_transfer_gives_both_the_unknown_result(
     [ship] = [c.tool_call_id for c in pending.calls]
     resume = spec(thread_id, "req-answer", answers=approve_both(pending))
     call = stub.StreamThreadRun(ts.StreamThreadRunRequest(spec=resume))
-    reader = asyncio.ensure_future(call.read())
+
+    async def drain() -> None:
+        async for _ in call:
+            pass
+
+    reader = asyncio.ensure_future(drain())
     await both_inside(scene)
     await scene.kill()
     with pytest.raises(grpc.aio.AioRpcError):
@@ -113,11 +118,10 @@ async def test_a_prompt_without_answers_denies_the_approvals_honestly_even_acros
     thread_id, pending = await suspended_batch(stub, "use:batch")
     pays = [a.tool_call_id for a in pending.approvals]
     [ship] = [c.tool_call_id for c in pending.calls]
-    # Killed after its Begin (the model blocks on the request carrying the prompt): the denials were
-    # written with the Begin, and the retry applies them once.
-    moved_on = spec(thread_id, "req-moved-on", text="never mind crash:model")
-    doomed, stub = await run_until_killed(scene, stub, moved_on, "model")
-    assert doomed.committed == 0
+    # Killed after its Begin (the model blocks on the request carrying the prompt and the denials): the
+    # denials were written with the Begin, and the retry applies them once.
+    moved_on = spec(thread_id, "req-moved-on", text="never mind crash:model:results")
+    doomed, stub = await run_until_killed(scene, stub, moved_on, "model:results")
     moved_on.tool_recovery = DECLARED
     response = await retry_while_busy(stub, moved_on, holder="req-moved-on")
     assert response.result.status == run_pb2.RUN_STATUS_COMPLETED, response.result
