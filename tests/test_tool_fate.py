@@ -121,7 +121,7 @@ async def test_a_prompt_without_answers_denies_the_approvals_honestly_even_acros
     # Killed after its Begin (the model blocks on the request carrying the prompt and the denials): the
     # denials were written with the Begin, and the retry applies them once.
     moved_on = spec(thread_id, "req-moved-on", text="never mind crash:model:results")
-    doomed, stub = await run_until_killed(scene, stub, moved_on, "model:results")
+    _doomed, stub = await run_until_killed(scene, stub, moved_on, "model:results")
     moved_on.tool_recovery = DECLARED
     response = await retry_while_busy(stub, moved_on, holder="req-moved-on")
     assert response.result.status == run_pb2.RUN_STATUS_COMPLETED, response.result
