@@ -155,11 +155,15 @@ async def host_run(harness: Harness, **fields: Any) -> run_pb2.RunResult:
 
 
 async def until_tool_runs(call: Any) -> list[events_pb2.RunEvent]:
-    """Read a stream's events until its (slow) tool is executing; the events so far."""
+    """Read a stream's events until its (slow) tool is executing; the events so far.
+
+    The tool starts once its dispatch intent is durable, in the commit of the response that called it
+    (LIVE §5.2), whose `thread_committed` follows the `tool_call`."""
     seen: list[events_pb2.RunEvent] = []
     async for response in call:
         seen += events_of(response)
-        if seen[-1].WhichOneof("event") == "tool_call":
+        kinds = [event.WhichOneof("event") for event in seen]
+        if "tool_call" in kinds and "thread_committed" in kinds[kinds.index("tool_call") :]:
             return seen
     raise AssertionError("the stream ended before the tool ran")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..deferred import DeferredToolResume
 from ..errors import ErrorCode, ThreadError
@@ -50,10 +50,12 @@ class Committer:
         finish: Finish | None = None,
         result_sequence: int | None = None,
         park: str = "",
+        dispatched: Sequence[IntentCall] = (),
     ) -> None:
         """A fenced commit, retried while the store is down until the lease's own expiry; it writes the
         attempt's buffered events too (and with `finish`, ends its log at `result_sequence`). `park`
-        (the request's ID) gives the lease up with it (`ThreadStore.commit`).
+        (the request's ID) gives the lease up with it (`ThreadStore.commit`); `dispatched`: calls about
+        to start, dispatched with it (LIVE §5.2).
 
         Raises:
             Lost: the lease is lost (before, or in answer to, the commit).
@@ -61,7 +63,12 @@ class Committer:
         """
         async with self._log.turn:
             await self._commit(
-                checkpoint, accepted=accepted, finish=finish, result_sequence=result_sequence, park=park
+                checkpoint,
+                accepted=accepted,
+                finish=finish,
+                result_sequence=result_sequence,
+                park=park,
+                dispatched=dispatched,
             )
 
     async def _commit(
@@ -72,6 +79,7 @@ class Committer:
         finish: Finish | None,
         result_sequence: int | None,
         park: str,
+        dispatched: Sequence[IntentCall] = (),
     ) -> None:
         store, lease = self._host.store, self._lease
         issued = self._intents() if checkpoint is not None and store.intents else []
@@ -94,6 +102,7 @@ class Committer:
                     log=write,
                     park=park,
                     issued=issued,
+                    dispatched=dispatched,
                     issued_by=self._log.run_id,
                     hand_off=self._host.lease_ttl
                     if finish is not None and self._host.launcher.has_room(freeing=1)

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -457,6 +457,7 @@ class ThreadRun:
                     recorded=recorded,
                     detached=_record.detached,
                     not_started=not_started,
+                    offer=self._offer,
                 )
                 self._holder = holder
                 if self._cancel_asked:
@@ -610,6 +611,7 @@ class _Holder:
         recorded: bool,
         detached: bool,
         not_started: frozenset[str] = frozenset(),
+        offer: Callable[[Numbered], Awaitable[None]] | None = None,
     ) -> None:
         self._host = host
         self._detached = detached
@@ -634,6 +636,9 @@ class _Holder:
         """Barrier commits whose `thread_committed` waits for its `model_request_started` to be yielded."""
         self._status = "interrupted"
         """How the run ended, as its `run_finished` line says (the result's status, or `error`)."""
+        self._held: tuple[StateParts, DeferredToolResume | None] | None = None
+        """A response's `MID_RUN` commit held for its first dispatch (LIVE §5.2): the state and the batch
+        not incorporated yet. Committed with that dispatch, or superseded by the next commit."""
         self._gating: _Gating | None = None
         """The dispatch write the next gated call joins (`gate`)."""
         self._dispatched: set[str] = set()
@@ -642,6 +647,8 @@ class _Holder:
         """The calls this attempt's commits issued intents for."""
         self._not_started = not_started
         """The calls Begin took as never started (LIVE §5.3)."""
+        self._offer = offer if offer is not None else _nobody
+        """Hands an item to the run's listener between the stream's own (a dispatch's commit)."""
         self._reason: dict[str, str] = {}
 
     @property
@@ -754,6 +761,7 @@ class _Holder:
         committed before it is sent. A lost lease cancels the run (`LeaseKeeper.lose`), so the request never goes."""
         if self._lease.check() is not None or self._lease.lost is not None:
             return
+        self._held = None  # this state holds the held response too
         with contextlib.suppress(Lost):
             if self._park_asked:
                 await self._park(state_parts(state), pending_input)
@@ -795,6 +803,16 @@ class _Holder:
         own expiry (the write is idempotent, so an unknown outcome is settled by writing it again)."""
         await asyncio.sleep(0)  # the calls started together join this write
         self._gating = None
+        held, self._held = self._held, None
+        if held is not None:  # the response's own commit, with its first dispatch
+            parts, pending = held
+            accepted = self._retained(pending)
+            checkpoint = self._checkpoint("mid_run", parts, pending=None, remaining=accepted)
+            await self._commits.commit(checkpoint, accepted=accepted, dispatched=batch.calls)
+            # Announced at once, after the response's tool calls (everything yielded before was offered:
+            # the run is waiting on its stream, inside the tool's gate).
+            await self._offer(self._log.number(self._committed("mid_run")))
+            return
         store, lease = self._host.store, self._lease
         delay = 0.05
         while True:
@@ -830,11 +848,22 @@ class _Holder:
         self._lease.lose(_parked(self._thread.thread_id, self._stream.run_id, self._request_id))
 
     async def _mid_run(self, state: HarnessState) -> list[ThreadCommittedEvent]:
-        """A candidate: announce the barrier's commit, and commit what moved since (a hook's change)."""
+        """A candidate: announce the commits made since (a barrier's, a dispatch's), and commit what moved
+        (a response, a hook's change). A response whose calls a gate will cover is held for the first
+        of them to dispatch (LIVE §5.2): one transaction for both, none more in a normal turn."""
         announced, self._unannounced = self._unannounced, []
-        if await self._mid_run_commit(state_parts(state), self._stream.pending_deferred_input):
+        parts, pending = state_parts(state), self._stream.pending_deferred_input
+        if self._host.store.intents and parts != self._commits.base.parts and self._calls_to_issue():
+            self._held = (parts, pending)
+            return announced
+        self._held = None
+        if await self._mid_run_commit(parts, pending):
             announced.append(self._committed("mid_run"))
         return announced
+
+    def _calls_to_issue(self) -> bool:
+        """Whether the latest response has side-effecting calls no commit of this attempt issued yet."""
+        return any(call.tool_call_id not in self._issued for call, _ in self._stream.side_effect_calls())
 
     async def _mid_run_commit(self, parts: StateParts, pending_input: DeferredToolResume | None) -> bool:
         """Commit a `MID_RUN` checkpoint of `parts`, unless nothing moved since the head."""
@@ -882,6 +911,7 @@ class _Holder:
         )
 
     async def _finish(self, result: HarnessRunResult[Any]) -> AsyncIterator[Numbered]:
+        self._held = None  # the terminal commit holds it
         state = result.state
         accepted = self._retained(self._stream.pending_deferred_input)
         pending = result.deferred
@@ -901,7 +931,8 @@ class _Holder:
         finish = Finish(self._request_id, result.status, outcome, pending, accepted)
         # Numbered before the commit, which writes the `thread_committed` into the log (LIVE §2.1); the
         # commit event and the result share the outcome's time, live and in a replay alike.
-        ending: list[Numbered] = []
+        ending = [self._log.number(committed) for committed in self._unannounced]
+        self._unannounced = []
         if state is not None:
             committed = dataclasses.replace(
                 self._committed(kind), revision=outcome.revision, occurred_at=outcome.ended_at
@@ -955,6 +986,10 @@ class _Holder:
         finish = Finish(self._request_id, status, outcome, pending, accepted)
         with contextlib.suppress(Lost):
             await self._commits.commit(None, accepted=accepted, finish=finish)
+
+
+async def _nobody(item: Numbered) -> None:
+    """No listener to hand an item to."""
 
 
 def _consumes(thread: ThreadRow, rollback: Head | None, decision: RunAttempt) -> AnsweredHow | None:

@@ -564,6 +564,7 @@ class ThreadStore:
         park: str = "",
         hand_off: float | None = None,
         issued: Sequence[IntentCall] = (),
+        dispatched: Sequence[IntentCall] = (),
         issued_by: str = "",
     ) -> Committed:
         """A fenced commit of the holder of `fence`: a checkpoint after `revision` (or none), the
@@ -574,7 +575,8 @@ class ThreadStore:
         `finish`, `hand_off` (a lease TTL) keeps a waiting queue's head for this replica, which starts it
         at once (`on_hand_off`); should it die first, the head is due for any replica after that TTL.
         `issued`: the side-effecting calls of a response this commit is the first to hold (LIVE §5.2),
-        made by the attempt `issued_by`.
+        made by the attempt `issued_by`; `dispatched`: calls about to start, whose intents this commit
+        dispatches (the response's commit merged with its first dispatch).
 
         Raises:
             ThreadError: `lease_lost` when the fence is no longer the thread's.
@@ -609,6 +611,8 @@ class ThreadStore:
                 write_log(conn, thread_id, log, now)
             if issued:
                 issue(conn, thread_id, issued, run_id=issued_by, revision=head, now=now)
+            if dispatched:
+                dispatch(conn, thread_id, dispatched, run_id=issued_by, revision=head, now=now)
             if park:
                 lose_logs(conn, thread_id, now)
                 _park_attempt(conn, thread_id, park, now)
