@@ -63,6 +63,9 @@ class StoreWorker:
         self._reader = database.engine.execution_options(**READ)
         self._now = NOW[database.engine.dialect.name]
         self._relaxed = database.engine if database.relaxed is None else database.relaxed
+        self.durable_writes = 0
+        """How many durable write transactions committed here (not reads, not relaxed appends): what a
+        turn costs the database, counted by tests and the benchmark rather than timed."""
         # SQLite: this process's write transactions take turns (an in-memory database is one connection,
         # so all of its transactions do): waiting here is cheaper than in SQLite's busy handler, which
         # sleeps. PostgreSQL locks rows, so transactions on different threads run side by side.
@@ -161,6 +164,8 @@ class StoreWorker:
             engine = self._reader if read else self._relaxed if relaxed else self._engine
             with self._begun(engine) as (conn, now):
                 yield conn, now
+            if not read and not relaxed:
+                self.durable_writes += 1
         except (ThreadError, IntegrityError):
             raise
         except (DBAPIError, SQLAlchemyError, OSError) as error:
