@@ -184,3 +184,32 @@ async def test_an_approval_made_pending_again_after_its_call_ran_is_never_called
     deny = pending.approvals[1].tool_call_id
     assert only_answer(history, deny).content == UNANSWERED_APPROVAL_MESSAGE, "never dispatched: denied"
     assert executions(scene.log, "transfer") == {pay: 1}
+
+
+@pytest.mark.parametrize("how", ["fork", "import"])
+async def test_a_forked_or_imported_batch_keeps_its_claim_so_its_approvals_are_denied_honestly(
+    scene: Scene, how: str
+) -> None:
+    """`ForkThread` copies the source's rows for its pending batch; `CreateThread` with `pending` issues
+    rows for its approvals (the import says they are pending): either way a prompt without answers
+    denies them with the fixed text, and nothing runs."""
+    stub = await scene.start()
+    source_id, pending = await suspended_batch(stub, "use:batch")
+    if how == "fork":
+        made = await stub.ForkThread(ts.ForkThreadRequest(thread_id=source_id))
+    else:
+        head = await stub.GetThread(ts.GetThreadRequest(thread_id=source_id, view=ts.THREAD_VIEW_FULL))
+        # A host moves the thread in anew: the old one (and its rows) gone, its state and batch imported.
+        await stub.DeleteThread(ts.DeleteThreadRequest(thread_id=source_id))
+        made = await stub.CreateThread(
+            ts.CreateThreadRequest(agent="crash", state=head.thread.head.state, pending=pending)
+        )
+    thread_id = made.thread.thread_id
+    assert made.thread.status == thread_pb2.THREAD_STATUS_SUSPENDED
+    moved_on = await run_thread(stub, spec(thread_id, "req-moved-on", text="never mind"))
+    assert moved_on.result.status == run_pb2.RUN_STATUS_COMPLETED, moved_on.result
+    _thread, history = await head_history(stub, thread_id)
+    for approval in pending.approvals:
+        answer = only_answer(history, approval.tool_call_id)
+        assert (answer.content, answer.outcome) == (UNANSWERED_APPROVAL_MESSAGE, "denied")
+    assert executions(scene.log, "transfer") == {}

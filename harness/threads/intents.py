@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, select, text
 
+from ..deferred import DeferredToolRequests
 from .queries import NAMESPACE, key
 from .records import ThreadRow
 from .schema import dispatch_intents
@@ -29,6 +30,7 @@ from .statements import Statement
 
 __all__ = (
     "IntentCall",
+    "carry_over",
     "dispatch",
     "issue",
     "new_fence",
@@ -143,3 +145,49 @@ def not_started(
         return frozenset()
     issued = frozenset(row.call_id for row in _ISSUED.run(conn, key(thread.thread_id)))
     return issued if call_ids is None else issued & frozenset(call_ids)
+
+
+_COPY = Statement(
+    text(
+        f"INSERT INTO dispatch_intents ({_COLUMNS})"
+        " SELECT namespace, :target, call_id, state, tool_name, retryable, run_id, :revision, :now, dispatch_time"
+        " FROM dispatch_intents WHERE namespace = :namespace AND thread_id = :thread_id AND call_id = :call_id"
+    )
+)
+
+
+def carry_over(
+    conn: Connection,
+    target: ThreadRow,
+    pending: DeferredToolRequests | None,
+    *,
+    source: ThreadRow | None,
+    forked: bool,
+    now: float,
+) -> None:
+    """The intents of a new thread's pending batch (LIVE §5.2): an import's approvals are issued (the
+    host says they are pending); a fork (`forked`) copies its `source`'s rows for them, as they are,
+    when the source vouches for its rows (a broken chain, or a source gone, copies nothing: no row
+    claims nothing)."""
+    if pending is None or target.intents_fence is None:
+        return
+    approvals = pending.approvals
+    if not forked:
+        calls = [IntentCall(item.tool_call_id, item.target_call.tool_name, False) for item in approvals]
+        issue(conn, target.thread_id, calls, run_id="", revision=1, now=now)
+        return
+    if source is None or source.intents_fence is None or source.intents_fence != source.fence:
+        return
+    _COPY.run_many(
+        conn,
+        [
+            {
+                **key(source.thread_id),
+                "target": target.thread_id,
+                "call_id": call_id,
+                "revision": 1,
+                "now": now,
+            }
+            for call_id in pending.tool_call_ids()
+        ],
+    )

@@ -31,7 +31,7 @@ from .blobstore import collect_blobs, read_blob, write_blob
 from .database import Database
 from .eventlog import LogWrite
 from .follow import Hub
-from .intents import IntentCall, dispatch, issue, new_fence
+from .intents import IntentCall, carry_over, dispatch, issue, new_fence
 from .intents import not_started as _not_started
 from .logstore import LogStore, delete_logs, lose_logs, notify_thread, open_log, write_log
 from .notify import CHANNEL, CancelListener, payload
@@ -332,6 +332,8 @@ class ThreadStore:
                     conn, [{**key(thread_id), "key": k, "value": v} for k, v in thread_labels.items()]
                 )
                 _put_checkpoint(conn, thread_id, created.incarnation, 1, checkpoint, base, now)
+                source = None if base is None else _thread(conn, base.checkpoint.thread_id, now)
+                carry_over(conn, created, checkpoint.pending, source=source, forked=base is not None, now=now)
         except IntegrityError:
             # The ID was taken meanwhile, or a fork's source was deleted (its data with it).
             with self.worker.transaction(read=True) as (conn, now):
