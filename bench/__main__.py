@@ -16,7 +16,9 @@ SQLite (two servers on one file) and PostgreSQL (two replicas on one database): 
 its first event and a join's lag, the event log's CPU, commits/s and bytes, log on against off (a third
 server, `--event-log off`), and memory per idle `WatchThread` watcher, (j) busy strategies on both stores
 (two servers each): ENQUEUE acceptances/s, a queue of quick requests draining by itself against one
-client sending them one by one, and hand-off latency on one and across replicas. Each section's module docstring says how
+client sending them one by one, and hand-off latency on one and across replicas, (k) dispatch intents (two
+servers on SQLite files, `--dispatch-intents on` and `off`): server CPU and durable write transactions
+per turn with 1 and 4 side-effecting calls and per resume turn. Each section's module docstring says how
 it measures; `bench.measure` says why cost is CPU time and ratios are medians of per-round ratios.
 """
 
@@ -41,6 +43,7 @@ from .bare_store import store_cost_section
 from .checkpoints import checkpoint_section
 from .concurrency import concurrency_section, idle_memory_section
 from .envelope import envelope_section
+from .intents import IntentSizes, intents_section
 from .live import LiveSizes, LogReader, live_store_section
 from .measure import ratio
 from .proc import MAX_CONCURRENT_RUNS, Helper, ServerProcess, machine
@@ -55,7 +58,7 @@ from .wire import CHANNEL_OPTIONS
 LATEST = Path(__file__).resolve().parent / "results" / "latest.json"
 """Where a full run writes its results (committed with docs/performance.md's numbers)."""
 
-SECTIONS = "abcdefghij"
+SECTIONS = "abcdefghijk"
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ class Sizes:
     queue_accepts_each: int = 10
     queue_length: int = 100
     queue_across: int = 8
+    intent_rounds: int = 9
+    intent_turns: int = 20
 
 
 SMOKE = Sizes(
@@ -151,6 +156,8 @@ SMOKE = Sizes(
     queue_accepts_each=2,
     queue_length=3,
     queue_across=1,
+    intent_rounds=1,
+    intent_turns=1,
 )
 
 # name -> (comparison, threshold, what it is)
@@ -231,6 +238,25 @@ TARGETS: dict[str, tuple[str, float, str]] = {
         "(h) PostgreSQL: a turn's store calls / bare transactions writing the same rows, wall time",
     ),
 }
+for _turn, _what in (
+    ("turn_1_call", "1 side-effecting call"),
+    ("turn_4_calls", "4 parallel side-effecting calls"),
+):
+    TARGETS[f"intents_{_turn}_cpu_on_over_off"] = (
+        "<=",
+        1.10,
+        f"(k) server CPU per thread turn with {_what}, --dispatch-intents on / off",
+    )
+    TARGETS[f"intents_{_turn}_extra_transactions"] = (
+        "<=",
+        0.0,
+        f"(k) durable write transactions per normal turn with {_what}, intents on - off",
+    )
+TARGETS["intents_resume_turn_extra_transactions"] = (
+    "<=",
+    1.0,
+    "(k) durable write transactions per resume turn approving one call, intents on - off",
+)
 for _store, _label in (("sqlite", "SQLite"), ("postgresql", "PostgreSQL")):
     TARGETS[f"{_store}_queue_drain_over_one_by_one"] = (
         ">=",
@@ -497,6 +523,21 @@ async def _queue_sections(sizes: Sizes, report: dict[str, Any]) -> None:
     report["sections"]["j_queue"] = section
 
 
+def _intents_section(sizes: Sizes) -> dict[str, Any]:
+    """(k) on two SQLite files, one server each (intents on, off)."""
+    with tempfile.TemporaryDirectory(prefix="bench-intents-") as directory:
+        stores = (f"sqlite:{Path(directory) / 'on.sqlite3'}", f"sqlite:{Path(directory) / 'off.sqlite3'}")
+        measured = intents_section(stores, IntentSizes(rounds=sizes.intent_rounds, turns=sizes.intent_turns))
+    ratios: dict[str, float] = {}
+    for turn in ("turn_1_call", "turn_4_calls", "resume_turn"):
+        if turn != "resume_turn":
+            ratios[f"intents_{turn}_cpu_on_over_off"] = measured[f"{turn}_cpu_on_over_off"]
+        ratios[f"intents_{turn}_extra_transactions"] = (
+            measured[f"{turn}_transactions_on"] - measured[f"{turn}_transactions_off"]
+        )
+    return {**measured, "ratios": ratios}
+
+
 def _ratios(sections: dict[str, Any]) -> dict[str, float]:
     ratios: dict[str, float] = {}
     for section in sections.values():
@@ -609,6 +650,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_live_sections(sizes, report))
     if "j" in wanted:
         asyncio.run(_queue_sections(sizes, report))
+    if "k" in wanted:
+        report["sections"]["k_intents"] = _intents_section(sizes)
     if set(wanted) != set(SECTIONS) and not args.smoke and out.exists():
         report = _merged(json.loads(out.read_text()), report, wanted)
     report["ratios"] = _ratios(report["sections"])

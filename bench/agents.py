@@ -12,6 +12,8 @@ at the tail of the history, so its own cost never grows with the thread:
 - `rounds`: calls the tool N times in N model requests, N from the prompt, then answers (f).
 - `paced`: one model request streaming N text deltas of 8 characters, sleeping M ms before each one
   (`bench.wire.paced_prompt(N, M)`): a provider's pace, so a turn spans many event-log windows (i).
+- `fanout`: one response calling the plain `lookup` N times at once (N from the prompt), then a text
+  answer; a prompt `approve` instead calls `confirm`, which needs an approval (k).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = (
     "ANSWER",
     "DELTA",
     "PROMPT",
+    "fanout",
     "idle",
     "idle_model",
     "lookup",
@@ -183,3 +186,35 @@ def paced_model() -> FunctionModel:
 def paced() -> ExecutableAgent[str]:
     """One model request streaming its deltas at a provider's pace (`bench.wire.paced_prompt`)."""
     return ExecutableAgent(paced_model(), name="paced")
+
+
+def confirm(order: str) -> str:
+    """Confirm an order (needs the host's approval: a resume turn runs it)."""
+    return f"confirmed {order}"
+
+
+def _fanout_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    if isinstance(_tail_part(messages), ToolReturnPart):
+        return ModelResponse(parts=[TextPart("done")])
+    prompt, turn = _prompt(messages), len(messages)
+    if prompt == "approve":
+        return ModelResponse(
+            parts=[ToolCallPart("confirm", {"order": "o-1"}, tool_call_id=f"confirm-{turn}")]
+        )
+    return ModelResponse(
+        parts=[
+            ToolCallPart("lookup", {"query": "alpha"}, tool_call_id=f"fan-{turn}-{index}")
+            for index in range(int(prompt or "1"))
+        ]
+    )
+
+
+def fanout() -> ExecutableAgent[str]:
+    """N parallel `lookup` calls in one response, N from the prompt; or (`approve`) one approval."""
+    return ExecutableAgent(
+        scripted_model(_fanout_script, model_name="bench-fanout"),
+        capabilities=[
+            Capability(id="bench.fanout", tools=[Tool(lookup), Tool(confirm, requires_approval=True)])
+        ],
+        name="fanout",
+    )

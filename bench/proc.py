@@ -34,7 +34,7 @@ __all__ = (
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 """Clock ticks per second of `/proc/<pid>/stat` (100 on Linux: 10 ms resolution)."""
 
-AGENTS = ("scenario", "stream", "idle", "rounds", "paced")
+AGENTS = ("scenario", "stream", "idle", "rounds", "paced", "fanout")
 """The `bench.agents` factories every benchmarked server serves, under the same names."""
 
 MAX_CONCURRENT_RUNS = 4096

@@ -249,6 +249,7 @@ class ThreadlineServer:
             self.threads.on_log = metrics.logged
             self.threads.appends.on_append = metrics.appended
             metrics.followers = lambda: self._thread_service.followers if self._thread_service else 0
+            metrics.durable_writes = lambda: store.worker.durable_writes
 
     def _store_health(self, healthy: bool) -> None:
         """ThreadService is NOT_SERVING while its store is unreachable; HarnessService is unaffected."""

@@ -94,6 +94,15 @@ class Metrics:
         followers.set_function(lambda: float(self.followers()))
         self.followers: Callable[[], int] = lambda: 0
         """Set by the server: how many follower slots are taken."""
+        writes = Gauge(
+            "threadline_store_durable_writes",
+            "Durable write transactions this replica committed to the thread store since it started "
+            "(not reads, not the event log's relaxed appends): what its turns cost the database.",
+            registry=r,
+        )
+        writes.set_function(lambda: float(self.durable_writes()))
+        self.durable_writes: Callable[[], int] = lambda: 0
+        """Set by the server: the store's count (`StoreWorker.durable_writes`)."""
         self.log_bytes = Counter(
             "threadline_event_log_bytes", "Bytes of run events written to event logs.", registry=r
         )

@@ -296,6 +296,30 @@ def test_smoke_run_of_the_busy_strategies_section(tmp_path: Path) -> None:
     assert all(isinstance(v, int | float) and math.isfinite(v) for v in report["ratios"].values())
 
 
+def test_smoke_run_of_the_dispatch_intents_section(tmp_path: Path) -> None:
+    out = tmp_path / "intents.json"
+    finished = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--sections", "k", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert set(report["sections"]) == {"k_intents"}
+    section = report["sections"]["k_intents"]
+    for turn in ("turn_1_call", "turn_4_calls", "resume_turn"):
+        # Counted from each server's own metric: a turn commits something on both.
+        assert section[f"{turn}_transactions_on"] > 0 and section[f"{turn}_transactions_off"] > 0
+        name = f"intents_{turn}_extra_transactions"
+        assert report["targets"][name]["threshold"] == (1.0 if turn == "resume_turn" else 0.0)
+    for turn in ("turn_1_call", "turn_4_calls"):
+        assert report["targets"][f"intents_{turn}_cpu_on_over_off"]["threshold"] == 1.10
+    assert section["result_to_commit_ms_on"] > 0
+    assert all(isinstance(v, int | float) and math.isfinite(v) for v in report["ratios"].values())
+
+
 def test_smoke_run_refuses_to_overwrite_the_committed_results() -> None:
     with pytest.raises(SystemExit):
         main(["--smoke"])
