@@ -144,6 +144,7 @@ class ThreadlineServer:
         store_info.lease_ttl.FromTimedelta(timedelta(seconds=config.lease_ttl_s))
         if self._store_kind != "none":
             store_info.event_log = config.event_log == "on"
+            store_info.dispatch_intents = config.dispatch_intents == "on"
             store_info.event_retention.FromTimedelta(timedelta(seconds=config.event_retention_s))
             store_info.event_log_max_bytes = config.event_log_max_bytes
             store_info.max_run_attempts = config.max_run_attempts

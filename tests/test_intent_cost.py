@@ -16,7 +16,13 @@ import grpc
 import pytest
 from conftest import StartServer
 from test_thread_rpcs import approve_all
-from threadline.v1 import run_pb2, thread_service_pb2, thread_service_pb2_grpc
+from threadline.v1 import (
+    harness_service_pb2,
+    harness_service_pb2_grpc,
+    run_pb2,
+    thread_service_pb2,
+    thread_service_pb2_grpc,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -28,6 +34,10 @@ async def turn_costs(start_server: StartServer, path: Path, intents: str) -> tup
     running = await start_server(store=f"sqlite:{path}", dispatch_intents=intents)
     store = running.server.threads.store
     async with grpc.aio.insecure_channel(running.address) as channel:
+        info = await harness_service_pb2_grpc.HarnessServiceStub(channel).GetServerInfo(
+            harness_service_pb2.GetServerInfoRequest()
+        )
+        assert info.thread_store.dispatch_intents is (intents == "on"), "GetServerInfo tells the option"
         stub = thread_service_pb2_grpc.ThreadServiceStub(channel)
         thread_id = (await stub.CreateThread(ts.CreateThreadRequest())).thread.thread_id
 

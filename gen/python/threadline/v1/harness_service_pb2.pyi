@@ -597,6 +597,7 @@ class ThreadStoreInfo(_message.Message):
     EVENT_LOG_MAX_BYTES_FIELD_NUMBER: _builtins.int
     MAX_RUN_ATTEMPTS_FIELD_NUMBER: _builtins.int
     MAX_QUEUED_RUNS_FIELD_NUMBER: _builtins.int
+    DISPATCH_INTENTS_FIELD_NUMBER: _builtins.int
     kind: Global___ThreadStoreKind.ValueType
     """The kind of store. Never THREAD_STORE_KIND_UNSPECIFIED in a message the server sent."""
     event_log: _builtins.bool
@@ -611,6 +612,12 @@ class ThreadStoreInfo(_message.Message):
     max_queued_runs: _builtins.int
     """How many requests may wait in one thread's queue (`--max-queued-runs`); one more fails with
     RESOURCE_EXHAUSTED THREAD_QUEUE_FULL.
+    """
+    dispatch_intents: _builtins.bool
+    """Whether this replica records each side-effecting tool call durably before it starts
+    (`--dispatch-intents`): after a crash, a call that never started then runs once instead of
+    getting the unknown result, and a prompt without answers on a SUSPENDED thread denies its
+    approvals that never ran with a fixed text. Off: every unanswered call follows `tool_recovery`.
     """
     @_builtins.property
     def lease_ttl(self) -> _duration_pb2.Duration:
@@ -632,10 +639,11 @@ class ThreadStoreInfo(_message.Message):
         event_log_max_bytes: _builtins.int = ...,
         max_run_attempts: _builtins.int = ...,
         max_queued_runs: _builtins.int = ...,
+        dispatch_intents: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event_retention", b"event_retention", "lease_ttl", b"lease_ttl"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_log", b"event_log", "event_log_max_bytes", b"event_log_max_bytes", "event_retention", b"event_retention", "kind", b"kind", "lease_ttl", b"lease_ttl", "max_queued_runs", b"max_queued_runs", "max_run_attempts", b"max_run_attempts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dispatch_intents", b"dispatch_intents", "event_log", b"event_log", "event_log_max_bytes", b"event_log_max_bytes", "event_retention", b"event_retention", "kind", b"kind", "lease_ttl", b"lease_ttl", "max_queued_runs", b"max_queued_runs", "max_run_attempts", b"max_run_attempts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

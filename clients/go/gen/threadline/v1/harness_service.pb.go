@@ -1105,8 +1105,13 @@ type ThreadStoreInfo struct {
 	// How many requests may wait in one thread's queue (`--max-queued-runs`); one more fails with
 	// RESOURCE_EXHAUSTED THREAD_QUEUE_FULL.
 	MaxQueuedRuns uint32 `protobuf:"varint,7,opt,name=max_queued_runs,json=maxQueuedRuns,proto3" json:"max_queued_runs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Whether this replica records each side-effecting tool call durably before it starts
+	// (`--dispatch-intents`): after a crash, a call that never started then runs once instead of
+	// getting the unknown result, and a prompt without answers on a SUSPENDED thread denies its
+	// approvals that never ran with a fixed text. Off: every unanswered call follows `tool_recovery`.
+	DispatchIntents bool `protobuf:"varint,8,opt,name=dispatch_intents,json=dispatchIntents,proto3" json:"dispatch_intents,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ThreadStoreInfo) Reset() {
@@ -1186,6 +1191,13 @@ func (x *ThreadStoreInfo) GetMaxQueuedRuns() uint32 {
 		return x.MaxQueuedRuns
 	}
 	return 0
+}
+
+func (x *ThreadStoreInfo) GetDispatchIntents() bool {
+	if x != nil {
+		return x.DispatchIntents
+	}
+	return false
 }
 
 // A history format and the versions of it the server accepts.
@@ -1666,7 +1678,7 @@ const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\x15environment_providers\x18\b \x03(\v2&.threadline.v1.EnvironmentProviderInfoR\x14environmentProviders\"c\n" +
 	"\x17EnvironmentProviderInfo\x12!\n" +
 	"\fprovider_key\x18\x01 \x01(\tR\vproviderKey\x12%\n" +
-	"\x0estate_versions\x18\x02 \x03(\tR\rstateVersions\"\xdf\x02\n" +
+	"\x0estate_versions\x18\x02 \x03(\tR\rstateVersions\"\x8a\x03\n" +
 	"\x0fThreadStoreInfo\x122\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1e.threadline.v1.ThreadStoreKindR\x04kind\x126\n" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x1b\n" +
@@ -1674,7 +1686,8 @@ const file_threadline_v1_harness_service_proto_rawDesc = "" +
 	"\x0fevent_retention\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eeventRetention\x12-\n" +
 	"\x13event_log_max_bytes\x18\x05 \x01(\x04R\x10eventLogMaxBytes\x12(\n" +
 	"\x10max_run_attempts\x18\x06 \x01(\rR\x0emaxRunAttempts\x12&\n" +
-	"\x0fmax_queued_runs\x18\a \x01(\rR\rmaxQueuedRuns\"C\n" +
+	"\x0fmax_queued_runs\x18\a \x01(\rR\rmaxQueuedRuns\x12)\n" +
+	"\x10dispatch_intents\x18\b \x01(\bR\x0fdispatchIntents\"C\n" +
 	"\rHistoryFormat\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x1a\n" +
 	"\bversions\x18\x02 \x03(\tR\bversions\"\xbb\x01\n" +

@@ -4631,6 +4631,14 @@ class ThreadStoreInfo(betterproto2.Message):
     RESOURCE_EXHAUSTED THREAD_QUEUE_FULL.
     """
 
+    dispatch_intents: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
+    """
+    Whether this replica records each side-effecting tool call durably before it starts
+    (`--dispatch-intents`): after a crash, a call that never started then runs once instead of
+    getting the unknown result, and a prompt without answers on a SUSPENDED thread denies its
+    approvals that never ran with a fixed text. Off: every unanswered call follows `tool_recovery`.
+    """
+
 
 default_message_pool.register_message("threadline.v1", "ThreadStoreInfo", ThreadStoreInfo)
 
