@@ -1011,6 +1011,21 @@ func untilToolCall(t *testing.T, s *threadline.ThreadRunStream) []*threadline.Ru
 	return nil
 }
 
+// untilToolRuns reads until the tool of the first tool call is running: its dispatch was committed
+// with the response that called it (LIVE §5.2), whose thread_committed follows the tool_call.
+func untilToolRuns(t *testing.T, s *threadline.ThreadRunStream) []*threadline.RunEvent {
+	t.Helper()
+	events := untilToolCall(t, s)
+	for s.Receive() {
+		events = append(events, s.Msg())
+		if s.Msg().GetThreadCommitted() != nil {
+			return events
+		}
+	}
+	t.Fatalf("the stream ended before the tool's commit: %v after %v", s.Err(), caseNames(events))
+	return nil
+}
+
 func TestThreadJoinAFinishedRunYieldsTheEventsOfItsStream(t *testing.T) {
 	c, ctx := newClient(t)
 	th := c.Threads()
@@ -1332,7 +1347,7 @@ func TestThreadAStreamWhoseServerDiesFollowsTheNextAttemptOnAnother(t *testing.T
 	id := mustCreate(t, th, ctx, nil).GetThreadId()
 
 	s := th.Stream(ctx, id, &threadline.ThreadRun{Text: "sleep 3"})
-	first := untilToolCall(t, s)
+	first := untilToolRuns(t, s)
 	lostRun := first[0].GetRunId()
 	// The holder crashes; the stream's connection now leads to the other replica.
 	fwd.retarget(addrB)
