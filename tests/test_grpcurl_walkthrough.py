@@ -64,8 +64,9 @@ def test_the_doc_has_every_walkthrough_step() -> None:
     for needle in ("JoinThreadRun", "after_sequence", "WatchThread", "DeleteThread", "StartThreadRun"):
         assert needle in codes
     assert "BUSY_STRATEGY_ENQUEUE" in codes and "BUSY_STRATEGY_INTERRUPT" in codes
-    # The refused steps: a future schema version, and a thread turn against a stale revision.
-    assert sum(step.should_fail for step in steps()) == 2
+    # The refused steps: a future schema version, answers whose batch was consumed, a reused request
+    # ID, and a thread turn against a stale revision.
+    assert sum(step.should_fail for step in steps()) == 4
     assert "shell-bg" in codes and "shell-wait 8" in codes
     assert "ask-child" in codes and "resume-child" in codes and "lineage: $c.parent" in codes
     assert [step.serve for step in steps() if step.serve] == [("--mount", "work=local:$WORK")]
