@@ -443,6 +443,7 @@ def answers_to(pending: deferred_pb2.DeferredToolRequests) -> deferred_pb2.Defer
     ("point", "ran"),
     [
         pytest.param("before_tool:transfer", 0, id="before-approved-ran"),
+        pytest.param("tool:transfer", 1, id="inside-approved-ran"),
         pytest.param("after_tool:transfer", 1, id="after-approved-ran"),
     ],
 )
