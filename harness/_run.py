@@ -140,7 +140,8 @@ class HarnessRunStream(Generic[OutputT]):
         self._tooling = RunTooling(
             mode=self._mode,
             deferred_tools_supported=inputs.bindings.deferred_tools_supported,
-            gate=None if barrier is None else self._before_tool_call,
+            # A barrier written before the gate existed has no `before_tool_call`: its tools run ungated.
+            gate=self._before_tool_call if hasattr(barrier, "before_tool_call") else None,
         )
         self.context = AgentContext(
             run_id=self.run_id,

@@ -44,7 +44,8 @@ class RunBarrier(Protocol):
         start, durably, before it does: the tool waits for this to return, and does not start when it
         raises (LIVE §5.2). Awaited after every capability's `before_tool_execute`/`wrap_tool_execute`
         and before the inner toolsets; output functions and external tools are not gated. `retryable`:
-        the tool is marked recovery-retryable. A host with nothing to record returns at once."""
+        the tool is marked recovery-retryable. A host with nothing to record returns at once; a barrier
+        without this method (written before it) leaves its run's tools ungated."""
         ...
 
 

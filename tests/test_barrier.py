@@ -239,3 +239,20 @@ async def test_a_cancel_during_the_gate_waits_for_it_then_the_tool_does_not_star
     result = stream.result
     assert result is not None and result.status == "cancelled"
     assert len(recorder.gated) == 1 and LOOKUPS == [], "the gate finished; the tool never started"
+
+
+async def test_a_barrier_without_a_gate_leaves_the_tools_ungated() -> None:
+    """A host's barrier written before `before_tool_call` existed still works: its tools just run."""
+
+    class CommitsOnly:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def before_model_request(
+            self, state: HarnessState, pending_input: DeferredToolResume | None
+        ) -> None:
+            self.calls += 1
+
+    barrier = CommitsOnly()
+    result = await Recorder().agent().run("go", barrier=barrier)  # type: ignore[arg-type]
+    assert result.status == "completed" and LOOKUPS == ["a"] and barrier.calls == 2
