@@ -424,6 +424,7 @@ async def test_a_watcher_sees_a_crashed_holders_lease_expire(pg_pair: list[Repli
         ts.StreamThreadRunRequest(spec=spec("thread_expiring", "e", HELD)), timeout=DEADLINE
     )
     await until(call, "tool_call")
+    await until(call, "thread_committed")  # the tool's dispatch, with its response: the last commit
     watch = b.WatchThread(ts.WatchThreadRequest(thread_id="thread_expiring"), timeout=DEADLINE)
     assert (await watch.read()).thread.HasField("lease")
     await holder.killed()
