@@ -32,6 +32,7 @@ __all__ = (
     "IntentCall",
     "carry_over",
     "dispatch",
+    "fresh_fence",
     "issue",
     "new_fence",
     "not_started",
@@ -83,7 +84,8 @@ _ISSUED = Statement(
 )
 
 
-def _fence() -> str:
+def fresh_fence() -> str:
+    """A new fence: a random 128-bit token (`threads.fence`)."""
     return secrets.token_hex(16)
 
 
@@ -91,7 +93,7 @@ def new_fence(conn: Connection, thread: ThreadRow, now: float, *, enabled: bool)
     """The columns of a write that takes a new fence on `thread` (as read, its row taken by the write):
     the fence, and `intents_fence` carried over, or restarted after voiding the rows it no longer
     vouches for; NULL when this replica does not gate (`enabled` False)."""
-    fence = _fence()
+    fence = fresh_fence()
     if not enabled:
         return {"fence": fence, "intents_fence": None}
     if thread.intents_fence != thread.fence:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import secrets
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from .blobstore import collect_blobs, read_blob, write_blob
 from .database import Database
 from .eventlog import LogWrite
 from .follow import Hub
-from .intents import IntentCall, carry_over, dispatch, issue, new_fence
+from .intents import IntentCall, carry_over, dispatch, fresh_fence, issue, new_fence
 from .intents import not_started as _not_started
 from .logstore import LogStore, delete_logs, lose_logs, notify_thread, open_log, write_log
 from .notify import CHANNEL, CancelListener, payload
@@ -309,7 +308,7 @@ class ThreadStore:
             with self.worker.transaction() as (conn, now):
                 if _thread(conn, thread_id, now) is not None:
                     raise _exists(thread_id)
-                fence = _fence()
+                fence = fresh_fence()
                 created = ThreadRow(
                     thread_id=thread_id,
                     incarnation=uuid.uuid4().hex,
@@ -946,10 +945,6 @@ class ThreadStore:
 
 
 # -- within a transaction ---------------------------------------------------------------------------------
-
-
-def _fence() -> str:
-    return secrets.token_hex(16)
 
 
 def _thread(conn: Connection, thread_id: str, now: float, *, lock: bool = False) -> ThreadRow | None:
