@@ -238,8 +238,30 @@ TARGETS: dict[str, tuple[str, float, str]] = {
         "(h) PostgreSQL: a turn's store calls / bare transactions writing the same rows, wall time",
     ),
 }
+for _level in (50, 500):
+    TARGETS[f"thread_turn_1_over_harness_turn_1_at_{_level}"] = (
+        "<=",
+        1.3,
+        f"(g) ThreadService turn 1 / the same turn through HarnessService, server CPU (level {_level})",
+    )
+TARGETS["sqlite_commits_per_s_64_over_1"] = (
+    ">=",
+    4.0,
+    "(h) SQLite commits per second, 64 threads at once / one at a time (group commit)",
+)
+TARGETS["sqlite_run_thread_p99_ms_64_over_1"] = (
+    "<=",
+    10.0,
+    "(h) SQLite RunThread p99 latency, 64 threads at once / one at a time",
+)
+TARGETS["intent_cost_per_call_ms"] = (
+    "<=",
+    1.0,
+    "(k) server CPU dispatch intents add per side-effecting call, ms (4-call turn)",
+)
 for _turn, _what in (
     ("turn_1_call", "1 side-effecting call"),
+    ("turn_2_calls", "2 parallel side-effecting calls"),
     ("turn_4_calls", "4 parallel side-effecting calls"),
 ):
     TARGETS[f"intents_{_turn}_cpu_on_over_off"] = (
@@ -265,7 +287,7 @@ for _store, _label in (("sqlite", "SQLite"), ("postgresql", "PostgreSQL")):
     )
     TARGETS[f"{_store}_log_on_over_off_cpu_per_turn"] = (
         "<=",
-        1.15,
+        1.05,
         f"(i) {_label}: server CPU per paced streamed thread turn, --event-log on / off",
     )
     TARGETS[f"{_store}_log_on_over_off_commits_per_s"] = (
@@ -529,7 +551,8 @@ def _intents_section(sizes: Sizes) -> dict[str, Any]:
         stores = (f"sqlite:{Path(directory) / 'on.sqlite3'}", f"sqlite:{Path(directory) / 'off.sqlite3'}")
         measured = intents_section(stores, IntentSizes(rounds=sizes.intent_rounds, turns=sizes.intent_turns))
     ratios: dict[str, float] = {}
-    for turn in ("turn_1_call", "turn_4_calls", "resume_turn"):
+    ratios["intent_cost_per_call_ms"] = measured["intent_cost_per_call_ms"]
+    for turn in ("turn_1_call", "turn_2_calls", "turn_4_calls", "resume_turn"):
         if turn != "resume_turn":
             ratios[f"intents_{turn}_cpu_on_over_off"] = measured[f"{turn}_cpu_on_over_off"]
         ratios[f"intents_{turn}_extra_transactions"] = (

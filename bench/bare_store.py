@@ -2,8 +2,8 @@
 
 Recording: real `scenario` turns of one thread run here through `DurableHost` with the server's own
 launcher and agent registry, on the database under test, and every store call they make is recorded
-with its arguments (a turn whose head is cached: `thread`, `run_record`, `begin`, then one `commit`
-per checkpoint, the last with the run's end).
+with its arguments (a turn whose head is cached: `thread_and_record`, `begin`, then one `commit` per
+checkpoint, the last with the run's end).
 
 Round i replays recorded turn i's calls, in order, through `ThreadStore` (asyncio, the store's worker
 threads, SQLAlchemy: all a server turn pays the store) on a thread of its own that starts from the
@@ -106,6 +106,8 @@ async def _replay(store: ThreadStore, calls: list[Call], thread_id: str, head: H
     for name, _args, kwargs in calls:
         if name == "thread":
             thread = await store.thread(thread_id)
+        elif name == "thread_and_record":
+            thread, _record = await store.thread_and_record(thread_id, request_id)
         elif name == "run_record":
             await store.run_record(thread_id, request_id)
         elif name == "head":

@@ -2,14 +2,17 @@
 
 Two servers on SQLite files of their own, one with `--dispatch-intents on` (the default) and one with
 `off`, serve the `fanout` agent; the same turns run on both in alternating rounds:
-- a normal turn whose one response calls 1 or 4 side-effecting tools at once (`fanout`, prompt "1" / "4");
+- a normal turn whose one response calls 1, 2 or 4 side-effecting tools at once (`fanout`, prompt "1",
+  "2", "4"); off, the same tools run as plain tools with no intent recorded;
 - a resume turn approving one call (prompt `approve`, then its answers).
 
 CPU is each server's own (its threads' CPU time across the round's turns, `bench.proc`), the ratio the
 median of per-round ratios (`bench.measure`). Transactions are each server's durable write transactions
 (`threadline_store_durable_writes` on its metrics port) across the turn: the design's budget is +0 in a
 normal turn (the response's commit carries its first dispatch) and +1 in a resume (its approved calls
-dispatch before any commit). Also reported: wall time per turn, and the delay between a tool's result
+dispatch before any commit). `intent_cost_per_call_ms` is the server CPU intents add per
+side-effecting call: the median over rounds of (CPU on − CPU off) / 4 for the 4-call turn (the 1- and
+2-call figures beside it), held against the 1 ms budget. Also reported: wall time per turn, and the delay between a tool's result
 and the `thread_committed` after it, which is the barrier's commit before the next model request.
 """
 
@@ -90,7 +93,7 @@ async def _round(server: _Server, sizes: IntentSizes) -> dict[str, Any]:
     """`sizes.turns` turns of each kind on `server`: CPU, wall and transactions per turn."""
     out: dict[str, Any] = {}
     delays: list[float] = []
-    for kind in ("1", "4", "resume"):
+    for kind in ("1", "2", "4", "resume"):
         thread_id = (await server.stub.CreateThread(ts.CreateThreadRequest(agent="fanout"))).thread.thread_id
         cpu = wall = writes = 0.0
         for _ in range(sizes.turns):
@@ -132,7 +135,8 @@ async def _measure(on: _Server, off: _Server, sizes: IntentSizes) -> dict[str, A
         b = await _round(second, sizes)
         rounds.append((a, b) if first is on else (b, a))
     result: dict[str, Any] = {}
-    for kind, name in (("1", "turn_1_call"), ("4", "turn_4_calls"), ("resume", "resume_turn")):
+    kinds = (("1", "turn_1_call"), ("2", "turn_2_calls"), ("4", "turn_4_calls"), ("resume", "resume_turn"))
+    for kind, name in kinds:
         result[f"{name}_cpu_on_over_off"] = round(
             statistics.median(ratio(r_on[kind]["cpu_s"], r_off[kind]["cpu_s"]) for r_on, r_off in rounds), 3
         )
@@ -142,6 +146,10 @@ async def _measure(on: _Server, off: _Server, sizes: IntentSizes) -> dict[str, A
         result[f"{name}_wall_ms_off"] = round(
             statistics.median(r[kind]["wall_s"] for _, r in rounds) * 1e3, 3
         )
+    for calls in (1, 2, 4):
+        extra = [(r_on[str(calls)]["cpu_s"] - r_off[str(calls)]["cpu_s"]) / calls for r_on, r_off in rounds]
+        result[f"intent_cost_per_call_ms_{calls}"] = round(statistics.median(extra) * 1e3, 3)
+    result["intent_cost_per_call_ms"] = result["intent_cost_per_call_ms_4"]
     on_delays = [d for r_on, _ in rounds for d in r_on["delays"]]
     off_delays = [d for _, r_off in rounds for d in r_off["delays"]]
     result["result_to_commit_ms_on"] = round(statistics.median(on_delays) * 1e3, 3) if on_delays else 0.0

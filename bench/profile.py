@@ -4,8 +4,10 @@
     .venv/bin/python -m bench.profile in_process --seconds 5  # pyinstrument, the harness in this process
 
 Workloads: `run` and `stream_run` (section a's run through `Run` / `StreamRun`), `deltas` (StreamRun of
-2 000 text deltas, section b), `turn` (the 50th turn of a thread through `Run`, section d), and
-`in_process` (section a's run on the harness, no server). Server workloads are driven from this
+2 000 text deltas, section b), `turn` (the 50th turn of a thread through `Run`, section d),
+`thread_turn` (turn 1 of a new thread through `RunThread` on an SQLite store, section g's
+`thread_turn_1`; `CreateThread` is sampled too), and `in_process` (section a's run on the harness, no
+server). Server workloads are driven from this
 process while `py-spy record` (in the `dev` extra; `PY_SPY` names another binary)
 samples the server, native frames included (`sendmsg`, `epoll_wait`); the output is a speedscope
 JSON file by default, or a flame graph SVG with `--out x.svg`.
@@ -19,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -29,9 +32,10 @@ from threadline.v1 import harness_service_pb2, harness_service_pb2_grpc, run_pb2
 from .agents import PROMPT, scenario
 from .proc import ServerProcess
 from .thread import build_thread
+from .threads import ThreadClient
 from .wire import CHANNEL_OPTIONS, PER_MESSAGE
 
-WORKLOADS = ("run", "stream_run", "deltas", "turn", "in_process")
+WORKLOADS = ("run", "stream_run", "deltas", "turn", "thread_turn", "in_process")
 
 
 async def _server_workload(name: str, seconds: float, out: Path) -> None:
@@ -39,7 +43,12 @@ async def _server_workload(name: str, seconds: float, out: Path) -> None:
     spy = os.environ.get("PY_SPY") or shutil.which("py-spy") or (str(beside) if beside.exists() else None)
     if spy is None:
         raise SystemExit("py-spy is not installed: `pip install py-spy`, or set PY_SPY to its path")
-    with ServerProcess() as server:
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        ServerProcess(
+            store=f"sqlite:{Path(scratch) / 'threads.db'}" if name == "thread_turn" else "memory"
+        ) as server,
+    ):
         async with grpc.aio.insecure_channel(server.address, options=CHANNEL_OPTIONS) as channel:
             stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
             spec = run_pb2.RunSpec(agent="scenario", text=PROMPT)
@@ -50,7 +59,13 @@ async def _server_workload(name: str, seconds: float, out: Path) -> None:
                 assert previous is not None
                 spec.previous_state.CopyFrom(previous)
             call: Callable[[], Awaitable[object]]
-            if name in ("run", "turn"):
+            if name == "thread_turn":
+                threads = ThreadClient(channel)
+
+                async def call() -> object:
+                    return await threads.turn(await threads.create())
+
+            elif name in ("run", "turn"):
                 request = harness_service_pb2.RunRequest(spec=spec)
 
                 async def call() -> object:

@@ -140,6 +140,13 @@ class DurableHost:
             raise not_found(thread_id)
         return found
 
+    async def thread_and_record(self, thread_id: str, request_id: str) -> tuple[ThreadRow, RunRow | None]:
+        """The thread (`NOT_FOUND` without it) and the record of `request_id` on it, read together."""
+        found, record = await self.store.thread_and_record(thread_id, request_id)
+        if found is None:
+            raise not_found(thread_id)
+        return found, record
+
     async def head_state(self, thread: ThreadRow) -> tuple[Head, HarnessState]:
         """The thread's head and its validated state: from the cache, else loaded with `load_state`."""
         key = (thread.thread_id, thread.incarnation, thread.revision)

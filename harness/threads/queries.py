@@ -33,6 +33,7 @@ from .schema import blobs, checkpoints, dispatch_intents, labels, runs, threads
 from .statements import Statement, StatementFamily
 
 __all__ = (
+    "BEGIN",
     "CANCEL_UNFINISHED_RUN",
     "CLOSE_UNFINISHED_RUN",
     "COLLECT_BLOBS",
@@ -142,6 +143,9 @@ def _update(names: tuple[str, ...]) -> dict[str, Any]:
             values[name] = bindparam(name)
     return values
 
+
+BEGIN = {True: Statement(text("BEGIN")), False: Statement(text("BEGIN IMMEDIATE"))}
+"""SQLite's start of a read (deferred) and of a write transaction (the write lock taken at once)."""
 
 NOW = {
     "sqlite": Statement(text("SELECT (julianday('now') - 2440587.5) * 86400.0")),

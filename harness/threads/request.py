@@ -23,7 +23,7 @@ from ..run_request import RunRequest
 from ..state import HarnessState
 from .digest import BusyStrategy, request_digest, request_digest_parts, same_request
 from .eventlog import Encoder, LogSettings
-from .records import Head, RunRowStatus, ThreadRow
+from .records import Head, RunRow, RunRowStatus, ThreadRow
 from .store import ThreadStore
 
 if TYPE_CHECKING:
@@ -94,6 +94,10 @@ class RunHost(Protocol):
 
     async def thread(self, thread_id: str) -> ThreadRow:
         """The thread, or `THREAD_NOT_FOUND`."""
+        ...
+
+    async def thread_and_record(self, thread_id: str, request_id: str) -> tuple[ThreadRow, RunRow | None]:
+        """The thread (or `THREAD_NOT_FOUND`) and the record of `request_id` on it, read together."""
         ...
 
     async def head_state(self, thread: ThreadRow) -> tuple[Head, HarnessState]:

@@ -287,8 +287,7 @@ class ThreadRun:
             if read is not None:
                 (thread, record), read = read, None
             else:
-                thread = await host.thread(request.thread_id)
-                record = await store.run_record(request.thread_id, request.request_id)
+                thread, record = await host.thread_and_record(request.thread_id, request.request_id)
             decision = decide(
                 thread, record, request, max_attempts=host.max_run_attempts, start=bool(self._queued)
             )

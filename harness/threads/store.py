@@ -286,6 +286,15 @@ class ThreadStore:
             row = SELECT_RUN.first(conn, {**key(thread_id), "request_id": request_id})
         return None if row is None else run_row(row)
 
+    @offloaded(read=True)
+    def thread_and_record(self, thread_id: str, request_id: str) -> tuple[ThreadRow | None, RunRow | None]:
+        """The thread and one request's record, from one snapshot in one transaction (what a run decides
+        on: one thread hop, not two)."""
+        with self.worker.transaction(read=True) as (conn, now):
+            thread = _thread(conn, thread_id, now)
+            row = SELECT_RUN.first(conn, {**key(thread_id), "request_id": request_id})
+        return thread, None if row is None else run_row(row)
+
     # -- creating, forking, rolling back, deleting -------------------------------------------------------
 
     @offloaded(read=False)

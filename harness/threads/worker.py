@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
@@ -26,9 +27,9 @@ from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from ..errors import ErrorCode, ThreadError
-from .database import POOL_SIZE, READ, Database
+from .database import OWN_BEGIN, POOL_SIZE, READ, Database
 from .faults import fault_of
-from .queries import NOW
+from .queries import BEGIN, NOW
 
 __all__ = ("PROBE_S", "Offloading", "StoreWorker", "offloaded", "store_unavailable")
 
@@ -59,10 +60,16 @@ class StoreWorker:
     def __init__(self, database: Database, *, replica: str) -> None:
         self.database = database
         self.replica = replica
-        self._engine = database.engine
-        self._reader = database.engine.execution_options(**READ)
+        # SQLite: BEGIN is issued on the driver here, and the clock is this host's own (a file is only
+        # ever shared by processes on one host), so a transaction sends no statement of its own. A
+        # PostgreSQL transaction reads the database's clock, which all replicas share.
+        self._sqlite = database.engine.dialect.name == "sqlite"
+        own = OWN_BEGIN if self._sqlite else {}
+        self._engine = database.engine.execution_options(**own)
+        self._reader = database.engine.execution_options(**READ, **own)
         self._now = NOW[database.engine.dialect.name]
-        self._relaxed = database.engine if database.relaxed is None else database.relaxed
+        relaxed = database.engine if database.relaxed is None else database.relaxed
+        self._relaxed = relaxed.execution_options(**own)
         self.durable_writes = 0
         """How many durable write transactions committed here (not reads, not relaxed appends): what a
         turn costs the database, counted by tests and the benchmark rather than timed."""
@@ -162,7 +169,7 @@ class StoreWorker:
         self._check_files()
         try:
             engine = self._reader if read else self._relaxed if relaxed else self._engine
-            with self._begun(engine) as (conn, now):
+            with self._begun(engine, read=read) as (conn, now):
                 yield conn, now
             if not read and not relaxed:
                 self.durable_writes += 1
@@ -200,17 +207,24 @@ class StoreWorker:
             )
         raise store_unavailable("the database file was deleted or replaced")
 
-    def _begun(self, engine: Engine) -> contextlib.AbstractContextManager[tuple[Connection, float]]:
+    def _begun(
+        self, engine: Engine, *, read: bool
+    ) -> contextlib.AbstractContextManager[tuple[Connection, float]]:
         """A transaction and the store's time at its start, on a connection proven alive.
 
-        Reading the time is the connection's check: one the database dropped (it restarted) is
-        replaced once, as a pool's pre-ping would, without a round trip of its own.
+        Its first statement is the connection's check (PostgreSQL: reading the time): one the database
+        dropped (it restarted) is replaced once, as a pool's pre-ping would, without a round trip of its
+        own.
         """
         for attempt in (1, 2):
             conn = engine.connect()
             try:
                 tx = conn.begin()
-                now = float(self._now.run(conn, {})[0][0])
+                if self._sqlite:
+                    BEGIN[read].run(conn, {})
+                    now = time.time()
+                else:
+                    now = float(self._now.run(conn, {})[0][0])
             except DBAPIError as error:
                 conn.close()
                 if attempt == 1 and error.connection_invalidated:
