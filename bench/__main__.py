@@ -238,18 +238,17 @@ TARGETS: dict[str, tuple[str, float, str]] = {
         "(h) PostgreSQL: a turn's store calls / bare transactions writing the same rows, wall time",
     ),
 }
-for _level in (50, 500):
-    TARGETS[f"thread_turn_1_over_harness_turn_1_at_{_level}"] = (
-        "<=",
-        1.3,
-        f"(g) ThreadService turn 1 / the same turn through HarnessService, server CPU (level {_level})",
-    )
-TARGETS["sqlite_commits_per_s_64_over_1"] = (
+TARGETS["thread_turn_1_over_harness_turn_1"] = (
+    "<=",
+    1.3,
+    "(g) ThreadService turn 1 / the same turn through HarnessService, server CPU (worst level)",
+)
+TARGETS["sqlite_commits_per_s_many_over_one"] = (
     ">=",
     4.0,
     "(h) SQLite commits per second, 64 threads at once / one at a time (group commit)",
 )
-TARGETS["sqlite_run_thread_p99_ms_64_over_1"] = (
+TARGETS["sqlite_run_thread_p99_many_over_one"] = (
     "<=",
     10.0,
     "(h) SQLite RunThread p99 latency, 64 threads at once / one at a time",
@@ -582,6 +581,9 @@ def _ratios(sections: dict[str, Any]) -> dict[str, float]:
     if threads:
         last = threads["levels"][-1]["level"]
         ratios["thread_turn_last_over_turn_1"] = ratios[f"thread_turn_{last}_over_turn_1"]
+        ratios["thread_turn_1_over_harness_turn_1"] = max(
+            ratios[f"thread_turn_1_over_harness_turn_1_at_{level['level']}"] for level in threads["levels"]
+        )
     concurrency = sections.get("e_concurrency")
     if concurrency:
         ratios["concurrent_runs_errors"] = float(concurrency["levels"][-1]["errors"])
