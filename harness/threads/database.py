@@ -48,9 +48,9 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import QueuePool, StaticPool
 
 from .schema import PAGE_TOKEN_KEY, settings
+from .statements import Statement
 
 __all__ = (
-    "OWN_BEGIN",
     "POOL_SIZE",
     "READ",
     "Database",
@@ -69,9 +69,9 @@ StoreKind = Literal["sqlite", "memory", "postgresql"]
 READ = {"threadline_read": True}
 """Execution options of a read-only transaction (a deferred `BEGIN` on SQLite)."""
 
-OWN_BEGIN = {"threadline_own_begin": True}
-"""Execution options of the store's worker (`StoreWorker`), which issues SQLite's `BEGIN` on the driver
-itself: SQLAlchemy's path for one statement costs ten times the statement."""
+_BEGIN = {True: Statement(text("BEGIN")), False: Statement(text("BEGIN IMMEDIATE"))}
+"""SQLite's start of a read (deferred) and of a write transaction (the write lock taken at once), run on
+the driver: SQLAlchemy's path for one statement costs ten times the statement."""
 
 BUSY_TIMEOUT_MS = 10_000
 """How long an SQLite writer waits for another process's write lock before the store reports it down."""
@@ -210,11 +210,7 @@ def _sqlite_engine(path: str | None, *, relaxed: bool = False) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Connection) -> None:
-        options = connection.get_execution_options()
-        if not options.get("threadline_own_begin", False):
-            connection.exec_driver_sql(
-                "BEGIN" if options.get("threadline_read", False) else "BEGIN IMMEDIATE"
-            )
+        _BEGIN[connection.get_execution_options().get("threadline_read", False)].run(connection, {})
 
     return engine
 

@@ -33,7 +33,6 @@ from .schema import blobs, checkpoints, dispatch_intents, labels, runs, threads
 from .statements import Statement, StatementFamily
 
 __all__ = (
-    "BEGIN",
     "CANCEL_UNFINISHED_RUN",
     "CLOSE_UNFINISHED_RUN",
     "COLLECT_BLOBS",
@@ -144,14 +143,9 @@ def _update(names: tuple[str, ...]) -> dict[str, Any]:
     return values
 
 
-BEGIN = {True: Statement(text("BEGIN")), False: Statement(text("BEGIN IMMEDIATE"))}
-"""SQLite's start of a read (deferred) and of a write transaction (the write lock taken at once)."""
-
-NOW = {
-    "sqlite": Statement(text("SELECT (julianday('now') - 2440587.5) * 86400.0")),
-    "postgresql": Statement(text("SELECT extract(epoch from clock_timestamp())::float8")),
-}
-"""The database's clock, read at the start of every transaction."""
+NOW = Statement(text("SELECT extract(epoch from clock_timestamp())::float8"))
+"""PostgreSQL's clock, which all replicas share, read at the start of every transaction (SQLite's is
+this host's own: a file is only shared by processes on one host)."""
 
 LEASE_RELEASED: Mapping[str, Any] = MappingProxyType(
     {

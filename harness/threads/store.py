@@ -283,17 +283,14 @@ class ThreadStore:
     @offloaded(read=True)
     def run_record(self, thread_id: str, request_id: str) -> RunRow | None:
         with self.worker.transaction(read=True) as (conn, _now):
-            row = SELECT_RUN.first(conn, {**key(thread_id), "request_id": request_id})
-        return None if row is None else run_row(row)
+            return _run_record(conn, thread_id, request_id)
 
     @offloaded(read=True)
     def thread_and_record(self, thread_id: str, request_id: str) -> tuple[ThreadRow | None, RunRow | None]:
         """The thread and one request's record, from one snapshot in one transaction (what a run decides
         on: one thread hop, not two)."""
         with self.worker.transaction(read=True) as (conn, now):
-            thread = _thread(conn, thread_id, now)
-            row = SELECT_RUN.first(conn, {**key(thread_id), "request_id": request_id})
-        return thread, None if row is None else run_row(row)
+            return _thread(conn, thread_id, now), _run_record(conn, thread_id, request_id)
 
     # -- creating, forking, rolling back, deleting -------------------------------------------------------
 
@@ -956,6 +953,11 @@ class ThreadStore:
 # -- within a transaction ---------------------------------------------------------------------------------
 
 
+def _run_record(conn: Connection, thread_id: str, request_id: str) -> RunRow | None:
+    row = SELECT_RUN.first(conn, {**key(thread_id), "request_id": request_id})
+    return None if row is None else run_row(row)
+
+
 def _thread(conn: Connection, thread_id: str, now: float, *, lock: bool = False) -> ThreadRow | None:
     """The thread's row, with its queue when it has one (locked: `LOCK_THREAD`)."""
     row = (LOCK_THREAD if lock else SELECT_THREAD).first(conn, key(thread_id))
@@ -1013,10 +1015,9 @@ def _take(conn: Connection, thread: ThreadRow, now: float, *, intents: bool, **v
 
 def _park_attempt(conn: Connection, thread_id: str, request_id: str, now: float) -> None:
     """Mark the request's last attempt parked (LIVE §3.3): it does not count towards the attempt cap."""
-    row = SELECT_RUN.first(conn, {**key(thread_id), "request_id": request_id})
-    if row is None:
+    record = _run_record(conn, thread_id, request_id)
+    if record is None:
         return
-    record = run_row(row)
     attempts = (*record.attempts[:-1], dataclasses.replace(record.attempts[-1], parked=True))
     UPDATE_RUN["attempts", "update_time"].run(
         conn,

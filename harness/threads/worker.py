@@ -27,9 +27,9 @@ from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from ..errors import ErrorCode, ThreadError
-from .database import OWN_BEGIN, POOL_SIZE, READ, Database
+from .database import POOL_SIZE, READ, Database
 from .faults import fault_of
-from .queries import BEGIN, NOW
+from .queries import NOW
 
 __all__ = ("PROBE_S", "Offloading", "StoreWorker", "offloaded", "store_unavailable")
 
@@ -60,16 +60,10 @@ class StoreWorker:
     def __init__(self, database: Database, *, replica: str) -> None:
         self.database = database
         self.replica = replica
-        # SQLite: BEGIN is issued on the driver here, and the clock is this host's own (a file is only
-        # ever shared by processes on one host), so a transaction sends no statement of its own. A
-        # PostgreSQL transaction reads the database's clock, which all replicas share.
+        self._engine = database.engine
+        self._reader = database.engine.execution_options(**READ)
         self._sqlite = database.engine.dialect.name == "sqlite"
-        own = OWN_BEGIN if self._sqlite else {}
-        self._engine = database.engine.execution_options(**own)
-        self._reader = database.engine.execution_options(**READ, **own)
-        self._now = NOW[database.engine.dialect.name]
-        relaxed = database.engine if database.relaxed is None else database.relaxed
-        self._relaxed = relaxed.execution_options(**own)
+        self._relaxed = database.engine if database.relaxed is None else database.relaxed
         self.durable_writes = 0
         """How many durable write transactions committed here (not reads, not relaxed appends): what a
         turn costs the database, counted by tests and the benchmark rather than timed."""
@@ -169,7 +163,7 @@ class StoreWorker:
         self._check_files()
         try:
             engine = self._reader if read else self._relaxed if relaxed else self._engine
-            with self._begun(engine, read=read) as (conn, now):
+            with self._begun(engine) as (conn, now):
                 yield conn, now
             if not read and not relaxed:
                 self.durable_writes += 1
@@ -207,24 +201,18 @@ class StoreWorker:
             )
         raise store_unavailable("the database file was deleted or replaced")
 
-    def _begun(
-        self, engine: Engine, *, read: bool
-    ) -> contextlib.AbstractContextManager[tuple[Connection, float]]:
-        """A transaction and the store's time at its start, on a connection proven alive.
+    def _begun(self, engine: Engine) -> contextlib.AbstractContextManager[tuple[Connection, float]]:
+        """A transaction and the store's time at its start (`queries.NOW`), on a connection proven alive.
 
-        Its first statement is the connection's check (PostgreSQL: reading the time): one the database
-        dropped (it restarted) is replaced once, as a pool's pre-ping would, without a round trip of its
-        own.
+        Its first statement is the connection's check (SQLite: its `BEGIN`; PostgreSQL: reading the
+        time): one the database dropped (it restarted) is replaced once, as a pool's pre-ping would,
+        without a round trip of its own.
         """
         for attempt in (1, 2):
             conn = engine.connect()
             try:
                 tx = conn.begin()
-                if self._sqlite:
-                    BEGIN[read].run(conn, {})
-                    now = time.time()
-                else:
-                    now = float(self._now.run(conn, {})[0][0])
+                now = time.time() if self._sqlite else float(NOW.run(conn, {})[0][0])
             except DBAPIError as error:
                 conn.close()
                 if attempt == 1 and error.connection_invalidated:
