@@ -430,14 +430,14 @@ class ThreadService(thread_service_pb2_grpc.ThreadServiceServicer):
             max_bytes=self._max_message_bytes,
         )
 
-    def _start(self, spec: thread_service_pb2.ThreadRunSpec) -> ThreadRun:
-        return self._h.run(run_request_from_pb(spec))
+    def _start(self, spec: thread_service_pb2.ThreadRunSpec, *, outcome_only: bool = False) -> ThreadRun:
+        return self._h.run(run_request_from_pb(spec), outcome_only=outcome_only)
 
     async def RunThread(
         self, request: thread_service_pb2.RunThreadRequest, context: Context
     ) -> thread_service_pb2.RunThreadResponse:
         try:
-            run = self._start(request.spec)
+            run = self._start(request.spec, outcome_only=True)  # it answers with the outcome alone
         except (HarnessError, ServerError) as error:
             await abort(context, error)
         response = thread_service_pb2.RunThreadResponse()

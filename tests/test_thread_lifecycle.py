@@ -86,10 +86,14 @@ async def thread_of(stub: ThreadServiceStub, thread_id: str) -> thread_pb2.Threa
 async def running(
     stub: ThreadServiceStub, thread_spec: thread_service_pb2.ThreadRunSpec
 ) -> tuple[object, str]:
-    """Start a streamed run and return its call and run ID once its tool is running."""
+    """Start a streamed run and return its call and run ID once its tool is running: after its
+    `tool_call`, the commit that dispatched it (the response's, LIVE §5.2)."""
     call = stub.StreamThreadRun(thread_service_pb2.StreamThreadRunRequest(spec=thread_spec), timeout=DEADLINE)
+    called = False
     async for response in call:
-        if response.event.WhichOneof("event") == "tool_call":
+        case = response.event.WhichOneof("event")
+        called = called or case == "tool_call"
+        if called and case == "thread_committed":
             return call, response.event.run_id
     pytest.fail("the run ended before its tool was called")
 

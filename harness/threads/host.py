@@ -280,7 +280,7 @@ class DurableHost:
             resume = DeferredToolResume(*_parts(accepted), recovery=True)
             kept = check_remaining(resume, await _messages(state))
             remaining = None if kept is None else DeferredToolResume(*_parts(kept))
-        return await self.store.create(
+        created, head = await self.store.create(
             state.thread_id,
             agent=agent,
             thread_labels=labels,
@@ -293,6 +293,9 @@ class DurableHost:
             ),
             accepted=remaining,
         )
+        if kind == "created":  # the server made this state itself: its first turn need not load it
+            self.remember(created, head, state)
+        return created
 
     async def fork(
         self, thread_id: str, *, revision: int, new_thread_id: str | None, labels: Mapping[str, str]
@@ -309,7 +312,7 @@ class DurableHost:
         found = await self._stored(thread_id, revision or source.revision)
         row = found.checkpoint
         forked = (await _load(found.parts.json())).fork(thread_id=new_thread_id or None)
-        return await self.store.create(
+        created, _head = await self.store.create(
             forked.thread_id,
             agent=source.agent,
             thread_labels=labels,
@@ -323,6 +326,7 @@ class DurableHost:
             accepted=row.remaining,
             base=found,
         )
+        return created
 
     async def rollback(self, thread_id: str, *, revision: int, expected_revision: int) -> ThreadRow:
         for attempt in range(_CAS_TRIES):
@@ -372,12 +376,22 @@ class DurableHost:
         driven: bool = False,
         queued: str = "",
         read: tuple[ThreadRow, RunRow] | None = None,
+        outcome_only: bool = False,
     ) -> ThreadRun:
         """Start `request` in a task of its own; follow it with `ThreadRun.items()`. `detached`: the
         server drives it (`StartThreadRun`); `driven`: the server itself started it (a next attempt);
         `queued`: it is its queue's head, accepted under that run ID; `read`: the thread and the
-        request's record, just read."""
-        run = ThreadRun(self, request, detached=detached, driven=driven, queued=queued, read=read)
+        request's record, just read; `outcome_only`: the caller follows only the outcome (`RunThread`),
+        so no other event is handed to it."""
+        run = ThreadRun(
+            self,
+            request,
+            detached=detached,
+            driven=driven,
+            queued=queued,
+            read=read,
+            outcome_only=outcome_only,
+        )
         self._runs.add(run)
         run.task.add_done_callback(lambda _task: self._runs.discard(run))
         return run

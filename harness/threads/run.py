@@ -131,9 +131,12 @@ class ThreadRun:
         driven: bool = False,
         queued: str = "",
         read: tuple[ThreadRow, RunRow] | None = None,
+        outcome_only: bool = False,
     ) -> None:
         self._host = host
         self.request = request
+        self._outcome_only = outcome_only
+        """The listener takes only the outcome (`RunThread`): no other item is queued for it."""
         self._queued = queued
         """The run ID a queued request was accepted with, when the server starts it (its queue's head)."""
         self._read = read
@@ -212,8 +215,9 @@ class ThreadRun:
             raise error
 
     async def _offer(self, item: Numbered) -> None:
-        """Queue `item` for the listener, unless it left or fell `LISTENER_BACKLOG` items behind."""
-        if not self._listening:
+        """Queue `item` for the listener, unless it left, takes only the outcome, or fell
+        `LISTENER_BACKLOG` items behind."""
+        if not self._listening or (self._outcome_only and not isinstance(item.item, ThreadRunOutcome)):
             return
         queue = self._queue
         if queue.qsize() < LISTENER_BACKLOG:

@@ -304,8 +304,9 @@ class ThreadStore:
         checkpoint: NewCheckpoint,
         accepted: DeferredToolResume | None,
         base: Head | None = None,
-    ) -> ThreadRow:
-        """A new thread whose revision 1 is `checkpoint`; `base` is the head a fork copies data from.
+    ) -> tuple[ThreadRow, Head]:
+        """A new thread whose revision 1 is `checkpoint` (returned as its head); `base` is the head a fork
+        copies data from.
 
         Raises:
             ThreadError: `thread_exists`.
@@ -336,7 +337,7 @@ class ThreadStore:
                 INSERT_LABEL.run_many(
                     conn, [{**key(thread_id), "key": k, "value": v} for k, v in thread_labels.items()]
                 )
-                _put_checkpoint(conn, thread_id, created.incarnation, 1, checkpoint, base, now)
+                head = _put_checkpoint(conn, thread_id, created.incarnation, 1, checkpoint, base, now)
                 source = None if base is None else _thread(conn, base.checkpoint.thread_id, now)
                 carry_over(conn, created, checkpoint.pending, source=source, forked=base is not None, now=now)
         except IntegrityError:
@@ -346,7 +347,7 @@ class ThreadStore:
             if taken or base is None:
                 raise _exists(thread_id) from None
             raise not_found(base.checkpoint.thread_id) from None
-        return created
+        return created, head
 
     @offloaded(read=False)
     def rollback(self, thread: ThreadRow, source: CheckpointRow) -> ThreadRow:
