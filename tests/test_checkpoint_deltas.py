@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from threadline.v1 import events_pb2, harness_service_pb2, harness_service_pb2_grpc, run_pb2, state_pb2
 
 from harness.deltas import common_prefix
+from harness.threads.blobs import BlobRef, plan_delta
 from server.mapping.state import state_from_pb
 
 pytestmark = pytest.mark.anyio
@@ -151,3 +152,25 @@ def test_common_prefix_is_the_longest_shared_prefix_on_a_character_boundary(
     )
     boundaries = [i for i in range(longest + 1) if i == len(data) or data[i] & 0xC0 != 0x80]
     assert common_prefix(base, data) == boundaries[-1]
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(min_value=0, max_value=40), st.binary(max_size=60)), min_size=1, max_size=12
+    )
+)
+def test_a_stored_blob_s_sha256_is_its_data_s_when_hashed_from_its_base_s_state(
+    edits: list[tuple[int, bytes]],
+) -> None:
+    """Each blob's digest is computed from its base's hash state where it keeps the base whole but its
+    last byte (`blobs.plan_delta`): whatever the edits (a tail rewritten, cut, appended), it is the
+    SHA-256 of the data, and the delta rebuilds the data."""
+    base: BlobRef | None = None
+    data = b""
+    for identity, (cut, added) in enumerate(edits):
+        data = data[: max(len(data) - cut, 0)] + added
+        delta = plan_delta(data, base)
+        assert delta.sha256 == hashlib.sha256(data).hexdigest()
+        kept = b"" if base is None or delta.base_id is None else base.data[: delta.keep]
+        assert kept + delta.tail == data
+        base = BlobRef(identity, data, delta.chain_bytes, delta.hashed)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 import urllib.request
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import PgStore
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import text
 from test_thread_joins import create, events, spec, stub_of, until, wire
 from test_thread_replicas import Replica, start_replicas
 from threadline.v1 import thread_service_pb2
@@ -29,6 +31,7 @@ from harness.threads.database import open_database
 from harness.threads.eventlog import LogWrite, pack
 from harness.threads.logstore import LogMoved, open_log
 from harness.threads.notify import CancelListener
+from harness.threads.statements import Statement
 from harness.threads.store import ThreadStore
 
 pytestmark = pytest.mark.anyio
@@ -170,20 +173,30 @@ async def test_one_append_transaction_writes_several_logs_and_a_moved_one_fails_
         assert sorted(noted) == [("t_a", None, "r_t_a"), ("t_c", None, "r_t_c")], "one note, both logs"
 
 
+_NOTIFY_PROBE = Statement(text("SELECT pg_notify('threadline_thread', '[\"probe\",0,\"\",-1]')"))
+
+
 def _probe(store: ThreadStore) -> Callable[[], None]:
     def probe() -> None:
         with store.worker.transaction() as (conn, _now):
-            conn.exec_driver_sql("SELECT pg_notify('threadline_thread', '[\"probe\",0,\"\",-1]')")
+            _NOTIFY_PROBE.run(conn, {})
 
     return probe
 
 
 async def test_sqlite_appends_skip_the_fsync_that_commits_keep(tmp_path: Path) -> None:
     database = await open_database("sqlite", str(tmp_path / "threads.db"))
-    try:
-        assert database.relaxed is not None
-        for engine, expected in ((database.engine, 2), (database.relaxed, 1)):  # FULL, NORMAL
-            with engine.connect() as conn:
-                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == expected
+    store = ThreadStore(database, replica="test")
+    synchronous = Statement(text("PRAGMA synchronous"))
+
+    def level(*, relaxed: bool) -> int:
+        with store.worker.transaction(relaxed=relaxed) as (conn, _now):
+            return int(synchronous.run(conn, {})[0][0])
+
+    try:  # FULL (2) for a durable commit, NORMAL (1) for appends alone, then FULL again
+        for relaxed, expected in ((False, 2), (True, 1), (False, 2)):
+            work = functools.partial(level, relaxed=relaxed)
+            assert await store.worker.run(work, read=False, relaxed=relaxed) == expected
     finally:
+        store.close()
         await database.close()

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from .blobs import BlobRef, plan_delta, rebuild
 from .queries import COLLECT_BLOBS, INSERT_BLOB, SELECT_BLOB_CHAIN
-from .worker import store_unavailable
+from .worker import nested, store_unavailable
 
 __all__ = ("collect_blobs", "read_blob", "write_blob")
 
@@ -51,7 +51,7 @@ def write_blob(conn: Connection, owner: str, data: bytes, base: BlobRef | None) 
             "sha256": delta.sha256,
         },
     )
-    return BlobRef(int(row.id), data, delta.chain_bytes)
+    return BlobRef(int(row.id), data, delta.chain_bytes, delta.hashed)
 
 
 def collect_blobs(conn: Connection, *, replica: str) -> None:
@@ -61,7 +61,7 @@ def collect_blobs(conn: Connection, *, replica: str) -> None:
     last thread reaching them (directly or as a delta's base) is deleted too.
     """
     try:
-        with conn.begin_nested():
+        with nested(conn):
             COLLECT_BLOBS.run(conn, {})
     except IntegrityError:
         # A fork committed meanwhile refers to some of it: collected by a later delete instead.

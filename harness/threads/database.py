@@ -8,9 +8,10 @@ noticed (`Database.changed`) instead of taking commits that a restart would not 
 open for the store's life holds them, so they keep their identity (SQLite removes the WAL and `-shm` when
 the last connection to the file closes, and makes new ones with the next); the pool's connections open
 the file without creating it, so a deleted database is not replaced by an empty one. The event log's
-appends (LIVE §2.2) have a connection of their own with `synchronous=NORMAL`: their commit skips the
-fsync, which a killed process does not lose, and the next `FULL` commit's fsync of the WAL covers them.
-On PostgreSQL their session has `synchronous_commit = off` (the next durable commit flushes the WAL).
+appends (LIVE §2.2) commit with `synchronous=NORMAL` (SQLite: their commit skips the fsync, which a
+killed process does not lose, and the next `FULL` commit's fsync of the WAL covers them) or
+`synchronous_commit = off` (PostgreSQL: the next durable commit flushes the WAL), set by the store's
+worker per transaction (`harness.threads.worker`).
 
 PostgreSQL (several replicas on one database): psycopg 3's synchronous driver (the store runs each
 transaction whole in a worker thread), libpq's own connection string (so `PGPASSWORD`, `~/.pgpass`,
@@ -32,6 +33,7 @@ import os
 import re
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -51,8 +53,8 @@ from .schema import PAGE_TOKEN_KEY, settings
 from .statements import Statement
 
 __all__ = (
+    "BEGIN",
     "POOL_SIZE",
-    "READ",
     "Database",
     "FileIdentity",
     "SchemaTooNew",
@@ -66,10 +68,7 @@ __all__ = (
 StoreKind = Literal["sqlite", "memory", "postgresql"]
 """Where threads live: an SQLite file, memory only (tests, demos), or PostgreSQL (several replicas)."""
 
-READ = {"threadline_read": True}
-"""Execution options of a read-only transaction (a deferred `BEGIN` on SQLite)."""
-
-_BEGIN = {True: Statement(text("BEGIN")), False: Statement(text("BEGIN IMMEDIATE"))}
+BEGIN = {True: Statement(text("BEGIN")), False: Statement(text("BEGIN IMMEDIATE"))}
 """SQLite's start of a read (deferred) and of a write transaction (the write lock taken at once), run on
 the driver: SQLAlchemy's path for one statement costs ten times the statement."""
 
@@ -77,7 +76,7 @@ BUSY_TIMEOUT_MS = 10_000
 """How long an SQLite writer waits for another process's write lock before the store reports it down."""
 
 POOL_SIZE = 8
-"""PostgreSQL connections per server: one per store worker thread, so a transaction never waits for one."""
+"""Connections per server: one per store thread, held for its life (`harness.threads.worker`)."""
 
 PG_DEFAULTS = {
     "connect_timeout": "5",
@@ -147,9 +146,10 @@ class Database:
     """SQLite: the database file, its WAL and its `-shm` as opened (none in memory or on PostgreSQL)."""
     keeper: sqlite3.Connection | None = field(default=None, repr=False)
     """SQLite: the connection that holds `files` open from start to close."""
-    relaxed: Engine | None = field(default=None, repr=False)
-    """The event log appends' own connection (SQLite: `synchronous=NORMAL`; PostgreSQL:
-    `synchronous_commit = off`); None in memory, where `engine` serves."""
+    on_close: list[Callable[[], None]] = field(default_factory=list, repr=False)
+    """Run first when the database closes, off the event loop: the store's threads give their
+    connections back (so a clean stop leaves SQLite's WAL checkpointed into the file, and no session
+    open on PostgreSQL)."""
 
     def changed(self) -> str | None:
         """Why the files at the store's path are not those it opened (deleted, replaced), or None.
@@ -167,9 +167,9 @@ class Database:
         await asyncio.to_thread(self._close)
 
     def _close(self) -> None:
+        for close in self.on_close:
+            close()
         self.engine.dispose()
-        if self.relaxed is not None:
-            self.relaxed.dispose()
         if self.keeper is not None:
             self.keeper.close()
 
@@ -178,8 +178,8 @@ def _sqlite_uri(path: str, mode: Literal["rw", "rwc"]) -> str:
     return f"file:{quote(os.path.abspath(path))}?mode={mode}"
 
 
-def _sqlite_engine(path: str | None, *, relaxed: bool = False) -> Engine:
-    """The pool of a file's (or memory's) connections; `relaxed`: one connection, `synchronous=NORMAL`."""
+def _sqlite_engine(path: str | None) -> Engine:
+    """The pool of a file's (or memory's) connections."""
     # Worker threads share the connections, one transaction at a time each.
     if path is None:
         # One connection for the process: an in-memory database lives exactly as long as it.
@@ -191,26 +191,25 @@ def _sqlite_engine(path: str | None, *, relaxed: bool = False) -> Engine:
         def connect() -> sqlite3.Connection:
             return sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
 
-        size = (1, 0) if relaxed else (8, 8)
         engine = create_engine(
-            "sqlite://", creator=connect, poolclass=QueuePool, pool_size=size[0], max_overflow=size[1]
+            "sqlite://", creator=connect, poolclass=QueuePool, pool_size=POOL_SIZE, max_overflow=POOL_SIZE
         )
 
     @event.listens_for(engine, "connect")
     def _connected(dbapi_connection: Any, _record: Any) -> None:
-        # The driver's own transaction handling off: `_begin` issues BEGIN itself.
+        # The driver's own transaction handling off: the store issues BEGIN itself.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         if path is not None:
             cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute(f"PRAGMA synchronous={'NORMAL' if relaxed else 'FULL'}")
+            cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _begin(connection: Connection) -> None:
-        _BEGIN[connection.get_execution_options().get("threadline_read", False)].run(connection, {})
+    def _begin(connection: Connection) -> None:  # SQLAlchemy's own transactions: migrations at start
+        BEGIN[False].run(connection, {})
 
     return engine
 
@@ -252,14 +251,9 @@ def redacted(location: str) -> str:
     return f"postgresql://{user}{params.get('host', '')}{port}/{params.get('dbname', '')}"
 
 
-def _postgresql_engine(location: str, *, relaxed: bool = False) -> Engine:
-    """The pool of the store's sessions; `relaxed`: the event log appends' one session, whose commits
-    do not wait for the WAL flush (`synchronous_commit = off`: the next durable commit flushes them)."""
+def _postgresql_engine(location: str) -> Engine:
+    """The pool of the store's sessions."""
     conninfo = postgresql_conninfo(location)
-    if relaxed:
-        conninfo = make_conninfo(
-            conninfo, options=f"{conninfo_to_dict(conninfo)['options']} -c synchronous_commit=off"
-        )
 
     def connect() -> Any:
         return psycopg.connect(conninfo)
@@ -268,11 +262,11 @@ def _postgresql_engine(location: str, *, relaxed: bool = False) -> Engine:
     return create_engine(
         "postgresql+psycopg://",
         creator=connect,
-        pool_size=1 if relaxed else POOL_SIZE,
+        pool_size=POOL_SIZE,
         max_overflow=0,
         pool_timeout=10,
         # No pre-ping: the store's first statement of each transaction checks the connection
-        # (`ThreadStore._begun`), which saves a round trip a transaction.
+        # (`StoreWorker._begin`), which saves a round trip a transaction.
     )
 
 
@@ -376,9 +370,7 @@ def _open(kind: StoreKind, path: str | None) -> Database:
             redacted(path),
             bytes.fromhex(key),
             postgresql_conninfo(path),
-            relaxed=_postgresql_engine(path, relaxed=True),
         )
     if path is None:
         return Database(engine, kind, ":memory:", bytes.fromhex(key))
-    relaxed = _sqlite_engine(path, relaxed=True)
-    return Database(engine, kind, path, bytes.fromhex(key), files=files, keeper=keeper, relaxed=relaxed)
+    return Database(engine, kind, path, bytes.fromhex(key), files=files, keeper=keeper)

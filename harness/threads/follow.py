@@ -112,20 +112,14 @@ class Hub:
             if signal.users == 0 and signals.get(key) is signal:
                 del signals[key]
 
-    def poke(self, thread_id: str, run_id: str = "", *, changed: bool = True) -> None:
-        """The thread (`changed`: what `Thread` shows) and its attempt `run_id`'s log were written;
-        callable from any thread."""
-        with contextlib.suppress(RuntimeError):  # the loop closed: nobody follows anymore
-            self._loop.call_soon_threadsafe(self._fire, thread_id, run_id, changed)
+    def fire(self, thread_id: str, run_id: str = "", changed: bool = True) -> None:
+        """On the loop: the thread (`changed`: what `Thread` shows) and its attempt `run_id`'s log were
+        written (the store calls it once the write committed, `StoreWorker.on_loop`)."""
+        self._fire(thread_id, run_id, changed)
 
-    def poke_logs(self, written: Sequence[tuple[str, str, int]]) -> None:
-        """The logs of these attempts (thread ID, run ID, last sequence) were written, no thread changed:
-        one wake-up on the loop for all (callable from any thread)."""
-        if written:
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._fire_logs, list(written))
-
-    def _fire_logs(self, written: list[tuple[str, str, int]]) -> None:
+    def fire_logs(self, written: Sequence[tuple[str, str, int]]) -> None:
+        """On the loop: the logs of these attempts (thread ID, run ID, last sequence) were written, no
+        thread changed."""
         for thread_id, run_id, _last in written:
             self._fire(thread_id, run_id, False)
 

@@ -331,7 +331,7 @@ class LogStore:
         self.worker = worker
         self._hub = hub
 
-    @offloaded(read=False)
+    @offloaded(read=False, relaxed=True)
     def append(self, writes: Sequence[tuple[str, LogWrite]]) -> list[bool | LogMoved]:
         """Appends of holders on this replica (`appends`), in one transaction of relaxed durability (a
         later commit flushes it). For each write: whether a cancel was asked of its thread's run (read in
@@ -352,7 +352,7 @@ class LogStore:
                 written.append((thread_id, write.run_id, write.last))
             _INSERT_EVENTS.run_many(conn, rows)
             notify_appends(conn, written)
-        self._hub.poke_logs(written)
+        self.worker.on_loop(self._hub.fire_logs, written)
         return outcomes
 
     @offloaded(read=True)
@@ -411,7 +411,7 @@ class LogStore:
             if marked is not None:
                 notify_thread(conn, thread_id, run_id=run_id, last_sequence=last_sequence)
         if marked is not None:
-            self._hub.poke(thread_id, run_id, changed=False)
+            self.worker.on_loop(self._hub.fire, thread_id, run_id, False)
         return marked is not None
 
     @offloaded(read=False)

@@ -51,6 +51,7 @@ __all__ = (
     "NAMESPACE",
     "NOTIFY_CANCEL",
     "NOW",
+    "NOW_RELAXED",
     "RENEW_LEASE",
     "SELECT_BLOB_CHAIN",
     "SELECT_CHECKPOINT",
@@ -144,6 +145,13 @@ def _update(names: tuple[str, ...]) -> dict[str, Any]:
 
 
 NOW = Statement(text("SELECT extract(epoch from clock_timestamp())::float8"))
+NOW_RELAXED = Statement(
+    text(
+        "SELECT extract(epoch from clock_timestamp())::float8, set_config('synchronous_commit', 'off', true)"
+    )
+)
+"""`NOW` of a transaction of the event log's appends: its commit does not wait for the WAL flush (the next
+durable commit flushes it, LIVE §2.2)."""
 """PostgreSQL's clock, which all replicas share, read at the start of every transaction (SQLite's is
 this host's own: a file is only shared by processes on one host)."""
 

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.base import Executable
 
-__all__ = ("Statement", "StatementFamily")
+__all__ = ("Statement", "StatementFamily", "on_driver")
 
 K = TypeVar("K", bound=Hashable)
 
@@ -80,14 +80,7 @@ class Statement:
                 return []
             rows = cursor.fetchall()
         except conn.dialect.loaded_dbapi.Error as error:
-            disconnect = conn.dialect.is_disconnect(error, raw, cursor) or _gone(error)
-            if disconnect:
-                # The database went away: this connection and every other one in the pool are dead.
-                conn.invalidate(error)
-                conn.engine.dispose(close=False)
-            raise DBAPIError.instance(
-                sql, bound, error, conn.dialect.loaded_dbapi.Error, connection_invalidated=disconnect
-            ) from error
+            raise _refused(conn, sql, bound, error, raw, cursor) from error
         finally:
             with contextlib.suppress(Exception):  # a dead connection's cursor may not close cleanly
                 cursor.close()
@@ -100,6 +93,29 @@ class Statement:
     def first(self, conn: Connection, params: Mapping[str, Any]) -> Any | None:
         rows = self.run(conn, params)
         return rows[0] if rows else None
+
+
+def on_driver(conn: Connection, what: str, call: Callable[[Any], object]) -> None:
+    """`call(dbapi_connection)` (a driver's own COMMIT or ROLLBACK), its errors raised as a statement's
+    are (`Statement.run`)."""
+    raw: Any = conn.connection.dbapi_connection
+    try:
+        call(raw)
+    except conn.dialect.loaded_dbapi.Error as error:
+        raise _refused(conn, what, {}, error, raw, None) from error
+
+
+def _refused(conn: Connection, sql: str, bound: Any, error: Any, raw: Any, cursor: Any) -> Exception:
+    """The driver's `error` as SQLAlchemy's; a connection the database dropped is invalidated first."""
+    disconnect = conn.dialect.is_disconnect(error, raw, cursor) or _gone(error)
+    if disconnect:
+        # The database went away: this connection and every other one in the pool are dead.
+        conn.invalidate(error)
+        conn.engine.dispose(close=False)
+    refused: Exception = DBAPIError.instance(
+        sql, bound, error, conn.dialect.loaded_dbapi.Error, connection_invalidated=disconnect
+    )
+    return refused
 
 
 def _gone(error: Exception) -> bool:

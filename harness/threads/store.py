@@ -160,11 +160,10 @@ class ThreadStore:
         """The run event logs' own transactions (appends, followers, the sweeper)."""
         self._listener: CancelListener | None = None
         self._due: Callable[[], None] | None = None
+        """Told when a transaction here made the server's own work due now (a queue's head, LIVE §4.2)."""
         self.on_hand_off: Callable[[str, float], None] | None = None
         """Called on the loop with a thread and its claim when a commit here ended a lease and kept the
         queue's head for this replica to start (`commit(hand_off=...)`)."""
-        self._loop = asyncio.get_running_loop()
-        """Told when a transaction here made the server's own work due now (a queue's head, LIVE §4.2)."""
 
     @property
     def healthy(self) -> bool:
@@ -208,11 +207,11 @@ class ThreadStore:
         self.worker.close()
 
     def _made_due(self, thread_id: str, due: bool) -> None:
-        """After a commit (in a worker thread): poke the thread's followers, and this replica's sweeper
-        on its loop when work is due now (an `asyncio.Event` set from another thread wakes nothing)."""
-        self.hub.poke(thread_id)
+        """After a commit (in a worker thread): wake the thread's followers, and this replica's sweeper
+        when work is due now, on the loop once the commit is the database's (`StoreWorker.on_loop`)."""
+        self.worker.on_loop(self.hub.fire, thread_id)
         if due and self._due is not None:
-            self._loop.call_soon_threadsafe(self._due)
+            self.worker.on_loop(self._due)
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -394,7 +393,7 @@ class ThreadStore:
                 statement.run(conn, key(thread.thread_id))
             notify_thread(conn, thread.thread_id)
             collect_blobs(conn, replica=self.replica)
-        self.hub.poke(thread.thread_id)
+        self.worker.on_loop(self.hub.fire, thread.thread_id)
 
     # -- the run protocol (THREADS §4) ------------------------------------------------------------------
 
@@ -553,7 +552,7 @@ class ThreadStore:
                 UPDATE_RUN[tuple(values)].run(
                     conn, {**key(thread.thread_id), "request_id": request_id, **values}
                 )
-        self.hub.poke(thread.thread_id)
+        self.worker.on_loop(self.hub.fire, thread.thread_id)
         return taken, taken_record
 
     @offloaded(read=False)
@@ -648,11 +647,11 @@ class ThreadStore:
                 )
         if checkpoint is not None or finish is not None or park or (log is not None and log.count):
             changed = checkpoint is not None or finish is not None or bool(park)
-            self.hub.poke(thread_id, "" if log is None else log.run_id, changed=changed)
+            self.worker.on_loop(self.hub.fire, thread_id, "" if log is None else log.run_id, changed)
         if kept and self.on_hand_off is not None:
-            self._loop.call_soon_threadsafe(self.on_hand_off, thread_id, float(written_row.sweep_after))
+            self.worker.on_loop(self.on_hand_off, thread_id, float(written_row.sweep_after))
         elif queue_due and self._due is not None:
-            self._loop.call_soon_threadsafe(self._due)
+            self.worker.on_loop(self._due)
         return Committed(head, expires, written)
 
     @offloaded(read=False)
@@ -722,7 +721,7 @@ class ThreadStore:
                 # It never runs (LIVE §4.2): closed with a result that has no state, at the head.
                 _close_queued(conn, thread_id, record.request_id, end_json(outcome), now)
                 notify_thread(conn, thread_id)
-                self.hub.poke(thread_id)
+                self.worker.on_loop(self.hub.fire, thread_id)
                 return "cancelled", False
             if record.status != "running":
                 return record.status, False
@@ -886,7 +885,7 @@ class ThreadStore:
             lease = thread.lease
             if lease is not None and lease.request_id == request_id and thread.sweep_after is None:
                 UPDATE_THREAD["sweep_after",].run(conn, {**key(thread_id), "sweep_after": lease.expires})
-        self.hub.poke(thread_id)
+        self.worker.on_loop(self.hub.fire, thread_id)
         return True
 
     @offloaded(read=True)
