@@ -46,7 +46,7 @@ from .envelope import envelope_section
 from .intents import IntentSizes, intents_section
 from .live import LiveSizes, LogReader, live_store_section
 from .measure import ratio
-from .proc import MAX_CONCURRENT_RUNS, Helper, ServerProcess, machine
+from .proc import MAX_CONCURRENT_RUNS, Helper, ServerProcess, free_port, machine
 from .queue import QueueSizes, queue_store_section
 from .runs import run_section
 from .stream_rate import stream_section
@@ -385,7 +385,10 @@ async def _thread_sections(sizes: Sizes, wanted: str, report: dict[str, Any]) ->
     with tempfile.TemporaryDirectory(prefix="bench-threads-") as directory:
         db = Path(directory) / "threads.sqlite3"
         async with contextlib.AsyncExitStack() as stack:
-            server = stack.enter_context(ServerProcess(store=f"sqlite:{db}"))
+            metrics = free_port()  # (h) reads its group commit's figures there
+            server = stack.enter_context(
+                ServerProcess(store=f"sqlite:{db}", args=("--metrics-port", str(metrics)))
+            )
             channel = await stack.enter_async_context(
                 grpc.aio.insecure_channel(server.address, options=CHANNEL_OPTIONS)
             )
@@ -414,6 +417,7 @@ async def _thread_sections(sizes: Sizes, wanted: str, report: dict[str, Any]) ->
                     turns=sizes.store_turns,
                     bytes_turns=sizes.store_bytes_turns,
                     long_thread=long_thread,
+                    metrics=metrics,
                 )
         if "h" in wanted:
             cost = await store_cost_section(

@@ -19,10 +19,8 @@ and the `thread_committed` after it, which is the barrier's commit before the ne
 from __future__ import annotations
 
 import asyncio
-import socket
 import statistics
 import time
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +28,7 @@ import grpc
 from threadline.v1 import deferred_pb2, run_pb2, thread_service_pb2, thread_service_pb2_grpc
 
 from .measure import ratio
-from .proc import ServerProcess
+from .proc import ServerProcess, free_port, gauge
 from .wire import CHANNEL_OPTIONS
 
 __all__ = ("IntentSizes", "intents_section")
@@ -45,19 +43,8 @@ class IntentSizes:
     """Turns of each kind per round and server."""
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _writes(port: int) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith("threadline_store_durable_writes "):
-                return float(line.split()[1])
-    raise RuntimeError("threadline_store_durable_writes is not on /metrics")
+    return gauge(port, "threadline_store_durable_writes")
 
 
 @dataclass
@@ -159,7 +146,7 @@ async def _measure(on: _Server, off: _Server, sizes: IntentSizes) -> dict[str, A
 
 def intents_section(stores: tuple[str, str], sizes: IntentSizes) -> dict[str, Any]:
     """(k) on two SQLite stores (`sqlite:PATH` each): intents on against off."""
-    ports = (_free_port(), _free_port())
+    ports = (free_port(), free_port())
     on = ServerProcess(store=stores[0], args=("--metrics-port", str(ports[0])))
     off = ServerProcess(store=stores[1], args=("--metrics-port", str(ports[1]), "--dispatch-intents", "off"))
     with on, off:

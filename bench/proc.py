@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import platform
+import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,8 @@ __all__ = (
     "Helper",
     "ServerProcess",
     "cpu_seconds",
+    "free_port",
+    "gauge",
     "machine",
     "peak_rss",
     "rss",
@@ -61,6 +65,23 @@ def thread_cpu_seconds(pid: int) -> float:
         except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):  # the thread just exited
             continue
     return total / 1e9
+
+
+def free_port() -> int:
+    """A loopback port free now (for a server's `--metrics-port`)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def gauge(port: int, name: str) -> float:
+    """The value of the unlabelled metric `name` on a server's metrics port."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise RuntimeError(f"{name} is not on /metrics")
 
 
 def _kib_field(path: str, key: str) -> int:

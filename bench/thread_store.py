@@ -2,11 +2,14 @@
 
 Throughput: at each level c (1 and 64 threads at once), `threads` new threads of the `scenario` agent
 run `turns` turns each, c threads at a time, each thread's turns one after another (level 1 runs the
-same threads' turns, one thread at a time). A commit is one checkpoint (the `scenario` turn commits 7:
-6 `MID_RUN`, 1 `COMPLETED`), counted from the revisions `RunThread` returns; commits per second are
+same threads' turns, one thread at a time). A commit is one checkpoint (the `scenario` turn commits 6:
+5 `MID_RUN`, 1 `COMPLETED` holding the answer), counted from the revisions `RunThread` returns; commits per second are
 over the level's wall time, latency is each `RunThread`'s wall time as this client saw it. SQLite runs
 the levels on one server; PostgreSQL on one of two replicas on one database, then the top level again
-with its workers alternating between the two (`replicas`), server CPU summed over both.
+with its workers alternating between the two (`replicas`), server CPU summed over both. On SQLite each
+level also reads the server's metrics (`threadline_store_committed_writes` over
+`threadline_store_durable_writes`): how many write transactions of requests each durable transaction,
+each fsync, carried (`sqlite_writes_per_fsync_N`: group commit at work when above 1).
 
 Bytes (SQLite): one thread runs `bytes_turns` turns; afterwards the SQLite file is read with `sqlite3`
 and each turn is charged what its checkpoints wrote: the `data` of every `blobs` row they were the
@@ -35,7 +38,7 @@ import grpc
 from server.mapping.state import state_from_pb, state_to_json
 
 from .measure import ratio
-from .proc import ServerProcess
+from .proc import ServerProcess, gauge
 from .threads import ThreadClient
 
 __all__ = ("postgresql_levels", "thread_store_section")
@@ -54,9 +57,14 @@ def _percentile(values: Sequence[float], q: int) -> float:
 
 
 async def _level(
-    replicas: Sequence[tuple[ServerProcess, ThreadClient]], at_once: int, threads: int, turns: int
+    replicas: Sequence[tuple[ServerProcess, ThreadClient]],
+    at_once: int,
+    threads: int,
+    turns: int,
+    metrics: int | None = None,
 ) -> dict[str, Any]:
-    """`threads` new threads, `turns` turns each, `at_once` at a time, workers spread over `replicas`."""
+    """`threads` new threads, `turns` turns each, `at_once` at a time, workers spread over `replicas`;
+    with the (one) server's `metrics` port, how many write transactions each durable one carried."""
     queue: asyncio.Queue[str] = asyncio.Queue()
     for _ in range(threads):
         queue.put_nowait(await replicas[0][1].create())  # revision 1
@@ -77,10 +85,22 @@ async def _level(
     def cpu() -> float:
         return sum(server.thread_cpu() for server, _client in replicas)
 
-    cpu_before, wall = cpu(), time.perf_counter()
+    def writes() -> tuple[float, float]:
+        if metrics is None:
+            return 0.0, 0.0
+        return gauge(metrics, "threadline_store_committed_writes"), gauge(
+            metrics, "threadline_store_durable_writes"
+        )
+
+    (committed, durable), cpu_before, wall = writes(), cpu(), time.perf_counter()
     await asyncio.gather(*(worker(replicas[k % len(replicas)][1]) for k in range(at_once)))
     wall, spent = time.perf_counter() - wall, cpu() - cpu_before
+    after = writes()
+    grouped = {}
+    if metrics is not None:  # group commit: the writes each durable transaction (each fsync) carried
+        grouped["writes_per_durable_transaction"] = round(ratio(after[0] - committed, after[1] - durable), 3)
     return {
+        **grouped,
         "replicas": len(replicas),
         "threads_at_once": at_once,
         "threads": threads,
@@ -105,6 +125,8 @@ def _level_ratios(prefix: str, rows: list[dict[str, Any]]) -> dict[str, float]:
         ratios[f"{prefix}_commits_per_s_{at_once}"] = row["commits_per_s"]
         ratios[f"{prefix}_run_thread_p50_ms_{at_once}"] = row["latency_ms"]["p50"]
         ratios[f"{prefix}_run_thread_p99_ms_{at_once}"] = row["latency_ms"]["p99"]
+        if "writes_per_durable_transaction" in row:
+            ratios[f"{prefix}_writes_per_fsync_{at_once}"] = row["writes_per_durable_transaction"]
     low, high = rows[0]["threads_at_once"], rows[-1]["threads_at_once"]
     if high > low:  # group commit's figures: the most threads at once against the fewest
         ratios[f"{prefix}_commits_per_s_many_over_one"] = ratio(
@@ -208,11 +230,12 @@ async def thread_store_section(
     turns: int,
     bytes_turns: int,
     long_thread: str | None = None,
+    metrics: int | None = None,
 ) -> dict[str, Any]:
-    """SQLite: the levels on one server, then the bytes it wrote."""
+    """SQLite: the levels on one server (its metrics on port `metrics`), then the bytes it wrote."""
     client = ThreadClient(channel)
     await client.turn(await client.create())  # warm-up
-    rows = [await _level([(server, client)], at_once, threads, turns) for at_once in levels]
+    rows = [await _level([(server, client)], at_once, threads, turns, metrics) for at_once in levels]
     written = await _bytes(client, db, bytes_turns)
     ratios = _level_ratios("sqlite", rows)
     per_turn = [row["ratio"] for row in written["per_turn"]]

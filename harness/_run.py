@@ -124,6 +124,9 @@ class HarnessRunStream(Generic[OutputT]):
         self._encoder = HistoryEncoder(inputs.encoded, inputs.history)
         self._mode = inputs.tool_recovery
         self._checkpoints = inputs.checkpoints
+        self._barrier_state: HarnessState | None = None
+        """The state the barrier persisted at the latest `model_request_started`: the candidate that
+        follows that event is this state (the barrier's host committed it already)."""
         self._barrier = barrier
         self._barrier_error: Exception | None = None
         self._usage_baseline = usage
@@ -314,6 +317,13 @@ class HarnessRunStream(Generic[OutputT]):
                 return self._tooling.gated([p for p in message.parts if isinstance(p, ToolCallPart)])
         return []
 
+    def answered(self) -> bool:
+        """Whether the run's latest message is a response that calls no tool (a text answer): nothing of
+        the run's own runs after it but its end, or an output validator's retry (a new request)."""
+        history = self._committed()
+        last = history[-1] if history else None
+        return isinstance(last, ModelResponse) and not any(isinstance(p, ToolCallPart) for p in last.parts)
+
     async def export_state(self) -> HarnessState:
         """A candidate state at the latest safe public boundary; persists nothing (SPEC §2.3.4)."""
         if not self._entered:
@@ -350,6 +360,7 @@ class HarnessRunStream(Generic[OutputT]):
             history = self._committed()
             pending = self._resume.remaining(history) if self._resume is not None else None
             state, barrier = self._state_from(history), self._barrier
+            self._barrier_state = state  # the candidate after this event is this state (`_lifecycle`)
             try:
                 await held_cancellation(at_home(lambda: barrier.before_model_request(state, pending)))
             except Exception as error:
@@ -493,7 +504,9 @@ class HarnessRunStream(Generic[OutputT]):
         """A lifecycle event as items, followed by a checkpoint candidate where the export moved."""
         items: list[HarnessEvent | HarnessCheckpointEvent] = [self._event(event)]
         if self._checkpoints and event.type in _CHECKPOINT_AFTER:
-            state = self._state_from(self._committed())
+            state, self._barrier_state = self._barrier_state, None
+            if state is None or event.type != "model_request_started":
+                state = self._state_from(self._committed())
             items.append(
                 HarnessCheckpointEvent(self.thread_id, self.run_id, self._sequence, utc_now(), state)
             )

@@ -251,6 +251,7 @@ class ThreadlineServer:
             self.threads.appends.on_append = metrics.appended
             metrics.followers = lambda: self._thread_service.followers if self._thread_service else 0
             metrics.durable_writes = lambda: store.worker.durable_writes
+            metrics.committed_writes = lambda: store.worker.committed_writes
 
     def _store_health(self, healthy: bool) -> None:
         """ThreadService is NOT_SERVING while its store is unreachable; HarnessService is unaffected."""

@@ -103,6 +103,16 @@ class Metrics:
         writes.set_function(lambda: float(self.durable_writes()))
         self.durable_writes: Callable[[], int] = lambda: 0
         """Set by the server: the store's count (`StoreWorker.durable_writes`)."""
+        committed = Gauge(
+            "threadline_store_committed_writes",
+            "Write transactions of requests this replica committed durably since it started: more than "
+            "threadline_store_durable_writes when several were ready together and shared one (SQLite's "
+            "group commit).",
+            registry=r,
+        )
+        committed.set_function(lambda: float(self.committed_writes()))
+        self.committed_writes: Callable[[], int] = lambda: 0
+        """Set by the server: the store's count (`StoreWorker.committed_writes`)."""
         self.log_bytes = Counter(
             "threadline_event_log_bytes", "Bytes of run events written to event logs.", registry=r
         )

@@ -642,6 +642,11 @@ class _Holder:
         self._held: tuple[StateParts, DeferredToolResume | None] | None = None
         """A response's `MID_RUN` commit held for its first dispatch (LIVE §5.2): the state and the batch
         not incorporated yet. Committed with that dispatch, or superseded by the next commit."""
+        self._at_barrier: HarnessState | None = None
+        """The state the latest barrier committed (its candidate moves nothing)."""
+        self._answer: tuple[StateParts, DeferredToolResume | None] | None = None
+        """A response that calls no tool, held for the commit that follows it: the terminal one, or an
+        output validator's retry request's boundary (docs/threads.md, issue 28)."""
         self._gating: _Gating | None = None
         """The dispatch write the next gated call joins (`gate`)."""
         self._dispatched: set[str] = set()
@@ -764,7 +769,8 @@ class _Holder:
         committed before it is sent. A lost lease cancels the run (`LeaseKeeper.lose`), so the request never goes."""
         if self._lease.check() is not None or self._lease.lost is not None:
             return
-        self._held = None  # this state holds the held response too
+        self._held = self._answer = None  # this state holds the held response too
+        self._at_barrier = state
         with contextlib.suppress(Lost):
             if self._park_asked:
                 await self._park(state_parts(state), pending_input)
@@ -853,13 +859,21 @@ class _Holder:
     async def _mid_run(self, state: HarnessState) -> list[ThreadCommittedEvent]:
         """A candidate: announce the commits made since (a barrier's, a dispatch's), and commit what moved
         (a response, a hook's change). A response whose calls a gate will cover is held for the first
-        of them to dispatch (LIVE §5.2): one transaction for both, none more in a normal turn."""
+        of them to dispatch (LIVE §5.2): one transaction for both, none more in a normal turn. A response
+        that calls no tool is held for the commit that follows it (nothing runs in between that a
+        crash could leave half done): the terminal commit holds the answer."""
         announced, self._unannounced = self._unannounced, []
+        if state is self._at_barrier:  # the candidate of the barrier this holder just committed
+            return announced
         parts, pending = state_parts(state), self._stream.pending_deferred_input
-        if self._host.store.intents and parts != self._commits.base.parts and self._calls_to_issue():
+        moved = parts != self._commits.base.parts
+        if self._host.store.intents and moved and self._calls_to_issue():
             self._held = (parts, pending)
             return announced
-        self._held = None
+        self._held = self._answer = None
+        if moved and self._stream.answered():
+            self._answer = (parts, pending)
+            return announced
         if await self._mid_run_commit(parts, pending):
             announced.append(self._committed("mid_run"))
         return announced
@@ -916,6 +930,9 @@ class _Holder:
     async def _finish(self, result: HarnessRunResult[Any]) -> AsyncIterator[Numbered]:
         self._held = None  # the terminal commit holds it
         state = result.state
+        if state is None:
+            await self._commit_answer()
+        self._answer = None
         accepted = self._retained(self._stream.pending_deferred_input)
         pending = result.deferred
         kind = _KIND[result.status]
@@ -972,6 +989,7 @@ class _Holder:
                 "failed", state_parts(error.outcome.state), pending=None, remaining=accepted
             )
             finish = Finish(self._request_id, "error", error, None, accepted)
+            self._answer = None  # the failed state holds it
             with contextlib.suppress(Lost):
                 await self._commits.commit(checkpoint, accepted=accepted, finish=finish)
             return
@@ -985,10 +1003,20 @@ class _Holder:
         pending: DeferredToolRequests | None,
         accepted: DeferredToolResume | None,
     ) -> None:
-        """Release the lease without a checkpoint, closing the record as `status`."""
-        finish = Finish(self._request_id, status, outcome, pending, accepted)
+        """Release the lease without a checkpoint, closing the record as `status` (a held answer is
+        committed first, as it would have been without the hold)."""
         with contextlib.suppress(Lost):
+            if self._answer is not None and accepted is self._commits.accepted:
+                await self._commit_answer()
+                accepted = self._commits.accepted
+            finish = Finish(self._request_id, status, outcome, pending, accepted)
             await self._commits.commit(None, accepted=accepted, finish=finish)
+
+    async def _commit_answer(self) -> None:
+        """Commit a held answer on its own: the run ends without a checkpoint that holds it."""
+        answer, self._answer = self._answer, None
+        if answer is not None:
+            await self._mid_run_commit(*answer)
 
 
 async def _nobody(item: Numbered) -> None:

@@ -115,6 +115,8 @@ class _Group:
     conn: Connection | None = None
     broken: BaseException | None = None
     """The error that ended the transaction early: every later transaction of the group raises it."""
+    written: int = 0
+    """Transactions of its write calls that reached their end (savepoints released)."""
 
 
 class _Lane:
@@ -193,7 +195,8 @@ class StoreWorker:
         """How many durable write transactions committed here (not reads, not the event log's relaxed
         appends; a group commit counts once): what turns cost the database, counted by tests and the
         benchmark rather than timed."""
-        self.grouped_writes = 0
+        self._counting = threading.Lock()
+        self.committed_writes = 0
         """How many calls' writes those transactions committed (more than `durable_writes` when calls
         shared a group commit)."""
         if database.kind == "postgresql":
@@ -278,7 +281,7 @@ class StoreWorker:
                 except BaseException as error:
                     call.error = error
             self._local.call = None
-            failed = self._end(group, calls)
+            failed = self._end(group)
         finally:
             self._local.group = self._local.call = None
         if failed is not None:  # nothing of the group committed
@@ -288,7 +291,7 @@ class StoreWorker:
                     call.result, call.error = None, failed
         self._answer(calls)
 
-    def _end(self, group: _Group, calls: list[_Call]) -> BaseException | None:
+    def _end(self, group: _Group) -> BaseException | None:
         """Commit a group's transaction (if any of its calls began it); the error that lost it, if any."""
         conn = group.conn
         if conn is None:
@@ -305,10 +308,8 @@ class StoreWorker:
             self._check_files()
         except ThreadError as error:
             return error
-        written = sum(1 for call in calls if call.kind == "write" and call.error is None)
-        if written:
-            self.durable_writes += 1
-            self.grouped_writes += written
+        if group.written:
+            self._count(group.written)
         return None
 
     def _answer(self, calls: list[_Call]) -> None:
@@ -319,7 +320,11 @@ class StoreWorker:
         """On the loop: each call's effects, the store's health, then its caller's answer."""
         for call in calls:
             for effect, args in call.effects:
-                effect(*args)
+                try:
+                    effect(*args)
+                except Exception as failed:  # a bug: logged, and the callers are answered all the same
+                    fields = {"replica": self.replica}
+                    LOGGER.error("store_effect_failed", exc_info=failed, extra={"fields": fields})
             error = call.error
             if error is None or isinstance(error, IntegrityError):
                 self._health(True)
@@ -407,8 +412,7 @@ class StoreWorker:
                 raise
             raise mapped from error
         if not read and not relaxed:
-            self.durable_writes += 1
-            self.grouped_writes += 1
+            self._count(1)
         self._check_files()
 
     @contextlib.contextmanager
@@ -429,6 +433,9 @@ class StoreWorker:
                 _RELEASE.run(conn, {})
                 raise
             _RELEASE.run(conn, {})
+            call: _Call | None = self._local.__dict__.get("call")
+            if call is not None and call.kind == "write":
+                group.written += 1
         except (ThreadError, IntegrityError) as error:
             if group.conn is None:  # the files changed: nothing of the group may commit
                 group.broken = error
@@ -466,6 +473,13 @@ class StoreWorker:
                     continue
                 raise
         raise AssertionError("unreachable")
+
+    def _count(self, writes: int) -> None:
+        """One durable transaction committed, holding `writes` calls' writes (threads of a pool count at
+        once)."""
+        with self._counting:
+            self.durable_writes += 1
+            self.committed_writes += writes
 
     def _rollback(self, conn: Connection) -> None:
         try:
