@@ -29,6 +29,7 @@ from .agents import AgentRegistry
 from .config import CheckedMounts, ConfigError, ServerConfig
 from .errors import ServerError, ServerReason
 from .handlers import add_service
+from .http import HttpGateway
 from .launch import ThreadLauncher
 from .mapping.errors import abort
 from .mapping.threads import STORE_KIND_PB
@@ -159,6 +160,10 @@ class ThreadlineServer:
         )
         # Guarded handlers: an undecodable body answers REQUEST_UNDECODABLE, not UNKNOWN (server/handlers.py).
         add_service(self._server, service, SERVICE_NAME)
+        self._harness_service = service
+        self._http: HttpGateway | None = None
+        self.http_port: int | None = None
+        """The bound HTTP port (`--http-port`), once started."""
         self._registry = registry
         self._database: Database | None = None
         self.threads: DurableHost | None = None
@@ -308,6 +313,28 @@ class ThreadlineServer:
                 "of this machine."
             ) from None
         await self._server.start()
+        await self._start_http()
+
+    async def _start_http(self) -> None:
+        """The HTTP port (`--http-port`): the same servicers over Connect and gRPC-Web (server/http.py)."""
+        config = self.config
+        if config.http_port is None:
+            return
+        self._http = HttpGateway(
+            self._harness_service,
+            self._thread_service,
+            token=config.token,
+            cors_origins=config.http_cors_origins,
+            max_message_bytes=config.max_message_bytes,
+            tls=(config.tls_cert, config.tls_key) if config.tls_cert and config.tls_key else None,
+        )
+        try:
+            self.http_port = await self._http.start(config.host, config.http_port)
+        except OSError as error:
+            raise ConfigError(
+                f"--http-port: cannot listen on {config.host}:{config.http_port} ({error.strerror or error})."
+            ) from None
+        log_run("http_listening", port=self.http_port, cors_origins=list(config.http_cors_origins))
 
     async def drain(self) -> None:
         """Graceful shutdown: stop admitting, cancel running runs into CANCELLED results, then stop.
@@ -323,10 +350,15 @@ class ThreadlineServer:
             # Thread runs outlive their RPCs: wait for their CANCELLED commits (THREADS §4 "Shutdown").
             await self.threads.drain(self.config.drain_grace_s)
         left = self.config.drain_grace_s - (asyncio.get_running_loop().time() - started)
-        await self._server.stop(max(0.0, left))
+        await asyncio.gather(self._server.stop(max(0.0, left)), self._close_http(max(0.0, left)))
         await self._close_store()
         await self.mounts.close()
         await self._close_telemetry()
+
+    async def _close_http(self, grace: float) -> None:
+        if self._http is not None:
+            await self._http.close(grace)
+            self._http = None
 
     async def _close_telemetry(self) -> None:
         if self.metrics is not None:
@@ -346,7 +378,7 @@ class ThreadlineServer:
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop at once (cancelling RPCs after `grace` seconds)."""
-        await self._server.stop(grace)
+        await asyncio.gather(self._server.stop(grace), self._close_http(grace or 0.0))
         await self._close_store()
         await self.mounts.close()
         await self._close_telemetry()

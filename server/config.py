@@ -281,6 +281,22 @@ class ServerConfig:
         metavar="PORT",
     )
     """Where `/metrics` is served, on `host`; `None` = no metrics at all."""
+    http_port: int | None = _setting(
+        None,
+        "--http-port",
+        "also serve HarnessService and ThreadService over Connect (JSON and binary) and gRPC-Web at "
+        "http://HOST:PORT, for browsers and curl (0 = a free port, logged as http_listening); off by default",
+        metavar="PORT",
+    )
+    """Where the HTTP transports are served, on `host` (docs/http.md); `None` = gRPC only."""
+    http_cors_origins: tuple[str, ...] = _setting(
+        (),
+        "--http-cors-origin",
+        "let web pages of this origin (e.g. https://app.example.com) call the HTTP port from a browser "
+        "(repeatable; CORS is off without it; `*` is refused)",
+        metavar="ORIGIN",
+    )
+    """The origins CORS lets call `http_port` from a browser; none = CORS off."""
     log_level: str = _setting(
         "info",
         "--log-level",
@@ -371,6 +387,15 @@ class ServerConfig:
             raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}.", field="log_format")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError("--metrics-port must be between 0 and 65535.", field="metrics_port")
+        if self.http_port is not None and not 0 <= self.http_port <= 65535:
+            raise ConfigError("--http-port must be between 0 and 65535.", field="http_port")
+        for origin in self.http_cors_origins:
+            if not _is_origin(origin):
+                raise ConfigError(
+                    f"--http-cors-origin {origin[:100]!r}: name an origin like https://app.example.com "
+                    "(scheme, host and port only; `*` is not allowed).",
+                    field="http_cors_origins",
+                )
         if self.otlp_endpoint is not None and not _is_collector_url(self.otlp_endpoint):
             raise ConfigError(
                 "--otlp-endpoint must be a URL like http://127.0.0.1:4317 (https:// for TLS).",
@@ -578,3 +603,17 @@ def _between(value: float, low: float, high: float, flag: str, field: str, unit:
 def flag_settings() -> tuple[Field[Any], ...]:
     """The `ServerConfig` fields a flag sets, each also a file key; the rest are the file's tables."""
     return tuple(setting for setting in fields(ServerConfig) if "flag" in setting.metadata)
+
+
+def _is_origin(origin: str) -> bool:
+    """`scheme://host[:port]` and nothing more: what a browser sends as `Origin`."""
+    parsed = urlsplit(origin)
+    return (
+        parsed.scheme in ("http", "https")
+        and bool(parsed.hostname)
+        and "*" not in origin
+        and not parsed.path
+        and not parsed.query
+        and not parsed.fragment
+        and parsed.username is None
+    )

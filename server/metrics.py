@@ -18,13 +18,17 @@ from pydantic_ai.usage import RunUsage
 
 from .metrics_http import MetricsHttp
 
-__all__ = ("CURRENT", "Metrics", "Service")
+__all__ = ("CURRENT", "TRANSPORT", "Metrics", "Service")
 
 Service = Literal["harness", "threads"]
 """Which service a run or a stream belongs to (the `service` label)."""
 
 CURRENT: ContextVar[Metrics | None] = ContextVar("threadline_metrics", default=None)
 """The serving server's metrics: set when it starts, so its RPC tasks (which inherit it) can count errors."""
+
+TRANSPORT: ContextVar[str] = ContextVar("threadline_transport", default="grpc")
+"""The transport of the RPC being served (`grpc`, `connect`, `grpc-web`; the `transport` label): the HTTP
+port sets it per request (`server.http`), and the RPC's tasks inherit it."""
 
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
@@ -63,20 +67,20 @@ class Metrics:
         Gauge("threadline_run_limit", "--max-concurrent-runs.", registry=r).set(run_limit)
         self.rpc_errors = Counter(
             "threadline_rpc_errors",
-            "RPCs ended with an error status, by its ErrorInfo reason.",
-            ["reason"],
+            "RPCs ended with an error status, by its ErrorInfo reason and the transport it was served on.",
+            ["reason", "transport"],
             registry=r,
         )
         self.tokens = Counter(
             "threadline_model_tokens", "Model tokens of ended runs.", ["agent", "direction"], registry=r
         )
         self.events = Counter(
-            "threadline_stream_events", "Events streamed to hosts.", ["service"], registry=r
+            "threadline_stream_events", "Events streamed to hosts.", ["service", "transport"], registry=r
         )
         self.messages = Counter(
             "threadline_stream_messages",
             "Stream responses sent (one or more events each).",
-            ["service"],
+            ["service", "transport"],
             registry=r,
         )
         self.checkpoint_bytes = Counter(
@@ -158,8 +162,9 @@ class Metrics:
 
     def streamed(self, service: Service, events: int) -> None:
         """One stream response went out, carrying `events` events."""
-        self.messages.labels(service).inc()
-        self.events.labels(service).inc(events)
+        transport = TRANSPORT.get()
+        self.messages.labels(service, transport).inc()
+        self.events.labels(service, transport).inc(events)
 
     def run_finished(
         self, service: Service, agent: str, status: str, seconds: float, usage: RunUsage | None

@@ -22,7 +22,7 @@ import inspect
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar, Token
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
@@ -251,30 +251,44 @@ class _TracingInterceptor(grpc.aio.ServerInterceptor):
 
         return call
 
-    @contextmanager
-    def _span(self, name: str, carrier: dict[str, str]) -> Iterator[None]:
-        service, _, method = name.partition("/")
-        with self._tracer.start_as_current_span(
-            name,
-            context=propagate.extract(carrier),
-            kind=SpanKind.SERVER,
-            attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": method},
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            token = _RPC_SPAN.set(span)
-            try:
-                yield
-                span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.OK.value[0])
-            except grpc.aio.AbortError:
-                raise  # `record_error` has recorded the status
-            except asyncio.CancelledError:
-                span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.CANCELLED.value[0])
-                raise
-            except Exception as error:  # escaped every handler: grpc answers UNKNOWN
-                span.record_exception(error)
-                span.set_attributes({"rpc.grpc.status_code": grpc.StatusCode.UNKNOWN.value[0]})
-                span.set_status(Status(StatusCode.ERROR, type(error).__name__))
-                raise
-            finally:
-                _RPC_SPAN.reset(token)
+    def _span(self, name: str, carrier: dict[str, str]) -> AbstractContextManager[None]:
+        return rpc_span(self._tracer, name, carrier, transport="grpc")
+
+
+@contextmanager
+def rpc_span(
+    tracer: trace.Tracer, name: str, carrier: Mapping[str, str], *, transport: str
+) -> Iterator[None]:
+    """The SERVER span of the RPC `name` (`service/Method`) served over `transport` (`grpc`, `connect`,
+    `grpc-web`), continuing the `traceparent` in `carrier` (its metadata or headers)."""
+    service, _, method = name.partition("/")
+    system = "grpc" if transport in ("grpc", "grpc-web") else "connect_rpc"
+    with tracer.start_as_current_span(
+        name,
+        context=propagate.extract(dict(carrier)),
+        kind=SpanKind.SERVER,
+        attributes={
+            "rpc.system": system,
+            "rpc.service": service,
+            "rpc.method": method,
+            "threadline.transport": transport,
+        },
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        token = _RPC_SPAN.set(span)
+        try:
+            yield
+            span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.OK.value[0])
+        except grpc.aio.AbortError:
+            raise  # `record_error` has recorded the status
+        except asyncio.CancelledError:
+            span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.CANCELLED.value[0])
+            raise
+        except Exception as error:  # escaped every handler: grpc answers UNKNOWN
+            span.record_exception(error)
+            span.set_attributes({"rpc.grpc.status_code": grpc.StatusCode.UNKNOWN.value[0]})
+            span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+            raise
+        finally:
+            _RPC_SPAN.reset(token)

@@ -14,45 +14,18 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import REPO, THREADLINE, ServeProcess
 from setup_tools import go_bin_dir, setup_tool
+from walkthrough import Step, doc_steps
 
 DOC = REPO / "docs" / "grpcurl.md"
-_BLOCK = re.compile(r"```sh\n(?P<code>.*?)```\n(?P<notes>(?:<!-- expect(?:-fail)?: .*? -->\n)*)", re.DOTALL)
-_NOTE = re.compile(r"<!-- (?P<kind>expect(?:-fail)?): (?P<text>.*?) -->")
-_SERVE = re.compile(r"<!-- serve: (?P<args>.*?) -->")
-
-
-@dataclass(frozen=True)
-class Step:
-    code: str
-    expect: tuple[str, ...]
-    should_fail: bool
-    serve: tuple[str, ...] | None = None
-    """Restart the server with these extra arguments before this step."""
 
 
 def steps() -> list[Step]:
-    result = []
-    text = DOC.read_text()
-    previous_end = 0
-    for block in _BLOCK.finditer(text):
-        notes = [(m["kind"], m["text"]) for m in _NOTE.finditer(block["notes"])]
-        serve = _SERVE.search(text, previous_end, block.start())
-        previous_end = block.end()
-        result.append(
-            Step(
-                block["code"],
-                tuple(text for _, text in notes),
-                any(kind == "expect-fail" for kind, _ in notes),
-                tuple(serve["args"].split()) if serve else None,
-            )
-        )
-    return result
+    return doc_steps(DOC)
 
 
 def test_the_doc_has_every_walkthrough_step() -> None:

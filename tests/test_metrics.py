@@ -103,18 +103,20 @@ def test_runs_errors_tokens_and_streams_are_counted() -> None:
     assert (
         delta("threadline_runs_finished_total", service="threads", agent="default", status="completed") == 1
     )
-    assert delta("threadline_rpc_errors_total", reason="AGENT_UNKNOWN") == 1
+    assert delta("threadline_rpc_errors_total", reason="AGENT_UNKNOWN", transport="grpc") == 1
     commits = [r.event for r in turn if r.event.HasField("thread_committed")]
     assert commits and delta("threadline_thread_commits_total") == len(commits)
-    assert delta("threadline_stream_messages_total", service="threads") == len(turn)
+    assert delta("threadline_stream_messages_total", service="threads", transport="grpc") == len(turn)
     usage = [done.result.usage, suspended.result.usage, responses[-1].event.result.usage]
     assert (
         delta("threadline_model_tokens_total", agent="default", direction="input")
         >= sum(u.input_tokens for u in usage)
         > 0
     )
-    assert delta("threadline_stream_messages_total", service="harness") == len(responses)
-    assert delta("threadline_stream_events_total", service="harness") == len(responses)  # one event each
+    assert delta("threadline_stream_messages_total", service="harness", transport="grpc") == len(responses)
+    assert delta("threadline_stream_events_total", service="harness", transport="grpc") == len(
+        responses
+    )  # one event each
     candidates = [r.event.checkpoint_candidate for r in responses if r.event.HasField("checkpoint_candidate")]
     assert candidates and delta("threadline_checkpoint_bytes_total", service="harness") == sum(
         c.ByteSize() for c in candidates

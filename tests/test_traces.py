@@ -302,3 +302,44 @@ def test_config_check_refuses_trace_settings_serve_would_refuse() -> None:
     )
     assert checked.returncode == 2
     assert "OTEL_TRACES_EXPORTER names zipkin" in checked.stderr
+
+
+@pytest.mark.parametrize("transport", ["connect", "grpc-web"])
+def test_an_http_transport_rpc_is_traced_with_its_transport(transport: str) -> None:
+    """`--http-port`: the same SERVER span and run span as over gRPC, labelled with the transport."""
+    import json
+    import socket
+    import struct
+    import urllib.request
+
+    trace_id, span_id, metadata = traceparent()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    request = harness_service_pb2.RunRequest(spec=run_pb2.RunSpec(text="hello"))
+    if transport == "connect":
+        body, kind = b'{"spec":{"text":"hello"}}', "application/json"
+    else:
+        data = request.SerializeToString()
+        body, kind = struct.pack(">BI", 0, len(data)) + data, "application/grpc-web+proto"
+    with receiver() as (spans, endpoint):
+        env = {**FAST_EXPORT, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}
+        with logged_serve("--http-port", str(port), env=env) as running:
+            sent = urllib.request.Request(
+                f"http://127.0.0.1:{port}/threadline.v1.HarnessService/Run",
+                data=body,
+                headers={"Content-Type": kind, **dict(metadata)},
+            )
+            with urllib.request.urlopen(sent, timeout=30) as answer:
+                assert answer.status == 200
+                if transport == "connect":
+                    assert json.loads(answer.read())["result"]["status"] == "RUN_STATUS_COMPLETED"
+            assert running.stop() == 0
+
+    (rpc,) = [span for span in spans.named("threadline.v1.HarnessService/Run") if span.trace_id == trace_id]
+    assert rpc.kind == SpanPb.SPAN_KIND_SERVER and rpc.parent_id == span_id
+    assert rpc.attributes["threadline.transport"] == transport
+    assert rpc.attributes["rpc.system"] == ("connect_rpc" if transport == "connect" else "grpc")
+    assert rpc.attributes["rpc.grpc.status_code"] == 0
+    (run_span,) = spans.children(rpc)
+    assert run_span.name == "threadline.run"

@@ -36,7 +36,7 @@ from harness.errors import ErrorCode, HarnessError
 from harness.json_text import canonical_json
 
 from ..errors import ServerError, ServerReason, field_of
-from ..metrics import CURRENT
+from ..metrics import CURRENT, TRANSPORT
 from ..tracing import record_error
 
 __all__ = (
@@ -376,7 +376,7 @@ async def abort(
     """End the RPC with the error's rich status (trailing `grpc-status-details-bin`)."""
     reason = reason_of(error)
     if (metrics := CURRENT.get()) is not None:
-        metrics.rpc_errors.labels(reason).inc()
+        metrics.rpc_errors.labels(reason, TRANSPORT.get()).inc()
     status = rpc_status.to_status(to_status(error, field=field))
     record_error(status.code, reason, error.message)
     await context.abort(status.code, status.details, status.trailing_metadata)
