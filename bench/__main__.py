@@ -18,7 +18,8 @@ server, `--event-log off`), and memory per idle `WatchThread` watcher, (j) busy 
 (two servers each): ENQUEUE acceptances/s, a queue of quick requests draining by itself against one
 client sending them one by one, and hand-off latency on one and across replicas, (k) dispatch intents (two
 servers on SQLite files, `--dispatch-intents on` and `off`): server CPU and durable write transactions
-per turn with 1 and 4 side-effecting calls and per resume turn. Each section's module docstring says how
+per turn with 1 and 4 side-effecting calls and per resume turn, (l) the HTTP port (`--http-port`): a run
+through Connect and gRPC-Web against gRPC, server CPU. Each section's module docstring says how
 it measures; `bench.measure` says why cost is CPU time and ratios are medians of per-round ratios.
 """
 
@@ -43,6 +44,7 @@ from .bare_store import store_cost_section
 from .checkpoints import checkpoint_section
 from .concurrency import concurrency_section, idle_memory_section
 from .envelope import envelope_section
+from .http import http_section
 from .intents import IntentSizes, intents_section
 from .live import LiveSizes, LogReader, live_store_section
 from .measure import ratio
@@ -58,7 +60,7 @@ from .wire import CHANNEL_OPTIONS
 LATEST = Path(__file__).resolve().parent / "results" / "latest.json"
 """Where a full run writes its results (committed with docs/performance.md's numbers)."""
 
-SECTIONS = "abcdefghijk"
+SECTIONS = "abcdefghijkl"
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,8 @@ class Sizes:
     queue_across: int = 8
     intent_rounds: int = 9
     intent_turns: int = 20
+    http_runs_per_round: int = 5
+    http_rounds: int = 25
 
 
 SMOKE = Sizes(
@@ -158,6 +162,8 @@ SMOKE = Sizes(
     queue_across=1,
     intent_rounds=1,
     intent_turns=1,
+    http_runs_per_round=1,
+    http_rounds=1,
 )
 
 # name -> (comparison, threshold, what it is)
@@ -252,6 +258,16 @@ TARGETS["sqlite_run_thread_p99_many_over_one"] = (
     "<=",
     10.0,
     "(h) SQLite RunThread p99 latency, 64 threads at once / one at a time",
+)
+TARGETS["connect_run_over_grpc_run"] = (
+    "<=",
+    1.3,
+    "(l) Run over Connect (binary, HTTP port) / over gRPC, server CPU per run",
+)
+TARGETS["connect_stream_over_grpc_stream"] = (
+    "<=",
+    1.3,
+    "(l) StreamRun over Connect (binary, HTTP port) / over gRPC, server CPU per run",
 )
 TARGETS["intent_cost_per_call_ms"] = (
     "<=",
@@ -681,6 +697,10 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_queue_sections(sizes, report))
     if "k" in wanted:
         report["sections"]["k_intents"] = _intents_section(sizes)
+    if "l" in wanted:
+        report["sections"]["l_http"] = asyncio.run(
+            http_section(runs=sizes.http_runs_per_round, rounds=sizes.http_rounds)
+        )
     if set(wanted) != set(SECTIONS) and not args.smoke and out.exists():
         report = _merged(json.loads(out.read_text()), report, wanted)
     report["ratios"] = _ratios(report["sections"])

@@ -20,11 +20,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 step() { printf '==> %s\n' "$*"; }
 
-# --- System tools the tests use: jq and curl (the grpcurl and HTTP walkthroughs) and PostgreSQL (the store's tests start
+# --- System tools the tests use: jq and curl (the grpcurl and HTTP walkthroughs), Debian's Chromium (the browser
+# tests) and PostgreSQL (the store's tests start
 # throwaway clusters with its initdb/pg_ctl; the server itself needs no database server by default) ---
 apt_packages=()
 command -v jq >/dev/null 2>&1 || apt_packages+=(jq)
 command -v curl >/dev/null 2>&1 || apt_packages+=(curl)  # docs/http.md's walkthrough
+[ -x /usr/bin/chromium ] || apt_packages+=(chromium)      # the browser tests (playwright-core drives it; no download)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || apt_packages+=(postgresql)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   step "apt-get install ${apt_packages[*]}"

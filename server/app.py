@@ -320,21 +320,33 @@ class ThreadlineServer:
         config = self.config
         if config.http_port is None:
             return
-        self._http = HttpGateway(
-            self._harness_service,
-            self._thread_service,
-            token=config.token,
-            cors_origins=config.http_cors_origins,
-            max_message_bytes=config.max_message_bytes,
-            tls=(config.tls_cert, config.tls_key) if config.tls_cert and config.tls_key else None,
-        )
+        try:
+            self._http = HttpGateway(
+                self._harness_service,
+                self._thread_service,
+                token=config.token,
+                cors_origins=config.http_cors_origins,
+                max_message_bytes=config.max_message_bytes,
+                tls=(config.tls_cert, config.tls_key) if config.tls_cert and config.tls_key else None,
+                console=config.console,
+            )
+        except OSError as error:
+            raise ConfigError(
+                f"--console: the console's files are missing ({error.filename}); build them with "
+                "`node console/build.mjs` (scripts/setup.sh does)."
+            ) from None
         try:
             self.http_port = await self._http.start(config.host, config.http_port)
         except OSError as error:
             raise ConfigError(
                 f"--http-port: cannot listen on {config.host}:{config.http_port} ({error.strerror or error})."
             ) from None
-        log_run("http_listening", port=self.http_port, cors_origins=list(config.http_cors_origins))
+        log_run(
+            "http_listening",
+            port=self.http_port,
+            cors_origins=list(config.http_cors_origins),
+            console=config.console,
+        )
 
     async def drain(self) -> None:
         """Graceful shutdown: stop admitting, cancel running runs into CANCELLED results, then stop.

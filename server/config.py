@@ -297,6 +297,13 @@ class ServerConfig:
         metavar="ORIGIN",
     )
     """The origins CORS lets call `http_port` from a browser; none = CORS off."""
+    console: bool = _setting(
+        False,
+        "--console",
+        "serve the web console at / on the HTTP port (needs --http-port): watch and steer threads from a "
+        "browser",
+    )
+    """Serve the web console (`server/console/`, built from console/) at `/` of `http_port`."""
     log_level: str = _setting(
         "info",
         "--log-level",
@@ -389,6 +396,10 @@ class ServerConfig:
             raise ConfigError("--metrics-port must be between 0 and 65535.", field="metrics_port")
         if self.http_port is not None and not 0 <= self.http_port <= 65535:
             raise ConfigError("--http-port must be between 0 and 65535.", field="http_port")
+        if self.console and self.http_port is None:
+            raise ConfigError(
+                "--console needs --http-port: the console is served on the HTTP port.", field="console"
+            )
         for origin in self.http_cors_origins:
             if not _is_origin(origin):
                 raise ConfigError(

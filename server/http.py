@@ -16,6 +16,9 @@ one code path behind two transports: its checks, limits, admission, logs and met
 - Streams: responses already encoded for gRPC (`server.outbox`) are passed through by the binary codec
   and decoded once for JSON.
 - CORS is off unless `--http-cors-origin` names the origins (Starlette's middleware), never `*`.
+- `--console`: the web console's files (`server/console/`, built from console/ by `node console/build.mjs`)
+  at `/`, same-origin with the services, under a Content-Security-Policy that lets the page load only
+  its own files and call only this origin.
 
 Uvicorn serves the application on the server's own event loop (HTTP/1.1; its signal handling left to
 the server), so every RPC runs beside the gRPC ones, on the same loop.
@@ -261,10 +264,45 @@ class BearerToken:
         return None
 
 
-class _Router:
-    """The services' applications by path prefix; anything else is 404."""
+CONSOLE = Path(__file__).resolve().parent / "console"
+"""The web console as built (`node console/build.mjs`), shipped in the package."""
+_CONSOLE_FILES = {"/": "index.html", "/console.js": "console.js", "/console.css": "console.css"}
+_CONSOLE_TYPES = {
+    ".html": b"text/html; charset=utf-8",
+    ".js": b"text/javascript; charset=utf-8",
+    ".css": b"text/css; charset=utf-8",
+}
+_CONSOLE_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        b"base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-cache"),
+]
 
-    def __init__(self, apps: Sequence[ConnectASGIApplication[Any]]) -> None:
+
+def console_files() -> dict[str, tuple[bytes, bytes]]:
+    """The console's files by path, with their content types.
+
+    Raises:
+        OSError: a file is missing (the console was not built).
+    """
+    return {
+        path: (_CONSOLE_TYPES[Path(name).suffix], (CONSOLE / name).read_bytes())
+        for path, name in _CONSOLE_FILES.items()
+    }
+
+
+class _Router:
+    """The services' applications by path prefix, the console's files (when served); anything else is 404."""
+
+    def __init__(
+        self, apps: Sequence[ConnectASGIApplication[Any]], console: dict[str, tuple[bytes, bytes]] | None
+    ) -> None:
+        self._console = console or {}
         self._apps = [(app.path + "/", app) for app in apps]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -278,6 +316,13 @@ class _Router:
                 if path.startswith(prefix):
                     await app(scope, receive, send)
                     return
+            page = self._console.get(path)
+            if page is not None and scope.get("method") in ("GET", "HEAD"):
+                kind, body = page
+                headers = [(b"content-type", kind), *_CONSOLE_HEADERS]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+                return
             await send(
                 {"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"text/plain")]}
             )
@@ -351,8 +396,14 @@ class HttpGateway:
         cors_origins: Sequence[str],
         max_message_bytes: int,
         tls: tuple[Path, Path] | None = None,
+        console: bool = False,
     ) -> None:
-        """`tls`: the gRPC port's certificate chain and key files; the HTTP port then speaks HTTPS."""
+        """`tls`: the gRPC port's certificate chain and key files; the HTTP port then speaks HTTPS.
+        `console`: serve the web console at `/`.
+
+        Raises:
+            OSError: `console`, and the console's files are not there (not built).
+        """
         self._tls = tls
         interceptors = (BearerToken(token),) if token else ()
         common: dict[str, Any] = {
@@ -371,7 +422,7 @@ class HttpGateway:
                     _Methods(threads, "threadline.v1.ThreadService"), **common
                 )
             )
-        app: Any = _Router(apps)
+        app: Any = _Router(apps, console_files() if console else None)
         if cors_origins:
             app = CORSMiddleware(
                 app,

@@ -325,6 +325,32 @@ def test_smoke_run_of_the_dispatch_intents_section(tmp_path: Path) -> None:
     assert all(isinstance(v, int | float) and math.isfinite(v) for v in report["ratios"].values())
 
 
+def test_smoke_run_of_the_http_section(tmp_path: Path) -> None:
+    out = tmp_path / "http.json"
+    finished = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--sections", "l", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert set(report["sections"]) == {"l_http"}
+    section = report["sections"]["l_http"]
+    assert set(section["cost"]) == {
+        "grpc_run",
+        "connect_run",
+        "connect_json_run",
+        "grpc_stream_run",
+        "connect_stream_run",
+        "grpc_web_stream_run",
+    }
+    for name in ("connect_run_over_grpc_run", "connect_stream_over_grpc_stream"):
+        assert report["targets"][name]["threshold"] == 1.3 and name in finished.stdout
+    assert all(isinstance(v, int | float) and math.isfinite(v) for v in report["ratios"].values())
+
+
 def test_smoke_run_refuses_to_overwrite_the_committed_results() -> None:
     with pytest.raises(SystemExit):
         main(["--smoke"])

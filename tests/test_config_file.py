@@ -75,6 +75,7 @@ def test_the_file_sets_every_flag(tmp_path: Path) -> None:
         "metrics_port": ("9464", 9464),
         "http_port": ("8080", 8080),
         "http_cors_origins": ('["https://app.example.com"]', ("https://app.example.com",)),
+        "console": ("true", True),
         "log_level": ('"debug"', "debug"),
         "log_format": ('"text"', "text"),
         "otlp_endpoint": ('"http://127.0.0.1:4317"', "http://127.0.0.1:4317"),

@@ -13,8 +13,7 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
-import { createHash } from "node:crypto";
+import { sha256 } from "@noble/hashes/sha2.js";
 
 import { ProtocolError } from "./errors.js";
 import type { RunEvent } from "./gen/threadline/v1/events_pb.js";
@@ -27,7 +26,7 @@ export class CandidateHistories {
    * the previous state's as the host sent it (`[]` without one). Kept as text until a delta needs
    * its bytes, so full candidates cost nothing.
    */
-  #base: string | Buffer;
+  #base: string | Uint8Array;
 
   /** @param spec - The spec the stream was started with: its `previous_state` is the first base. */
   constructor(spec: RunSpec) {
@@ -56,16 +55,26 @@ export class CandidateHistories {
     if (history === undefined) {
       throw broken("its history_delta has no state.message_history to rebuild");
     }
-    const base = typeof this.#base === "string" ? Buffer.from(this.#base, "utf8") : this.#base;
+    const base = typeof this.#base === "string" ? UTF8.encode(this.#base) : this.#base;
     const { keepBytes, append } = historyDelta;
     if (keepBytes > BigInt(base.length)) {
       throw broken(`its history_delta keeps ${keepBytes} bytes of a base that has ${base.length}`);
     }
-    const data = Buffer.concat([base.subarray(0, Number(keepBytes)), Buffer.from(append, "utf8")]);
-    if (!createHash("sha256").update(data).digest().equals(history.sha256)) {
+    const added = UTF8.encode(append);
+    const data = new Uint8Array(Number(keepBytes) + added.length);
+    data.set(base.subarray(0, Number(keepBytes)));
+    data.set(added, Number(keepBytes));
+    if (!sameBytes(sha256(data), history.sha256)) {
       throw broken("its rebuilt history does not match message_history.sha256");
     }
-    history.data = data.toString("utf8");
+    history.data = new TextDecoder("utf-8").decode(data);
     this.#base = data;
   }
+}
+
+/** UTF-8, in Node and in browsers alike (no `Buffer`): the SDK runs in both. */
+const UTF8 = new TextEncoder();
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((byte, index) => byte === b[index]);
 }

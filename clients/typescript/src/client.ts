@@ -1,6 +1,7 @@
 /**
  * The Threadline client: `threadline.v1.HarnessService` over gRPC (HTTP/2), with Connect-ES, and
- * `client.threads` for `threadline.v1.ThreadService` on the same connection (`threads.ts`).
+ * `client.threads` for `threadline.v1.ThreadService` on the same connection (`threads.ts`). In a
+ * browser the same client speaks Connect to the server's HTTP port (`transport/browser.ts`).
  *
  * ```ts
  * const client = createThreadlineClient({ baseUrl: "http://127.0.0.1:50051" });
@@ -21,8 +22,8 @@
 import { create } from "@bufbuild/protobuf";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
-import type { Client, Interceptor } from "@connectrpc/connect";
-import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
+import type { Client, Interceptor, Transport } from "@connectrpc/connect";
+import { defaultTransport } from "#transport";
 
 import { type CallOptions, STREAM_WITHOUT_RESULT, call, connectOptions, required, streamEvents } from "./calls.js";
 import { CandidateHistories } from "./checkpoints.js";
@@ -55,7 +56,10 @@ const MAX_UINT32 = 0xffff_ffff;
 
 /** How to reach the server. */
 export interface ThreadlineClientOptions {
-  /** The server's address: `http://127.0.0.1:50051`, or just `127.0.0.1:50051` (plain HTTP/2). */
+  /**
+   * The server's address: `http://127.0.0.1:50051`, or just `127.0.0.1:50051` (plain HTTP/2); in a
+   * browser, the HTTP port's, e.g. `http://127.0.0.1:8080`.
+   */
   baseUrl: string;
   /** A bearer token, sent as `authorization: Bearer <token>` on every call (server `--token`). */
   token?: string;
@@ -65,6 +69,15 @@ export interface ThreadlineClientOptions {
   runTimeoutMs?: number;
   /** Extra Connect interceptors, run after the SDK's (the token, the trace context). */
   interceptors?: Interceptor[];
+  /**
+   * How to reach the server instead of the default: in Node, gRPC over HTTP/2 to the gRPC port; in
+   * a browser (a bundler's `browser` condition), Connect over `fetch` to the server's HTTP port
+   * (`threadline serve --http-port`). Pass e.g. `createGrpcWebTransport({ baseUrl })` of
+   * `@connectrpc/connect-web` for gRPC-Web; `baseUrl` is then only the SDK's default's. The SDK's
+   * interceptors (the token, the trace context, `interceptors`) are not added to a transport given
+   * here: give them to it.
+   */
+  transport?: Transport;
   /**
    * How many events one `streamRun` response may carry (default `DEFAULT_MAX_EVENTS_PER_MESSAGE`),
    * sent as `StreamRunRequest.max_events_per_message`. The server packs events that are ready at
@@ -159,7 +172,7 @@ export interface ThreadlineClient {
   readonly threads: Threads;
   /** The generated Connect client, for anything the SDK does not wrap (errors are not converted). */
   readonly service: Client<typeof HarnessService>;
-  /** Close the HTTP/2 connection; open calls end with `Code.Canceled`. */
+  /** Close the HTTP/2 connection (Node's default transport); open calls end with `Code.Canceled`. */
   close(): void;
 }
 
@@ -171,7 +184,6 @@ export interface ThreadlineClient {
 export function createThreadlineClient(options: ThreadlineClientOptions): ThreadlineClient {
   const maxEventsPerMessage = checkMaxEventsPerMessage(options.maxEventsPerMessage);
   const baseUrl = normalizeBaseUrl(options.baseUrl);
-  const sessionManager = new Http2SessionManager(baseUrl);
   const interceptors: Interceptor[] = [];
   if (options.token !== undefined && options.token !== "") {
     const authorization = `Bearer ${options.token}`;
@@ -183,7 +195,11 @@ export function createThreadlineClient(options: ThreadlineClientOptions): Thread
   // The host's trace context (when `@opentelemetry/api` is there), before the host's own
   // interceptors, which may still change it.
   interceptors.push(traceContextInterceptor, ...(options.interceptors ?? []));
-  const transport = createGrpcTransport({ baseUrl, sessionManager, interceptors });
+  const opened =
+    options.transport === undefined
+      ? defaultTransport(baseUrl, interceptors)
+      : { transport: options.transport, close: () => undefined };
+  const transport = opened.transport;
   const service = createClient(HarnessService, transport);
   const unaryTimeout = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const runTimeout = options.runTimeoutMs ?? DEFAULT_RUN_TIMEOUT_MS;
@@ -265,7 +281,7 @@ export function createThreadlineClient(options: ThreadlineClientOptions): Thread
     },
 
     close() {
-      sessionManager.abort();
+      opened.close();
     },
   };
 }

@@ -32,8 +32,6 @@
  * @module
  */
 
-import { randomUUID } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
 
 import { create } from "@bufbuild/protobuf";
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -86,7 +84,7 @@ export type ThreadUpdate = WatchThreadResponse;
 
 /** A fresh request ID, `req-<32 lowercase hex>`: what the SDK sends unless the caller gives one. */
 export function newRequestId(): string {
-  return `req-${randomUUID().replaceAll("-", "")}`;
+  return `req-${globalThis.crypto.randomUUID().replaceAll("-", "")}`;
 }
 
 /** A client tool declaration: a `ClientTool`, or a plain object of its fields. */
@@ -937,7 +935,7 @@ export class Threads {
         ) {
           throw error;
         }
-        await call(sleep(backoff, undefined, options.signal === undefined ? {} : { signal: options.signal }));
+        await call(sleep(backoff, options.signal));
       }
     }
   }
@@ -1060,7 +1058,7 @@ function requestMayGoOn(status: ThreadRunStatus): boolean {
 
 /** Wait before the `attempt`th retry (from 1): 200 ms, doubling; `Code.Canceled` when `signal` aborts. */
 async function backoff(attempt: number, signal: AbortSignal | undefined): Promise<void> {
-  await call(sleep(RETRY_BACKOFF_MS * 2 ** (attempt - 1), undefined, signal === undefined ? {} : { signal }));
+  await call(sleep(RETRY_BACKOFF_MS * 2 ** (attempt - 1), signal));
 }
 
 /** The `ThreadRunSpec` of a run request, with a fresh request ID unless the caller gave one. */
@@ -1114,4 +1112,28 @@ function retryable(error: ThreadlineError, signal: AbortSignal | undefined): boo
 
 function labelList(labels: Record<string, string>): string[] {
   return Object.entries(labels).map(([key, value]) => `${key}=${value}`);
+}
+
+/**
+ * Wait `ms`, or reject with an `AbortError` (its `cause` the signal's reason) once `signal` aborts,
+ * as Node's `timers/promises` does, in Node and browsers alike.
+ */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  const aborted = () => Object.assign(new Error("The operation was aborted", { cause: signal?.reason }), { name: "AbortError" });
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(aborted());
+      return;
+    }
+    const done = () => {
+      signal?.removeEventListener("abort", abort);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    const abort = () => {
+      clearTimeout(timer);
+      reject(aborted());
+    };
+    signal?.addEventListener("abort", abort, { once: true });
+  });
 }
