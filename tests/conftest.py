@@ -219,6 +219,16 @@ def python_executable() -> str:
     return sys.executable
 
 
+def free_port() -> int:
+    """A loopback port free now (for a server's `--http-port`, which has no `listening on` line)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 def error_info(error: Any) -> Any:
     """The `google.rpc.ErrorInfo` of a failed call, decoded from its `grpc-status-details-bin` trailer.
 

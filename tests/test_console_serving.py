@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import filecmp
 import shutil
-import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -17,17 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ServeProcess
+from conftest import REPO, ServeProcess, free_port
 
 from server.config import ConfigError, ServerConfig
 from server.http import CONSOLE
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _get(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
@@ -42,7 +34,7 @@ def _get(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
 def test_the_console_is_served_with_its_types_and_a_strict_policy(
     serve_process: Callable[..., ServeProcess],
 ) -> None:
-    port = _free_port()
+    port = free_port()
     serve_process("--http-port", str(port), "--console")
     base = f"http://127.0.0.1:{port}"
     status, headers, body = _get(base + "/")
@@ -62,7 +54,7 @@ def test_the_console_is_served_with_its_types_and_a_strict_policy(
 
 
 def test_without_console_the_port_serves_no_page(serve_process: Callable[..., ServeProcess]) -> None:
-    port = _free_port()
+    port = free_port()
     serve_process("--http-port", str(port))
     assert _get(f"http://127.0.0.1:{port}/")[0] == 404
 

@@ -17,11 +17,11 @@ import base64
 import http.client
 import json
 import os
-import socket
 import struct
 from collections.abc import Iterator
 
 import pytest
+from conftest import free_port
 from google.rpc import error_details_pb2
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -72,16 +72,9 @@ SEEDS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[LoggedServe, int]]:
-    port = _free_port()
+    port = free_port()
     with logged_serve(
         "--store", "memory", "--http-port", str(port), "--max-message-bytes", str(MAX_MESSAGE_BYTES)
     ) as running:

@@ -6,23 +6,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ServeProcess
+from conftest import REPO, ServeProcess, free_port
 from walkthrough import doc_steps
 
 DOC = REPO / "docs" / "http.md"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def test_the_doc_shows_curl_for_every_kind_of_call() -> None:
@@ -37,13 +29,13 @@ def test_the_doc_shows_curl_for_every_kind_of_call() -> None:
 def test_walkthrough_runs_verbatim(serve_process: Callable[..., ServeProcess], tmp_path: Path) -> None:
     if shutil.which("jq") is None or shutil.which("curl") is None:
         pytest.fail("the walkthrough uses curl and jq, which scripts/setup.sh installs")
-    port = _free_port()
+    port = free_port()
     running = serve_process("--http-port", str(port))
     env = {**os.environ, "HTTP": f"http://127.0.0.1:{port}"}
     for index, step in enumerate(doc_steps(DOC)):
         if step.serve is not None:
             assert running.stop() == 0
-            port = _free_port()
+            port = free_port()
             running = serve_process("--http-port", str(port), *step.serve)
             env["HTTP"] = f"http://127.0.0.1:{port}"
         done = subprocess.run(

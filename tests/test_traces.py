@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import REPO, THREADLINE, spawn_serve
+from conftest import REPO, THREADLINE, free_port, spawn_serve
 from logged_serve import LoggedServe, logged_serve
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
@@ -308,14 +308,11 @@ def test_config_check_refuses_trace_settings_serve_would_refuse() -> None:
 def test_an_http_transport_rpc_is_traced_with_its_transport(transport: str) -> None:
     """`--http-port`: the same SERVER span and run span as over gRPC, labelled with the transport."""
     import json
-    import socket
     import struct
     import urllib.request
 
     trace_id, span_id, metadata = traceparent()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     request = harness_service_pb2.RunRequest(spec=run_pb2.RunSpec(text="hello"))
     if transport == "connect":
         body, kind = b'{"spec":{"text":"hello"}}', "application/json"
