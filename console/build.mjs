@@ -1,6 +1,7 @@
-// Build the web console into server/console/ (what `threadline serve --console` serves):
-// console/src/main.ts bundled by esbuild for the browser (the SDK's `#transport` then resolves to
-// Connect over fetch), plus index.html and console.css copied beside it.
+// Build the web console's script into server/console/console.js (what `threadline serve --console`
+// serves, beside the page and style sheet written there by hand, server/console/index.html and
+// console.css): console/src/main.ts bundled by esbuild for the browser (the SDK's `#transport` then
+// resolves to Connect over fetch).
 //
 //   node console/build.mjs              # into server/console/
 //   node console/build.mjs --out DIR    # elsewhere (a test compares it with server/console/)
@@ -9,7 +10,7 @@
 // needs no package of its own. The output is deterministic: the same sources give the same bytes
 // (no sourcemap, no legal comments, paths relative to the repo root whatever the working directory).
 
-import { copyFileSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -37,7 +38,4 @@ await build({
   charset: "utf8",
   logLevel: "warning",
 });
-for (const name of ["index.html", "console.css"]) {
-  copyFileSync(join(here, name), join(out, name));
-}
-console.log(`built ${out}: console.js, index.html, console.css`);
+console.log(`built ${join(out, "console.js")}`);

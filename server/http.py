@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -52,6 +51,7 @@ from starlette.middleware.cors import CORSMiddleware
 from threadline.v1 import harness_service_connect, thread_service_connect
 
 from .errors import ServerError, ServerReason
+from .listening import bound_socket
 from .mapping.errors import to_status
 from .metrics import CURRENT, TRANSPORT
 from .tracing import CURRENT as TRACING
@@ -89,7 +89,7 @@ class _Encoded:
 
 
 class _Binary(Codec[Any, Any]):
-    """Protobuf binary: an encoded response as it is."""
+    """Protobuf binary: an encoded response as it is (`connectrpc.compat`'s codec would need a message)."""
 
     def name(self) -> str:
         return "proto"
@@ -102,7 +102,9 @@ class _Binary(Codec[Any, Any]):
 
 
 class _Json(Codec[Any, Any]):
-    """Protobuf JSON (the proto3 mapping, field names in lowerCamelCase; unknown fields refused)."""
+    """Protobuf JSON (the proto3 mapping, field names in lowerCamelCase, compact), decoding an encoded
+    response once; an unknown field is refused, not dropped, so a misspelt field is an error
+    (`connectrpc.compat`'s codec ignores them and indents its output)."""
 
     def name(self) -> str:
         return "json"
@@ -168,12 +170,6 @@ class _Context:
     def time_remaining(self) -> float | None:
         remaining = self._ctx.timeout_ms
         return None if remaining is None else max(remaining / 1000, 0.0)
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return tuple(self._ctx.request_headers.allitems())
-
-    def peer(self) -> str:
-        return f"http:{self._ctx.client_address or ''}"
 
     async def abort(
         self, code: grpc.StatusCode, details: str = "", trailing_metadata: Sequence[tuple[str, Any]] = ()
@@ -306,35 +302,29 @@ class _Router:
         self._apps = [(app.path + "/", app) for app in apps]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            path: str = scope.get("path", "")
-            if _is_grpc(scope):
-                await _refuse_grpc(send)
+        # HTTP only: Uvicorn runs with `lifespan="off"`, so no other scope reaches here.
+        path: str = scope.get("path", "")
+        if _is_grpc(scope):
+            await _refuse_grpc(send)
+            return
+        TRANSPORT.set(_transport(scope))  # this request's task, and the tasks it starts
+        for prefix, app in self._apps:
+            if path.startswith(prefix):
+                await app(scope, receive, send)
                 return
-            TRANSPORT.set(_transport(scope))  # this request's task, and the tasks it starts
-            for prefix, app in self._apps:
-                if path.startswith(prefix):
-                    await app(scope, receive, send)
-                    return
-            page = self._console.get(path)
-            if page is not None and scope.get("method") in ("GET", "HEAD"):
-                kind, body = page
-                headers = [(b"content-type", kind), *_CONSOLE_HEADERS]
-                await send({"type": "http.response.start", "status": 200, "headers": headers})
-                await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
-                return
-            await send(
-                {"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"text/plain")]}
-            )
-            await send(
-                {"type": "http.response.body", "body": b"Not found: this port serves threadline.v1 RPCs.\n"}
-            )
-        elif scope["type"] == "lifespan":
-            message = await receive()
-            while message["type"] != "lifespan.shutdown":
-                await send({"type": message["type"] + ".complete"})
-                message = await receive()
-            await send({"type": "lifespan.shutdown.complete"})
+        page = self._console.get(path)
+        if page is not None and scope.get("method") in ("GET", "HEAD"):
+            kind, body = page
+            headers = [(b"content-type", kind), *_CONSOLE_HEADERS]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+            return
+        await send(
+            {"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"text/plain")]}
+        )
+        await send(
+            {"type": "http.response.body", "body": b"Not found: this port serves threadline.v1 RPCs.\n"}
+        )
 
 
 def _content_type(scope: Any) -> bytes:
@@ -443,17 +433,7 @@ class HttpGateway:
         Raises:
             OSError: The address cannot be bound.
         """
-        loop = asyncio.get_running_loop()
-        family, kind, proto, _, address = (
-            await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        )[0]
-        listener = socket.socket(family, kind, proto)
-        try:
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind(address)
-        except BaseException:
-            listener.close()
-            raise
+        listener = await bound_socket(host, port)
         config = uvicorn.Config(
             self._app,
             lifespan="off",

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import socket
 from http import HTTPStatus
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
+
+from .listening import bound_socket
 
 __all__ = ("HEAD_TIMEOUT_S", "MAX_CONNECTIONS", "MAX_HEAD_BYTES", "SEND_TIMEOUT_S", "MetricsHttp")
 
@@ -45,14 +46,8 @@ class MetricsHttp:
         Raises:
             OSError: The address cannot be bound.
         """
-        loop = asyncio.get_running_loop()
-        family, kind, proto, _, address = (
-            await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        )[0]
-        listener = socket.socket(family, kind, proto)
+        listener = await bound_socket(host, port)
         try:
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind(address)
             self._server = await asyncio.start_server(self._serve, sock=listener, limit=MAX_HEAD_BYTES)
         except BaseException:
             listener.close()

@@ -11,6 +11,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,17 +121,22 @@ def test_smoke_run_writes_every_section_and_ratio(tmp_path: Path) -> None:
     assert rows["stream_run_over_limit"][:2] == [f"{ratios['stream_run_over_limit']:.3f}"] * 2
 
 
-def test_smoke_run_of_the_thread_sections(tmp_path: Path) -> None:
-    out = tmp_path / "threads.json"
+def smoke_run(tmp_path: Path, sections: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """`python -m bench --smoke --sections SECTIONS` into `tmp_path`: the process (it succeeded) and its report."""
+    out = tmp_path / f"smoke-{sections}.json"
     finished = subprocess.run(
-        [sys.executable, "-m", "bench", "--smoke", "--sections", "gh", "--out", str(out)],
+        [sys.executable, "-m", "bench", "--smoke", "--sections", sections, "--out", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert finished.returncode == 0, finished.stderr[-3000:]
-    report = json.loads(out.read_text())
+    return finished, json.loads(out.read_text())
+
+
+def test_smoke_run_of_the_thread_sections(tmp_path: Path) -> None:
+    _, report = smoke_run(tmp_path, "gh")
     assert set(report["sections"]) == {"g_threads", "h_thread_store"}
     assert set(report["ratios"]) >= H_TARGETS
     sizes = report["sizes"]
@@ -200,16 +206,7 @@ def test_smoke_run_of_the_thread_sections(tmp_path: Path) -> None:
 
 
 def test_smoke_run_of_the_live_runs_section(tmp_path: Path) -> None:
-    out = tmp_path / "live.json"
-    finished = subprocess.run(
-        [sys.executable, "-m", "bench", "--smoke", "--sections", "i", "--out", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    report = json.loads(out.read_text())
+    finished, report = smoke_run(tmp_path, "i")
     assert set(report["sections"]) == {"i_live"}
     assert set(report["ratios"]) >= I_TARGETS
     assert len(I_TARGETS) == 6  # CPU, commits/s and bytes, log on / off, on each store
@@ -272,16 +269,7 @@ def test_smoke_run_of_the_live_runs_section(tmp_path: Path) -> None:
 
 
 def test_smoke_run_of_the_busy_strategies_section(tmp_path: Path) -> None:
-    out = tmp_path / "queue.json"
-    finished = subprocess.run(
-        [sys.executable, "-m", "bench", "--smoke", "--sections", "j", "--out", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    report = json.loads(out.read_text())
+    finished, report = smoke_run(tmp_path, "j")
     assert set(report["sections"]) == {"j_queue"}
     sizes = report["sizes"]
     for kind in ("sqlite", "postgresql"):
@@ -301,16 +289,7 @@ def test_smoke_run_of_the_busy_strategies_section(tmp_path: Path) -> None:
 
 
 def test_smoke_run_of_the_dispatch_intents_section(tmp_path: Path) -> None:
-    out = tmp_path / "intents.json"
-    finished = subprocess.run(
-        [sys.executable, "-m", "bench", "--smoke", "--sections", "k", "--out", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    report = json.loads(out.read_text())
+    _, report = smoke_run(tmp_path, "k")
     assert set(report["sections"]) == {"k_intents"}
     section = report["sections"]["k_intents"]
     for turn in ("turn_1_call", "turn_4_calls", "resume_turn"):
@@ -327,16 +306,7 @@ def test_smoke_run_of_the_dispatch_intents_section(tmp_path: Path) -> None:
 
 
 def test_smoke_run_of_the_http_section(tmp_path: Path) -> None:
-    out = tmp_path / "http.json"
-    finished = subprocess.run(
-        [sys.executable, "-m", "bench", "--smoke", "--sections", "l", "--out", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    report = json.loads(out.read_text())
+    finished, report = smoke_run(tmp_path, "l")
     assert set(report["sections"]) == {"l_http"}
     section = report["sections"]["l_http"]
     assert set(section["cost"]) == {

@@ -12,14 +12,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import REPO, THREADLINE, ServeProcess
 from setup_tools import go_bin_dir, setup_tool
-from walkthrough import Step, doc_steps
+from walkthrough import Step, doc_steps, run_step
 
 DOC = REPO / "docs" / "grpcurl.md"
 
@@ -89,16 +88,4 @@ def test_walkthrough_runs_verbatim(serve_process: Callable[..., ServeProcess], t
             as_root = ["--allow-root-shell"] if os.geteuid() == 0 else []
             running = serve_process(*(arg.replace("$WORK", str(work)) for arg in step.serve), *as_root)
             env["ADDR"] = running.address
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", step.code],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        output = done.stdout + done.stderr
-        where = f"step {index}:\n{step.code}\n--- output ---\n{output}"
-        assert (done.returncode != 0) is step.should_fail, where
-        for text in step.expect:
-            assert text in output, where
+        run_step(index, step, tmp_path, env)

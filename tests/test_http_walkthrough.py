@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import REPO, ServeProcess, free_port
-from walkthrough import doc_steps
+from walkthrough import doc_steps, run_step
 
 DOC = REPO / "docs" / "http.md"
 
@@ -38,16 +37,4 @@ def test_walkthrough_runs_verbatim(serve_process: Callable[..., ServeProcess], t
             port = free_port()
             running = serve_process("--http-port", str(port), *step.serve)
             env["HTTP"] = f"http://127.0.0.1:{port}"
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", step.code],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        output = done.stdout + done.stderr
-        where = f"step {index}:\n{step.code}\n--- output ---\n{output}"
-        assert (done.returncode != 0) is step.should_fail, where
-        for text in step.expect:
-            assert text in output, where
+        run_step(index, step, tmp_path, env)

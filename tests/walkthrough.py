@@ -8,6 +8,7 @@ comment restarts the server with those extra arguments for the blocks after it.
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,3 +43,21 @@ def doc_steps(doc: Path) -> list[Step]:
             )
         )
     return result
+
+
+def run_step(index: int, step: Step, cwd: Path, env: dict[str, str]) -> None:
+    """Run `step` verbatim in bash (`-euo pipefail`); assert it failed or not as its notes say, and
+    that its output has every expected text."""
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", step.code],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    output = done.stdout + done.stderr
+    where = f"step {index}:\n{step.code}\n--- output ---\n{output}"
+    assert (done.returncode != 0) is step.should_fail, where
+    for text in step.expect:
+        assert text in output, where

@@ -15,7 +15,7 @@ import { after, before, test } from "node:test";
 import { build } from "esbuild";
 
 import { launchChromium } from "./chromium.js";
-import { type TestServer, startServer } from "./server.js";
+import { type TestServer, httpPort, startServer } from "./server.js";
 
 /** What the page reports (`test/browser/scenario.ts`'s `ScenarioReport`). */
 interface ScenarioReport {
@@ -50,11 +50,7 @@ before(async () => {
   assert.ok(address !== null && typeof address === "object");
   page = { server, origin: `http://127.0.0.1:${address.port}`, dir };
   threadline = await startServer(["--http-port", "0", "--http-cors-origin", page.origin]);
-  const port = await threadline.waitForLine(
-    "http_listening",
-    (line) => (line.includes('"http_listening"') ? (JSON.parse(line) as { port: number }).port : undefined),
-    30_000,
-  );
+  const port = await httpPort(threadline);
   httpUrl = `http://127.0.0.1:${port}`;
 });
 

@@ -15,7 +15,7 @@ import type { Browser, Page } from "playwright-core";
 
 import { createThreadlineClient } from "../src/index.js";
 import { launchChromium } from "./chromium.js";
-import { type TestServer, startServer } from "./server.js";
+import { type TestServer, httpPort, startServer } from "./server.js";
 
 const ARTIFACTS = process.env["THREADLINE_ARTIFACTS"] ?? fileURLToPath(new URL("../test-artifacts/console/", import.meta.url));
 const TIMEOUT = 30_000;
@@ -27,11 +27,7 @@ let browser: Browser;
 before(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
   server = await startServer(["--http-port", "0", "--console"]);
-  const port = await server.waitForLine(
-    "http_listening",
-    (line) => (line.includes('"http_listening"') ? (JSON.parse(line) as { port: number }).port : undefined),
-    30_000,
-  );
+  const port = await httpPort(server);
   consoleUrl = `http://127.0.0.1:${port}/`;
   browser = await launchChromium();
 });

@@ -140,3 +140,12 @@ async function stop(child: ChildProcess): Promise<void> {
   await exited;
   clearTimeout(timer);
 }
+
+/** The port of `server`'s `--http-port` (its `http_listening` log line), for a server started with one. */
+export function httpPort(server: TestServer): Promise<number> {
+  return server.waitForLine(
+    "http_listening",
+    (line) => (line.includes('"http_listening"') ? (JSON.parse(line) as { port: number }).port : undefined),
+    30_000,
+  );
+}
