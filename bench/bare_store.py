@@ -10,7 +10,7 @@ threads, SQLAlchemy: all a server turn pays the store) on a thread of its own th
 recorded thread's state, so each turn meets the history it met. Then the rows that turn wrote, read
 back from the database, are written again on a bare thread: one driver transaction per store write
 transaction, holding only the statements that write those rows (the `threads` update, the `runs` row,
-each checkpoint's new `blobs` rows and its `checkpoints` row, the run record's update), by the driver
+each checkpoint's new `blobs` rows and its `checkpoints` row, the run record's end), by the driver
 alone on one open connection: `sqlite3` with the store's WAL, `synchronous=FULL` and `BEGIN
 IMMEDIATE`; psycopg with the store's session settings. The store's figure so carries all it does
 beyond writing: its two reads before `begin`, the database clock read in every transaction, its
@@ -323,7 +323,8 @@ def _commit(
     request_id: str,
     copies: dict[int, int],
 ) -> None:
-    """One commit's rows: the thread's head and lease, new blobs, the checkpoint, the run record.
+    """One commit's rows: the thread's head and lease, new blobs, the checkpoint, and at the run's end
+    its record.
 
     `copies` maps the replay's blob ids to the bare thread's copies of them, written once each.
     """
@@ -357,12 +358,7 @@ def _commit(
             " VALUES ('', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (thread_id, head, *row),
         )
-    if finish is None:
-        execute(
-            f"UPDATE runs SET committed_revision = ?, update_time = ? {_THREAD} AND request_id = ?",
-            (head, now, thread_id, request_id),
-        )
-    else:
+    if finish is not None:  # the store writes a run's record at its Begin and its end only
         execute(
             f"UPDATE runs SET committed_revision = ?, update_time = ?, status = ?, outcome = ? {_THREAD}"
             " AND request_id = ?",

@@ -21,6 +21,7 @@ from sqlalchemy import (
     cast,
     delete,
     exists,
+    func,
     insert,
     or_,
     select,
@@ -313,16 +314,48 @@ columns prefixed `head_`), in one statement: one snapshot on PostgreSQL too."""
 
 # -- run records ---------------------------------------------------------------------------------------
 
-SELECT_RUN = Statement(select(runs).where(*_keyed(runs), runs.c.request_id == bindparam("request_id")))
-SELECT_RUNS_BY_RUN_ID = Statement(select(runs).where(*_keyed(runs), runs.c.run_id == bindparam("run_id")))
+_COMMITTED = func.coalesce(
+    select(func.max(checkpoints.c.revision))
+    .where(
+        checkpoints.c.namespace == runs.c.namespace,
+        checkpoints.c.thread_id == runs.c.thread_id,
+        checkpoints.c.revision > func.coalesce(runs.c.begin_revision, 0),
+        checkpoints.c.request_id == runs.c.request_id,
+    )
+    .correlate(runs)
+    .scalar_subquery(),
+    runs.c.committed_revision,
+)
+COMMITTED_REVISION = case((runs.c.status == "running", _COMMITTED), else_=runs.c.committed_revision)
+"""A record's `committed_revision`: while it runs, its last checkpoint (a range of the checkpoints' key
+after its Begin), so the commits of a run write no run record; the column holds it from the run's end on
+(every statement that ends a record writes it, `_ENDING`)."""
+
+
+def _select_runs() -> Any:
+    return select(
+        *(COMMITTED_REVISION.label(c.name) if c.name == "committed_revision" else c for c in runs.c)
+    )
+
+
+def _ending(names: tuple[str, ...]) -> dict[str, Any]:
+    """`_set(names)`, and with a new `status` the record's `committed_revision` kept in its column."""
+    values = _set(names)
+    if "status" in names and "committed_revision" not in names:
+        values["committed_revision"] = COMMITTED_REVISION
+    return values
+
+
+SELECT_RUN = Statement(_select_runs().where(*_keyed(runs), runs.c.request_id == bindparam("request_id")))
+SELECT_RUNS_BY_RUN_ID = Statement(_select_runs().where(*_keyed(runs), runs.c.run_id == bindparam("run_id")))
 SELECT_RUNS_WITH_ATTEMPT = Statement(
-    select(runs).where(*_keyed(runs), runs.c.attempts.contains(bindparam("run_id")))
+    _select_runs().where(*_keyed(runs), runs.c.attempts.contains(bindparam("run_id")))
 )
 """Records whose attempts mention `run_id` (an earlier attempt's: rare, so searched, not indexed)."""
 INSERT_RUN = Statement(insert(runs).values(_set(tuple(runs.c.keys()))))
 UPDATE_RUN = StatementFamily[tuple[str, ...]](
     lambda names: (
-        update(runs).where(*_keyed(runs), runs.c.request_id == bindparam("request_id")).values(_set(names))
+        update(runs).where(*_keyed(runs), runs.c.request_id == bindparam("request_id")).values(_ending(names))
     )
 )
 SELECT_QUEUE = Statement(
@@ -343,13 +376,13 @@ that won the race leaves the start writing nothing."""
 CANCEL_UNFINISHED_RUN = Statement(
     update(runs)
     .where(*_keyed(runs), runs.c.request_id == bindparam("request_id"), runs.c.status == "running")
-    .values(_set(("status", "outcome", "update_time")))
+    .values(_ending(("status", "outcome", "update_time")))
 )
 """Closes `cancelled`, with its outcome, a record an INTERRUPT supersedes (its holder gone, LIVE §4.1)."""
 CLOSE_UNFINISHED_RUN = Statement(
     update(runs)
     .where(*_keyed(runs), runs.c.request_id == bindparam("request_id"), runs.c.status == "running")
-    .values(_set(("status", "update_time")))
+    .values(_ending(("status", "update_time")))
 )
 """Closes a record its run left `running` (its lease expired, or another request took the thread)."""
 

@@ -627,14 +627,11 @@ class ThreadStore:
             if checkpoint is not None:
                 owner = written_row.incarnation
                 written = _put_checkpoint(conn, thread_id, owner, head, checkpoint, base, now)
-            if checkpoint is not None or finish is not None:
-                record: dict[str, Any] = {"update_time": now}
-                if checkpoint is not None:
-                    record["committed_revision"] = head
-                if finish is not None:
-                    record.update(status=finish.status, outcome=end_json(finish.outcome))
-                request_id = finish.request_id if finish is not None else checkpoint.request_id  # type: ignore[union-attr]
-                UPDATE_RUN[tuple(record)].run(conn, {**key(thread_id), "request_id": request_id, **record})
+            if finish is not None:  # a run's checkpoints are its committed revisions (`COMMITTED_REVISION`)
+                record = {"status": finish.status, "outcome": end_json(finish.outcome), "update_time": now}
+                UPDATE_RUN[tuple(record)].run(
+                    conn, {**key(thread_id), "request_id": finish.request_id, **record}
+                )
             queue_due = finish is not None and written_row.sweep_after is not None
             kept = queue_due and hand_off is not None
             if checkpoint is not None or finish is not None or park or (log is not None and log.count):

@@ -26,9 +26,10 @@ before its caller is answered, so nothing is announced that a failed group commi
 A database that cannot be reached or written raises `ThreadError` `store_unavailable`, and so does a
 statement that waited too long; only the first moves the store's health (`faults`). A statement the
 database refused for what it is is raised unchanged. So does an SQLite file deleted or replaced under the
-server: every transaction checks, before it starts and again before its caller is answered, that the
-files are still those the store opened, so nothing committed into a file no longer at the path is
-acknowledged.
+server: a connection checks, before it opens, and every transaction again before its caller is answered,
+that the files are still those the store opened, so no connection opens a file put in their place and
+nothing committed into a file no longer at the path is acknowledged. (An open connection keeps the files
+it opened, so a check before each transaction would add nothing but three `stat` calls.)
 """
 
 from __future__ import annotations
@@ -386,16 +387,15 @@ class StoreWorker:
         In a writer thread's group it is a savepoint of the group's transaction. `relaxed`: a write
         whose commit need not be flushed (the event log's appends, LIVE §2.2; its call says so too).
 
-        The store's files are checked before it starts (no connection opens a file put in their place)
-        and after it ends, before the caller answers anyone: a commit made into a file deleted meanwhile
-        is reported unavailable, never acknowledged.
+        The store's files are checked after it ends, before the caller answers anyone (`_begin` checks
+        them before a connection opens): a commit made into a file deleted meanwhile is reported
+        unavailable, never acknowledged.
         """
         group: _Group | None = self._local.__dict__.get("group")
         if group is not None:
             with self._savepoint(group) as begun:
                 yield begun
             return
-        self._check_files()
         try:
             conn, now = self._begin(read=read, relaxed=relaxed)
             try:
@@ -422,7 +422,6 @@ class StoreWorker:
             raise group.broken
         try:
             if group.conn is None:
-                self._check_files()
                 group.conn, _now = self._begin(read=False, relaxed=group.relaxed)
             conn = group.conn
             _SAVEPOINT.run(conn, {})
@@ -452,12 +451,14 @@ class StoreWorker:
 
         Its first statement is the connection's check (SQLite: its `BEGIN`; PostgreSQL: reading the
         time): one the database dropped (it restarted) is replaced once, as a pool's pre-ping would,
-        without a round trip of its own.
+        without a round trip of its own. A new connection to an SQLite file opens only while the files
+        are those the store opened (`_check_files`).
         """
         for attempt in (1, 2):
             conn: Connection | None = self._local.__dict__.get("conn")
             try:
                 if conn is None or conn.invalidated or conn.closed:
+                    self._check_files()
                     conn = self._local.conn = self._engine.connect()
                     self._local.relaxed = False  # the pool's connections are opened durable
                 if not self._sqlite:
