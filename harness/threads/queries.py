@@ -13,8 +13,10 @@ from types import MappingProxyType
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Float,
     Table,
+    Text,
     and_,
     bindparam,
     case,
@@ -30,6 +32,7 @@ from sqlalchemy import (
 )
 
 from .kinds import ThreadStatus
+from .notify import THREAD_CHANNEL
 from .schema import blobs, checkpoints, dispatch_intents, labels, runs, threads
 from .statements import Statement, StatementFamily
 
@@ -89,6 +92,20 @@ def _set(names: tuple[str, ...]) -> dict[str, Any]:
     return {name: bindparam(name) for name in names}
 
 
+_THREAD_NOTE = func.pg_notify(
+    bindparam("note_channel", THREAD_CHANNEL),
+    cast(
+        func.json_build_array(
+            cast(bindparam("thread_id"), Text),
+            func.coalesce(threads.c.change_seq, 0),
+            cast(bindparam("run_id"), Text),
+            cast(bindparam("last_sequence"), BigInteger),
+        ),
+        Text,
+    ),
+).label("noted")
+"""PostgreSQL: `notify_thread`'s note, `[thread_id, change_seq, run_id, last_sequence]`, as a column."""
+
 _SWEEP_WITH_LEASE = case((threads.c.sweep_after.is_(None), None), else_=bindparam("lease_expires"))
 """A renewal moves the server's own work on the thread (`sweep_after`) with the lease, if it has any."""
 
@@ -138,8 +155,8 @@ def _update(names: tuple[str, ...]) -> dict[str, Any]:
             values["queue_next"] = threads.c.queue_next + 1
         elif name == "queue_pop":
             values["queue_length"] = threads.c.queue_length - 1
-        elif name == "queue_now":
-            continue  # a parameter of `sweep_queue`, no column
+        elif name in ("queue_now", "notify"):
+            continue  # a parameter of `sweep_queue`, a column returned: no column set
         else:
             values[name] = bindparam(name)
     return values
@@ -217,10 +234,14 @@ COMMIT_HEAD = StatementFamily[tuple[str, ...]](
             threads.c.revision == bindparam("expected_revision"),
         )
         .values(_update(names))
-        .returning(threads.c.incarnation, threads.c.sweep_after)
+        .returning(
+            threads.c.incarnation, threads.c.sweep_after, *((_THREAD_NOTE,) if "notify" in names else ())
+        )
     )
 )
-"""A lease holder's fenced commit: sets the columns `names`; returns the incarnation (no row: fenced out)."""
+"""A lease holder's fenced commit: sets the columns `names`; returns the incarnation (no row: fenced out).
+PostgreSQL: `notify` (no column) sends the transaction's `threadline_thread` note too, its change sequence
+as this statement leaves it (`logstore.notify_thread`; a round trip a commit fewer)."""
 RENEW_LEASE = Statement(
     update(threads)
     .where(

@@ -153,6 +153,7 @@ class ThreadStore:
         self.intents = dispatch_intents
         """Whether this replica's runs gate their tools and keep dispatch intents (LIVE §5.2)."""
         self.worker = StoreWorker(database, replica=replica)
+        self._postgresql = database.kind == "postgresql"
         poll = {"sqlite": 0.25, "postgresql": 1.0}.get(database.kind)
         self.hub = Hub(asyncio.get_running_loop(), poll_s=poll, positions=self._positions)
         """Wakes this replica's followers and watchers after each write (`harness.threads.follow`)."""
@@ -609,9 +610,16 @@ class ThreadStore:
                 expires = now + ttl
                 values["lease_expires"] = expires
                 names = ("sweep_with_lease",)
-            written_row = COMMIT_HEAD[(*values, *names)].first(
-                conn, {**key(thread_id), "expected_fence": fence, "expected_revision": revision, **values}
-            )
+            run_id, last = ("", -1) if log is None else (log.run_id, log.last)
+            signal = checkpoint is not None or finish is not None or bool(park) or bool(log and log.count)
+            # PostgreSQL: the thread's note rides in the row's update unless what follows moves the row or
+            # decides the note's `due` (a finish, a park, intents).
+            folded = signal and self._postgresql and finish is None and not (park or issued or dispatched)
+            params = {**key(thread_id), "expected_fence": fence, "expected_revision": revision, **values}
+            if folded:
+                names += ("notify",)
+                params.update(run_id=run_id, last_sequence=last)
+            written_row = COMMIT_HEAD[(*values, *names)].first(conn, params)
             if written_row is None:
                 raise lease_lost(thread_id)
             if log is not None:
@@ -634,17 +642,12 @@ class ThreadStore:
                 )
             queue_due = finish is not None and written_row.sweep_after is not None
             kept = queue_due and hand_off is not None
-            if checkpoint is not None or finish is not None or park or (log is not None and log.count):
-                notify_thread(
-                    conn,
-                    thread_id,
-                    run_id="" if log is None else log.run_id,
-                    last_sequence=-1 if log is None else log.last,
-                    due=bool(park) or (queue_due and not kept),
-                )
-        if checkpoint is not None or finish is not None or park or (log is not None and log.count):
+            if signal and not folded:
+                due = bool(park) or (queue_due and not kept)
+                notify_thread(conn, thread_id, run_id=run_id, last_sequence=last, due=due)
+        if signal:
             changed = checkpoint is not None or finish is not None or bool(park)
-            self.worker.on_loop(self.hub.fire, thread_id, "" if log is None else log.run_id, changed)
+            self.worker.on_loop(self.hub.fire, thread_id, run_id, changed)
         if kept and self.on_hand_off is not None:
             self.worker.on_loop(self.on_hand_off, thread_id, float(written_row.sweep_after))
         elif queue_due and self._due is not None:
