@@ -8,6 +8,7 @@ tools as they were, and a listing pairs each thread with its head.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import UTC, datetime
 
@@ -174,3 +175,91 @@ async def test_run_records_come_back_typed(store: ThreadStore) -> None:
         "It broke.",
         {"tool": "x"},
     )
+
+
+async def test_a_run_records_committed_revision_is_its_last_checkpoint(store: ThreadStore) -> None:
+    """A run's commits write no run record: while it runs, its record's `committed_revision` is read
+    from its checkpoints; a record that ends (finished, or interrupted by another request) keeps the
+    revision it had then, whatever is committed after."""
+    head = await a_thread(store, "t_committed")
+    thread = await store.thread("t_committed")
+    assert thread is not None and thread.revision == 1
+
+    async def begin(thread_id: str, request_id: str, ttl: float) -> tuple[str, int]:
+        current = await store.thread(thread_id)
+        assert current is not None
+        taken, record = await store.begin(
+            current,
+            run_id="run-" + request_id,
+            request_id=request_id,
+            ttl=ttl,
+            record=None,
+            digest="d" * 64,
+            prompt=request_id,
+            client_tools=(),
+            accepted=None,
+        )
+        assert record.committed_revision == 0
+        return taken.fence, taken.revision
+
+    def mid_run(request_id: str) -> NewCheckpoint:
+        parts = state_parts(HarnessState.new(thread_id="t_committed"))
+        return NewCheckpoint(
+            "mid_run", parts, None, None, (), run_id="run-" + request_id, request_id=request_id
+        )
+
+    async def committed(request_id: str) -> tuple[str, int]:
+        record = await store.run_record("t_committed", request_id)
+        assert record is not None
+        return record.status, record.committed_revision
+
+    fence, revision = await begin("t_committed", "first", ttl=0.2)
+    assert await committed("first") == ("running", 0)
+    base = head
+    for expected in (2, 3):
+        done = await store.commit(
+            "t_committed",
+            fence=fence,
+            revision=revision,
+            checkpoint=mid_run("first"),
+            base=base,
+            accepted=None,
+        )
+        assert done.head is not None
+        revision, base = done.revision, done.head
+        assert await committed("first") == ("running", expected)
+
+    while (await store.thread("t_committed")).live_lease is not None:  # type: ignore[union-attr]
+        await asyncio.sleep(0.05)  # the first run's holder is gone: its lease expires
+    fence, revision = await begin("t_committed", "second", ttl=30.0)
+    assert await committed("first") == ("interrupted", 3)
+    done = await store.commit(
+        "t_committed", fence=fence, revision=revision, checkpoint=mid_run("second"), base=base, accepted=None
+    )
+    assert done.revision == 4 and await committed("second") == ("running", 4)
+    now = datetime.now(UTC)
+    outcome = ThreadRunOutcome(
+        thread_id="t_committed",
+        run_id="run-second",
+        request_id="second",
+        status="completed",
+        revision=4,
+        committed=True,
+        output_json=None,
+        usage=RunUsage(requests=1),
+        failure=None,
+        deferred=None,
+        started_at=now,
+        ended_at=now,
+    )
+    await store.commit(
+        "t_committed",
+        fence=fence,
+        revision=4,
+        checkpoint=None,
+        base=done.head,
+        accepted=None,
+        finish=Finish("second", "completed", outcome, None, None),
+    )
+    assert await committed("second") == ("completed", 4)
+    assert await committed("first") == ("interrupted", 3)
