@@ -504,7 +504,7 @@ class DurableHost:
         """The claimed thread's due work: (a) a detached request's next attempt, (c) closing a run whose
         cancel was asked of a holder now gone, (b) starting its queue's head; else none is left (or not
         yet: a lease renewed)."""
-        thread = await self.store.thread(thread_id)
+        thread, record, head = await self.store.due_work(thread_id)
         if thread is None:
             return
         live = thread.live_lease
@@ -512,7 +512,6 @@ class DurableHost:
             await self.store.move_sweep(thread_id, seen=claim, after=live.expires - thread.now)
             return
         stopped = thread.lease
-        record = None if stopped is None else await self.store.run_record(thread_id, stopped.request_id)
         if stopped is not None and record is not None and record.status == "running":
             if thread.cancel_requested:
                 await self.cancel(thread_id, stopped.run_id)  # closes it CANCELLED, releasing the thread
@@ -520,12 +519,15 @@ class DurableHost:
             if record.detached:
                 await self._start_driven(thread, claim, record, queued="")
                 return
-        if thread.queue and (thread.pending is None or thread.queue[0].kind != "enqueued"):
-            # The head of the queue, superseding an attached request whose holder is gone (LIVE §4.2).
-            head = await self.store.run_record(thread_id, thread.queue[0].request_id)
-            if head is not None and head.status == "queued":
-                await self._start_driven(thread, claim, head, queued=head.run_id)
-                return
+        # The head of the queue (`head` is read only when there is one), superseding an attached
+        # request whose holder is gone (LIVE §4.2).
+        if (
+            head is not None
+            and head.status == "queued"
+            and (thread.pending is None or thread.queue[0].kind != "enqueued")
+        ):
+            await self._start_driven(thread, claim, head, queued=head.run_id)
+            return
         await self.store.move_sweep(thread_id, seen=claim, after=None)
 
     async def _start_driven(self, thread: ThreadRow, claim: float, record: RunRow, *, queued: str) -> None:

@@ -292,6 +292,19 @@ class ThreadStore:
         with self.worker.transaction(read=True) as (conn, now):
             return _thread(conn, thread_id, now), _run_record(conn, thread_id, request_id)
 
+    @offloaded(read=True)
+    def due_work(self, thread_id: str) -> tuple[ThreadRow | None, RunRow | None, RunRow | None]:
+        """The thread with the records its due work is decided on (LIVE §3.2): its last lease's request
+        and its queue's head, from one snapshot in one transaction (a sweep or a hand-off: one hop, not
+        three)."""
+        with self.worker.transaction(read=True) as (conn, now):
+            thread = _thread(conn, thread_id, now)
+            if thread is None:
+                return None, None, None
+            stopped = None if thread.lease is None else _run_record(conn, thread_id, thread.lease.request_id)
+            head = _run_record(conn, thread_id, thread.queue[0].request_id) if thread.queue else None
+            return thread, stopped, head
+
     # -- creating, forking, rolling back, deleting -------------------------------------------------------
 
     @offloaded(read=False)
