@@ -19,6 +19,7 @@ from pydantic_ai.usage import RunUsage
 from harness import ClientTool, DeferredToolRequests, DeferredToolResume, HarnessState
 from harness.deferred import DeferredToolCall
 from harness.errors import ErrorCode, HarnessError
+from harness.results import RunStatus
 from harness.threads import ThreadRunOutcome, ThreadStore
 from harness.threads.codec import state_parts
 from harness.threads.records import Head
@@ -30,6 +31,32 @@ TOOLS = (
     ClientTool("get_weather", "The weather in a city.", '{"type":"object","properties":{}}'),
     ClientTool("get_time", parameters_json_schema={"type": "object", "properties": {}}),
 )
+
+
+def an_outcome(
+    at: tuple[str, str, str],
+    status: RunStatus,
+    revision: int,
+    *,
+    deferred: DeferredToolRequests | None = None,
+) -> ThreadRunOutcome:
+    """What a run (`at`: its thread, run and request IDs) ended with, now."""
+    thread_id, run_id, request_id = at
+    now = datetime.now(UTC)
+    return ThreadRunOutcome(
+        thread_id=thread_id,
+        run_id=run_id,
+        request_id=request_id,
+        status=status,
+        revision=revision,
+        committed=deferred is None,
+        output_json=None,
+        usage=RunUsage(requests=2),
+        failure=None,
+        deferred=deferred,
+        started_at=now,
+        ended_at=now,
+    )
 
 
 def a_batch() -> DeferredToolRequests:
@@ -116,21 +143,7 @@ async def test_run_records_come_back_typed(store: ThreadStore) -> None:
         TOOLS,
     )
 
-    now = datetime.now(UTC)
-    outcome = ThreadRunOutcome(
-        thread_id="t_records",
-        run_id="run-1",
-        request_id="req-1",
-        status="suspended",
-        revision=taken.revision,
-        committed=False,
-        output_json=None,
-        usage=RunUsage(requests=2),
-        failure=None,
-        deferred=a_batch(),
-        started_at=now,
-        ended_at=now,
-    )
+    outcome = an_outcome(("t_records", "run-1", "req-1"), "suspended", taken.revision, deferred=a_batch())
     finish = Finish("req-1", "suspended", outcome, a_batch(), None)
     await store.commit(
         "t_records",
@@ -237,21 +250,7 @@ async def test_a_run_records_committed_revision_is_its_last_checkpoint(store: Th
         "t_committed", fence=fence, revision=revision, checkpoint=mid_run("second"), base=base, accepted=None
     )
     assert done.revision == 4 and await committed("second") == ("running", 4)
-    now = datetime.now(UTC)
-    outcome = ThreadRunOutcome(
-        thread_id="t_committed",
-        run_id="run-second",
-        request_id="second",
-        status="completed",
-        revision=4,
-        committed=True,
-        output_json=None,
-        usage=RunUsage(requests=1),
-        failure=None,
-        deferred=None,
-        started_at=now,
-        ended_at=now,
-    )
+    outcome = an_outcome(("t_committed", "run-second", "second"), "completed", 4)
     await store.commit(
         "t_committed",
         fence=fence,
