@@ -85,8 +85,7 @@ class Appends:
                 ready = [a for a in waiting if not a.log.turn.locked()]  # the others' commits write them
                 due = min((a.log.due_in() for a in ready), default=_BUSY_S)
                 if due > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), due)  # a new buffer may be due sooner
+                    await self._wait(due)  # a new buffer may be due sooner
                     continue
                 if await self._write(ready):
                     delay = _RETRY_S[0]
@@ -95,6 +94,15 @@ class Appends:
                     delay = min(delay * 2, _RETRY_S[1])
         finally:
             self._task = None
+
+    async def _wait(self, seconds: float) -> None:
+        """Until woken, or `seconds` passed: a timer sets the event (`wait_for` would make a task and a
+        waiter each time, and this waits a few times per turn of every attempt)."""
+        timer = asyncio.get_running_loop().call_later(seconds, self._wake.set)
+        try:
+            await self._wake.wait()
+        finally:
+            timer.cancel()
 
     async def _write(self, ready: list[_Attempt]) -> bool:
         """One grouped append of every attempt in `ready` with events still unwritten; False: the store
