@@ -86,7 +86,7 @@ class Sizes:
     checkpoint_turns: tuple[int, ...] = (1, 10, 20, 30, 40, 50)
     checkpoint_rounds: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
     thread_levels: tuple[int, ...] = (50, 500)
-    thread_rounds: int = 5
+    thread_rounds: int = 9
     store_levels: tuple[int, ...] = (1, 64)
     store_threads: int = 64
     store_turns: int = 3
@@ -102,7 +102,7 @@ class Sizes:
     live_side_runs: int = 64
     live_side_deltas: int = 60
     live_side_delta_ms: float = 50.0
-    live_side_rounds: int = 3
+    live_side_rounds: int = 7
     live_side_alone_s: float = 8.0
     live_watchers: int = 1000
     queue_accepts: int = 200
@@ -110,7 +110,8 @@ class Sizes:
     queue_accepts_each: int = 10
     queue_length: int = 100
     queue_across: int = 8
-    intent_rounds: int = 9
+    queue_drain_rounds: int = 7
+    intent_rounds: int = 21
     intent_turns: int = 20
     http_runs_per_round: int = 5
     http_rounds: int = 25
@@ -160,6 +161,7 @@ SMOKE = Sizes(
     queue_accepts_each=2,
     queue_length=3,
     queue_across=1,
+    queue_drain_rounds=1,
     intent_rounds=1,
     intent_turns=1,
     http_runs_per_round=1,
@@ -550,6 +552,7 @@ async def _queue_sections(sizes: Sizes, report: dict[str, Any]) -> None:
         accepts_each=sizes.queue_accepts_each,
         queue=sizes.queue_length,
         across=sizes.queue_across,
+        drain_rounds=sizes.queue_drain_rounds,
     )
     section: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-queue-") as directory:

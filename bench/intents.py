@@ -38,7 +38,7 @@ ts = thread_service_pb2
 
 @dataclass(frozen=True)
 class IntentSizes:
-    rounds: int = 9
+    rounds: int = 21
     turns: int = 20
     """Turns of each kind per round and server."""
 

@@ -16,8 +16,9 @@ full run) a few rounds run, each with, in rotating order:
 At the last level each round then runs the long thread's next turn on server B, a second server on the
 same file that never held its head (`thread_turn_n_miss`: the head is loaded from the store and
 validated with `load_state`), and the turn after on A, whose cached head B's commit left behind
-(`thread_turn_n_miss_a`). Every turn is measured once (one call per batch, server CPU to the
-nanosecond); ratios are medians of per-round ratios, and the build's own turns give a cost curve.
+(`thread_turn_n_miss_a`). Turn n is measured once a round (one call per batch), the turn-1 variants
+`TURN_1_CALLS` calls a batch, server CPU to the nanosecond; ratios are medians of per-round ratios, and the
+build's own turns give a cost curve.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ from .agents import PROMPT, native_agent
 from .measure import Cost, cpu_per_call, median, median_ratio, server_cpu_per_call, summary
 from .proc import ServerProcess
 from .thread import turn_spec
+
+TURN_1_CALLS = 3
+"""Turn-1 variants run this many calls a batch (a new thread each): a lone 25 ms call's CPU moves with
+whatever else the server did meanwhile (its sweeper, a renewal), turn n's is 2-10 times longer."""
 
 __all__ = ("ThreadClient", "threads_section")
 
@@ -106,11 +111,12 @@ async def threads_section(
         await on.turn(long_thread)
         turns_done += 1
 
-    async def new_thread_turn() -> Callable[[], Awaitable[None]]:
-        thread_id = await threads.create()
+    async def new_thread_turn(calls: int = 1) -> Callable[[], Awaitable[None]]:
+        """Turn 1 of a new thread per call (the threads made now, unmeasured)."""
+        fresh = [await threads.create() for _ in range(calls)]
 
         async def call() -> None:
-            await threads.turn(thread_id)
+            await threads.turn(fresh.pop())
 
         return call
 
@@ -159,25 +165,26 @@ async def threads_section(
         miss = level == levels[-1]
         for index in range(rounds):
             previous = await threads.state(long_thread)
-            calls: dict[str, tuple[Callable[[], Awaitable[None]], bool]] = {
-                "thread_turn_1": (await new_thread_turn(), True),
-                "thread_turn_n": (lambda: long_turn(threads), True),
-                "harness_turn_1": (harness_turn(None), True),
-                "harness_turn_n": (harness_turn(previous), True),
-                "pydantic_ai_turn_1": (pydantic_ai_turn(b"[]"), False),
-                "pydantic_ai_turn_n": (pydantic_ai_turn(previous.message_history.data.encode()), False),
-                "pydantic_ai_in_memory_turn_1": (pydantic_ai_in_memory_turn(b"[]"), False),
+            calls: dict[str, tuple[Callable[[], Awaitable[None]], bool, int]] = {
+                "thread_turn_1": (await new_thread_turn(TURN_1_CALLS), True, TURN_1_CALLS),
+                "thread_turn_n": (lambda: long_turn(threads), True, 1),
+                "harness_turn_1": (harness_turn(None), True, TURN_1_CALLS),
+                "harness_turn_n": (harness_turn(previous), True, 1),
+                "pydantic_ai_turn_1": (pydantic_ai_turn(b"[]"), False, TURN_1_CALLS),
+                "pydantic_ai_turn_n": (pydantic_ai_turn(previous.message_history.data.encode()), False, 1),
+                "pydantic_ai_in_memory_turn_1": (pydantic_ai_in_memory_turn(b"[]"), False, TURN_1_CALLS),
                 "pydantic_ai_in_memory_turn_n": (
                     pydantic_ai_in_memory_turn(previous.message_history.data.encode()),
                     False,
+                    1,
                 ),
             }
             names = list(calls)
             costs: dict[str, Cost] = {}
             for name in names[index % len(names) :] + names[: index % len(names)]:
-                call, remote = calls[name]
+                call, remote, n = calls[name]
                 costs[name] = await (
-                    server_cpu_per_call(server, call, 1) if remote else cpu_per_call(call, 1)
+                    server_cpu_per_call(server, call, n) if remote else cpu_per_call(call, n)
                 )
             if miss:
                 costs["thread_turn_n_miss"] = await server_cpu_per_call(

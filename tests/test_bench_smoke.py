@@ -279,7 +279,9 @@ def test_smoke_run_of_the_busy_strategies_section(tmp_path: Path) -> None:
         assert busy["threads"] == sizes["queue_busy_threads"]
         assert busy["ms"]["samples"] == sizes["queue_busy_threads"] * sizes["queue_accepts_each"]
         assert store["drain"]["requests"] == sizes["queue_length"]
-        assert store["hand_off_ms"]["same_replica"]["samples"] == sizes["queue_length"] - 1
+        assert len(store["drain"]["rounds"]) == sizes["queue_drain_rounds"]
+        same = store["hand_off_ms"]["same_replica"]["samples"]
+        assert same == sizes["queue_drain_rounds"] * (sizes["queue_length"] - 1)
         assert store["hand_off_ms"]["across_replicas"]["samples"] == sizes["queue_across"]
         name = f"{kind}_queue_drain_over_one_by_one"
         assert name in J_TARGETS and report["targets"][name]["threshold"] == 0.9 and name in finished.stdout
