@@ -171,11 +171,12 @@ async def _drain(a: _Threads, b: _Threads, sizes: QueueSizes) -> tuple[dict[str,
     rounds: list[dict[str, float]] = []
     gaps: list[float] = []
     for index in range(sizes.drain_rounds):
-        ways = [_queue_drained, _one_by_one]
         if index % 2:
-            ways.reverse()
-        seconds = {way.__name__: await way(a, b, sizes.queue, gaps) for way in ways}
-        drained, waited = seconds["_queue_drained"], seconds["_one_by_one"]
+            waited = await _one_by_one(a, sizes.queue)
+            drained = await _queue_drained(a, b, sizes.queue, gaps)
+        else:
+            drained = await _queue_drained(a, b, sizes.queue, gaps)
+            waited = await _one_by_one(a, sizes.queue)
         rounds.append(
             {
                 "queue_runs_per_s": round(sizes.queue / drained, 1),
@@ -210,7 +211,7 @@ async def _queue_drained(a: _Threads, b: _Threads, queue: int, gaps: list[float]
     return drained
 
 
-async def _one_by_one(a: _Threads, _b: _Threads, queue: int, _gaps: list[float]) -> float:
+async def _one_by_one(a: _Threads, queue: int) -> float:
     """Seconds for one client to send `queue` quick requests to a free thread, waiting for each."""
     free = await a.create()
     began = time.perf_counter()

@@ -165,24 +165,24 @@ async def threads_section(
         miss = level == levels[-1]
         for index in range(rounds):
             previous = await threads.state(long_thread)
-            calls: dict[str, tuple[Callable[[], Awaitable[None]], bool, int]] = {
-                "thread_turn_1": (await new_thread_turn(TURN_1_CALLS), True, TURN_1_CALLS),
-                "thread_turn_n": (lambda: long_turn(threads), True, 1),
-                "harness_turn_1": (harness_turn(None), True, TURN_1_CALLS),
-                "harness_turn_n": (harness_turn(previous), True, 1),
-                "pydantic_ai_turn_1": (pydantic_ai_turn(b"[]"), False, TURN_1_CALLS),
-                "pydantic_ai_turn_n": (pydantic_ai_turn(previous.message_history.data.encode()), False, 1),
-                "pydantic_ai_in_memory_turn_1": (pydantic_ai_in_memory_turn(b"[]"), False, TURN_1_CALLS),
+            calls: dict[str, tuple[Callable[[], Awaitable[None]], bool]] = {
+                "thread_turn_1": (await new_thread_turn(TURN_1_CALLS), True),
+                "thread_turn_n": (lambda: long_turn(threads), True),
+                "harness_turn_1": (harness_turn(None), True),
+                "harness_turn_n": (harness_turn(previous), True),
+                "pydantic_ai_turn_1": (pydantic_ai_turn(b"[]"), False),
+                "pydantic_ai_turn_n": (pydantic_ai_turn(previous.message_history.data.encode()), False),
+                "pydantic_ai_in_memory_turn_1": (pydantic_ai_in_memory_turn(b"[]"), False),
                 "pydantic_ai_in_memory_turn_n": (
                     pydantic_ai_in_memory_turn(previous.message_history.data.encode()),
                     False,
-                    1,
                 ),
             }
             names = list(calls)
             costs: dict[str, Cost] = {}
             for name in names[index % len(names) :] + names[: index % len(names)]:
-                call, remote, n = calls[name]
+                call, remote = calls[name]
+                n = TURN_1_CALLS if name.endswith("_turn_1") else 1
                 costs[name] = await (
                     server_cpu_per_call(server, call, n) if remote else cpu_per_call(call, n)
                 )
