@@ -349,3 +349,30 @@ def test_profile_writes_a_profile_of_a_workload(tmp_path: Path, workload: str, s
         assert ("_produce", "pump.py") in frames  # the server's stream pump, producing the run's events
     else:  # pyinstrument's text report of the harness in this process
         assert "_events" in out.read_text()
+
+
+def test_store_phases_account_for_a_replayed_turn() -> None:
+    finished = subprocess.run(
+        [sys.executable, "-m", "bench.store_phases", "--turns", "2"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    report = json.loads(finished.stdout)
+    phases = report["per_turn"]
+    store_calls = sum(report["store_calls_per_turn"].values())
+    # Every store call of a turn hops to a store thread and back, and its transaction commits there.
+    for phase in ("store: hop to a store thread", "store: in a store thread", "store: hop back to the loop"):
+        assert phases[phase]["calls"] == store_calls
+    assert phases["store: COMMIT"]["calls"] == phases["store: BEGIN"]["calls"] == store_calls
+    # The bare side: one BEGIN and one COMMIT per write transaction of the store's.
+    assert phases["bare: BEGIN, COMMIT"]["calls"] == 2 * report["write_transactions_per_turn"]
+    assert phases["store: statements"]["calls"] >= phases["bare: statements"]["calls"] > 0
+    # The parts are measured inside the turn; what is left of it is the Python around them.
+    for side in ("store: Python in a store thread", "store: Python on the loop", "bare: Python"):
+        assert phases[side]["ms"] > 0
+    assert (
+        phases["store: turn"]["ms"] > phases["store: in a store thread"]["ms"] > phases["store: COMMIT"]["ms"]
+    )

@@ -29,6 +29,9 @@ _NAMED_SQLITE = sqlite.dialect(paramstyle="named")
 """sqlite3 takes a dict with `:name`; psycopg's own dialect already uses `%(name)s`."""
 
 
+_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "PRAGMA")
+
+
 def _dialect(conn: Connection) -> Dialect:
     return _NAMED_SQLITE if conn.dialect.name == "sqlite" else conn.dialect
 
@@ -37,12 +40,15 @@ class Statement:
     """One statement: `run(conn, params)` returns its rows as named tuples (none without a result)."""
 
     executed = 0
-    """How many statements of this kind ran in this process (the benchmark counts them)."""
+    """How many statements that read or write rows ran in this process, transaction control (`BEGIN`,
+    savepoints, pragmas) not counted (the benchmark compares them with bare transactions')."""
 
     def __init__(self, statement: Executable) -> None:
         self._statement = statement
         self._compiled: dict[str, tuple[str, dict[str, Any]]] = {}
         self._row: dict[str, Any] = {}
+        self.control = False
+        """Transaction control (`BEGIN`, savepoints, pragmas), known once compiled: not in `executed`."""
 
     def _sql(self, conn: Connection, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         """The dialect's SQL and the parameters: the statement's own literals, then `params`."""
@@ -52,6 +58,7 @@ class Statement:
             done: Any = self._statement.compile(dialect=_dialect(conn))  # type: ignore[attr-defined]
             literals = {key: value for key, value in done.params.items() if value is not None}
             compiled = self._compiled[name] = (str(done), literals)
+            self.control = compiled[0].lstrip().upper().startswith(_CONTROL)
         sql, literals = compiled
         return sql, {**literals, **params}
 
@@ -71,7 +78,7 @@ class Statement:
 
     def _execute(self, conn: Connection, sql: str, bound: Any, call: Callable[[Any], object]) -> list[Any]:
         raw: Any = conn.connection.dbapi_connection
-        Statement.executed += 1
+        Statement.executed += not self.control
         cursor = raw.cursor()
         try:
             call(cursor)

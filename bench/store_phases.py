@@ -1,0 +1,226 @@
+"""Where (h)'s store turn spends its time, against the bare transactions: `python -m bench.store_phases`.
+
+    .venv/bin/python -m bench.store_phases                       # SQLite, 100 turns
+    .venv/bin/python -m bench.store_phases --store postgresql    # a throwaway cluster (tests.pgcluster)
+
+(h)'s `store_over_bare` is one number; this runs the same replay (`bench.bare_store`) with its phases
+timed, so a miss of the target can be read: the driver's transaction control (`BEGIN`, `COMMIT` and its
+fsync), the driver's statements (with the store's few lines around each), the hops between the event loop
+and the store's threads, and the Python around them on each side. Every replayed turn after the
+recording counts, the warm-up included. The timers add about a microsecond per call, and this process's
+timing is not (h)'s figure: run (h) for that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.threads import StoreKind, worker
+from harness.threads.statements import Statement
+
+from . import bare_store
+
+__all__ = ("store_phases",)
+
+
+class _Clock:
+    """Seconds and counts per phase, while `on`."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.side = ""
+        """`store` while a replayed turn runs, `bare` while its bare transactions do: only their phases
+        count (not the recording, the reads checking what was written, the store's idle file checks)."""
+        self.seconds: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()
+
+    def add(self, phase: str, seconds: float) -> None:
+        if self.on and phase.startswith(self.side + ":"):
+            self.seconds[phase] += seconds
+            self.counts[phase] += 1
+
+
+def _timed(clock: _Clock, phase: str, call: Callable[..., Any], *, side: str = "") -> Callable[..., Any]:
+    """`call` timed as `phase`; `side`: the side whose phases count meanwhile."""
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        clock.side = side or clock.side
+        try:
+            return call(*args, **kwargs)
+        finally:
+            clock.add(phase, time.perf_counter() - start)
+            clock.side = "" if side else clock.side
+
+    return timed
+
+
+@contextlib.contextmanager
+def _patched(clock: _Clock) -> Iterator[None]:
+    """The replay's store, its worker and the bare side, timed (restored after)."""
+    saved: list[tuple[Any, str, Any]] = []
+
+    def patch(owner: Any, name: str, value: Any) -> None:
+        saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    execute = Statement._execute
+
+    def statement(self: Statement, conn: Any, sql: str, bound: Any, call: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return execute(self, conn, sql, bound, call)
+        finally:
+            clock.add("store: BEGIN" if self.control else "store: statements", time.perf_counter() - start)
+
+    patch(Statement, "_execute", statement)
+    patch(worker, "_commit", _timed(clock, "store: COMMIT", worker._commit))
+    run = worker.StoreWorker.run
+
+    def offloaded(self: worker.StoreWorker, work: Callable[[], Any], **kwargs: Any) -> Any:
+        submitted = time.perf_counter()
+        ran: list[float] = []
+
+        def timed_work() -> Any:
+            ran.append(time.perf_counter())
+            try:
+                return work()
+            finally:
+                ran.append(time.perf_counter())
+
+        def answered(_future: Any) -> None:
+            if len(ran) == 2:
+                clock.add("store: hop to a store thread", ran[0] - submitted)
+                clock.add("store: in a store thread", ran[1] - ran[0])
+                clock.add("store: hop back to the loop", time.perf_counter() - ran[1])
+
+        future = run(self, timed_work, **kwargs)
+        future.add_done_callback(answered)
+        return future
+
+    patch(worker.StoreWorker, "run", offloaded)
+    patch(bare_store, "_replay", _timed_async(clock, "store: turn", bare_store._replay, side="store"))
+    patch(bare_store, "_bare_turn", _timed(clock, "bare: turn", bare_store._bare_turn, side="bare"))
+    bare_execute = bare_store._Bare.execute
+
+    def bare_statement(self: Any, sql: str, params: tuple[Any, ...]) -> Any:
+        start = time.perf_counter()
+        try:
+            return bare_execute(self, sql, params)
+        finally:
+            control = sql.startswith(("BEGIN", "COMMIT", "ROLLBACK"))
+            clock.add("bare: BEGIN, COMMIT" if control else "bare: statements", time.perf_counter() - start)
+
+    patch(bare_store._Bare, "execute", bare_statement)
+    transaction = bare_store._Bare.transaction
+
+    def bare_transaction(self: Any, work: Callable[[Any], None]) -> None:
+        start, inside = time.perf_counter(), [0.0]
+
+        def timed_work(execute: Any) -> None:
+            began = time.perf_counter()
+            try:
+                work(execute)
+            finally:
+                inside[0] = time.perf_counter() - began
+
+        try:
+            transaction(self, timed_work)
+        finally:
+            if self._pg is not None:  # psycopg's own BEGIN and COMMIT, around the work
+                clock.add("bare: BEGIN, COMMIT", time.perf_counter() - start - inside[0])
+
+    patch(bare_store._Bare, "transaction", bare_transaction)
+    record = bare_store._record
+
+    async def recorded(*args: Any, **kwargs: Any) -> Any:
+        calls = await record(*args, **kwargs)
+        clock.on = True  # the replay starts
+        return calls
+
+    patch(bare_store, "_record", recorded)
+    try:
+        yield
+    finally:
+        for owner, name, value in reversed(saved):
+            setattr(owner, name, value)
+
+
+def _timed_async(clock: _Clock, phase: str, call: Callable[..., Any], *, side: str) -> Callable[..., Any]:
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        clock.side = side
+        try:
+            return await call(*args, **kwargs)
+        finally:
+            clock.add(phase, time.perf_counter() - start)
+            clock.side = ""
+
+    return timed
+
+
+def _table(clock: _Clock) -> dict[str, dict[str, float]]:
+    """Milliseconds and calls per turn for each phase, and what is left of each side's turn."""
+    turns = clock.counts["store: turn"]
+    per_turn = {phase: seconds * 1e3 / turns for phase, seconds in clock.seconds.items()}
+    store_parts = ("store: hop to a store thread", "store: in a store thread", "store: hop back to the loop")
+    driver = ("store: BEGIN", "store: statements", "store: COMMIT")
+    per_turn["store: Python in a store thread"] = per_turn["store: in a store thread"] - sum(
+        per_turn.get(phase, 0.0) for phase in driver
+    )
+    per_turn["store: Python on the loop"] = per_turn["store: turn"] - sum(
+        per_turn[phase] for phase in store_parts
+    )
+    per_turn["bare: Python"] = (
+        per_turn["bare: turn"] - per_turn["bare: statements"] - per_turn["bare: BEGIN, COMMIT"]
+    )
+    return {
+        phase: {"ms": round(ms, 3), "calls": round(clock.counts.get(phase, turns) / turns, 2)}
+        for phase, ms in sorted(per_turn.items())
+    }
+
+
+async def store_phases(kind: StoreKind, location: str, *, turns: int) -> dict[str, Any]:
+    clock = _Clock()
+    with _patched(clock):
+        section = await bare_store.store_cost_section(kind, location, turns=turns)
+    kept = ("store_calls_per_turn", "write_transactions_per_turn", "store_over_bare")
+    return {
+        "store": kind,
+        "turns": turns + 1,
+        "per_turn": _table(clock),
+        **{key: section[key] for key in kept},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--turns", type=int, default=100)
+    args = parser.parse_args()
+    if args.store == "sqlite":
+        with tempfile.TemporaryDirectory() as scratch:
+            result = asyncio.run(
+                store_phases("sqlite", str(Path(scratch) / "phases.sqlite3"), turns=args.turns)
+            )
+    else:
+        from tests.pgcluster import cluster  # the repo root's test helper, as `python -m bench` uses
+
+        with cluster() as pg:
+            os.environ.update(pg.env)
+            result = asyncio.run(store_phases("postgresql", pg.database(), turns=args.turns))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
