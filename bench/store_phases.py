@@ -16,16 +16,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
+import statistics
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.threads import StoreKind, worker
+from harness.threads import StoreKind, ThreadStore, open_database, worker
 from harness.threads.statements import Statement
 
 from . import bare_store
@@ -66,8 +69,9 @@ def _timed(clock: _Clock, phase: str, call: Callable[..., Any], *, side: str = "
 
 
 @contextlib.contextmanager
-def _patched(clock: _Clock) -> Iterator[None]:
-    """The replay's store, its worker and the bare side, timed (restored after)."""
+def _patched(clock: _Clock, replayed: list[str]) -> Iterator[None]:
+    """The replay's store, its worker and the bare side, timed (restored after); the replayed thread's
+    ID is added to `replayed`."""
     saved: list[tuple[Any, str, Any]] = []
 
     def patch(owner: Any, name: str, value: Any) -> None:
@@ -88,6 +92,8 @@ def _patched(clock: _Clock) -> Iterator[None]:
     run = worker.StoreWorker.run
 
     def offloaded(self: worker.StoreWorker, work: Callable[[], Any], **kwargs: Any) -> Any:
+        if not isinstance(work, functools.partial):  # the worker's own (its file checks), not a store call
+            return run(self, work, **kwargs)
         submitted = time.perf_counter()
         ran: list[float] = []
 
@@ -109,7 +115,13 @@ def _patched(clock: _Clock) -> Iterator[None]:
         return future
 
     patch(worker.StoreWorker, "run", offloaded)
-    patch(bare_store, "_replay", _timed_async(clock, "store: turn", bare_store._replay, side="store"))
+    replay = _timed_async(clock, "store: turn", bare_store._replay, side="store")
+
+    async def replaying(store: Any, calls: Any, thread_id: str, head: Any) -> Any:
+        replayed[:] = [thread_id]
+        return await replay(store, calls, thread_id, head)
+
+    patch(bare_store, "_replay", replaying)
     patch(bare_store, "_bare_turn", _timed(clock, "bare: turn", bare_store._bare_turn, side="bare"))
     bare_execute = bare_store._Bare.execute
 
@@ -190,9 +202,42 @@ def _table(clock: _Clock) -> dict[str, dict[str, float]]:
     }
 
 
+async def _read_cpu(kind: StoreKind, location: str, thread_id: str, *, reads: int) -> dict[str, float]:
+    """Microseconds of CPU (of the thread running it, median) of one store read, the run's read before
+    its Begin: run in place, in this thread; handed to a store thread back to back; and handed over after
+    the store's threads idled 2 ms (as each of a turn's calls finds them)."""
+    database = await open_database(kind, location)
+    store = ThreadStore(database, replica="phases-" + uuid.uuid4().hex[:8])
+    read_once = functools.partial(ThreadStore.thread_and_record.__wrapped__, store, thread_id, "no-request")
+    cpu: list[float] = []
+
+    def read() -> None:
+        start = time.thread_time()
+        read_once()
+        cpu.append(time.thread_time() - start)
+
+    medians: dict[str, float] = {}
+    try:
+        for variant in ("in_place", "handed_over", "handed_over_after_2ms_idle"):
+            cpu.clear()
+            for _ in range(reads):
+                if variant == "in_place":
+                    read()
+                else:
+                    await store.worker.run(read, read=True)
+                if variant == "handed_over_after_2ms_idle":
+                    await asyncio.sleep(0.002)
+            medians[variant] = round(statistics.median(cpu) * 1e6, 1)
+    finally:
+        store.close()
+        await database.close()
+    return medians
+
+
 async def store_phases(kind: StoreKind, location: str, *, turns: int) -> dict[str, Any]:
     clock = _Clock()
-    with _patched(clock):
+    replayed: list[str] = []
+    with _patched(clock, replayed):
         section = await bare_store.store_cost_section(kind, location, turns=turns)
     kept = ("store_calls_per_turn", "write_transactions_per_turn", "store_over_bare")
     return {
@@ -200,6 +245,7 @@ async def store_phases(kind: StoreKind, location: str, *, turns: int) -> dict[st
         "turns": turns + 1,
         "per_turn": _table(clock),
         **{key: section[key] for key in kept},
+        "read_cpu_us": await _read_cpu(kind, location, replayed[0], reads=max(3 * turns, 3)),
     }
 
 

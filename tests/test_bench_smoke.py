@@ -376,3 +376,6 @@ def test_store_phases_account_for_a_replayed_turn() -> None:
     assert (
         phases["store: turn"]["ms"] > phases["store: in a store thread"]["ms"] > phases["store: COMMIT"]["ms"]
     )
+    # The same read's CPU in place and handed to a store thread, at once and after the threads idled.
+    assert set(report["read_cpu_us"]) == {"in_place", "handed_over", "handed_over_after_2ms_idle"}
+    assert all(us > 0 for us in report["read_cpu_us"].values())
