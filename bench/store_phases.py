@@ -37,10 +37,9 @@ __all__ = ("store_phases",)
 
 
 class _Clock:
-    """Seconds and counts per phase, while `on`."""
+    """Seconds and counts per phase."""
 
     def __init__(self) -> None:
-        self.on = False
         self.side = ""
         """`store` while a replayed turn runs, `bare` while its bare transactions do: only their phases
         count (not the recording, the reads checking what was written, the store's idle file checks)."""
@@ -48,7 +47,7 @@ class _Clock:
         self.counts: Counter[str] = Counter()
 
     def add(self, phase: str, seconds: float) -> None:
-        if self.on and phase.startswith(self.side + ":"):
+        if phase.startswith(self.side + ":"):
             self.seconds[phase] += seconds
             self.counts[phase] += 1
 
@@ -153,14 +152,6 @@ def _patched(clock: _Clock, replayed: list[str]) -> Iterator[None]:
                 clock.add("bare: BEGIN, COMMIT", time.perf_counter() - start - inside[0])
 
     patch(bare_store._Bare, "transaction", bare_transaction)
-    record = bare_store._record
-
-    async def recorded(*args: Any, **kwargs: Any) -> Any:
-        calls = await record(*args, **kwargs)
-        clock.on = True  # the replay starts
-        return calls
-
-    patch(bare_store, "_record", recorded)
     try:
         yield
     finally:
