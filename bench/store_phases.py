@@ -51,18 +51,24 @@ class _Clock:
             self.seconds[phase] += seconds
             self.counts[phase] += 1
 
+    @contextlib.contextmanager
+    def turn(self, side: str) -> Iterator[None]:
+        """One side's turn, timed as `<side>: turn`; its phases count meanwhile."""
+        self.side, start = side, time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(f"{side}: turn", time.perf_counter() - start)
+            self.side = ""
 
-def _timed(clock: _Clock, phase: str, call: Callable[..., Any], *, side: str = "") -> Callable[..., Any]:
-    """`call` timed as `phase`; `side`: the side whose phases count meanwhile."""
 
+def _timed(clock: _Clock, phase: str, call: Callable[..., Any]) -> Callable[..., Any]:
     def timed(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
-        clock.side = side or clock.side
         try:
             return call(*args, **kwargs)
         finally:
             clock.add(phase, time.perf_counter() - start)
-            clock.side = "" if side else clock.side
 
     return timed
 
@@ -114,14 +120,19 @@ def _patched(clock: _Clock, replayed: list[str]) -> Iterator[None]:
         return future
 
     patch(worker.StoreWorker, "run", offloaded)
-    replay = _timed_async(clock, "store: turn", bare_store._replay, side="store")
+    replay, bare_turn = bare_store._replay, bare_store._bare_turn
 
     async def replaying(store: Any, calls: Any, thread_id: str, head: Any) -> Any:
         replayed[:] = [thread_id]
-        return await replay(store, calls, thread_id, head)
+        with clock.turn("store"):
+            return await replay(store, calls, thread_id, head)
+
+    def baring(*args: Any) -> None:
+        with clock.turn("bare"):
+            bare_turn(*args)
 
     patch(bare_store, "_replay", replaying)
-    patch(bare_store, "_bare_turn", _timed(clock, "bare: turn", bare_store._bare_turn, side="bare"))
+    patch(bare_store, "_bare_turn", baring)
     bare_execute = bare_store._Bare.execute
 
     def bare_statement(self: Any, sql: str, params: tuple[Any, ...]) -> Any:
@@ -129,7 +140,7 @@ def _patched(clock: _Clock, replayed: list[str]) -> Iterator[None]:
         try:
             return bare_execute(self, sql, params)
         finally:
-            control = sql.startswith(("BEGIN", "COMMIT", "ROLLBACK"))
+            control = sql.startswith(bare_store._TRANSACTION)
             clock.add("bare: BEGIN, COMMIT" if control else "bare: statements", time.perf_counter() - start)
 
     patch(bare_store._Bare, "execute", bare_statement)
@@ -157,19 +168,6 @@ def _patched(clock: _Clock, replayed: list[str]) -> Iterator[None]:
     finally:
         for owner, name, value in reversed(saved):
             setattr(owner, name, value)
-
-
-def _timed_async(clock: _Clock, phase: str, call: Callable[..., Any], *, side: str) -> Callable[..., Any]:
-    async def timed(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        clock.side = side
-        try:
-            return await call(*args, **kwargs)
-        finally:
-            clock.add(phase, time.perf_counter() - start)
-            clock.side = ""
-
-    return timed
 
 
 def _table(clock: _Clock) -> dict[str, dict[str, float]]:
