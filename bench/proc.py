@@ -76,12 +76,16 @@ def free_port() -> int:
 
 
 def gauge(port: int, name: str) -> float:
-    """The value of the unlabelled metric `name` on a server's metrics port."""
+    """The value of the metric `name` on a server's metrics port, summed over its labels."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise RuntimeError(f"{name} is not on /metrics")
+        values = [
+            float(line.rsplit(" ", 1)[1])
+            for line in response.read().decode().splitlines()
+            if line.startswith((name + " ", name + "{"))
+        ]
+    if not values:
+        raise RuntimeError(f"{name} is not on /metrics")
+    return sum(values)
 
 
 def _kib_field(path: str, key: str) -> int:

@@ -223,6 +223,29 @@ async def _read_cpu(kind: StoreKind, location: str, thread_id: str, *, reads: in
     return medians
 
 
+async def _hop_cpu(kind: StoreKind, location: str, *, calls: int) -> dict[str, float]:
+    """Microseconds of this process's CPU (every thread, median) of one store call that does nothing:
+    the hand-off to a store thread and the answer back to the event loop, with the waking of both. Back to
+    back, and after 2 ms idle (as each of a turn's calls finds the threads and the loop)."""
+    database = await open_database(kind, location)
+    store = ThreadStore(database, replica="phases-" + uuid.uuid4().hex[:8])
+    medians: dict[str, float] = {}
+    try:
+        for variant in ("back_to_back", "after_2ms_idle"):
+            cpu: list[float] = []
+            for _ in range(calls):
+                start = time.process_time()
+                await store.worker.run(lambda: None, read=False)
+                cpu.append(time.process_time() - start)
+                if variant == "after_2ms_idle":
+                    await asyncio.sleep(0.002)
+            medians[variant] = round(statistics.median(cpu) * 1e6, 1)
+    finally:
+        store.close()
+        await database.close()
+    return medians
+
+
 async def store_phases(kind: StoreKind, location: str, *, turns: int) -> dict[str, Any]:
     clock = _Clock()
     replayed: list[str] = []
@@ -235,6 +258,7 @@ async def store_phases(kind: StoreKind, location: str, *, turns: int) -> dict[st
         "per_turn": _table(clock),
         **{key: section[key] for key in kept},
         "read_cpu_us": await _read_cpu(kind, location, replayed[0], reads=max(3 * turns, 3)),
+        "hop_cpu_us": await _hop_cpu(kind, location, calls=max(3 * turns, 3)),
     }
 
 

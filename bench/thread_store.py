@@ -9,7 +9,9 @@ the levels on one server; PostgreSQL on one of two replicas on one database, the
 with its workers alternating between the two (`replicas`), server CPU summed over both. On SQLite each
 level also reads the server's metrics (`threadline_store_committed_writes` over
 `threadline_store_durable_writes`): how many write transactions of requests each durable transaction,
-each fsync, carried (`sqlite_writes_per_fsync_N`: group commit at work when above 1).
+each fsync, carried (`sqlite_writes_per_fsync_N`: group commit at work when above 1), and the garbage
+collector's pauses, which stop the event loop: milliseconds a turn (`sqlite_gc_pause_ms_per_turn_N`)
+and the longest since the server was up.
 
 Bytes (SQLite): one thread runs `bytes_turns` turns; afterwards the SQLite file is read with `sqlite3`
 and each turn is charged what its checkpoints wrote: the `data` of every `blobs` row they were the
@@ -85,20 +87,25 @@ async def _level(
     def cpu() -> float:
         return sum(server.thread_cpu() for server, _client in replicas)
 
-    def writes() -> tuple[float, float]:
+    def writes() -> tuple[float, float, float]:
         if metrics is None:
-            return 0.0, 0.0
-        return gauge(metrics, "threadline_store_committed_writes"), gauge(
-            metrics, "threadline_store_durable_writes"
+            return 0.0, 0.0, 0.0
+        return (
+            gauge(metrics, "threadline_store_committed_writes"),
+            gauge(metrics, "threadline_store_durable_writes"),
+            gauge(metrics, "threadline_gc_pause_seconds_total"),
         )
 
-    (committed, durable), cpu_before, wall = writes(), cpu(), time.perf_counter()
+    (committed, durable, collecting), cpu_before, wall = writes(), cpu(), time.perf_counter()
     await asyncio.gather(*(worker(replicas[k % len(replicas)][1]) for k in range(at_once)))
     wall, spent = time.perf_counter() - wall, cpu() - cpu_before
     after = writes()
     grouped = {}
     if metrics is not None:  # group commit: the writes each durable transaction (each fsync) carried
         grouped["writes_per_durable_transaction"] = round(ratio(after[0] - committed, after[1] - durable), 3)
+        # the garbage collector's pauses, which stop the event loop (`server.heap`)
+        grouped["gc_pause_ms_per_turn"] = round((after[2] - collecting) / max(len(latencies), 1) * 1e3, 3)
+        grouped["gc_longest_pause_ms"] = round(gauge(metrics, "threadline_gc_longest_pause_seconds") * 1e3, 2)
     return {
         **grouped,
         "replicas": len(replicas),
@@ -127,6 +134,7 @@ def _level_ratios(prefix: str, rows: list[dict[str, Any]]) -> dict[str, float]:
         ratios[f"{prefix}_run_thread_p99_ms_{at_once}"] = row["latency_ms"]["p99"]
         if "writes_per_durable_transaction" in row:
             ratios[f"{prefix}_writes_per_fsync_{at_once}"] = row["writes_per_durable_transaction"]
+            ratios[f"{prefix}_gc_pause_ms_per_turn_{at_once}"] = row["gc_pause_ms_per_turn"]
     low, high = rows[0]["threads_at_once"], rows[-1]["threads_at_once"]
     if high > low:  # group commit's figures: the most threads at once against the fewest
         ratios[f"{prefix}_commits_per_s_many_over_one"] = ratio(

@@ -25,6 +25,7 @@ from harness.threads import Database, DurableHost, SchemaTooNew, ThreadStore, op
 from harness.threads.database import password_of, redacted
 from harness.threads.eventlog import LogSettings
 
+from . import heap
 from .agents import AgentRegistry
 from .config import CheckedMounts, ConfigError, ServerConfig
 from .errors import ServerError, ServerReason
@@ -412,6 +413,7 @@ async def serve(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     address = await server.start()
+    log_run("heap_settled", frozen_objects=heap.settle())
     ready(address)
     await stopping.wait()
     await server.drain()

@@ -16,6 +16,7 @@ from typing import Literal
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from pydantic_ai.usage import RunUsage
 
+from .heap import GcPauses
 from .metrics_http import MetricsHttp
 
 __all__ = ("CURRENT", "TRANSPORT", "Metrics", "Service")
@@ -133,6 +134,7 @@ class Metrics:
         self.events_omitted = Counter(
             "threadline_events_omitted", "Run events their event log left out (events_omitted).", registry=r
         )
+        r.register(GcPauses())
         self._http = MetricsHttp(self.registry)
 
     async def serve(self, host: str, port: int) -> int:

@@ -379,3 +379,6 @@ def test_store_phases_account_for_a_replayed_turn() -> None:
     # The same read's CPU in place and handed to a store thread, at once and after the threads idled.
     assert set(report["read_cpu_us"]) == {"in_place", "handed_over", "handed_over_after_2ms_idle"}
     assert all(us > 0 for us in report["read_cpu_us"].values())
+    # A call that does nothing: the hand-off and the answer alone, in the whole process's CPU.
+    assert set(report["hop_cpu_us"]) == {"back_to_back", "after_2ms_idle"}
+    assert all(us > 0 for us in report["hop_cpu_us"].values())

@@ -125,6 +125,36 @@ def test_runs_errors_tokens_and_streams_are_counted() -> None:
     assert value(after, "threadline_run_limit") == 256
 
 
+def test_the_startup_heap_is_frozen_and_the_collectors_pauses_are_counted() -> None:
+    """`server.heap.settle`: once up, the server froze what it loaded out of every collection (its first
+    full collection, counted, was the one that preceded the freeze), and collections since add up."""
+    with logged_serve("--metrics-port", "0") as running:
+        port = metrics_port(running)
+        before = scrape(port)
+        with grpc.insecure_channel(running.address) as channel:
+            stub = harness_service_pb2_grpc.HarnessServiceStub(channel)
+            for _ in range(5):
+                stub.Run(harness_service_pb2.RunRequest(spec=run_pb2.RunSpec(text="hello")), timeout=30)
+        after = scrape(port)
+        assert running.stop() == 0
+    settled = [record for record in running.records() if record["event"] == "heap_settled"]
+    assert len(settled) == 1
+    frozen = [value(scraped, "threadline_gc_frozen_objects") for scraped in (before, after)]
+    # pydantic-ai, the schemas, the descriptors; a frozen object freed later leaves the count
+    assert settled[0]["frozen_objects"] >= frozen[0] >= frozen[1] > 50_000
+    assert value(before, "threadline_gc_collections_total", generation="2") >= 1
+    assert value(before, "threadline_gc_pause_seconds_total", generation="2") > 0
+    for generation in "012":
+        assert value(after, "threadline_gc_collections_total", generation=generation) >= value(
+            before, "threadline_gc_collections_total", generation=generation
+        )
+    startup = value(before, "threadline_gc_pause_seconds_total", generation="2")
+    since = sum(value(after, "threadline_gc_pause_seconds_total", generation=g) for g in "012") - startup
+    assert (
+        0 <= value(after, "threadline_gc_longest_pause_seconds") <= since + 1e-9
+    )  # not the one before serving
+
+
 def test_without_the_flag_nothing_listens() -> None:
     with logged_serve() as running:
         assert running.stop() == 0
