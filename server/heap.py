@@ -1,8 +1,8 @@
 """The cyclic garbage collector's pauses, kept short and counted.
 
 CPython's collector stops the thread that triggers it, here mostly the event loop, and a full
-collection walks every tracked object. A started server holds ~190 000 objects that live as long as
-it does (pydantic-ai, the schemas, the protobuf descriptors, the agents): walking them took 100-180 ms
+collection walks every tracked object. A started server holds ~183 000 objects that live as long as
+it does (pydantic-ai, the schemas, the protobuf descriptors, the agents): walking them took 150-220 ms
 a full collection on the benchmark's machine, every hundred or so thread turns, a stall of every
 caller. `settle` freezes them out of all collections once the server is up, and collects the young
 generation every 10 000 net allocations instead of 700: 30 x fewer young collections, which promote
@@ -17,7 +17,6 @@ registries).
 from __future__ import annotations
 
 import gc
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -34,38 +33,36 @@ _GENERATIONS = 3
 
 
 class _Pauses:
-    """Totals since the process started, written by the collector's callback in whichever thread ran it."""
+    """Totals since the hook was installed. No lock: CPython runs one collection at a time, its two
+    callbacks in the thread that triggered it, and a lock taken here could be the one that thread holds
+    (a collection starts at any allocation)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
         self.collections = [0] * _GENERATIONS
         self.seconds = [0.0] * _GENERATIONS
         self.longest = 0.0
-        self._started: dict[int, float] = {}  # by thread: a collection runs in the thread that triggered it
+        self._started: float | None = None
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
-        now, thread = time.perf_counter(), threading.get_ident()
+        now = time.perf_counter()
         if phase == "start":
-            self._started[thread] = now
+            self._started = now
             return
-        started = self._started.pop(thread, None)
+        started, self._started = self._started, None
         if started is None:  # the hook was installed during this collection
             return
         generation, pause = int(info["generation"]), now - started
-        with self.lock:
-            self.collections[generation] += 1
-            self.seconds[generation] += pause
-            self.longest = max(self.longest, pause)
+        self.collections[generation] += 1
+        self.seconds[generation] += pause
+        self.longest = max(self.longest, pause)
 
 
 _PAUSES = _Pauses()
-_INSTALL = threading.Lock()
 
 
 def _install() -> None:
-    with _INSTALL:
-        if _PAUSES not in gc.callbacks:
-            gc.callbacks.append(_PAUSES)
+    if _PAUSES not in gc.callbacks:
+        gc.callbacks.append(_PAUSES)
 
 
 def settle() -> int:
@@ -75,8 +72,7 @@ def settle() -> int:
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-    with _PAUSES.lock:
-        _PAUSES.longest = 0.0  # that collection ran before the server served anyone
+    _PAUSES.longest = 0.0  # that collection ran before the server served anyone
     return gc.get_freeze_count()
 
 
@@ -87,8 +83,7 @@ class GcPauses(Collector):
         _install()
 
     def collect(self) -> Iterator[Metric]:
-        with _PAUSES.lock:
-            collections, seconds, longest = list(_PAUSES.collections), list(_PAUSES.seconds), _PAUSES.longest
+        collections, seconds, longest = list(_PAUSES.collections), list(_PAUSES.seconds), _PAUSES.longest
         count = CounterMetricFamily(
             "threadline_gc_collections",
             "Collections of the cyclic garbage collector in this process, by generation (2: full).",
