@@ -17,14 +17,15 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import inspect
 import json
 import os
 import statistics
 import tempfile
 import time
 import uuid
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ class _Clock:
         self.side = ""
         """`store` while a replayed turn runs, `bare` while its bare transactions do: only their phases
         count (not the recording, the reads checking what was written, the store's idle file checks)."""
-        self.seconds: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
         self.counts: Counter[str] = Counter()
 
     def add(self, phase: str, seconds: float) -> None:
@@ -191,59 +192,55 @@ def _table(clock: _Clock) -> dict[str, dict[str, float]]:
     }
 
 
-async def _read_cpu(kind: StoreKind, location: str, thread_id: str, *, reads: int) -> dict[str, float]:
-    """Microseconds of CPU (of the thread running it, median) of one store read, the run's read before
-    its Begin: run in place, in this thread; handed to a store thread back to back; and handed over after
-    the store's threads idled 2 ms (as each of a turn's calls finds them)."""
+async def _median_us(
+    variants: tuple[str, ...], calls: int, once: Callable[[str], Awaitable[float]]
+) -> dict[str, float]:
+    """The median microseconds of `once(variant)`'s seconds, `calls` times each variant; a variant
+    named `..._after_2ms_idle` idles 2 ms after each (as each of a turn's calls finds the store's threads
+    and the loop)."""
+    medians: dict[str, float] = {}
+    for variant in variants:
+        spent: list[float] = []
+        for _ in range(calls):
+            spent.append(await once(variant))
+            if variant.endswith("after_2ms_idle"):
+                await asyncio.sleep(0.002)
+        medians[variant] = round(statistics.median(spent) * 1e6, 1)
+    return medians
+
+
+async def _call_cpu(kind: StoreKind, location: str, thread_id: str, *, calls: int) -> dict[str, Any]:
+    """`read_cpu_us`: the CPU of one store read, the run's read before its Begin, in the thread running
+    it: in place, in this thread; handed to a store thread back to back; and after 2 ms idle.
+    `hop_cpu_us`: this process's CPU (every thread) of a store call that does nothing: the hand-off to a
+    store thread and the answer back to the loop, with the waking of both."""
     database = await open_database(kind, location)
     store = ThreadStore(database, replica="phases-" + uuid.uuid4().hex[:8])
-    read_once = functools.partial(ThreadStore.thread_and_record.__wrapped__, store, thread_id, "no-request")
-    cpu: list[float] = []
+    read_itself = inspect.unwrap(ThreadStore.thread_and_record)  # not its hand-off to a store thread
+    read_once = functools.partial(read_itself, store, thread_id, "no-request")
 
-    def read() -> None:
+    def read() -> float:
         start = time.thread_time()
         read_once()
-        cpu.append(time.thread_time() - start)
+        return time.thread_time() - start
 
-    medians: dict[str, float] = {}
+    async def read_cpu(variant: str) -> float:
+        return read() if variant == "in_place" else await store.worker.run(read, read=True)
+
+    async def hop_cpu(_variant: str) -> float:
+        start = time.process_time()
+        await store.worker.run(lambda: None, read=False)
+        return time.process_time() - start
+
     try:
-        for variant in ("in_place", "handed_over", "handed_over_after_2ms_idle"):
-            cpu.clear()
-            for _ in range(reads):
-                if variant == "in_place":
-                    read()
-                else:
-                    await store.worker.run(read, read=True)
-                if variant == "handed_over_after_2ms_idle":
-                    await asyncio.sleep(0.002)
-            medians[variant] = round(statistics.median(cpu) * 1e6, 1)
+        reads = ("in_place", "handed_over", "handed_over_after_2ms_idle")
+        return {
+            "read_cpu_us": await _median_us(reads, calls, read_cpu),
+            "hop_cpu_us": await _median_us(("back_to_back", "after_2ms_idle"), calls, hop_cpu),
+        }
     finally:
         store.close()
         await database.close()
-    return medians
-
-
-async def _hop_cpu(kind: StoreKind, location: str, *, calls: int) -> dict[str, float]:
-    """Microseconds of this process's CPU (every thread, median) of one store call that does nothing:
-    the hand-off to a store thread and the answer back to the event loop, with the waking of both. Back to
-    back, and after 2 ms idle (as each of a turn's calls finds the threads and the loop)."""
-    database = await open_database(kind, location)
-    store = ThreadStore(database, replica="phases-" + uuid.uuid4().hex[:8])
-    medians: dict[str, float] = {}
-    try:
-        for variant in ("back_to_back", "after_2ms_idle"):
-            cpu: list[float] = []
-            for _ in range(calls):
-                start = time.process_time()
-                await store.worker.run(lambda: None, read=False)
-                cpu.append(time.process_time() - start)
-                if variant == "after_2ms_idle":
-                    await asyncio.sleep(0.002)
-            medians[variant] = round(statistics.median(cpu) * 1e6, 1)
-    finally:
-        store.close()
-        await database.close()
-    return medians
 
 
 async def store_phases(kind: StoreKind, location: str, *, turns: int) -> dict[str, Any]:
@@ -257,8 +254,7 @@ async def store_phases(kind: StoreKind, location: str, *, turns: int) -> dict[st
         "turns": turns + 1,
         "per_turn": _table(clock),
         **{key: section[key] for key in kept},
-        "read_cpu_us": await _read_cpu(kind, location, replayed[0], reads=max(3 * turns, 3)),
-        "hop_cpu_us": await _hop_cpu(kind, location, calls=max(3 * turns, 3)),
+        **await _call_cpu(kind, location, replayed[0], calls=max(3 * turns, 3)),
     }
 
 
