@@ -75,17 +75,23 @@ def free_port() -> int:
         return port
 
 
+def gauges(port: int, *names: str) -> tuple[float, ...]:
+    """The values of the metrics `names` on a server's metrics port, each summed over its labels, from
+    one scrape."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        lines = response.read().decode().splitlines()
+    values: list[float] = []
+    for name in names:
+        found = [float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith((name + " ", name + "{"))]
+        if not found:
+            raise RuntimeError(f"{name} is not on /metrics")
+        values.append(sum(found))
+    return tuple(values)
+
+
 def gauge(port: int, name: str) -> float:
     """The value of the metric `name` on a server's metrics port, summed over its labels."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-        values = [
-            float(line.rsplit(" ", 1)[1])
-            for line in response.read().decode().splitlines()
-            if line.startswith((name + " ", name + "{"))
-        ]
-    if not values:
-        raise RuntimeError(f"{name} is not on /metrics")
-    return sum(values)
+    return gauges(port, name)[0]
 
 
 def _kib_field(path: str, key: str) -> int:

@@ -40,7 +40,7 @@ import grpc
 from server.mapping.state import state_from_pb, state_to_json
 
 from .measure import ratio
-from .proc import ServerProcess, gauge
+from .proc import ServerProcess, gauges
 from .threads import ThreadClient
 
 __all__ = ("postgresql_levels", "thread_store_section")
@@ -87,25 +87,28 @@ async def _level(
     def cpu() -> float:
         return sum(server.thread_cpu() for server, _client in replicas)
 
-    def writes() -> tuple[float, float, float]:
-        if metrics is None:
-            return 0.0, 0.0, 0.0
-        return (
-            gauge(metrics, "threadline_store_committed_writes"),
-            gauge(metrics, "threadline_store_durable_writes"),
-            gauge(metrics, "threadline_gc_pause_seconds_total"),
-        )
+    names = (
+        "threadline_store_committed_writes",
+        "threadline_store_durable_writes",
+        "threadline_gc_pause_seconds_total",
+        "threadline_gc_longest_pause_seconds",
+    )
 
-    (committed, durable, collecting), cpu_before, wall = writes(), cpu(), time.perf_counter()
+    def read() -> tuple[float, ...]:
+        return (0.0,) * len(names) if metrics is None else gauges(metrics, *names)
+
+    before, cpu_before, wall = read(), cpu(), time.perf_counter()
     await asyncio.gather(*(worker(replicas[k % len(replicas)][1]) for k in range(at_once)))
     wall, spent = time.perf_counter() - wall, cpu() - cpu_before
-    after = writes()
+    after = read()
     grouped = {}
     if metrics is not None:  # group commit: the writes each durable transaction (each fsync) carried
-        grouped["writes_per_durable_transaction"] = round(ratio(after[0] - committed, after[1] - durable), 3)
+        grouped["writes_per_durable_transaction"] = round(
+            ratio(after[0] - before[0], after[1] - before[1]), 3
+        )
         # the garbage collector's pauses, which stop the event loop (`server.heap`)
-        grouped["gc_pause_ms_per_turn"] = round((after[2] - collecting) / max(len(latencies), 1) * 1e3, 3)
-        grouped["gc_longest_pause_ms"] = round(gauge(metrics, "threadline_gc_longest_pause_seconds") * 1e3, 2)
+        grouped["gc_pause_ms_per_turn"] = round((after[2] - before[2]) / max(len(latencies), 1) * 1e3, 3)
+        grouped["gc_longest_pause_ms"] = round(after[3] * 1e3, 2)
     return {
         **grouped,
         "replicas": len(replicas),

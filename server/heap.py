@@ -101,7 +101,7 @@ class GcPauses(Collector):
         yield paused
         yield GaugeMetricFamily(
             "threadline_gc_longest_pause_seconds",
-            "The longest collection since the process started.",
+            "The longest collection since the server was up (not the one it ran before it served).",
             longest,
         )
         yield GaugeMetricFamily(
